@@ -1,0 +1,66 @@
+"""Bearer-token authentication and role checks.
+
+401 when no usable token is presented, 403 when the token is valid but its role (or the
+resource it is bound to) does not allow the request.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.api.deps import SessionDep
+from app.api.problems import ProblemError
+from app.db.models import Role
+from app.db.tokens import find_active_token
+
+bearer_scheme = HTTPBearer(
+    auto_error=False, description="A token issued by jobmatch, or the admin token."
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a role and, for workers and submitters, the name they act for."""
+
+    role: Role
+    subject: str
+
+
+def _unauthorized(detail: str) -> ProblemError:
+    return ProblemError(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def authenticate(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Principal:
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise _unauthorized("a bearer token is required (Authorization: Bearer <token>)")
+    token = credentials.credentials
+    admin = request.app.state.settings.admin_token
+    if admin is not None and hmac.compare_digest(
+        token.encode("utf-8"), admin.get_secret_value().encode("utf-8")
+    ):
+        return Principal(role=Role.ADMIN, subject="admin")
+    row = find_active_token(session, token)
+    if row is None:
+        raise _unauthorized("the bearer token is unknown or revoked")
+    return Principal(role=row.role, subject=row.subject)
+
+
+PrincipalDep = Annotated[Principal, Depends(authenticate)]
+
+
+def require_admin(principal: PrincipalDep) -> Principal:
+    if principal.role is not Role.ADMIN:
+        raise ProblemError(403, "this endpoint needs the admin role")
+    return principal
+
+
+AdminDep = Annotated[Principal, Depends(require_admin)]

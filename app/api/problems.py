@@ -1,0 +1,120 @@
+"""RFC 9457 problem details: every error leaves the service as application/problem+json."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.db.dialect import is_busy_error
+from app.notations.errors import NotationError
+
+PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger("app.api")
+
+
+class ProblemError(Exception):
+    """An error the API reports to the client as-is, with an HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        title: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.title = title or HTTPStatus(status).phrase
+        self.headers = headers
+        self.extensions = extensions
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    detail: str,
+    *,
+    title: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+    }
+    body.update(extensions)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(part) for part in location)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(
+            request, exc.status, exc.detail, title=exc.title, headers=exc.headers, **exc.extensions
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem_response(
+            request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None)
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {
+                "field": _field_path(error.get("loc", ())),
+                "message": error.get("msg", ""),
+                "type": error.get("type", ""),
+            }
+            for error in exc.errors()
+        ]
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem_response(
+            request,
+            422,
+            f"request validation failed: {summary}",
+            title="Invalid request",
+            errors=errors,
+        )
+
+    @app.exception_handler(NotationError)
+    async def _notation(request: Request, exc: NotationError) -> JSONResponse:
+        # Raised by a parser that was not wrapped with a field name by the endpoint.
+        return problem_response(
+            request, 422, str(exc), title="Invalid notation", errors=[exc.as_dict()]
+        )
+
+    @app.exception_handler(OperationalError)
+    async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
+        if is_busy_error(exc):
+            return problem_response(
+                request, 503, "the database is busy; retry shortly", headers={"Retry-After": "1"}
+            )
+        log.exception("database error")
+        return problem_response(
+            request, 503, "the database is unavailable", headers={"Retry-After": "5"}
+        )
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        # Logged with the traceback; the client sees no internals.
+        log.exception("unhandled error")
+        return problem_response(request, 500, "an internal error occurred; it has been logged")

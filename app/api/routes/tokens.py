@@ -1,0 +1,69 @@
+"""Admin endpoints that issue, list and revoke bearer tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.auth import AdminDep
+from app.api.deps import SessionDep
+from app.api.problems import ProblemError
+from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.db import tokens
+from app.db.models import Role
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role = Field(description="worker or submitter; the admin token is set in settings")
+    subject: str = Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[A-Za-z0-9._@:-]+$",
+        description="the worker or submitter name the token acts for",
+    )
+    label: str = Field(default="", max_length=255)
+
+
+class TokenOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    role: Role
+    subject: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class IssuedToken(TokenOut):
+    token: str = Field(description="the bearer token; shown only in this response")
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=IssuedToken)
+def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> IssuedToken:
+    if body.role is Role.ADMIN:
+        raise ProblemError(422, "admin tokens are not issued; set JOBMATCH_ADMIN_TOKEN")
+    row, clear = tokens.issue_token(session, role=body.role, subject=body.subject, label=body.label)
+    return IssuedToken(token=clear, **TokenOut.model_validate(row).model_dump())
+
+
+@router.get("", response_model=Page[TokenOut])
+def list_tokens(
+    session: SessionDep, _admin: AdminDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
+) -> Page[TokenOut]:
+    rows = tokens.list_tokens(session, limit=limit + 1, offset=offset)
+    return page_of([TokenOut.model_validate(r) for r in rows], limit, offset)
+
+
+@router.delete("/{token_id}", response_model=TokenOut)
+def revoke_token(token_id: int, session: SessionDep, _admin: AdminDep) -> TokenOut:
+    row = tokens.revoke_token(session, token_id)
+    if row is None:
+        raise ProblemError(404, f"no token with id {token_id}")
+    return TokenOut.model_validate(row)

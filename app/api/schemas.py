@@ -1,0 +1,44 @@
+"""Pydantic bodies shared by several routers (pagination envelopes and the like)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Generic, TypeVar
+
+from fastapi import Query
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """A page of a listing: the items, and the limit/offset that produced them."""
+
+    items: list[T]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="offset of the next page; null on the last one")
+
+
+LimitQuery = Annotated[int, Query(ge=1, le=500, description="page size")]
+OffsetQuery = Annotated[int, Query(ge=0, description="items to skip")]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, the body of every error response."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+
+
+def page_of(items: list[T], limit: int, offset: int) -> Page[T]:
+    """A page from a query that fetched ``limit + 1`` rows to learn whether more exist."""
+    more = len(items) > limit
+    return Page[T](
+        items=items[:limit],
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if more else None,
+    )

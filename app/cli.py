@@ -1,0 +1,86 @@
+"""The `jobmatch` command line."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from app.db import migrate
+from app.db.dialect import is_sqlite
+from app.settings import get_settings
+
+cli = typer.Typer(
+    help="jobmatch: matchmaking for job systems.", no_args_is_help=True, add_completion=False
+)
+db_cli = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
+cli.add_typer(db_cli, name="db")
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
+    migrate_first: Annotated[
+        bool | None,
+        typer.Option(
+            "--migrate/--no-migrate",
+            help="upgrade the schema to head before serving "
+            "[default: yes on SQLite, no on PostgreSQL]",
+        ),
+    ] = None,
+) -> None:
+    """Serve the HTTP API."""
+    settings = get_settings()
+    if migrate_first is None:
+        # The embedded database belongs to this process; a shared PostgreSQL is migrated
+        # as an explicit deployment step.
+        migrate_first = is_sqlite(settings.database_url)
+    if migrate_first:
+        migrate.upgrade(settings.database_url)
+    uvicorn.run(
+        "app.api.app:create_app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_config=None,
+    )
+
+
+@db_cli.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="target revision")] = "head",
+    sql: Annotated[bool, typer.Option("--sql", help="print the SQL instead of running it")] = False,
+) -> None:
+    """Upgrade the schema (to head by default)."""
+    migrate.upgrade(get_settings().database_url, revision, sql=sql)
+
+
+@db_cli.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="target revision, e.g. -1 or base")],
+    sql: Annotated[bool, typer.Option("--sql", help="print the SQL instead of running it")] = False,
+) -> None:
+    """Downgrade the schema to REVISION."""
+    migrate.downgrade(get_settings().database_url, revision, sql=sql)
+
+
+@db_cli.command("current")
+def db_current() -> None:
+    """Show the schema revision of the database and whether it is at head."""
+    url = get_settings().database_url
+    current = migrate.current_revisions_at(url)
+    heads = migrate.head_revisions()
+    state = "at head" if current == heads else f"head is {', '.join(sorted(heads))}"
+    typer.echo(f"{', '.join(sorted(current)) or '(empty)'} ({state})")
+
+
+def main() -> None:
+    cli(prog_name="jobmatch")
+
+
+if __name__ == "__main__":
+    main()

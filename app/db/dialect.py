@@ -1,0 +1,66 @@
+"""Everything that differs between SQLite and PostgreSQL, in one place.
+
+The rest of the code asks this module instead of testing ``dialect.name`` itself, so that
+adding a behaviour for one database means reading one file (Prefect's seam, made small).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+
+#: Execution option carrying whether a transaction will write. On SQLite a writing
+#: transaction starts with BEGIN IMMEDIATE so that it takes the write lock up front:
+#: upgrading a read lock later can fail at once with SQLITE_BUSY, whatever busy_timeout says.
+WRITE_OPTION = "jobmatch_write"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def engine_arguments(url: str, *, busy_timeout: float) -> dict[str, Any]:
+    """Keyword arguments for ``create_engine`` suited to the URL's database."""
+    if is_sqlite(url):
+        return {"connect_args": {"timeout": busy_timeout, "check_same_thread": False}}
+    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
+
+
+def install_hooks(engine: Engine, *, busy_timeout: float) -> None:
+    """Connection set-up that the driver does not do for us."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Stop pysqlite from issuing its own BEGIN (it does so late and never IMMEDIATE);
+        # the "begin" hook below emits the right one. This is the recipe of SQLAlchemy's
+        # "Serializable isolation / Savepoints / Transactional DDL" section for pysqlite.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            if not _is_memory_database(engine):
+                cursor.execute("PRAGMA journal_mode=WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(connection: Connection) -> None:
+        writes = connection.get_execution_options().get(WRITE_OPTION, True)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def _is_memory_database(engine: Engine) -> bool:
+    database = engine.url.database
+    return database in (None, "", ":memory:") or "mode=memory" in str(engine.url)
+
+
+def is_busy_error(error: BaseException) -> bool:
+    """True when the database refused for lack of a lock; the client may simply retry."""
+    text = str(getattr(error, "orig", error)).lower()
+    return "database is locked" in text or "database table is locked" in text

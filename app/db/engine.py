@@ -1,0 +1,56 @@
+"""Engine and session factory: one :class:`Database` per process.
+
+A unit of work is one transaction: :meth:`Database.transaction` commits when its block ends
+normally and rolls back otherwise. Services only flush; the caller that opened the
+transaction (an HTTP request, a CLI command) decides when it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import dialect
+
+
+class Database:
+    """Owns the engine and hands out transactional sessions."""
+
+    def __init__(self, url: str, *, busy_timeout: float = 30.0, echo: bool = False) -> None:
+        self.url = url
+        self.engine: Engine = create_engine(
+            url, echo=echo, **dialect.engine_arguments(url, busy_timeout=busy_timeout)
+        )
+        dialect.install_hooks(self.engine, busy_timeout=busy_timeout)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect_name(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Session]:
+        """A session inside one transaction; ``write=False`` for read-only work."""
+        session = self._sessions()
+        try:
+            # Procure the connection now, with the write intent the SQLite BEGIN hook reads.
+            session.connection(execution_options={dialect.WRITE_OPTION: write})
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def ping(self) -> None:
+        """Raise when the database cannot answer a trivial query."""
+        with self.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
+    def dispose(self) -> None:
+        self.engine.dispose()

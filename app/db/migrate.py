@@ -1,0 +1,65 @@
+"""Alembic, driven from code: the CLI, the server start-up and the tests all come here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+
+from app.settings import get_settings
+
+
+class MigrationsNotFoundError(RuntimeError):
+    """The Alembic tree (migrations/) was not found next to the code or in the working directory."""
+
+
+def migrations_dir() -> Path:
+    configured = get_settings().migrations_dir
+    candidates = [configured] if configured else []
+    candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
+    for candidate in candidates:
+        if candidate is not None and (candidate / "env.py").is_file():
+            return candidate
+    raise MigrationsNotFoundError(
+        "no migrations/env.py found; set JOBMATCH_MIGRATIONS_DIR to the migrations folder"
+    )
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    # env.py takes the URL from here, so a caller can migrate any database it names.
+    config.attributes["database_url"] = url
+    return config
+
+
+def upgrade(url: str, revision: str = "head", *, sql: bool = False) -> None:
+    command.upgrade(alembic_config(url), revision, sql=sql)
+
+
+def downgrade(url: str, revision: str, *, sql: bool = False) -> None:
+    command.downgrade(alembic_config(url), revision, sql=sql)
+
+
+def head_revisions() -> set[str]:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    return set(ScriptDirectory.from_config(config).get_heads())
+
+
+def current_revisions(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        return set(MigrationContext.configure(connection).get_current_heads())
+
+
+def current_revisions_at(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return current_revisions(engine)
+    finally:
+        engine.dispose()

@@ -1,0 +1,44 @@
+"""Bearer tokens, stored only as hashes."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from sqlalchemy import Enum, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, utcnow
+
+
+class Role(enum.StrEnum):
+    """What a token may do. The admin token itself lives in settings, not in this table."""
+
+    ADMIN = "admin"
+    WORKER = "worker"
+    SUBMITTER = "submitter"
+
+
+class ApiToken(Base):
+    """An issued token. ``subject`` names the worker (or submitter) the token acts for."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: SHA-256 of the token. Tokens are 256 random bits, so a fast hash is enough: there is
+    #: nothing to brute-force, and lookup by hash keeps the comparison out of Python.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[Role] = mapped_column(
+        Enum(
+            Role,
+            name="token_role",
+            native_enum=False,
+            length=16,
+            validate_strings=True,
+            values_callable=lambda roles: [r.value for r in roles],
+        )
+    )
+    subject: Mapped[str] = mapped_column(String(255), index=True)
+    label: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,0 +1,106 @@
+"""Probes, and the promise that every error is problem+json."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.testclient import TestClient
+
+from app.api.app import create_app
+from app.db import migrate
+from app.db.engine import Database
+from app.settings import Settings
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response, status: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body = response.json()
+    assert body["status"] == status
+    assert body["title"] and body["detail"]
+    assert body["type"] == "about:blank"
+    return body  # type: ignore[no-any-return]
+
+
+def test_healthz(client: TestClient) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    assert response.headers["x-request-id"]
+
+
+def test_request_id_is_echoed(client: TestClient) -> None:
+    response = client.get("/healthz", headers={"X-Request-ID": "abc-123"})
+    assert response.headers["x-request-id"] == "abc-123"
+
+
+def test_readyz_at_head(client: TestClient) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["schema"] == sorted(migrate.head_revisions())
+
+
+def test_readyz_is_503_when_schema_is_behind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'behind.db'}"
+    database = Database(url)
+    app = create_app(Settings(database_url=url, log_format="text"), database=database)
+    with TestClient(app) as client:
+        body = assert_problem(client.get("/readyz"), 503)
+        assert "jobmatch db upgrade" in body["detail"]
+    database.dispose()
+
+
+def test_readyz_is_503_when_database_unreachable() -> None:
+    url = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    database = Database(url)
+    app = create_app(Settings(database_url=url, log_format="text"), database=database)
+    with TestClient(app) as client:
+        assert_problem(client.get("/readyz"), 503)
+
+
+def test_unknown_route_is_problem_json(client: TestClient) -> None:
+    assert_problem(client.get("/no/such/thing"), 404)
+
+
+def test_wrong_method_is_problem_json(client: TestClient) -> None:
+    assert_problem(client.put("/healthz"), 405)
+
+
+def test_malformed_json_is_422_with_field_path(client: TestClient, admin_headers) -> None:  # type: ignore[no-untyped-def]
+    response = client.post(
+        "/v1/tokens",
+        content=b"{not json",
+        headers={**admin_headers, "content-type": "application/json"},
+    )
+    body = assert_problem(response, 422)
+    assert body["errors"][0]["type"] == "json_invalid"
+
+
+def test_validation_error_names_the_field(client: TestClient, admin_headers) -> None:  # type: ignore[no-untyped-def]
+    response = client.post(
+        "/v1/tokens", json={"role": "worker", "subject": "bad name!"}, headers=admin_headers
+    )
+    body = assert_problem(response, 422)
+    assert [e["field"] for e in body["errors"]] == ["body.subject"]
+
+
+def test_unhandled_error_is_500_without_internals(settings: Settings, database: Database) -> None:
+    app = create_app(settings, database=database)
+    router = APIRouter()
+
+    @router.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("secret internal detail")
+
+    app.include_router(router)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        body = assert_problem(client.get("/boom"), 500)
+    assert "secret" not in body["detail"]
+
+
+def test_openapi_documents_problem_and_security(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert "Problem" in spec["components"]["schemas"]
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert client.get("/docs").status_code == 200

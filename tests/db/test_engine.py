@@ -1,0 +1,68 @@
+"""Engine set-up: SQLite pragmas and BEGIN handling; transactions on both databases."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlalchemy import select, text
+
+from app.db.engine import Database
+from app.db.models import ApiToken, Role
+
+
+def test_sqlite_pragmas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    database = Database(f"sqlite:///{tmp_path / 'p.db'}", busy_timeout=7)
+    with database.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 7000
+    database.dispose()
+
+
+def test_sqlite_write_transaction_takes_the_lock_at_begin(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "lock.db"
+    database = Database(f"sqlite:///{path}")
+    with database.transaction(write=True) as session:
+        session.execute(text("SELECT 1"))  # a read only: a deferred BEGIN would take no lock
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+        other.close()
+    database.dispose()
+
+
+def test_sqlite_read_transaction_does_not_block_writers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "read.db"
+    database = Database(f"sqlite:///{path}")
+    with database.transaction(write=False) as session:
+        session.execute(text("SELECT 1"))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        other.close()
+    database.dispose()
+
+
+def test_rollback_on_error_and_savepoints(database: Database) -> None:
+    with pytest.raises(RuntimeError), database.transaction() as session:
+        session.add(ApiToken(token_hash="a" * 64, role=Role.WORKER, subject="w"))
+        session.flush()
+        raise RuntimeError("boom")
+    with database.transaction() as session:
+        assert session.scalar(select(ApiToken)) is None
+        session.add(ApiToken(token_hash="b" * 64, role=Role.WORKER, subject="w"))
+        nested = session.begin_nested()
+        session.add(ApiToken(token_hash="c" * 64, role=Role.WORKER, subject="w"))
+        session.flush()
+        nested.rollback()
+    with database.transaction(write=False) as session:
+        assert [t.token_hash for t in session.scalars(select(ApiToken))] == ["b" * 64]
+
+
+def test_timestamps_come_back_aware(database: Database) -> None:
+    with database.transaction() as session:
+        session.add(ApiToken(token_hash="d" * 64, role=Role.SUBMITTER, subject="s"))
+    with database.transaction(write=False) as session:
+        row = session.scalars(select(ApiToken)).one()
+        assert row.created_at.tzinfo is not None

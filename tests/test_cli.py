@@ -1,0 +1,72 @@
+"""The `jobmatch` command line: db upgrade/downgrade/current and serve's migration rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app import cli as cli_module
+from app.db import migrate
+from app.settings import get_settings
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("JOBMATCH_DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url  # type: ignore[misc]
+    get_settings.cache_clear()
+
+
+def test_db_upgrade_current_downgrade(sqlite_env: str) -> None:
+    result = runner.invoke(cli_module.cli, ["db", "current"])
+    assert result.exit_code == 0 and "(empty)" in result.output
+
+    assert runner.invoke(cli_module.cli, ["db", "upgrade"]).exit_code == 0
+    result = runner.invoke(cli_module.cli, ["db", "current"])
+    assert "(at head)" in result.output
+
+    assert runner.invoke(cli_module.cli, ["db", "downgrade", "base"]).exit_code == 0
+    assert migrate.current_revisions_at(sqlite_env) == set()
+
+
+def test_db_upgrade_sql_prints_without_touching(sqlite_env: str) -> None:
+    result = runner.invoke(cli_module.cli, ["db", "upgrade", "--sql"])
+    assert result.exit_code == 0
+    assert "CREATE TABLE api_tokens" in result.output
+    assert migrate.current_revisions_at(sqlite_env) == set()
+
+
+def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: calls.append(k))
+    result = runner.invoke(cli_module.cli, ["serve", "--port", "9999", "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert calls and calls[0]["port"] == 9999 and calls[0]["workers"] == 2
+    assert migrate.current_revisions_at(sqlite_env) == migrate.head_revisions()
+
+
+def test_serve_no_migrate_flag(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: None)
+    assert runner.invoke(cli_module.cli, ["serve", "--no-migrate"]).exit_code == 0
+    assert migrate.current_revisions_at(sqlite_env) == set()
+
+
+def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBMATCH_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/x")
+    get_settings.cache_clear()
+    upgrades: list[str] = []
+    monkeypatch.setattr(cli_module.migrate, "upgrade", lambda url, *a, **k: upgrades.append(url))
+    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: None)
+    try:
+        assert runner.invoke(cli_module.cli, ["serve"]).exit_code == 0
+        assert upgrades == []
+        assert runner.invoke(cli_module.cli, ["serve", "--migrate"]).exit_code == 0
+        assert len(upgrades) == 1
+    finally:
+        get_settings.cache_clear()
