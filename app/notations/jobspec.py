@@ -259,9 +259,13 @@ def dump_resources_json(resources: Resources) -> str:
 
 
 def dump_resources_yaml(resources: Resources) -> str:
-    """YAML text in the layout of the RFC 14 examples (block style, key order kept)."""
+    """YAML text in the layout of the RFC 14 examples (block style, key order kept).
+
+    Non-ASCII characters are written as escapes: PyYAML emits some of them raw (U+0085 NEL,
+    U+2028) where a YAML reader folds them as line breaks, which would not round-trip.
+    """
     return yaml.safe_dump(
-        resources_to_json(resources), sort_keys=False, default_flow_style=False, allow_unicode=True
+        resources_to_json(resources), sort_keys=False, default_flow_style=False, allow_unicode=False
     )
 
 
