@@ -9,6 +9,7 @@ from sqlalchemy import create_engine, pool
 
 import app.db.models  # noqa: F401  (registers every table on the metadata)
 from app.db.base import Base
+from app.db.migrate import include_object
 from app.settings import get_settings
 
 config = context.config
@@ -58,6 +59,7 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         # SQLite cannot ALTER most things; batch mode copies the table instead.
         render_as_batch=is_sqlite,
         compare_type=True,
+        include_object=include_object,
         transaction_per_migration=True,
     )
     with context.begin_transaction():

@@ -64,3 +64,34 @@ def require_admin(principal: PrincipalDep) -> Principal:
 
 
 AdminDep = Annotated[Principal, Depends(require_admin)]
+
+
+def require_submitter(principal: PrincipalDep) -> Principal:
+    """Admins and submitters may submit and read jobs."""
+    if principal.role not in (Role.ADMIN, Role.SUBMITTER):
+        raise ProblemError(403, "this endpoint needs the submitter or admin role")
+    return principal
+
+
+SubmitterDep = Annotated[Principal, Depends(require_submitter)]
+
+
+def require_worker(name: str, principal: PrincipalDep) -> Principal:
+    """The worker named in the path, acting for itself with its own token."""
+    if principal.role is not Role.WORKER:
+        raise ProblemError(403, "this endpoint needs a worker token")
+    if principal.subject != name:
+        raise ProblemError(403, f"this token belongs to worker {principal.subject!r}, not {name!r}")
+    return principal
+
+
+WorkerDep = Annotated[Principal, Depends(require_worker)]
+
+
+def require_any_worker(principal: PrincipalDep) -> Principal:
+    if principal.role is not Role.WORKER:
+        raise ProblemError(403, "this endpoint needs a worker token")
+    return principal
+
+
+AnyWorkerDep = Annotated[Principal, Depends(require_any_worker)]

@@ -13,6 +13,12 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db.dialect import is_busy_error
+from app.matching.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidFieldError,
+    NotFoundError,
+)
 from app.notations.errors import NotationError
 
 PROBLEM_JSON = "application/problem+json"
@@ -94,6 +100,26 @@ def install_problem_handlers(app: FastAPI) -> None:
             title="Invalid request",
             errors=errors,
         )
+
+    @app.exception_handler(NotFoundError)
+    async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:
+        return problem_response(request, 404, str(exc))
+
+    @app.exception_handler(ConflictError)
+    async def _conflict(request: Request, exc: ConflictError) -> JSONResponse:
+        return problem_response(request, 409, str(exc))
+
+    @app.exception_handler(ForbiddenError)
+    async def _forbidden(request: Request, exc: ForbiddenError) -> JSONResponse:
+        return problem_response(request, 403, str(exc))
+
+    @app.exception_handler(InvalidFieldError)
+    async def _invalid_field(request: Request, exc: InvalidFieldError) -> JSONResponse:
+        error: dict[str, Any] = {"field": f"body.{exc.field}", "message": exc.message}
+        if exc.error is not None:
+            error.update(exc.error.as_dict())
+        title = "Invalid notation" if exc.error is not None else "Invalid request"
+        return problem_response(request, 422, str(exc), title=title, errors=[error])
 
     @app.exception_handler(NotationError)
     async def _notation(request: Request, exc: NotationError) -> JSONResponse:

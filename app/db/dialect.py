@@ -64,3 +64,26 @@ def is_busy_error(error: BaseException) -> bool:
     """True when the database refused for lack of a lock; the client may simply retry."""
     text = str(getattr(error, "orig", error)).lower()
     return "database is locked" in text or "database table is locked" in text
+
+
+#: Key of the PostgreSQL advisory lock that serialises changes to the misfit cache.
+MATCHING_CHANGES_LOCK = 0x6A6F626D  # "jobm"
+
+
+def lock_matching_changes(connection: Connection) -> None:
+    """Serialise writers of the misfit cache (new categories, changed workers).
+
+    A new category computes its misfits against the workers it can see, and a changed
+    worker against the categories it can see; under READ COMMITTED two such transactions
+    could miss each other and leave a pair unevaluated. On PostgreSQL a transaction-level
+    advisory lock orders them (each later statement sees the other's commit). SQLite
+    writers are already serialised by BEGIN IMMEDIATE.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MATCHING_CHANGES_LOCK})")
+
+
+def supports_skip_locked(connection: Connection) -> bool:
+    """Whether SELECT ... FOR UPDATE SKIP LOCKED exists (PostgreSQL) or writers are simply
+    serialised and row locks are moot (SQLite)."""
+    return connection.dialect.name == "postgresql"

@@ -1,5 +1,23 @@
 """All ORM models; importing this package registers every table on ``Base.metadata``."""
 
+from app.db.models.cluster import Queue, QueueInstance, Worker, WorkerTag
+from app.db.models.enums import JobState, TagMode, WorkerState
+from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tokens import ApiToken, Role
 
-__all__ = ["ApiToken", "Role"]
+__all__ = [
+    "Allocation",
+    "ApiToken",
+    "Category",
+    "CategoryMisfit",
+    "CategoryTag",
+    "Job",
+    "JobState",
+    "Queue",
+    "QueueInstance",
+    "Role",
+    "TagMode",
+    "Worker",
+    "WorkerState",
+    "WorkerTag",
+]

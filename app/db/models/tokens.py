@@ -5,10 +5,11 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import Enum, String
+from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
+from app.db.models.enums import string_enum
 
 
 class Role(enum.StrEnum):
@@ -28,16 +29,7 @@ class ApiToken(Base):
     #: SHA-256 of the token. Tokens are 256 random bits, so a fast hash is enough: there is
     #: nothing to brute-force, and lookup by hash keeps the comparison out of Python.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    role: Mapped[Role] = mapped_column(
-        Enum(
-            Role,
-            name="token_role",
-            native_enum=False,
-            length=16,
-            validate_strings=True,
-            values_callable=lambda roles: [r.value for r in roles],
-        )
-    )
+    role: Mapped[Role] = mapped_column(string_enum(Role, "token_role"))
     subject: Mapped[str] = mapped_column(String(255), index=True)
     label: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,231 @@
+"""Jobs: submission, listing, cancellation, candidates, explanations, dry-run match, and
+the running worker's report of the end of its job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session
+
+from app.api.auth import AnyWorkerDep, Principal, SubmitterDep
+from app.api.deps import SessionDep
+from app.api.problems import ProblemError
+from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.db.models import Job, JobState, Role, Worker, WorkerState
+from app.matching import candidates, dispatch, submission
+from app.matching.submission import JobSpec
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+class JobIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resources: str = Field(
+        default="",
+        max_length=65_536,
+        description="Momotor resource definition of what the job needs",
+    )
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="higher runs first; equal priorities run oldest first",
+    )
+    slots: int = Field(default=1, ge=1, le=1_000_000)
+
+    def spec(self) -> JobSpec:
+        return JobSpec(resources=self.resources, priority=self.priority, slots=self.slots)
+
+
+class JobOut(BaseModel):
+    id: int
+    state: JobState
+    priority: int
+    slots: int
+    category_id: int
+    resources: str
+    submitter: str
+    worker: str | None
+    failure_reason: str | None
+    submitted_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+def job_out(session: Session, job: Job) -> JobOut:
+    worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
+    return JobOut(
+        id=job.id,
+        state=job.state,
+        priority=job.priority,
+        slots=job.slots,
+        category_id=job.category_id,
+        resources=job.resources,
+        submitter=job.submitter,
+        worker=worker.name if worker else None,
+        failure_reason=job.failure_reason,
+        submitted_at=job.submitted_at,
+        started_at=job.started_at,
+        ended_at=job.ended_at,
+    )
+
+
+class CandidateOut(BaseModel):
+    """One eligible worker. ``strength`` is Momotor's match strength, lower is better:
+    -Infinity (STRONGEST), -1.0 (STRONG), 0.0 (NEUTRAL), 1.0 (WEAK), Infinity (WEAKEST).
+    Infinities are written as the JSON strings "-Infinity" and "Infinity"."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    worker: str
+    strength: float
+    strength_name: str
+    free_slots: int
+    state: WorkerState
+
+
+class CandidatesOut(BaseModel):
+    job: int | None = Field(description="the job, or null for a dry-run match")
+    items: list[CandidateOut] = Field(description="eligible workers, best match first")
+
+
+class ClauseOut(BaseModel):
+    reason: str
+    message: str
+    group: str | None
+    tag: str | None
+
+
+class WorkerExplanationOut(BaseModel):
+    worker: str
+    eligible: bool
+    misfit_reason: str | None = Field(description="the reason code cached in SQL, if any")
+    clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
+
+
+class ExplanationOut(BaseModel):
+    job: int
+    workers: list[WorkerExplanationOut]
+
+
+class FinishIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["finished", "failed"]
+    reason: str | None = Field(default=None, max_length=4096)
+
+
+def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> CandidatesOut:
+    return CandidatesOut(
+        job=job_id,
+        items=[
+            CandidateOut(
+                worker=c.worker,
+                strength=c.strength,
+                strength_name=c.strength_name,
+                free_slots=c.free_slots,
+                state=c.state,
+            )
+            for c in items
+        ],
+    )
+
+
+def _visible_job(session: Session, job_id: int, principal: Principal, *, lock: bool = False) -> Job:
+    job = submission.get_job(session, job_id, lock=lock)
+    if principal.role is Role.SUBMITTER and job.submitter != principal.subject:
+        raise ProblemError(403, f"job {job_id} was submitted by someone else")
+    return job
+
+
+@router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+def submit_job(
+    body: JobIn, session: SessionDep, principal: SubmitterDep, response: Response
+) -> JobOut:
+    """Submit a job. It waits when some registered worker could run it; otherwise it is
+    stored as failed with "No suitable worker found"."""
+    job = submission.submit_job(session, body.spec(), submitter=principal.subject)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return job_out(session, job)
+
+
+@router.get("/jobs", response_model=Page[JobOut])
+def list_jobs(
+    session: SessionDep,
+    principal: SubmitterDep,
+    state: JobState | None = None,
+    category: int | None = Query(default=None, description="category id"),
+    limit: LimitQuery = 50,
+    offset: OffsetQuery = 0,
+) -> Page[JobOut]:
+    rows = submission.list_jobs(
+        session, state=state, category_id=category, limit=limit + 1, offset=offset
+    )
+    if principal.role is Role.SUBMITTER:
+        rows = [job for job in rows if job.submitter == principal.subject]
+    return page_of([job_out(session, job) for job in rows], limit, offset)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: int, session: SessionDep, principal: SubmitterDep) -> JobOut:
+    return job_out(session, _visible_job(session, job_id, principal))
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: int, session: SessionDep, principal: SubmitterDep) -> JobOut:
+    _visible_job(session, job_id, principal, lock=True)
+    return job_out(session, submission.cancel_job(session, job_id))
+
+
+@router.get("/jobs/{job_id}/candidates", response_model=CandidatesOut)
+def job_candidates(job_id: int, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
+    """The workers that could run the job, ranked best first with their strengths."""
+    job = _visible_job(session, job_id, principal)
+    return _candidates_out(job.id, candidates.job_candidates(session, job))
+
+
+@router.get("/jobs/{job_id}/explain", response_model=ExplanationOut)
+def explain_job(
+    job_id: int,
+    session: SessionDep,
+    principal: SubmitterDep,
+    worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
+) -> ExplanationOut:
+    """Every clause that keeps each worker (or the one named) from running the job."""
+    job = _visible_job(session, job_id, principal)
+    explanations = candidates.explain_job(session, job, worker)
+    return ExplanationOut(
+        job=job.id,
+        workers=[
+            WorkerExplanationOut(
+                worker=e.worker,
+                eligible=e.eligible,
+                misfit_reason=e.misfit_reason,
+                clauses=[
+                    ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
+                    for c in e.clauses
+                ],
+            )
+            for e in explanations
+        ],
+    )
+
+
+@router.post("/match", response_model=CandidatesOut, tags=["match"])
+def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut:
+    """Dry run: the candidates this job would have now. Nothing is stored."""
+    return _candidates_out(None, candidates.dry_run(session, body.spec()))
+
+
+@router.post("/jobs/{job_id}/finish", response_model=JobOut)
+def finish_job(job_id: int, body: FinishIn, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
+    """The worker running the job reports its end; what the job held is freed."""
+    job = dispatch.finish(session, job_id, principal.subject, body.outcome, body.reason)
+    return job_out(session, job)
+
+
+__all__ = ["JobOut", "WorkerState", "job_out", "router"]

@@ -1,0 +1,142 @@
+"""Workers: registration and updates (admin), listing, and the worker's own pull."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.auth import AdminDep, SubmitterDep, WorkerDep
+from app.api.deps import SessionDep
+from app.api.routes.jobs import JobOut, job_out
+from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.db import tokens
+from app.db.models import Role, Worker, WorkerState
+from app.matching import dispatch, workers
+from app.matching.workers import QueueSpec, WorkerSpec
+
+router = APIRouter(prefix="/v1/workers", tags=["workers"])
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+
+
+class QueueIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
+    slots: int = Field(ge=0, le=1_000_000)
+
+
+class WorkerIn(BaseModel):
+    """A worker's registration. Without ``queues`` the worker gets one queue instance of
+    the ``default`` queue with ``slots`` slots."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
+    resources: str = Field(
+        default="",
+        max_length=65_536,
+        description="Momotor resource definition, e.g. `language: java, ?python`",
+    )
+    slots: int = Field(default=1, ge=0, le=1_000_000)
+    rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    state: WorkerState = WorkerState.ACTIVE
+    queues: list[QueueIn] | None = Field(default=None, max_length=256)
+
+
+class QueueInstanceOut(BaseModel):
+    queue: str
+    slots: int
+    used_slots: int
+
+
+class WorkerOut(BaseModel):
+    name: str
+    rank: int | None
+    state: WorkerState
+    generation: int
+    resources: str
+    queues: list[QueueInstanceOut]
+    last_seen: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RegisteredWorker(WorkerOut):
+    token: str | None = Field(
+        description="the worker's bearer token, issued when the worker is created; null on "
+        "an update (issue another with POST /v1/tokens)"
+    )
+
+
+def worker_out(worker: Worker) -> WorkerOut:
+    return WorkerOut(
+        name=worker.name,
+        rank=worker.rank,
+        state=worker.state,
+        generation=worker.generation,
+        resources=worker.resources,
+        queues=[
+            QueueInstanceOut(queue=qi.queue.name, slots=qi.slots, used_slots=qi.used_slots)
+            for qi in worker.queue_instances
+        ],
+        last_seen=worker.last_seen,
+        created_at=worker.created_at,
+        updated_at=worker.updated_at,
+    )
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RegisteredWorker,
+    responses={200: {"model": RegisteredWorker, "description": "An existing worker was updated"}},
+)
+def register_worker(
+    body: WorkerIn, session: SessionDep, _admin: AdminDep, response: Response
+) -> RegisteredWorker:
+    """Register a worker, or update the worker of that name (200)."""
+    spec = WorkerSpec(
+        name=body.name,
+        resources=body.resources,
+        slots=body.slots,
+        rank=body.rank,
+        state=body.state,
+        queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
+    )
+    worker, created = workers.upsert_worker(session, spec)
+    token = None
+    if created:
+        _row, token = tokens.issue_token(session, role=Role.WORKER, subject=worker.name)
+    else:
+        response.status_code = status.HTTP_200_OK
+    session.refresh(worker)
+    return RegisteredWorker(token=token, **worker_out(worker).model_dump())
+
+
+@router.get("", response_model=Page[WorkerOut])
+def list_workers(
+    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
+) -> Page[WorkerOut]:
+    rows = workers.list_workers(session, limit=limit + 1, offset=offset)
+    return page_of([worker_out(w) for w in rows], limit, offset)
+
+
+@router.get("/{name}", response_model=WorkerOut)
+def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
+    return worker_out(workers.get_worker(session, name))
+
+
+@router.post(
+    "/{name}/pull",
+    response_model=JobOut,
+    responses={204: {"description": "No job for this worker now"}},
+)
+def pull(name: str, session: SessionDep, _worker: WorkerDep) -> JobOut | Response:
+    """The worker asks for work: the best waiting job it can run, its slots booked."""
+    job = dispatch.pull(session, name)
+    if job is None:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return job_out(session, job)

@@ -1,0 +1,82 @@
+"""The cluster side: workers (hosts), queues, queue instances and the worker's tag rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.base import Base, utcnow
+from app.db.models.enums import TagMode, WorkerState, string_enum
+
+
+class Worker(Base):
+    """A host that runs jobs. ``generation`` grows with every change that can alter what
+    the worker fits, so cached misfit rows of an older generation are never read."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    rank: Mapped[int | None] = mapped_column(unique=True, default=None)
+    state: Mapped[WorkerState] = mapped_column(
+        string_enum(WorkerState, "worker_state"), default=WorkerState.ACTIVE
+    )
+    generation: Mapped[int] = mapped_column(default=1)
+    #: The Momotor resource definition exactly as the worker (or its admin) wrote it.
+    resources: Mapped[str] = mapped_column(Text, default="")
+    last_seen: Mapped[datetime | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    queue_instances: Mapped[list[QueueInstance]] = relationship(
+        back_populates="worker", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Queue(Base):
+    """A named queue; ``seq_no`` orders queue instances when a job could go to several."""
+
+    __tablename__ = "queues"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    seq_no: Mapped[int] = mapped_column(default=0)
+
+
+class QueueInstance(Base):
+    """A queue on one worker, with its slots. ``used_slots`` is the running total of the
+    slots allocated to running jobs; CHECK constraints keep it within capacity."""
+
+    __tablename__ = "queue_instances"
+    __table_args__ = (
+        UniqueConstraint("queue_id", "worker_id"),
+        CheckConstraint("slots >= 0", name="slots_not_negative"),
+        CheckConstraint("used_slots >= 0 AND used_slots <= slots", name="used_within_slots"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    queue_id: Mapped[int] = mapped_column(ForeignKey("queues.id", ondelete="RESTRICT"))
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"), index=True)
+    slots: Mapped[int] = mapped_column(default=1)
+    used_slots: Mapped[int] = mapped_column(default=0)
+
+    worker: Mapped[Worker] = relationship(back_populates="queue_instances")
+    queue: Mapped[Queue] = relationship()
+
+
+class WorkerTag(Base):
+    """One Momotor tag of a worker's definition: group, value and mode."""
+
+    __tablename__ = "worker_tags"
+    __table_args__ = (
+        # The misfit predicates look tags up by (group, value) for one worker.
+        Index("ix_worker_tags_lookup", "worker_id", "group_name", "value", "mode"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"))
+    group_name: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))

@@ -1,0 +1,44 @@
+"""Enumerations stored as short strings (portable: no native ENUM types)."""
+
+from __future__ import annotations
+
+import enum
+
+from sqlalchemy import Enum
+
+
+class WorkerState(enum.StrEnum):
+    """``active`` workers receive work; ``draining`` ones finish what they hold; ``offline``
+    ones are known but neither receive work nor count as able to run anything."""
+
+    ACTIVE = "active"
+    DRAINING = "draining"
+    OFFLINE = "offline"
+
+
+class JobState(enum.StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TagMode(enum.StrEnum):
+    """How a Momotor tag is written: ``x`` required, ``?x`` optional, ``~x`` excluded."""
+
+    REQUIRED = "R"
+    OPTIONAL = "O"
+    EXCLUDED = "X"
+
+
+def string_enum(enum_class: type[enum.StrEnum], name: str, length: int = 16) -> Enum:
+    """A VARCHAR column holding the enum's values (not its member names)."""
+    return Enum(
+        enum_class,
+        name=name,
+        native_enum=False,
+        length=length,
+        validate_strings=True,
+        values_callable=lambda members: [m.value for m in members],
+    )

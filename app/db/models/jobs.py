@@ -1,0 +1,118 @@
+"""The job side: categories (with their tag rows and cached misfits), jobs, allocations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, utcnow
+from app.db.models.enums import JobState, TagMode, string_enum
+
+
+class Category(Base):
+    """Everything a job asks for, in canonical form. Jobs that ask for the same thing share
+    one category, so what they fit is decided (and cached) once."""
+
+    __tablename__ = "categories"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    #: SHA-256 of ``key``; unique, so concurrent submissions of a new request meet here.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: Canonical JSON of the request: tags and slots (later notations add their parts).
+    key: Mapped[str] = mapped_column(Text)
+    resources: Mapped[str] = mapped_column(Text, default="")
+    slots: Mapped[int] = mapped_column(default=1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class CategoryTag(Base):
+    """One Momotor tag of a category's request."""
+
+    __tablename__ = "category_tags"
+    __table_args__ = (
+        Index("ix_category_tags_lookup", "category_id", "group_name", "value", "mode"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    category_id: Mapped[int] = mapped_column(ForeignKey("categories.id", ondelete="CASCADE"))
+    group_name: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))
+
+
+class CategoryMisfit(Base):
+    """A worker cannot run any job of a category, and why (a reason code of the first
+    failing clause). Written by INSERT ... SELECT; valid only while ``generation`` equals the
+    worker's generation."""
+
+    __tablename__ = "category_misfits"
+    __table_args__ = (Index("ix_category_misfits_worker", "worker_id", "category_id"),)
+
+    category_id: Mapped[int] = mapped_column(
+        ForeignKey("categories.id", ondelete="CASCADE"), primary_key=True
+    )
+    worker_id: Mapped[int] = mapped_column(
+        ForeignKey("workers.id", ondelete="CASCADE"), primary_key=True
+    )
+    generation: Mapped[int]
+    reason: Mapped[str] = mapped_column(String(64))
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint("slots >= 1", name="slots_positive"),
+        # The dispatch query's index: the best waiting job of one category is one seek.
+        Index(
+            "ix_jobs_waiting_order",
+            "category_id",
+            text("priority DESC"),
+            "submitted_at",
+            "id",
+            sqlite_where=text("state = 'waiting'"),
+            postgresql_where=text("state = 'waiting'"),
+        ),
+        Index("ix_jobs_state_id", "state", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    state: Mapped[JobState] = mapped_column(
+        string_enum(JobState, "job_state"), default=JobState.WAITING
+    )
+    priority: Mapped[int] = mapped_column(default=0)
+    slots: Mapped[int] = mapped_column(default=1)
+    category_id: Mapped[int] = mapped_column(
+        ForeignKey("categories.id", ondelete="RESTRICT"), index=True
+    )
+    #: The Momotor resource definition exactly as submitted.
+    resources: Mapped[str] = mapped_column(Text, default="")
+    submitter: Mapped[str] = mapped_column(String(255), default="admin")
+    failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    worker_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workers.id", ondelete="SET NULL"), default=None, index=True
+    )
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    ended_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Allocation(Base):
+    """Slots of one queue instance held by one job; released when the job ends."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (
+        CheckConstraint("slots >= 1", name="slots_positive"),
+        Index("ix_allocations_job", "job_id"),
+        Index("ix_allocations_queue_instance", "queue_instance_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    queue_instance_id: Mapped[int] = mapped_column(
+        ForeignKey("queue_instances.id", ondelete="CASCADE")
+    )
+    slots: Mapped[int]
+    allocated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    released_at: Mapped[datetime | None] = mapped_column(default=None)

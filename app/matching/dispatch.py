@@ -1,0 +1,200 @@
+"""Dispatch in pull mode: a worker asks for work and gets the best waiting job it can run,
+its slots booked in the same transaction; and the end of a job, which frees them.
+
+The cost of a pull grows with the number of categories, not of waiting jobs: for each
+category the worker fits, the best waiting job is one seek in the partial index
+``ix_jobs_waiting_order``; the best of those heads wins (priority, then age, then id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Select, select, true, update
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.base import utcnow
+from app.db.models import (
+    Allocation,
+    Category,
+    Job,
+    JobState,
+    Queue,
+    QueueInstance,
+    Worker,
+    WorkerState,
+)
+from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
+from app.matching.misfits import fits
+
+#: How many heads one pull considers before giving up on a round (others may hold them).
+HEADS_PER_ROUND = 8
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class FreeSlots:
+    queue_instance_id: int
+    queue: str
+    free: int
+
+
+def worker_by_name(session: Session, name: str, *, lock: bool = False) -> Worker:
+    query = select(Worker).where(Worker.name == name)
+    if lock:
+        query = query.with_for_update()
+    worker = session.scalar(query)
+    if worker is None:
+        raise NotFoundError(f"no worker named {name!r}")
+    return worker
+
+
+def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
+    """The worker's queue instances in queue order, with their free slots."""
+    rows = session.execute(
+        select(QueueInstance.id, Queue.name, QueueInstance.slots - QueueInstance.used_slots)
+        .join(Queue, Queue.id == QueueInstance.queue_id)
+        .where(QueueInstance.worker_id == worker_id)
+        .order_by(Queue.seq_no, QueueInstance.id)
+    ).all()
+    return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
+
+
+def _heads(session: Session, worker: Worker, max_free: int, limit: int) -> Select[int]:
+    """Ids of the best waiting jobs of the categories the worker fits, best first."""
+    fit = (
+        fits(Category.id, worker.id, worker.generation),
+        Category.slots <= max_free,
+    )
+    order = (Job.priority.desc(), Job.submitted_at, Job.id)
+    if dialect.supports_skip_locked(session.connection()):
+        # PostgreSQL: several heads per category, so that a pull that finds the best head
+        # locked by a concurrent pull takes the next job of the same category.
+        head = (
+            select(Job.id, Job.priority, Job.submitted_at)
+            .where(Job.category_id == Category.id, Job.state == JobState.WAITING)
+            .order_by(*order)
+            .limit(limit)
+            .lateral("head")
+        )
+        return (
+            select(head.c.id)
+            .select_from(Category)
+            .join(head, true())
+            .where(*fit)
+            .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
+            .limit(limit)
+        )
+    head_id = (
+        select(Job.id)
+        .where(Job.category_id == Category.id, Job.state == JobState.WAITING)
+        .order_by(*order)
+        .limit(1)
+        .scalar_subquery()
+    )
+    heads = select(head_id.label("job_id")).where(*fit).subquery()
+    return select(Job.id).join(heads, Job.id == heads.c.job_id).order_by(*order).limit(limit)
+
+
+def _claim(session: Session, job_id: int) -> Job | None:
+    """Lock a waiting job for this transaction, or None when another pull holds or took it."""
+    query = select(Job).where(Job.id == job_id, Job.state == JobState.WAITING)
+    if dialect.supports_skip_locked(session.connection()):
+        query = query.with_for_update(skip_locked=True)
+    return session.scalar(query)
+
+
+def _book(session: Session, job: Job, slots: list[FreeSlots]) -> int | None:
+    """Book the job's slots on the first queue instance with room; its id, or None."""
+    for candidate in slots:
+        if candidate.free < job.slots:
+            continue
+        booked = session.execute(
+            update(QueueInstance)
+            .where(
+                QueueInstance.id == candidate.queue_instance_id,
+                QueueInstance.used_slots + job.slots <= QueueInstance.slots,
+            )
+            .values(used_slots=QueueInstance.used_slots + job.slots)
+        )
+        if booked.rowcount == 1:  # type: ignore[attr-defined]
+            return candidate.queue_instance_id
+    return None
+
+
+def pull(session: Session, worker_name: str) -> Job | None:
+    """Give the worker its next job (running, slots booked), or None when there is none."""
+    worker = worker_by_name(session, worker_name, lock=True)
+    worker.last_seen = utcnow()
+    if worker.state is not WorkerState.ACTIVE:
+        return None
+    slots = free_slots(session, worker.id)
+    max_free = max((s.free for s in slots), default=0)
+    if max_free <= 0:
+        return None
+    for _ in range(ROUNDS):
+        head_ids = list(session.scalars(_heads(session, worker, max_free, HEADS_PER_ROUND)))
+        if not head_ids:
+            return None
+        for job_id in head_ids:
+            job = _claim(session, job_id)
+            if job is None:
+                continue
+            queue_instance_id = _book(session, job, slots)
+            if queue_instance_id is None:
+                return None
+            session.add(
+                Allocation(job_id=job.id, queue_instance_id=queue_instance_id, slots=job.slots)
+            )
+            job.state = JobState.RUNNING
+            job.worker_id = worker.id
+            job.started_at = utcnow()
+            session.flush()
+            return job
+    return None
+
+
+def release_allocations(session: Session, job: Job) -> None:
+    """Free what a job holds: its allocations end and their slots return."""
+    allocations = session.scalars(
+        select(Allocation)
+        .where(Allocation.job_id == job.id, Allocation.released_at.is_(None))
+        .with_for_update()
+    ).all()
+    now = utcnow()
+    for allocation in allocations:
+        session.execute(
+            update(QueueInstance)
+            .where(QueueInstance.id == allocation.queue_instance_id)
+            .values(used_slots=QueueInstance.used_slots - allocation.slots)
+        )
+        allocation.released_at = now
+    session.flush()
+
+
+FINAL_OUTCOMES = {"finished": JobState.FINISHED, "failed": JobState.FAILED}
+
+
+def finish(
+    session: Session, job_id: int, worker_name: str, outcome: str, reason: str | None = None
+) -> Job:
+    """The running worker reports the end of its job; its slots are freed."""
+    if outcome not in FINAL_OUTCOMES:
+        raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
+    worker = worker_by_name(session, worker_name)
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id}")
+    if job.worker_id != worker.id:
+        raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
+    if job.state is not JobState.RUNNING:
+        raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    release_allocations(session, job)
+    job.state = FINAL_OUTCOMES[outcome]
+    job.ended_at = utcnow()
+    if outcome == "failed":
+        job.failure_reason = reason or "the worker reported failure"
+    worker.last_seen = utcnow()
+    session.flush()
+    return job

@@ -1,0 +1,116 @@
+"""Why a worker cannot run a job, clause by clause, in words a person understands.
+
+Pure Python over parsed definitions; the SQL misfit predicates (app/matching/misfits.py)
+decide the same thing in bulk, and the tests hold the two to the same answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.db.models import WorkerState
+from app.notations.tags import ResourceGroup, ResourceItem, Resources
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One failing clause: a reason code (as in category_misfits.reason) and a sentence."""
+
+    reason: str
+    message: str
+    group: str | None = None
+    tag: str | None = None
+
+
+def _items(resources: Resources, name: str) -> dict[str, ResourceItem]:
+    group = resources.get(name)
+    if not isinstance(group, ResourceGroup):
+        return {}
+    return {item.value: item for item in group.items}
+
+
+def _mode_word(item: ResourceItem) -> str:
+    return "required" if item.required else "excluded" if item.excluded else "optional"
+
+
+def tag_clauses(job: Resources, worker: Resources) -> list[Clause]:
+    """Every NoMatch cell of Momotor's match table that this pair hits."""
+    clauses: list[Clause] = []
+    names = list(dict.fromkeys([*job.group_names(), *worker.group_names()]))
+    for name in names:
+        job_items, worker_items = _items(job, name), _items(worker, name)
+        for value, mine in job_items.items():
+            theirs = worker_items.get(value)
+            shown = f"{name}: {mine.as_str()}"
+            if mine.required and theirs is None:
+                clauses.append(
+                    Clause(
+                        "job-requires-tag",
+                        f"the job requires tag {value!r} in "
+                        f"group {name!r}; the worker does not offer it",
+                        name,
+                        shown,
+                    )
+                )
+            elif mine.required and theirs is not None and theirs.excluded:
+                clauses.append(
+                    Clause(
+                        "job-requires-tag",
+                        f"the job requires tag {value!r} in group {name!r}; the worker excludes it",
+                        name,
+                        shown,
+                    )
+                )
+            elif mine.optional and theirs is not None and theirs.excluded:
+                clauses.append(
+                    Clause(
+                        "worker-excludes-tag",
+                        f"the job asks for optional tag "
+                        f"{value!r} in group {name!r}; the worker excludes it",
+                        name,
+                        shown,
+                    )
+                )
+            elif mine.excluded and theirs is not None and not theirs.excluded:
+                clauses.append(
+                    Clause(
+                        "job-excludes-tag",
+                        f"the job excludes tag {value!r} in "
+                        f"group {name!r}; the worker offers it "
+                        f"({_mode_word(theirs)})",
+                        name,
+                        shown,
+                    )
+                )
+        for value, theirs in worker_items.items():
+            mine_or_none = job_items.get(value)
+            if theirs.required and (mine_or_none is None or mine_or_none.excluded):
+                clauses.append(
+                    Clause(
+                        "worker-requires-tag",
+                        f"the worker only runs jobs that "
+                        f"ask for tag {value!r} in group {name!r}; this job "
+                        f"does not",
+                        name,
+                        f"{name}: {theirs.as_str()}",
+                    )
+                )
+    return clauses
+
+
+def slot_clauses(job_slots: int, largest_queue_instance: int) -> list[Clause]:
+    if largest_queue_instance >= job_slots:
+        return []
+    return [
+        Clause(
+            "too-few-slots",
+            f"the job needs {job_slots} slots; the worker's largest "
+            f"queue instance has {largest_queue_instance}",
+        )
+    ]
+
+
+def state_clauses(state: WorkerState) -> list[Clause]:
+    if state is WorkerState.OFFLINE:
+        return [Clause("worker-offline", "the worker is offline")]
+    return []

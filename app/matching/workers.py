@@ -1,0 +1,133 @@
+"""Registering and updating workers: their definition as tag rows, their queue instances,
+and the misfit cache that depends on both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from app.db.base import utcnow
+from app.db.models import Queue, QueueInstance, Worker, WorkerState, WorkerTag
+from app.matching.errors import InvalidFieldError, NotFoundError
+from app.matching.misfits import recache_worker_misfits
+from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
+
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    slots: int
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What an admin says about a worker. ``queues`` empty means one default queue
+    instance with ``slots`` slots."""
+
+    name: str
+    resources: str = ""
+    slots: int = 1
+    rank: int | None = None
+    state: WorkerState = WorkerState.ACTIVE
+    queues: tuple[QueueSpec, ...] = field(default_factory=tuple)
+
+
+def _queue(session: Session, name: str) -> Queue:
+    queue = session.scalar(select(Queue).where(Queue.name == name))
+    if queue is None:
+        next_seq = session.scalar(select(func.coalesce(func.max(Queue.seq_no), -1) + 1))
+        queue = Queue(name=name, seq_no=next_seq or 0)
+        session.add(queue)
+        session.flush()
+    return queue
+
+
+def _sync_queue_instances(session: Session, worker: Worker, specs: tuple[QueueSpec, ...]) -> bool:
+    """Make the worker's queue instances equal ``specs``; True when anything changed."""
+    wanted = {spec.name: spec.slots for spec in specs}
+    current = {qi.queue.name: qi for qi in worker.queue_instances}
+    changed = False
+    for name, qi in current.items():
+        if name not in wanted:
+            if qi.used_slots:
+                raise InvalidFieldError(
+                    "queues", f"queue {name!r} still runs jobs on this worker; drain it first"
+                )
+            worker.queue_instances.remove(qi)
+            changed = True
+        elif qi.slots != wanted[name]:
+            if wanted[name] < qi.used_slots:
+                raise InvalidFieldError(
+                    "queues",
+                    f"queue {name!r} has {qi.used_slots} slots in use; cannot shrink to "
+                    f"{wanted[name]}",
+                )
+            qi.slots = wanted[name]
+            changed = True
+    for name, slots in wanted.items():
+        if name not in current:
+            worker.queue_instances.append(QueueInstance(queue=_queue(session, name), slots=slots))
+            changed = True
+    return changed
+
+
+def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
+    """Create the worker, or update the one with that name. Returns (worker, created).
+
+    Any change that can alter what the worker fits bumps its generation and rewrites its
+    misfit rows in this transaction.
+    """
+    resources = parse_resources(spec.resources)
+    if spec.slots < 0:
+        raise InvalidFieldError("slots", "must be zero or more")
+    queues = spec.queues or (QueueSpec(DEFAULT_QUEUE, spec.slots),)
+    if len({q.name for q in queues}) != len(queues):
+        raise InvalidFieldError("queues", "a queue is named twice")
+
+    worker = session.scalar(select(Worker).where(Worker.name == spec.name))
+    created = worker is None
+    if worker is None:
+        worker = Worker(name=spec.name, generation=1, resources=spec.resources)
+        session.add(worker)
+        session.flush()
+    canonical_changed = created or canonical_resources(
+        parse_resources(worker.resources)
+    ) != canonical_resources(resources)
+    worker.resources = spec.resources
+    worker.rank = spec.rank
+    worker.state = spec.state
+    queues_changed = _sync_queue_instances(session, worker, queues)
+    if canonical_changed:
+        session.execute(delete(WorkerTag).where(WorkerTag.worker_id == worker.id))
+        rows = [
+            {"worker_id": worker.id, "group_name": g, "value": v, "mode": m}
+            for g, v, m in tag_rows(resources)
+        ]
+        if rows:
+            session.execute(insert(WorkerTag), rows)
+    if canonical_changed or queues_changed:
+        if not created:
+            worker.generation += 1
+        session.flush()
+        recache_worker_misfits(session, worker.id)
+    session.flush()
+    return worker, created
+
+
+def get_worker(session: Session, name: str) -> Worker:
+    worker = session.scalar(select(Worker).where(Worker.name == name))
+    if worker is None:
+        raise NotFoundError(f"no worker named {name!r}")
+    return worker
+
+
+def list_workers(session: Session, *, limit: int, offset: int) -> list[Worker]:
+    return list(session.scalars(select(Worker).order_by(Worker.name).limit(limit).offset(offset)))
+
+
+def touch(worker: Worker) -> None:
+    worker.last_seen = utcnow()

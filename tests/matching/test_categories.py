@@ -1,0 +1,107 @@
+"""Categories and their cached misfits: shared by equal requests, recomputed per worker
+generation, readable through the SQL views."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, text
+
+from app.db.engine import Database
+from app.db.models import Category, CategoryMisfit, Worker
+from app.matching import submission, workers
+from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
+from app.matching.workers import WorkerSpec
+
+
+def _submit(session, resources: str, slots: int = 1):  # type: ignore[no-untyped-def]
+    return submission.submit_job(session, JobSpec(resources=resources, slots=slots), submitter="t")
+
+
+def test_equal_requests_share_a_category(database: Database) -> None:
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w", resources="a: ?x, ?y; b: ?z"))
+        first = _submit(session, "a: x, ?y; b: ?z")
+        same = _submit(session, "b: ?z\na: ?y, x, x")  # order and exact duplicates differ
+        other_slots = _submit(session, "a: x, ?y; b: ?z", slots=2)
+        other = _submit(session, "a: x")
+        assert first.category_id == same.category_id
+        assert len({first.category_id, other_slots.category_id, other.category_id}) == 3
+        assert session.scalar(select(func.count()).select_from(Category)) == 3
+
+
+def test_no_suitable_worker_found(database: Database) -> None:
+    """debusine seed 004: with no worker that could ever run it, the job fails at once."""
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w", resources="arch: ?x86", slots=2))
+        job = _submit(session, "arch: arm")
+        assert job.state.value == "failed" and job.failure_reason == NO_SUITABLE_WORKER
+        too_big = _submit(session, "", slots=3)
+        assert too_big.failure_reason == NO_SUITABLE_WORKER
+        fits = _submit(session, "arch: ?x86", slots=2)
+        assert fits.state.value == "waiting" and fits.failure_reason is None
+
+
+def test_worker_change_bumps_generation_and_rewrites_misfits(database: Database) -> None:
+    with database.transaction() as session:
+        worker, _ = workers.upsert_worker(session, WorkerSpec(name="w", resources="a: ?x"))
+        job = _submit(session, "a: y")
+        assert job.state.value == "failed"
+        misfit = session.scalars(select(CategoryMisfit)).one()
+        assert (misfit.generation, misfit.reason) == (1, "job-requires-tag")
+
+        # Same definition written differently: nothing that matching sees changed.
+        worker, _ = workers.upsert_worker(session, WorkerSpec(name="w", resources="a:?x"))
+        assert worker.generation == 1
+
+        worker, _ = workers.upsert_worker(session, WorkerSpec(name="w", resources="a: ?x, ?y"))
+        assert worker.generation == 2
+        assert session.scalar(select(func.count()).select_from(CategoryMisfit)) == 0
+        later = _submit(session, "a: y")
+        assert later.state.value == "waiting" and later.category_id == job.category_id
+
+        worker, _ = workers.upsert_worker(
+            session, WorkerSpec(name="w", resources="a: ?x, ?y", slots=0)
+        )
+        assert worker.generation == 3
+        reasons = session.execute(select(CategoryMisfit.reason, CategoryMisfit.generation)).all()
+        assert set(reasons) == {("too-few-slots", 3)}
+
+
+def test_stale_misfit_rows_are_not_read(database: Database) -> None:
+    """Rows of an older generation never count, even if something left them behind."""
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w", resources="a: ?x"))
+        job = _submit(session, "a: y")
+        session.execute(text("UPDATE workers SET generation = generation + 1"))
+        fit = session.execute(
+            text("SELECT fits, reason FROM v_category_fit WHERE category_id = :c"),
+            {"c": job.category_id},
+        ).one()
+        assert (fit.fits, fit.reason) == (1, None)
+
+
+def test_worker_required_tags_act_as_taints(database: Database) -> None:
+    """momotor.md (b): a worker that requires a tag rejects every job that does not name it."""
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="gpu", resources="gpu: cuda"))
+        assert _submit(session, "").state.value == "failed"
+        assert _submit(session, "gpu: ?cuda").state.value == "waiting"
+        assert _submit(session, "gpu: ~cuda").state.value == "failed"
+
+
+def test_views_answer(database: Database) -> None:
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w", resources="a: ?x", slots=2))
+        workers.upsert_worker(session, WorkerSpec(name="v", resources="", slots=1))
+        job = _submit(session, "a: x")
+        waiting = session.execute(text("SELECT job_id, category_id FROM v_waiting_jobs")).all()
+        assert waiting == [(job.id, job.category_id)]
+        fit = dict(session.execute(text("SELECT worker_name, reason FROM v_category_fit")).all())
+        assert fit == {"w": None, "v": "job-requires-tag"}
+        free = session.execute(
+            text(
+                "SELECT worker_name, queue_name, free_slots, allocated_slots "
+                "FROM v_queue_instance_free ORDER BY worker_name"
+            )
+        ).all()
+        assert [tuple(r) for r in free] == [("v", "default", 1, 0), ("w", "default", 2, 0)]
+        assert session.scalar(select(func.count()).select_from(Worker)) == 2
