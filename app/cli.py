@@ -50,6 +50,49 @@ def serve(
     )
 
 
+@cli.command()
+def demo(
+    pull: Annotated[bool, typer.Option(help="let each demo worker pull once")] = True,
+) -> None:
+    """Load a small example cluster and job mix, and show what jobmatch decides."""
+    from app.db.engine import Database
+    from app.matching import dispatch
+    from app.matching.demo import DEMO_WORKERS, load_demo
+
+    settings = get_settings()
+    if is_sqlite(settings.database_url):
+        migrate.upgrade(settings.database_url)
+    database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
+    try:
+        with database.transaction() as session:
+            report = load_demo(session)
+        typer.echo(f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted\n")
+        for entry in report:
+            job = entry.job
+            first_line = job.resources.replace("\n", "; ")
+            typer.echo(
+                f"job {job.id} [{first_line}] slots={job.slots} priority={job.priority}: "
+                f"{job.state.value}" + (f" ({job.failure_reason})" if job.failure_reason else "")
+            )
+            for candidate in entry.candidates:
+                typer.echo(
+                    f"    candidate {candidate.worker:<12} strength {candidate.strength:>5} "
+                    f"({candidate.strength_name})"
+                )
+            for refusal in entry.refusals:
+                for clause in refusal.clauses:
+                    typer.echo(f"    not {refusal.worker:<12} {clause.message}")
+        if pull:
+            typer.echo("\ndispatch (each worker pulls once):")
+            for spec in DEMO_WORKERS:
+                with database.transaction() as session:
+                    pulled = dispatch.pull(session, spec.name)
+                    got = f"job {pulled.id}" if pulled else "nothing (204)"
+                typer.echo(f"    {spec.name:<12} -> {got}")
+    finally:
+        database.dispose()
+
+
 @db_cli.command("upgrade")
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="target revision")] = "head",

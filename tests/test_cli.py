@@ -70,3 +70,17 @@ def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.Monk
         assert len(upgrades) == 1
     finally:
         get_settings.cache_clear()
+
+
+def test_demo_shows_candidates_explanations_and_dispatch(sqlite_env: str) -> None:
+    result = runner.invoke(cli_module.cli, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "4 workers registered; 9 jobs submitted" in result.output
+    # The Momotor documentation's second job: nothing offers java 14.
+    assert (
+        "job 2 [language: java; java: 14] slots=1 priority=0: failed (No suitable worker found)"
+        in result.output
+    )
+    assert "candidate gpu-node     strength  -1.0 (STRONG)" in result.output
+    assert "not gpu-node     the worker only runs jobs that ask for tag 'cuda'" in result.output
+    assert "gpu-node     -> job 7" in result.output  # priority 5 goes first
