@@ -34,7 +34,9 @@ def _schema_diff(url: str) -> list[object]:
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": True, "include_object": migrate.include_object}
+            )
             return list(compare_metadata(context, Base.metadata))
     finally:
         engine.dispose()
