@@ -1,6 +1,9 @@
 """Dispatch in pull mode: a worker asks for work and gets the best waiting job it can run,
 its slots booked in the same transaction; and the end of a job, which frees them.
 
+Every writer takes row locks in one order: the worker, then the job, then its queue
+instances. PostgreSQL then never finds a cycle between a pull and a finish of one worker.
+
 The cost of a pull grows with the number of categories, not of waiting jobs: for each
 category the worker fits, the best waiting job is one seek in the partial index
 ``ix_jobs_waiting_order``; the best of those heads wins (priority, then age, then id).
@@ -182,7 +185,9 @@ def finish(
     """The running worker reports the end of its job; its slots are freed."""
     if outcome not in FINAL_OUTCOMES:
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
-    worker = worker_by_name(session, worker_name)
+    # Lock order: worker, then job, then queue instances, as in pull; the other order
+    # deadlocked with a concurrent pull by the same worker on PostgreSQL.
+    worker = worker_by_name(session, worker_name, lock=True)
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
