@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -91,6 +92,42 @@ def demo(
                 typer.echo(f"    {spec.name:<12} -> {got}")
     finally:
         database.dispose()
+
+
+@cli.command()
+def shape(
+    text: Annotated[str, typer.Argument(help="an RFC 46 shape, e.g. 'slot=4/node'")],
+    yaml: Annotated[bool, typer.Option("--yaml", help="YAML instead of JSON")] = False,
+    label: Annotated[str, typer.Option(help="label of an unlabelled slot")] = "default",
+) -> None:
+    """Expand an RFC 46 shape into its RFC 14 resources list."""
+    from app.matching import flux_tools
+    from app.matching.errors import InvalidFieldError
+
+    try:
+        if yaml:
+            typer.echo(flux_tools.shape_as_yaml(text, label), nl=False)
+        else:
+            resources, _canonical = flux_tools.expand_shape(text, label)
+            typer.echo(json.dumps(resources, indent=2))
+    except InvalidFieldError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise typer.Exit(2) from error
+
+
+@cli.command()
+def requires(
+    text: Annotated[list[str], typer.Argument(help="RFC 35 terms, e.g. 'host:node[0-3] ssd'")],
+) -> None:
+    """Compile RFC 35 text to an RFC 31 constraint, as `flux submit --requires` does."""
+    from app.matching import flux_tools
+    from app.matching.errors import InvalidFieldError
+
+    try:
+        typer.echo(json.dumps(flux_tools.compile_requires_text(" ".join(text)), indent=2))
+    except InvalidFieldError as error:
+        typer.echo(f"error: {error.message}", err=True)
+        raise typer.Exit(2) from error
 
 
 @db_cli.command("upgrade")

@@ -25,7 +25,15 @@ def engine_arguments(url: str, *, busy_timeout: float) -> dict[str, Any]:
     """Keyword arguments for ``create_engine`` suited to the URL's database."""
     if is_sqlite(url):
         return {"connect_args": {"timeout": busy_timeout, "check_same_thread": False}}
-    return {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
+    return {
+        "pool_pre_ping": True,
+        "pool_size": 10,
+        "max_overflow": 20,
+        # JIT compilation pays off for long analytic queries; ours are short statements with
+        # large expressions (a compiled constraint tree is hundreds of subplans), where
+        # PostgreSQL's JIT spent 3 s compiling what runs in 0.2 s without it.
+        "connect_args": {"options": "-c jit=off"},
+    }
 
 
 def install_hooks(engine: Engine, *, busy_timeout: float) -> None:

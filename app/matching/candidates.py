@@ -6,6 +6,7 @@ then the worker's name.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -13,13 +14,29 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.db.models import CategoryMisfit, Job, Queue, QueueInstance, Worker, WorkerState
+from app.db.models import (
+    Category,
+    CategoryMisfit,
+    Job,
+    Queue,
+    QueueInstance,
+    Worker,
+    WorkerProperty,
+    WorkerState,
+)
 from app.matching.categories import get_or_create_category
 from app.matching.errors import NotFoundError
-from app.matching.explain import Clause, slot_clauses, state_clauses, tag_clauses
+from app.matching.explain import (
+    Clause,
+    constraint_clauses,
+    slot_clauses,
+    state_clauses,
+    tag_clauses,
+)
 from app.matching.misfits import fits
-from app.matching.submission import JobSpec, validate_job
+from app.matching.requests import JobSpec, parse_request
 from app.matching.tag_rows import parse_resources
+from app.notations.constraints import Target, parse_constraint
 from app.notations.tags import NoMatch, Resources
 
 log = logging.getLogger(__name__)
@@ -89,10 +106,10 @@ def job_candidates(session: Session, job: Job) -> list[Candidate]:
 
 def dry_run(session: Session, spec: JobSpec) -> list[Candidate]:
     """The candidates a job would have, computed in a savepoint that is rolled back."""
-    validate_job(spec)
+    request = parse_request(spec)
     savepoint = session.begin_nested()
     try:
-        category = get_or_create_category(session, parse_resources(spec.resources), spec.slots)
+        category = get_or_create_category(session, request)
         return _candidates(session, category.id, spec.resources)
     finally:
         savepoint.rollback()
@@ -125,21 +142,42 @@ def explain_job(
         )
         .scalar_subquery()
     )
-    query = select(Worker.name, Worker.resources, Worker.state, largest, misfit).order_by(
-        Worker.name
-    )
+    query = select(
+        Worker.id, Worker.name, Worker.rank, Worker.resources, Worker.state, largest, misfit
+    ).order_by(Worker.name)
     if worker_name is not None:
         query = query.where(Worker.name == worker_name)
     rows = session.execute(query).all()
     if worker_name is not None and not rows:
         raise NotFoundError(f"no worker named {worker_name!r}")
     task = parse_resources(job.resources)
+    category = session.get(Category, job.category_id)
+    tree = (
+        parse_constraint(json.loads(category.constraint))
+        if category and category.constraint
+        else None
+    )
+    properties = worker_properties(session, [row[0] for row in rows]) if tree else {}
     explanations = []
-    for name, resources, state, largest_slots, reason in rows:
+    for worker_id, name, rank, resources, state, largest_slots, reason in rows:
+        target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
         clauses = [
             *state_clauses(state),
             *tag_clauses(task, Resources.from_string(resources)),
+            *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
         ]
         explanations.append(WorkerExplanation(name, not clauses, reason, clauses))
     return explanations
+
+
+def worker_properties(session: Session, worker_ids: list[int]) -> dict[int, frozenset[str]]:
+    """The properties of the given workers."""
+    found: dict[int, set[str]] = {}
+    for worker_id, name in session.execute(
+        select(WorkerProperty.worker_id, WorkerProperty.name).where(
+            WorkerProperty.worker_id.in_(worker_ids)
+        )
+    ):
+        found.setdefault(worker_id, set()).add(name)
+    return {worker_id: frozenset(names) for worker_id, names in found.items()}

@@ -10,23 +10,30 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, Worker
+from app.matching.constraint_sql import store_constraint_rows
 from app.matching.misfits import cache_category_misfits, fits
+from app.matching.requests import ParsedRequest
+from app.matching.resource_rows import store_resource_vertices
 from app.matching.tag_rows import canonical_resources, tag_rows
-from app.notations.tags import Resources
 
 
-def category_key(resources: Resources, slots: int) -> str:
+def category_key(request: ParsedRequest) -> str:
     """Canonical JSON of everything a job asks for; equal keys mean equal matching."""
     return json.dumps(
-        {"resources": canonical_resources(resources), "slots": slots},
+        {
+            "resources": canonical_resources(request.tags),
+            "slots": request.slots,
+            "constraint": request.constraint_json,
+            "jobspec": request.jobspec_json,
+        },
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
     )
 
 
-def get_or_create_category(session: Session, resources: Resources, slots: int) -> Category:
-    key = category_key(resources, slots)
+def get_or_create_category(session: Session, request: ParsedRequest) -> Category:
+    key = category_key(request)
     key_hash = hashlib.sha256(key.encode("utf-8")).hexdigest()
     category = session.scalar(select(Category).where(Category.key_hash == key_hash))
     if category is not None:
@@ -36,7 +43,12 @@ def get_or_create_category(session: Session, resources: Resources, slots: int) -
         # this savepoint is rolled back and its row is used instead.
         with session.begin_nested():
             category = Category(
-                key_hash=key_hash, key=key, resources=canonical_resources(resources), slots=slots
+                key_hash=key_hash,
+                key=key,
+                resources=canonical_resources(request.tags),
+                slots=request.slots,
+                constraint=request.constraint_json,
+                jobspec=request.jobspec_json,
             )
             session.add(category)
             session.flush()
@@ -47,11 +59,15 @@ def get_or_create_category(session: Session, resources: Resources, slots: int) -
         return existing
     rows = [
         {"category_id": category.id, "group_name": g, "value": v, "mode": m}
-        for g, v, m in tag_rows(resources)
+        for g, v, m in tag_rows(request.tags)
     ]
     if rows:
         session.execute(insert(CategoryTag), rows)
-    cache_category_misfits(session, category.id)
+    if request.constraint is not None:
+        store_constraint_rows(session, category.id, request.constraint)
+    if request.jobspec is not None:
+        store_resource_vertices(session, category.id, request.jobspec)
+    cache_category_misfits(session, category)
     return category
 
 

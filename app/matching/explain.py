@@ -6,9 +6,22 @@ decide the same thing in bulk, and the tests hold the two to the same answers.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from app.db.models import WorkerState
+from app.notations.constraints import (
+    And,
+    Constraint,
+    Hosts,
+    Not,
+    Or,
+    Properties,
+    Ranks,
+    Target,
+    constraint_to_json,
+    matches,
+)
 from app.notations.tags import ResourceGroup, ResourceItem, Resources
 
 
@@ -114,3 +127,46 @@ def state_clauses(state: WorkerState) -> list[Clause]:
     if state is WorkerState.OFFLINE:
         return [Clause("worker-offline", "the worker is offline")]
     return []
+
+
+def _why_not(node: Constraint, target: Target) -> list[str]:
+    """Sentences for the parts of a failing constraint that fail on ``target``."""
+    if isinstance(node, And):
+        return [
+            why
+            for term in node.terms
+            if not matches(term, target)
+            for why in _why_not(term, target)
+        ]
+    if isinstance(node, Or):
+        return [
+            "none of these alternatives holds: "
+            + "; ".join(json.dumps(constraint_to_json(t)) for t in node.terms)
+        ]
+    if isinstance(node, Not):
+        return [f"it must not hold, but does: {json.dumps(constraint_to_json(node.term))}"]
+    if isinstance(node, Properties):
+        have = set(target.properties) | ({target.hostname} if target.hostname else set())
+        missing = sorted(node.required - have)
+        present = sorted(node.forbidden & have)
+        reasons = [f"the worker lacks property {name!r}" for name in missing]
+        reasons += [
+            f"the worker has property {name!r}, which the job forbids (^{name})" for name in present
+        ]
+        return reasons
+    if isinstance(node, Hosts):
+        lists = ", ".join(str(hostlist) for hostlist in node.hostlists) or "(empty)"
+        return [f"the worker's name {target.hostname!r} is not in hostlist {lists}"]
+    assert isinstance(node, Ranks)
+    if target.rank is None:
+        return [f"the worker has no rank; the job asks for ranks {node.ids.encode() or '(empty)'}"]
+    return [f"the worker's rank {target.rank} is not in ranks {node.ids.encode() or '(empty)'}"]
+
+
+def constraint_clauses(tree: Constraint, target: Target) -> list[Clause]:
+    """The RFC 31 constraint's failing parts, or nothing when it holds."""
+    if matches(tree, target):
+        return []
+    return [Clause("constraint", f"constraint: {why}") for why in _why_not(tree, target)] or [
+        Clause("constraint", "the job's constraint does not hold on this worker")
+    ]

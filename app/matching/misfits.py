@@ -12,6 +12,7 @@ worker-excludes    task ``t``/``?t`` vs ``~t``  the worker excludes a tag the jo
 job-excludes-tag   task ``~t`` vs ``t``/``?t``  the job excludes a tag the worker offers
 worker-requires    worker ``t`` vs task absent  the worker only takes jobs that require
                    or ``~t``                    the tag (it acts like a taint)
+constraint         (RFC 31)                     the job's constraint does not hold
 too-few-slots      (slots)                      no queue instance has enough slots
 =================  ===========================  =====================================
 
@@ -25,6 +26,9 @@ category). Rows carry the worker's generation; readers only trust rows of the cu
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
@@ -32,9 +36,11 @@ from sqlalchemy import (
     case,
     delete,
     exists,
+    false,
     func,
     insert,
     literal,
+    not_,
     select,
     true,
 )
@@ -50,6 +56,8 @@ from app.db.models import (
     Worker,
     WorkerTag,
 )
+from app.matching.constraint_sql import compile_constraint
+from app.notations.constraints import Constraint, parse_constraint
 
 _OFFERED = (TagMode.REQUIRED, TagMode.OPTIONAL)
 
@@ -58,8 +66,12 @@ REASONS = {
     "worker-excludes-tag": "the worker excludes a tag the job asks for",
     "job-excludes-tag": "the job excludes a tag the worker offers",
     "worker-requires-tag": "the worker requires a tag the job does not ask for",
+    "constraint": "the job's RFC 31 constraint does not hold on the worker",
     "too-few-slots": "no queue instance of the worker has enough slots",
 }
+
+#: Constrained categories compiled into one statement when a worker changes.
+CONSTRAINED_PER_STATEMENT = 50
 
 
 def _tag_pair(category_tag: type[CategoryTag], worker_tag: type[WorkerTag]) -> ColumnElement[bool]:
@@ -68,8 +80,13 @@ def _tag_pair(category_tag: type[CategoryTag], worker_tag: type[WorkerTag]) -> C
     )
 
 
-def misfit_reason(category: type[Category], worker: type[Worker]) -> ColumnElement[str | None]:
-    """The reason code of the first failing clause for (category, worker), NULL if it fits."""
+def misfit_reason(
+    category: type[Category],
+    worker: type[Worker],
+    constraint_ok: ColumnElement[bool] | None = None,
+) -> ColumnElement[str | None]:
+    """The reason code of the first failing clause for (category, worker), NULL if it fits.
+    ``constraint_ok`` is the compiled RFC 31 constraint of the categories in question."""
     ct, wt = aliased(CategoryTag), aliased(WorkerTag)
     job_requires = exists().where(
         ct.category_id == category.id,
@@ -114,26 +131,28 @@ def misfit_reason(category: type[Category], worker: type[Worker]) -> ColumnEleme
         (worker_excludes, literal("worker-excludes-tag")),
         (job_excludes, literal("job-excludes-tag")),
         (worker_requires, literal("worker-requires-tag")),
+        (not_(constraint_ok if constraint_ok is not None else true()), literal("constraint")),
         (largest_slots < category.slots, literal("too-few-slots")),
         else_=None,
     )
 
 
-def _insert_misfits(session: Session, *, category_id: int | None, worker_id: int | None) -> None:
+def _insert_misfits(
+    session: Session,
+    *conditions: ColumnElement[bool],
+    constraint_ok: ColumnElement[bool] | None = None,
+) -> None:
     pairs = (
         select(
             Category.id.label("category_id"),
             Worker.id.label("worker_id"),
             Worker.generation.label("generation"),
-            misfit_reason(Category, Worker).label("reason"),
+            misfit_reason(Category, Worker, constraint_ok).label("reason"),
         )
         .select_from(Category)
         .join(Worker, true())
+        .where(*conditions)
     )
-    if category_id is not None:
-        pairs = pairs.where(Category.id == category_id)
-    if worker_id is not None:
-        pairs = pairs.where(Worker.id == worker_id)
     rows = pairs.subquery()
     session.execute(
         insert(CategoryMisfit).from_select(
@@ -145,17 +164,53 @@ def _insert_misfits(session: Session, *, category_id: int | None, worker_id: int
     )
 
 
-def cache_category_misfits(session: Session, category_id: int) -> None:
+@lru_cache(maxsize=4096)
+def _constraint_tree(canonical_json: str) -> Constraint:
+    return parse_constraint(json.loads(canonical_json))
+
+
+@lru_cache(maxsize=4096)
+def _constraint_predicate(category_id: int, canonical_json: str) -> ColumnElement[bool]:
+    """A category's compiled constraint over ``Worker``; expressions are immutable, so one
+    compiled tree serves every later worker change."""
+    return compile_constraint(_constraint_tree(canonical_json), Category.id, Worker)
+
+
+def cache_category_misfits(session: Session, category: Category) -> None:
     """Misfit rows of a new category against every worker (one INSERT ... SELECT)."""
     dialect.lock_matching_changes(session.connection())
-    _insert_misfits(session, category_id=category_id, worker_id=None)
+    constraint_ok = None
+    if category.constraint is not None:
+        tree = _constraint_tree(category.constraint)
+        constraint_ok = compile_constraint(tree, Category.id, Worker)
+    _insert_misfits(session, Category.id == category.id, constraint_ok=constraint_ok)
 
 
 def recache_worker_misfits(session: Session, worker_id: int) -> None:
-    """Replace a changed worker's misfit rows against every category (one INSERT ... SELECT)."""
+    """Replace a changed worker's misfit rows against every category: one INSERT ... SELECT
+    for the categories without a constraint, and one per CONSTRAINED_PER_STATEMENT
+    constrained categories (each has its own compiled predicate)."""
     dialect.lock_matching_changes(session.connection())
     session.execute(delete(CategoryMisfit).where(CategoryMisfit.worker_id == worker_id))
-    _insert_misfits(session, category_id=None, worker_id=worker_id)
+    _insert_misfits(session, Worker.id == worker_id, Category.constraint.is_(None))
+    constrained = session.execute(
+        select(Category.id, Category.constraint)
+        .where(Category.constraint.is_not(None))
+        .order_by(Category.id)
+    ).all()
+    for start in range(0, len(constrained), CONSTRAINED_PER_STATEMENT):
+        chunk = constrained[start : start + CONSTRAINED_PER_STATEMENT]
+        constraint_ok = case(
+            {category_id: _constraint_predicate(category_id, text) for category_id, text in chunk},
+            value=Category.id,
+            else_=false(),
+        )
+        _insert_misfits(
+            session,
+            Worker.id == worker_id,
+            Category.id.in_([category_id for category_id, _ in chunk]),
+            constraint_ok=constraint_ok,
+        )
 
 
 def fits(

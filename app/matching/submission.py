@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -11,38 +11,29 @@ from app.db.base import utcnow
 from app.db.models import Job, JobState
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.dispatch import release_allocations
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.matching.tag_rows import parse_resources
+from app.matching.errors import ConflictError, NotFoundError
+from app.matching.requests import JobSpec, parse_request
+
+__all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
 
 NO_SUITABLE_WORKER = "No suitable worker found"
-#: Priorities are bounded so that they fit a 32-bit column on every database.
-PRIORITY_RANGE = (-1_000_000, 1_000_000)
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    resources: str = ""
-    priority: int = 0
-    slots: int = 1
-
-
-def validate_job(spec: JobSpec) -> None:
-    """Raise InvalidFieldError for the first invalid field; parses every notation."""
-    parse_resources(spec.resources)
-    if spec.slots < 1:
-        raise InvalidFieldError("slots", "a job needs at least one slot")
-    low, high = PRIORITY_RANGE
-    if not low <= spec.priority <= high:
-        raise InvalidFieldError("priority", f"must be between {low} and {high}")
 
 
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
     failed at once with "No suitable worker found" (debusine's rule, seed 004)."""
-    validate_job(spec)
-    category = get_or_create_category(session, parse_resources(spec.resources), spec.slots)
+    request = parse_request(spec)
+    category = get_or_create_category(session, request)
     job = Job(
         resources=spec.resources,
+        constraint=json.dumps(spec.constraint) if spec.constraint is not None else spec.requires,
+        constraint_syntax="rfc31"
+        if spec.constraint is not None
+        else "rfc35"
+        if spec.requires is not None
+        else None,
+        shape=spec.shape,
+        jobspec=json.dumps(spec.jobspec) if spec.jobspec is not None else None,
         priority=spec.priority,
         slots=spec.slots,
         category_id=category.id,

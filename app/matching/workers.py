@@ -9,10 +9,13 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Queue, QueueInstance, Worker, WorkerState, WorkerTag
+from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
+from app.matching.constraint_sql import store_worker_name_parts
 from app.matching.errors import InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
+from app.notations.constraints import validate_property_name
+from app.notations.errors import NotationError
 
 DEFAULT_QUEUE = "default"
 
@@ -34,6 +37,8 @@ class WorkerSpec:
     rank: int | None = None
     state: WorkerState = WorkerState.ACTIVE
     queues: tuple[QueueSpec, ...] = field(default_factory=tuple)
+    #: RFC 31 properties of the worker (what ``properties`` constraints test).
+    properties: tuple[str, ...] = ()
 
 
 def _queue(session: Session, name: str) -> Queue:
@@ -82,18 +87,37 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     misfit rows in this transaction.
     """
     resources = parse_resources(spec.resources)
+    for index, name in enumerate(spec.properties):
+        try:
+            validate_property_name(name)
+        except NotationError as error:
+            raise InvalidFieldError(f"properties.{index}", str(error), error) from error
+    properties = set(spec.properties)
     if spec.slots < 0:
         raise InvalidFieldError("slots", "must be zero or more")
     queues = spec.queues or (QueueSpec(DEFAULT_QUEUE, spec.slots),)
     if len({q.name for q in queues}) != len(queues):
         raise InvalidFieldError("queues", "a queue is named twice")
 
-    worker = session.scalar(select(Worker).where(Worker.name == spec.name))
+    # The worker row first, as every writer does (see app/matching/dispatch.py).
+    worker = session.scalar(select(Worker).where(Worker.name == spec.name).with_for_update())
     created = worker is None
     if worker is None:
         worker = Worker(name=spec.name, generation=1, resources=spec.resources)
         session.add(worker)
         session.flush()
+        store_worker_name_parts(session, worker.id, worker.name)
+    old_properties = set(
+        session.scalars(select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id))
+    )
+    facts_changed = old_properties != properties or worker.rank != spec.rank
+    if old_properties != properties:
+        session.execute(delete(WorkerProperty).where(WorkerProperty.worker_id == worker.id))
+        if properties:
+            session.execute(
+                insert(WorkerProperty),
+                [{"worker_id": worker.id, "name": name} for name in sorted(properties)],
+            )
     canonical_changed = created or canonical_resources(
         parse_resources(worker.resources)
     ) != canonical_resources(resources)
@@ -109,7 +133,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         ]
         if rows:
             session.execute(insert(WorkerTag), rows)
-    if canonical_changed or queues_changed:
+    if canonical_changed or queues_changed or facts_changed:
         if not created:
             worker.generation += 1
         session.flush()

@@ -22,6 +22,7 @@ The tree (:class:`And`, :class:`Or`, :class:`Not`, :class:`Properties`, :class:`
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.notations.errors import NotationError, did_you_mean
@@ -292,3 +293,30 @@ def constraint_to_json(constraint: Constraint) -> dict[str, object]:
     if isinstance(constraint, Hosts):
         return {"hostlist": [hostlist.encode() for hostlist in constraint.hostlists]}
     return {"ranks": [constraint.ids.encode()] if constraint.ids else []}
+
+
+def validate_property_name(name: str) -> str:
+    """Check a worker's property name as RFC 31 ``properties`` values must be written
+    (without the ``^`` that negates them); return it unchanged."""
+    if not name:
+        raise ConstraintError("empty property name", text=name, expected="a property name")
+    for position, char in enumerate(name):
+        if char in INVALID_PROPERTY_CHARS or char == "^":
+            raise ConstraintError(
+                f"invalid character {char!r} in property {name!r}",
+                text=name,
+                position=position,
+                expected="a plain name without ^ ! & ' \" ` | ( )",
+            )
+    return name
+
+
+def leaves(constraint: Constraint) -> Iterator[Properties | Hosts | Ranks]:
+    """The leaves of a tree in depth-first order (the numbering the SQL rows use)."""
+    if isinstance(constraint, And | Or):
+        for term in constraint.terms:
+            yield from leaves(term)
+    elif isinstance(constraint, Not):
+        yield from leaves(constraint.term)
+    else:
+        yield constraint

@@ -509,3 +509,26 @@ def nth_host(text: str, index: int, *, padding: Padding = "rfc") -> str:
 def compress_hostlist(text: str, *, padding: Padding = "rfc") -> str:
     """Re-encode an RFC 29 string in canonical compressed form."""
     return parse_hostlist(text, padding=padding).encode(padding)
+
+
+def name_parts(name: str) -> Iterator[tuple[str, int, int, int, str]]:
+    """Every way to read ``name`` as ``prefix + digits + suffix`` with ``digits`` a
+    non-empty run of ASCII digits (at most MAX_ID_DIGITS): ``(prefix, number, len(digits),
+    natural length of number, suffix)``. A name belongs to a run ``prefix[lo-hi]suffix`` of
+    pad width ``w`` exactly when one part has that prefix and suffix, ``lo <= number <= hi``
+    and ``len(digits) == max(w, natural length)`` (see :meth:`HostRun.find`)."""
+    length = len(name)
+    start = 0
+    while start < length:
+        if not ("0" <= name[start] <= "9"):
+            start += 1
+            continue
+        end = start
+        while end < length and "0" <= name[end] <= "9":
+            end += 1
+        for i in range(start, end):
+            for j in range(i + 1, min(end, i + MAX_ID_DIGITS) + 1):
+                digits = name[i:j]
+                number = int(digits)
+                yield name[:i], number, j - i, len(str(number)), name[j:]
+        start = end

@@ -4,7 +4,7 @@ the running worker's report of the end of its job."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,9 +36,32 @@ class JobIn(BaseModel):
         description="higher runs first; equal priorities run oldest first",
     )
     slots: int = Field(default=1, ge=1, le=1_000_000)
+    constraint: dict[str, Any] | None = Field(
+        default=None, description='RFC 31 constraint, e.g. {"properties": ["ssd"]}'
+    )
+    requires: str | None = Field(
+        default=None,
+        max_length=65_536,
+        description="RFC 35 text compiled as flux --requires, e.g. `host:node[0-3] ssd`; "
+        "an alternative to constraint",
+    )
+    shape: str | None = Field(
+        default=None, max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`"
+    )
+    jobspec: list[Any] | None = Field(
+        default=None, description="RFC 14 resources list; an alternative to shape"
+    )
 
     def spec(self) -> JobSpec:
-        return JobSpec(resources=self.resources, priority=self.priority, slots=self.slots)
+        return JobSpec(
+            resources=self.resources,
+            priority=self.priority,
+            slots=self.slots,
+            constraint=self.constraint,
+            requires=self.requires,
+            shape=self.shape,
+            jobspec=self.jobspec,
+        )
 
 
 class JobOut(BaseModel):
@@ -48,6 +71,10 @@ class JobOut(BaseModel):
     slots: int
     category_id: int
     resources: str
+    constraint: str | None = Field(description="the constraint as given (RFC 31 JSON or RFC 35)")
+    constraint_syntax: str | None = Field(description="rfc31 or rfc35")
+    shape: str | None
+    jobspec: str | None = Field(description="the RFC 14 resources as given (JSON text)")
     submitter: str
     worker: str | None
     failure_reason: str | None
@@ -65,6 +92,10 @@ def job_out(session: Session, job: Job) -> JobOut:
         slots=job.slots,
         category_id=job.category_id,
         resources=job.resources,
+        constraint=job.constraint,
+        constraint_syntax=job.constraint_syntax,
+        shape=job.shape,
+        jobspec=job.jobspec,
         submitter=job.submitter,
         worker=worker.name if worker else None,
         failure_reason=job.failure_reason,

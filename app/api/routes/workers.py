@@ -6,13 +6,15 @@ from datetime import datetime
 
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
 from app.db import tokens
-from app.db.models import Role, Worker, WorkerState
+from app.db.models import Role, Worker, WorkerProperty, WorkerState
 from app.matching import dispatch, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
@@ -44,6 +46,11 @@ class WorkerIn(BaseModel):
     rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
     state: WorkerState = WorkerState.ACTIVE
     queues: list[QueueIn] | None = Field(default=None, max_length=256)
+    properties: list[str] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="RFC 31 properties, tested by `properties` constraints",
+    )
 
 
 class QueueInstanceOut(BaseModel):
@@ -58,6 +65,7 @@ class WorkerOut(BaseModel):
     state: WorkerState
     generation: int
     resources: str
+    properties: list[str]
     queues: list[QueueInstanceOut]
     last_seen: datetime | None
     created_at: datetime
@@ -71,8 +79,13 @@ class RegisteredWorker(WorkerOut):
     )
 
 
-def worker_out(worker: Worker) -> WorkerOut:
+def worker_out(session: Session, worker: Worker) -> WorkerOut:
     return WorkerOut(
+        properties=sorted(
+            session.scalars(
+                select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id)
+            )
+        ),
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
@@ -105,6 +118,7 @@ def register_worker(
         rank=body.rank,
         state=body.state,
         queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
+        properties=tuple(body.properties),
     )
     worker, created = workers.upsert_worker(session, spec)
     token = None
@@ -113,7 +127,7 @@ def register_worker(
     else:
         response.status_code = status.HTTP_200_OK
     session.refresh(worker)
-    return RegisteredWorker(token=token, **worker_out(worker).model_dump())
+    return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
 
 
 @router.get("", response_model=Page[WorkerOut])
@@ -121,12 +135,12 @@ def list_workers(
     session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
 ) -> Page[WorkerOut]:
     rows = workers.list_workers(session, limit=limit + 1, offset=offset)
-    return page_of([worker_out(w) for w in rows], limit, offset)
+    return page_of([worker_out(session, w) for w in rows], limit, offset)
 
 
 @router.get("/{name}", response_model=WorkerOut)
 def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
-    return worker_out(workers.get_worker(session, name))
+    return worker_out(session, workers.get_worker(session, name))
 
 
 @router.post(

@@ -2,6 +2,14 @@
 
 from app.db.models.cluster import Queue, QueueInstance, Worker, WorkerTag
 from app.db.models.enums import JobState, TagMode, WorkerState
+from app.db.models.flux import (
+    ConstraintHostRun,
+    ConstraintProperty,
+    ConstraintRankRun,
+    ResourceVertex,
+    WorkerNamePart,
+    WorkerProperty,
+)
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tokens import ApiToken, Role
 
@@ -11,13 +19,19 @@ __all__ = [
     "Category",
     "CategoryMisfit",
     "CategoryTag",
+    "ConstraintHostRun",
+    "ConstraintProperty",
+    "ConstraintRankRun",
     "Job",
     "JobState",
     "Queue",
     "QueueInstance",
+    "ResourceVertex",
     "Role",
     "TagMode",
     "Worker",
+    "WorkerNamePart",
+    "WorkerProperty",
     "WorkerState",
     "WorkerTag",
 ]

@@ -24,6 +24,12 @@ class Category(Base):
     key: Mapped[str] = mapped_column(Text)
     resources: Mapped[str] = mapped_column(Text, default="")
     slots: Mapped[int] = mapped_column(default=1)
+    #: Canonical RFC 31 JSON of the constraint, NULL without one; its leaves are rows of
+    #: constraint_properties, constraint_host_runs and constraint_rank_runs.
+    constraint: Mapped[str | None] = mapped_column(Text, default=None)
+    #: Canonical RFC 14 resources JSON, NULL without one; its vertices are rows of
+    #: category_resource_vertices.
+    jobspec: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -88,6 +94,12 @@ class Job(Base):
     )
     #: The Momotor resource definition exactly as submitted.
     resources: Mapped[str] = mapped_column(Text, default="")
+    #: The constraint as given: RFC 31 JSON text or RFC 35 text (see constraint_syntax).
+    constraint: Mapped[str | None] = mapped_column(Text, default=None)
+    constraint_syntax: Mapped[str | None] = mapped_column(String(16), default=None)
+    #: The resources as given: an RFC 46 shape string, or RFC 14 JSON text.
+    shape: Mapped[str | None] = mapped_column(Text, default=None)
+    jobspec: Mapped[str | None] = mapped_column(Text, default=None)
     submitter: Mapped[str] = mapped_column(String(255), default="admin")
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     worker_id: Mapped[int | None] = mapped_column(

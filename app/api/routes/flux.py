@@ -1,0 +1,69 @@
+"""Flux notation tools: expand an RFC 46 shape, compile RFC 35 text, validate RFC 31."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.auth import PrincipalDep
+from app.matching import flux_tools
+
+router = APIRouter(prefix="/v1/flux", tags=["flux"])
+
+
+class ShapeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    shape: str = Field(max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`")
+    default_label: str = Field(default="default", min_length=1, max_length=255)
+    format: Literal["json", "yaml"] = "json"
+
+
+class ShapeOut(BaseModel):
+    shape: str = Field(description="the canonical shape string")
+    resources: list[Any] = Field(description="the RFC 14 resources list")
+
+
+class RequiresIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requires: str = Field(max_length=65_536, description="RFC 35 text, as flux --requires")
+
+
+class ConstraintIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    constraint: Any = Field(description="an RFC 31 constraint object")
+
+
+class ConstraintOut(BaseModel):
+    constraint: dict[str, Any] = Field(description="the canonical RFC 31 object")
+
+
+@router.post(
+    "/shape",
+    response_model=ShapeOut,
+    responses={200: {"content": {"application/yaml": {}}, "description": "the expansion"}},
+)
+def expand_shape(body: ShapeIn, _who: PrincipalDep) -> ShapeOut | Response:
+    """Expand a shape into RFC 14 resources (JSON, or YAML with `format: yaml`)."""
+    if body.format == "yaml":
+        return Response(
+            flux_tools.shape_as_yaml(body.shape, body.default_label), media_type="application/yaml"
+        )
+    resources, canonical = flux_tools.expand_shape(body.shape, body.default_label)
+    return ShapeOut(shape=canonical, resources=resources)
+
+
+@router.post("/requires", response_model=ConstraintOut)
+def compile_requires(body: RequiresIn, _who: PrincipalDep) -> ConstraintOut:
+    """Compile RFC 35 text to an RFC 31 constraint, as `flux submit --requires` does."""
+    return ConstraintOut(constraint=flux_tools.compile_requires_text(body.requires))
+
+
+@router.post("/constraint", response_model=ConstraintOut)
+def validate_constraint(body: ConstraintIn, _who: PrincipalDep) -> ConstraintOut:
+    """Validate an RFC 31 constraint and return its canonical form."""
+    return ConstraintOut(constraint=flux_tools.validate_constraint(body.constraint))
