@@ -11,6 +11,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.logs import request_id
+from app.metrics import REQUEST_LATENCY
 
 log = logging.getLogger("app.access")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -43,6 +44,9 @@ class RequestIdMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", "unmatched")
+            REQUEST_LATENCY.labels(scope["method"], route, str(status["code"])).observe(elapsed)
             log.info(
                 "%s %s %s",
                 scope["method"],
@@ -52,7 +56,7 @@ class RequestIdMiddleware:
                     "method": scope["method"],
                     "path": scope["path"],
                     "status": status["code"],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "duration_ms": round(elapsed * 1000, 3),
                 },
             )
             request_id.reset(token)

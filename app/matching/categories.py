@@ -15,6 +15,7 @@ from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
 from app.matching.resource_rows import store_resource_vertices
 from app.matching.tag_rows import canonical_resources, tag_rows
+from app.metrics import CATEGORY_LOOKUPS
 
 
 def category_key(request: ParsedRequest) -> str:
@@ -37,7 +38,9 @@ def get_or_create_category(session: Session, request: ParsedRequest) -> Category
     key_hash = hashlib.sha256(key.encode("utf-8")).hexdigest()
     category = session.scalar(select(Category).where(Category.key_hash == key_hash))
     if category is not None:
+        CATEGORY_LOOKUPS.labels("hit").inc()
         return category
+    CATEGORY_LOOKUPS.labels("miss").inc()
     try:
         # A concurrent submission of the same new request may win the unique key; then
         # this savepoint is rolled back and its row is used instead.

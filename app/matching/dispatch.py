@@ -11,6 +11,7 @@ category the worker fits, the best waiting job is one seek in the partial index
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import Select, select, true, update
@@ -30,6 +31,7 @@ from app.db.models import (
 )
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
+from app.metrics import DISPATCH_LATENCY
 
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
@@ -128,6 +130,13 @@ def _book(session: Session, job: Job, slots: list[FreeSlots]) -> int | None:
 
 def pull(session: Session, worker_name: str) -> Job | None:
     """Give the worker its next job (running, slots booked), or None when there is none."""
+    started = time.perf_counter()
+    job = _pull(session, worker_name)
+    DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
+    return job
+
+
+def _pull(session: Session, worker_name: str) -> Job | None:
     worker = worker_by_name(session, worker_name, lock=True)
     worker.last_seen = utcnow()
     if worker.state is not WorkerState.ACTIVE:
