@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
@@ -15,7 +15,7 @@ from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
 from app.db.models import Job, JobState, Role, Worker, WorkerState
-from app.matching import candidates, dispatch, submission
+from app.matching import candidates, dispatch, idempotency, submission
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -175,11 +175,35 @@ def _visible_job(session: Session, job_id: int, principal: Principal, *, lock: b
 
 @router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=JobOut)
 def submit_job(
-    body: JobIn, session: SessionDep, principal: SubmitterDep, response: Response
+    body: JobIn,
+    session: SessionDep,
+    principal: SubmitterDep,
+    response: Response,
+    idempotency_key: str | None = Header(
+        default=None,
+        description="Makes a retried submission safe: the same key and body give the same "
+        "job (with the header Idempotent-Replayed: true); the same key with another body is "
+        "a 422.",
+    ),
 ) -> JobOut:
     """Submit a job. It waits when some registered worker could run it; otherwise it is
     stored as failed with "No suitable worker found"."""
-    job = submission.submit_job(session, body.spec(), submitter=principal.subject)
+
+    def submit() -> Job:
+        return submission.submit_job(session, body.spec(), submitter=principal.subject)
+
+    if idempotency_key is None:
+        job = submit()
+    else:
+        job, replayed = idempotency.submit_once(
+            session,
+            submitter=principal.subject,
+            key=idempotency_key,
+            body=body.model_dump(mode="json"),
+            submit=submit,
+        )
+        if replayed:
+            response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job_out(session, job)
 

@@ -10,6 +10,7 @@ from app.db.models.flux import (
     WorkerNamePart,
     WorkerProperty,
 )
+from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tokens import ApiToken, Role
 
@@ -22,6 +23,7 @@ __all__ = [
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
+    "IdempotencyKey",
     "Job",
     "JobState",
     "Queue",
