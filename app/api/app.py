@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from app import __version__
 from app.api.middleware import RequestIdMiddleware
-from app.api.problems import install_problem_handlers
+from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import flux, health, jobs, metrics, tokens, workers
 from app.api.schemas import Problem
 from app.db.engine import Database
@@ -46,9 +46,14 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         responses={
             401: {"model": Problem, "description": "No valid bearer token"},
             403: {"model": Problem, "description": "The token's role may not do this"},
+            404: {"model": Problem, "description": "No such resource"},
+            409: {"model": Problem, "description": "The request contradicts the current state"},
             422: {"model": Problem, "description": "Invalid request or notation"},
+            500: {"model": Problem, "description": "Internal error (logged, no details)"},
+            503: {"model": Problem, "description": "Database busy or unreachable; retry"},
         },
     )
+    install_problem_openapi(app)
     app.state.settings = settings
     app.state.database = database
     app.add_middleware(RequestIdMiddleware)

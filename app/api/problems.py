@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db.dialect import is_busy_error
@@ -128,6 +128,15 @@ def install_problem_handlers(app: FastAPI) -> None:
             request, 422, str(exc), title="Invalid notation", errors=[exc.as_dict()]
         )
 
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # A value the database cannot store (NUL in text, a number out of its range) that
+        # validation let through; the transaction is rolled back, nothing is stored.
+        log.warning("database refused a value: %s", exc.orig)
+        return problem_response(
+            request, 422, "a value in the request cannot be stored", title="Invalid request"
+        )
+
     @app.exception_handler(OperationalError)
     async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
         if is_busy_error(exc):
@@ -144,3 +153,23 @@ def install_problem_handlers(app: FastAPI) -> None:
         # Logged with the traceback; the client sees no internals.
         log.exception("unhandled error")
         return problem_response(request, 500, "an internal error occurred; it has been logged")
+
+
+def install_problem_openapi(app: FastAPI) -> None:
+    """Describe error bodies as application/problem+json, the media type they carry."""
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = original()
+        for operations in spec.get("paths", {}).values():
+            for operation in operations.values():
+                for status, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if status[:1] in "45" and "application/json" in content:
+                        content[PROBLEM_JSON] = content.pop("application/json")
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, TypeVar
 
-from fastapi import Query
+from fastapi import Path, Query
 from pydantic import BaseModel, Field
 
 T = TypeVar("T")
@@ -19,8 +19,14 @@ class Page(BaseModel, Generic[T]):
     next_offset: int | None = Field(description="offset of the next page; null on the last one")
 
 
+#: Ids are 32-bit on PostgreSQL (INTEGER); a larger one can name nothing, so it is a 422
+#: instead of reaching the database.
+MAX_ID = 2**31 - 1
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="numeric id")]
+#: Free text as the API accepts it: anything but NUL, which PostgreSQL cannot store in text.
+Text = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="page size")]
-OffsetQuery = Annotated[int, Query(ge=0, description="items to skip")]
+OffsetQuery = Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")]
 
 
 class Problem(BaseModel):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import PrincipalDep
+from app.api.schemas import Text
 from app.matching import flux_tools
 
 router = APIRouter(prefix="/v1/flux", tags=["flux"])
@@ -16,8 +17,8 @@ router = APIRouter(prefix="/v1/flux", tags=["flux"])
 class ShapeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    shape: str = Field(max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`")
-    default_label: str = Field(default="default", min_length=1, max_length=255)
+    shape: Text = Field(max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`")
+    default_label: Text = Field(default="default", min_length=1, max_length=255)
     format: Literal["json", "yaml"] = "json"
 
 
@@ -29,7 +30,7 @@ class ShapeOut(BaseModel):
 class RequiresIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    requires: str = Field(max_length=65_536, description="RFC 35 text, as flux --requires")
+    requires: Text = Field(max_length=65_536, description="RFC 35 text, as flux --requires")
 
 
 class ConstraintIn(BaseModel):

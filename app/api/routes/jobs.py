@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
-from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobState, Role, Worker, WorkerState
 from app.matching import candidates, dispatch, idempotency, submission
 from app.matching.submission import JobSpec
@@ -24,7 +24,7 @@ router = APIRouter(prefix="/v1", tags=["jobs"])
 class JobIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    resources: str = Field(
+    resources: Text = Field(
         default="",
         max_length=65_536,
         description="Momotor resource definition of what the job needs",
@@ -39,13 +39,13 @@ class JobIn(BaseModel):
     constraint: dict[str, Any] | None = Field(
         default=None, description='RFC 31 constraint, e.g. {"properties": ["ssd"]}'
     )
-    requires: str | None = Field(
+    requires: Text | None = Field(
         default=None,
         max_length=65_536,
         description="RFC 35 text compiled as flux --requires, e.g. `host:node[0-3] ssd`; "
         "an alternative to constraint",
     )
-    shape: str | None = Field(
+    shape: Text | None = Field(
         default=None, max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`"
     )
     jobspec: list[Any] | None = Field(
@@ -147,7 +147,7 @@ class FinishIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     outcome: Literal["finished", "failed"]
-    reason: str | None = Field(default=None, max_length=4096)
+    reason: Text | None = Field(default=None, max_length=4096)
 
 
 def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> CandidatesOut:
@@ -166,7 +166,9 @@ def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> Ca
     )
 
 
-def _visible_job(session: Session, job_id: int, principal: Principal, *, lock: bool = False) -> Job:
+def _visible_job(
+    session: Session, job_id: IdPath, principal: Principal, *, lock: bool = False
+) -> Job:
     job = submission.get_job(session, job_id, lock=lock)
     if principal.role is Role.SUBMITTER and job.submitter != principal.subject:
         raise ProblemError(403, f"job {job_id} was submitted by someone else")
@@ -213,7 +215,7 @@ def list_jobs(
     session: SessionDep,
     principal: SubmitterDep,
     state: JobState | None = None,
-    category: int | None = Query(default=None, description="category id"),
+    category: int | None = Query(default=None, ge=1, le=MAX_ID, description="category id"),
     limit: LimitQuery = 50,
     offset: OffsetQuery = 0,
 ) -> Page[JobOut]:
@@ -226,18 +228,18 @@ def list_jobs(
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: int, session: SessionDep, principal: SubmitterDep) -> JobOut:
+def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
     return job_out(session, _visible_job(session, job_id, principal))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: int, session: SessionDep, principal: SubmitterDep) -> JobOut:
+def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
     _visible_job(session, job_id, principal, lock=True)
     return job_out(session, submission.cancel_job(session, job_id))
 
 
 @router.get("/jobs/{job_id}/candidates", response_model=CandidatesOut)
-def job_candidates(job_id: int, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
+def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
     """The workers that could run the job, ranked best first with their strengths."""
     job = _visible_job(session, job_id, principal)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
@@ -245,7 +247,7 @@ def job_candidates(job_id: int, session: SessionDep, principal: SubmitterDep) ->
 
 @router.get("/jobs/{job_id}/explain", response_model=ExplanationOut)
 def explain_job(
-    job_id: int,
+    job_id: IdPath,
     session: SessionDep,
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
@@ -277,7 +279,9 @@ def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut
 
 
 @router.post("/jobs/{job_id}/finish", response_model=JobOut)
-def finish_job(job_id: int, body: FinishIn, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
+def finish_job(
+    job_id: IdPath, body: FinishIn, session: SessionDep, principal: AnyWorkerDep
+) -> JobOut:
     """The worker running the job reports its end; what the job held is freed."""
     job = dispatch.finish(session, job_id, principal.subject, body.outcome, body.reason)
     return job_out(session, job)

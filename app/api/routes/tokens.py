@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
-from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas import IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import Role
 
@@ -20,14 +21,16 @@ router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: Role = Field(description="worker or submitter; the admin token is set in settings")
+    role: Literal[Role.WORKER, Role.SUBMITTER] = Field(
+        description="worker or submitter; the admin token is set in settings, never issued"
+    )
     subject: str = Field(
         min_length=1,
         max_length=255,
         pattern=r"^[A-Za-z0-9._@:-]+$",
         description="the worker or submitter name the token acts for",
     )
-    label: str = Field(default="", max_length=255)
+    label: Text = Field(default="", max_length=255)
 
 
 class TokenOut(BaseModel):
@@ -47,8 +50,6 @@ class IssuedToken(TokenOut):
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=IssuedToken)
 def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> IssuedToken:
-    if body.role is Role.ADMIN:
-        raise ProblemError(422, "admin tokens are not issued; set JOBMATCH_ADMIN_TOKEN")
     row, clear = tokens.issue_token(session, role=body.role, subject=body.subject, label=body.label)
     return IssuedToken(token=clear, **TokenOut.model_validate(row).model_dump())
 
@@ -62,7 +63,7 @@ def list_tokens(
 
 
 @router.delete("/{token_id}", response_model=TokenOut)
-def revoke_token(token_id: int, session: SessionDep, _admin: AdminDep) -> TokenOut:
+def revoke_token(token_id: IdPath, session: SessionDep, _admin: AdminDep) -> TokenOut:
     row = tokens.revoke_token(session, token_id)
     if row is None:
         raise ProblemError(404, f"no token with id {token_id}")

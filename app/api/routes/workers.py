@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.routes.jobs import JobOut, job_out
-from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import Role, Worker, WorkerProperty, WorkerState
 from app.matching import dispatch, workers
@@ -37,7 +38,7 @@ class WorkerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
-    resources: str = Field(
+    resources: Text = Field(
         default="",
         max_length=65_536,
         description="Momotor resource definition, e.g. `language: java, ?python`",
@@ -46,7 +47,9 @@ class WorkerIn(BaseModel):
     rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
     state: WorkerState = WorkerState.ACTIVE
     queues: list[QueueIn] | None = Field(default=None, max_length=256)
-    properties: list[str] = Field(
+    properties: list[
+        Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]
+    ] = Field(
         default_factory=list,
         max_length=1024,
         description="RFC 31 properties, tested by `properties` constraints",
