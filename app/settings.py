@@ -26,6 +26,13 @@ class Settings(BaseSettings):
     #: Where the Alembic tree lives; found next to the source or in the working directory
     #: when unset.
     migrations_dir: Path | None = None
+    #: A running job belongs to its worker while the worker was heard from (pull, finish,
+    #: heartbeat) within this many seconds; past it the job is requeued.
+    lease_seconds: float = 300.0
+    #: A job whose lease expired this many times fails instead of being requeued again.
+    max_attempts: int = 3
+    #: How often the server looks for expired leases (0 disables the background sweep).
+    lease_sweep_seconds: float = 30.0
     #: Seconds a SQLite connection waits for a lock before it reports the database busy.
     sqlite_busy_timeout: float = 30.0
 

@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
+from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
-from app.api.routes import flux, health, jobs, metrics, tokens, workers
+from app.api.routes import flux, health, jobs, leases, metrics, tokens, workers
 from app.api.schemas import Problem
 from app.db.engine import Database
 from app.logs import configure_logging
@@ -32,9 +33,13 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     if database is None:
         database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
 
+    sweeper = LeaseSweeper(database, settings)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        sweeper.start()
         yield
+        sweeper.stop()
         if owns_database:
             database.dispose()
 
@@ -56,6 +61,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     install_problem_openapi(app)
     app.state.settings = settings
     app.state.database = database
+    app.state.lease_sweeper = sweeper
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     app.include_router(health.router)
@@ -64,6 +70,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.include_router(workers.router)
     app.include_router(jobs.router)
     app.include_router(flux.router)
+    app.include_router(leases.router)
     return app
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db.dialect import is_busy_error
@@ -127,6 +127,13 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(
             request, 422, str(exc), title="Invalid notation", errors=[exc.as_dict()]
         )
+
+    @app.exception_handler(IntegrityError)
+    async def _integrity(request: Request, exc: IntegrityError) -> JSONResponse:
+        # A uniqueness or reference rule of the schema refused the change (a concurrent
+        # request won, or a check the services do not make first); nothing was stored.
+        log.warning("integrity error: %s", exc.orig)
+        return problem_response(request, 409, "the change conflicts with existing data")
 
     @app.exception_handler(DataError)
     async def _data(request: Request, exc: DataError) -> JSONResponse:

@@ -23,12 +23,14 @@ from app.db.models import (
     Allocation,
     Category,
     Job,
+    JobEventKind,
     JobState,
     Queue,
     QueueInstance,
     Worker,
     WorkerState,
 )
+from app.matching import history
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
 from app.metrics import DISPATCH_LATENCY
@@ -162,6 +164,14 @@ def _pull(session: Session, worker_name: str) -> Job | None:
             job.state = JobState.RUNNING
             job.worker_id = worker.id
             job.started_at = utcnow()
+            job.attempts += 1
+            history.record(
+                session,
+                job,
+                JobEventKind.DISPATCHED,
+                worker=worker.name,
+                detail=f"attempt {job.attempts}",
+            )
             session.flush()
             return job
     return None
@@ -209,6 +219,8 @@ def finish(
     job.ended_at = utcnow()
     if outcome == "failed":
         job.failure_reason = reason or "the worker reported failure"
+    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
+    history.record(session, job, kind, worker=worker.name, detail=reason)
     worker.last_seen = utcnow()
     session.flush()
     return job

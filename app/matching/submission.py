@@ -8,7 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job, JobState
+from app.db.models import Job, JobEventKind, JobState
+from app.matching import history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.dispatch import release_allocations
 from app.matching.errors import ConflictError, NotFoundError
@@ -46,6 +47,9 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         job.ended_at = job.submitted_at
     session.add(job)
     session.flush()
+    history.record(session, job, JobEventKind.SUBMITTED)
+    if job.state is JobState.FAILED:
+        history.record(session, job, JobEventKind.FAILED, detail=NO_SUITABLE_WORKER)
     return job
 
 
@@ -84,5 +88,6 @@ def cancel_job(session: Session, job_id: int) -> Job:
         release_allocations(session, job)
     job.state = JobState.CANCELLED
     job.ended_at = utcnow()
+    history.record(session, job, JobEventKind.CANCELLED)
     session.flush()
     return job

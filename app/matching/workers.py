@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
 from app.matching.constraint_sql import store_worker_name_parts
-from app.matching.errors import InvalidFieldError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
 from app.notations.constraints import validate_property_name
@@ -99,6 +99,12 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     if len({q.name for q in queues}) != len(queues):
         raise InvalidFieldError("queues", "a queue is named twice")
 
+    if spec.rank is not None:
+        holder = session.scalar(
+            select(Worker.name).where(Worker.rank == spec.rank, Worker.name != spec.name)
+        )
+        if holder is not None:
+            raise ConflictError(f"rank {spec.rank} belongs to worker {holder!r}")
     # The worker row first, as every writer does (see app/matching/dispatch.py).
     worker = session.scalar(select(Worker).where(Worker.name == spec.name).with_for_update())
     created = worker is None

@@ -217,3 +217,18 @@ def test_jobs_listing_cancel_and_submitter_scope(client: TestClient, admin_heade
     assert_problem(client.post(f"/v1/jobs/{mine['id']}/cancel", headers=alice_h), 409)
     assert_problem(client.get("/v1/jobs/99999", headers=admin_headers), 404)
     assert_problem(client.get("/v1/jobs?state=bogus", headers=admin_headers), 422)
+
+
+def test_a_rank_belongs_to_one_worker(client: TestClient, admin_headers) -> None:  # type: ignore[no-untyped-def]
+    assert (
+        client.post("/v1/workers", json={"name": "a", "rank": 3}, headers=admin_headers).status_code
+        == 201
+    )
+    problem = assert_problem(
+        client.post("/v1/workers", json={"name": "b", "rank": 3}, headers=admin_headers), 409
+    )
+    assert "rank 3 belongs to worker 'a'" in problem["detail"]
+    assert (
+        client.post("/v1/workers", json={"name": "a", "rank": 3}, headers=admin_headers).status_code
+        == 200
+    )

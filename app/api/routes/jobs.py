@@ -14,8 +14,8 @@ from app.api.auth import AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
-from app.db.models import Job, JobState, Role, Worker, WorkerState
-from app.matching import candidates, dispatch, idempotency, submission
+from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
+from app.matching import candidates, dispatch, history, idempotency, submission
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -78,6 +78,7 @@ class JobOut(BaseModel):
     submitter: str
     worker: str | None
     failure_reason: str | None
+    attempts: int = Field(description="times the job was dispatched")
     submitted_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
@@ -99,6 +100,7 @@ def job_out(session: Session, job: Job) -> JobOut:
         submitter=job.submitter,
         worker=worker.name if worker else None,
         failure_reason=job.failure_reason,
+        attempts=job.attempts,
         submitted_at=job.submitted_at,
         started_at=job.started_at,
         ended_at=job.ended_at,
@@ -141,6 +143,20 @@ class WorkerExplanationOut(BaseModel):
 class ExplanationOut(BaseModel):
     job: int
     workers: list[WorkerExplanationOut]
+
+
+class JobEventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: JobEventKind
+    worker: str | None
+    detail: str | None
+    at: datetime
+
+
+class JobHistoryOut(BaseModel):
+    job: int
+    events: list[JobEventOut] = Field(description="changes of state, oldest first")
 
 
 class FinishIn(BaseModel):
@@ -269,6 +285,17 @@ def explain_job(
             )
             for e in explanations
         ],
+    )
+
+
+@router.get("/jobs/{job_id}/history", response_model=JobHistoryOut)
+def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobHistoryOut:
+    """Every change of the job's state: submitted, dispatched (with the attempt), requeued
+    after an expired lease, finished, failed, cancelled."""
+    job = _visible_job(session, job_id, principal)
+    return JobHistoryOut(
+        job=job.id,
+        events=[JobEventOut.model_validate(e) for e in history.events(session, job.id)],
     )
 
 

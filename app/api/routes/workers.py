@@ -16,7 +16,7 @@ from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import Role, Worker, WorkerProperty, WorkerState
-from app.matching import dispatch, workers
+from app.matching import dispatch, leases, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
@@ -157,3 +157,16 @@ def pull(name: str, session: SessionDep, _worker: WorkerDep) -> JobOut | Respons
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return job_out(session, job)
+
+
+class HeartbeatOut(BaseModel):
+    name: str
+    last_seen: datetime
+
+
+@router.post("/{name}/heartbeat", response_model=HeartbeatOut)
+def heartbeat(name: str, session: SessionDep, _worker: WorkerDep) -> HeartbeatOut:
+    """The worker is alive: its lease on its running jobs is renewed."""
+    worker = leases.heartbeat(session, name)
+    assert worker.last_seen is not None
+    return HeartbeatOut(name=worker.name, last_seen=worker.last_seen)

@@ -10,6 +10,7 @@ from app.db.models.flux import (
     WorkerNamePart,
     WorkerProperty,
 )
+from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tokens import ApiToken, Role
@@ -25,6 +26,8 @@ __all__ = [
     "ConstraintRankRun",
     "IdempotencyKey",
     "Job",
+    "JobEvent",
+    "JobEventKind",
     "JobState",
     "Queue",
     "QueueInstance",

@@ -105,6 +105,8 @@ class Job(Base):
     worker_id: Mapped[int | None] = mapped_column(
         ForeignKey("workers.id", ondelete="SET NULL"), default=None, index=True
     )
+    #: How many times the job was dispatched; a lease that expires counts as an attempt.
+    attempts: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,0 +1,64 @@
+"""The background thread that expires leases while the server runs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from app.db.engine import Database
+from app.matching.leases import expire_leases
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LeaseSweeper:
+    """Every ``lease_sweep_seconds``, requeue the jobs of silent workers. Several server
+    processes may each run one: row locks make the sweeps safe to overlap."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self.database = database
+        self.settings = settings
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start sweeping; an app's lifespan may run more than once, so each start makes a
+        thread of its own."""
+        if self.settings.lease_sweep_seconds <= 0 or self._thread is not None:
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(self._stop,), name="lease-sweeper", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def sweep(self) -> int:
+        with self.database.transaction() as session:
+            expired = expire_leases(
+                session,
+                lease=timedelta(seconds=self.settings.lease_seconds),
+                max_attempts=self.settings.max_attempts,
+            )
+        for lease in expired:
+            log.warning(
+                "lease of job %s on worker %s expired: now %s",
+                lease.job_id,
+                lease.worker,
+                lease.outcome.value,
+            )
+        return len(expired)
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.settings.lease_sweep_seconds):
+            try:
+                self.sweep()
+            except Exception:  # the sweeper must outlive a failed sweep (e.g. busy database)
+                log.exception("lease sweep failed")

@@ -1,0 +1,29 @@
+"""Admin endpoint to expire leases now (the server also does it in the background)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+
+from app.api.auth import AdminDep
+from app.api.deps import SessionDep
+from app.matching.leases import expire_leases
+
+router = APIRouter(prefix="/v1/leases", tags=["leases"])
+
+
+class ExpireOut(BaseModel):
+    expired: int
+
+
+@router.post("/expire", response_model=ExpireOut)
+def expire(request: Request, session: SessionDep, _admin: AdminDep) -> ExpireOut:
+    """Requeue (or fail, past the attempt limit) the running jobs of workers silent for
+    longer than the lease, as the background sweep does."""
+    settings = request.app.state.settings
+    expired = expire_leases(
+        session, lease=timedelta(seconds=settings.lease_seconds), max_attempts=settings.max_attempts
+    )
+    return ExpireOut(expired=len(expired))
