@@ -158,6 +158,25 @@ def db_current() -> None:
     typer.echo(f"{', '.join(sorted(current)) or '(empty)'} ({state})")
 
 
+@db_cli.command("check")
+def db_check() -> None:
+    """Check the bookkeeping invariants (exit 1 and list them when any is broken)."""
+    from app.db.engine import Database
+    from app.matching.invariants import violations
+
+    database = Database(get_settings().database_url)
+    try:
+        with database.transaction(write=False) as session:
+            problems = violations(session)
+    finally:
+        database.dispose()
+    for problem in problems:
+        typer.echo(problem, err=True)
+    if problems:
+        raise typer.Exit(1)
+    typer.echo("ok: every job is in one state and the bookings equal what running jobs hold")
+
+
 def main() -> None:
     cli(prog_name="jobmatch")
 
