@@ -11,6 +11,7 @@ from app.db.models.flux import (
     WorkerProperty,
 )
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
+from app.db.models.tasks import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Category",
     "CategoryMisfit",
     "CategoryTag",
+    "CategoryTask",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
@@ -29,7 +31,10 @@ __all__ = [
     "ResourceVertex",
     "Role",
     "TagMode",
+    "Task",
     "Worker",
+    "WorkerMetadata",
+    "WorkerMetadataNamespace",
     "WorkerNamePart",
     "WorkerProperty",
     "WorkerState",
