@@ -126,7 +126,7 @@ def test_denylist_keeps_a_task_off_a_worker(database: Database) -> None:
     _worker(database, "w")
     _report(database, "w", {"sbuild": {}, "lintian": {}})
     _static(database, "w", {"tasks_denylist": ["lintian"]})
-    lintian, state, reason = _submit(database, "lintian")
+    _lintian, state, reason = _submit(database, "lintian")
     assert (state, reason) == (JobState.FAILED, NO_SUITABLE_WORKER)
     sbuild, _, _ = _submit(database, "sbuild")
     assert _pull(database, "w") == sbuild
