@@ -188,6 +188,12 @@ def parse_dynamic(data: object) -> dict[str, Namespace]:
                 text=str(name),
                 expected="a lower-case task name (letters, digits, '_.+-'), e.g. 'sbuild'",
             )
+        if name in SPECIAL_KEYS:
+            raise MetadataError(
+                f"{name} is static metadata, set by an administrator; a worker cannot report it",
+                text=name,
+                expected="a task namespace",
+            )
         if not isinstance(body, dict):
             raise MetadataError(f"namespace {name!r} must be an object", expected="an object")
         version = body.get(VERSION, DEFAULT_VERSION)

@@ -53,6 +53,7 @@ def test_dynamic_metadata_is_namespaced_by_task_with_version_default_1() -> None
         ({"Sbuild": {}}, "invalid namespace"),
         ({"a:b": {}}, "invalid namespace"),
         ({"sbuild": []}, "must be an object"),
+        ({"tasks_allowlist": {}}, "cannot report it"),
         ({"sbuild": {"bad key": 1}}, "invalid key"),
         ({"sbuild": {"n": 2**60}}, "too large"),
         ([], "must be a JSON object"),
