@@ -130,6 +130,57 @@ def requires(
         raise typer.Exit(2) from error
 
 
+@cli.command()
+def worker(
+    server: Annotated[str, typer.Option(help="the jobmatch server, e.g. http://127.0.0.1:8000")],
+    token: Annotated[
+        str, typer.Option(envvar="JOBMATCH_WORKER_TOKEN", help="this worker's bearer token")
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="the worker's registered name [default: host name]")
+    ] = None,
+    poll_interval: Annotated[float, typer.Option(min=0.01, help="seconds between pulls")] = 5.0,
+    heartbeat_interval: Annotated[
+        float, typer.Option(min=0.01, help="seconds between heartbeats while a job runs")
+    ] = 30.0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="on SIGTERM, seconds the running job may still take before it is "
+            "stopped and returned to the queue",
+        ),
+    ] = 30.0,
+    max_jobs: Annotated[int | None, typer.Option(min=1, help="exit after this many jobs")] = None,
+) -> None:
+    """Run a worker agent: report this host's facts, pull jobs, run their commands."""
+    import logging
+    import signal
+    import socket
+
+    from app.agent.client import ApiError, Client
+    from app.agent.runner import Agent, AgentOptions
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    agent = Agent(
+        Client(server, token),
+        AgentOptions(
+            name=name or socket.gethostname(),
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+            grace=grace,
+            max_jobs=max_jobs,
+        ),
+    )
+    signal.signal(signal.SIGTERM, agent.stop)
+    signal.signal(signal.SIGINT, agent.stop)
+    try:
+        raise typer.Exit(agent.run())
+    except ApiError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+
+
 @db_cli.command("upgrade")
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="target revision")] = "head",

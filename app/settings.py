@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     lease_sweep_seconds: float = 30.0
     #: Seconds a SQLite connection waits for a lock before it reports the database busy.
     sqlite_busy_timeout: float = 30.0
+    #: Seconds after which a worker's dynamic metadata is old enough that the pull and
+    #: heartbeat responses ask it to report again (seed 004: every 24 hours).
+    metadata_refresh_seconds: float = 86_400.0
 
 
 @lru_cache(maxsize=1)

@@ -20,24 +20,31 @@ from app.db.models import (
     Job,
     Queue,
     QueueInstance,
+    Task,
     Worker,
     WorkerProperty,
     WorkerState,
 )
-from app.matching.categories import get_or_create_category
+from app.matching.categories import accepted_by_plugin, get_or_create_category
 from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
     constraint_clauses,
+    plugin_clause,
     slot_clauses,
     state_clauses,
     tag_clauses,
+    task_clauses,
 )
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec, parse_request
 from app.matching.tag_rows import parse_resources
+from app.matching.tasks import get_task
+from app.matching.worker_metadata import read_metadata
 from app.notations.constraints import Target, parse_constraint
+from app.notations.metadata import Requirement, parse_requirement
 from app.notations.tags import NoMatch, Resources
+from app.task_plugins import can_run_on
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,9 @@ class Candidate:
         return STRENGTH_NAMES.get(self.strength, "")
 
 
-def _candidates(session: Session, category_id: int, resources: str) -> list[Candidate]:
+def _candidates(
+    session: Session, category_id: int, resources: str, job_task: Task | None = None
+) -> list[Candidate]:
     free = (
         select(func.coalesce(func.sum(QueueInstance.slots - QueueInstance.used_slots), 0))
         .where(QueueInstance.worker_id == Worker.id)
@@ -75,15 +84,19 @@ def _candidates(session: Session, category_id: int, resources: str) -> list[Cand
         .scalar_subquery()
     )
     rows = session.execute(
-        select(Worker.name, Worker.resources, Worker.state, free, first_queue).where(
+        select(Worker.id, Worker.name, Worker.resources, Worker.state, free, first_queue).where(
             Worker.state != WorkerState.OFFLINE,
             fits(category_id, Worker.id, Worker.generation),
         )
     ).all()
+    if job_task is not None and job_task.plugin is not None:
+        # The task's can_run_on plug-in, on the workers SQL kept and on no others.
+        accepted = accepted_by_plugin(session, job_task, [row[0] for row in rows])
+        rows = [row for row in rows if row[0] in accepted]
     task = parse_resources(resources)
     strengths: dict[str, float | None] = {}  # many workers share one definition
     ranked: list[tuple[float, int, str, Candidate]] = []
-    for name, worker_resources, state, free_slots, queue_seq in rows:
+    for _id, name, worker_resources, state, free_slots, queue_seq in rows:
         if worker_resources not in strengths:
             try:
                 strengths[worker_resources] = task.match(Resources.from_string(worker_resources))
@@ -100,17 +113,22 @@ def _candidates(session: Session, category_id: int, resources: str) -> list[Cand
     return [entry[3] for entry in ranked]
 
 
+def _job_task(session: Session, name: str | None) -> Task | None:
+    return session.scalar(select(Task).where(Task.name == name)) if name is not None else None
+
+
 def job_candidates(session: Session, job: Job) -> list[Candidate]:
-    return _candidates(session, job.category_id, job.resources)
+    return _candidates(session, job.category_id, job.resources, _job_task(session, job.task))
 
 
 def dry_run(session: Session, spec: JobSpec) -> list[Candidate]:
     """The candidates a job would have, computed in a savepoint that is rolled back."""
     request = parse_request(spec)
+    task = get_task(session, spec.task, field="task") if spec.task is not None else None
     savepoint = session.begin_nested()
     try:
-        category = get_or_create_category(session, request)
-        return _candidates(session, category.id, spec.resources)
+        category = get_or_create_category(session, request, task.id if task else None)
+        return _candidates(session, category.id, spec.resources, task)
     finally:
         savepoint.rollback()
 
@@ -158,6 +176,12 @@ def explain_job(
         else None
     )
     properties = worker_properties(session, [row[0] for row in rows]) if tree else {}
+    job_task = _job_task(session, job.task)
+    requirements = (
+        parse_requirement(json.loads(job_task.requirements))
+        if job_task is not None and job_task.requirements is not None
+        else None
+    )
     explanations = []
     for worker_id, name, rank, resources, state, largest_slots, reason in rows:
         target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
@@ -167,8 +191,31 @@ def explain_job(
             *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
         ]
+        if job_task is not None:
+            clauses += _task_explanation(session, job_task, requirements, worker_id, clauses)
         explanations.append(WorkerExplanation(name, not clauses, reason, clauses))
     return explanations
+
+
+def _task_explanation(
+    session: Session,
+    task: Task,
+    requirements: Requirement | None,
+    worker_id: int,
+    other_clauses: list[Clause],
+) -> list[Clause]:
+    """The seed 004 clauses of one worker; the plug-in is asked only when nothing declared
+    refuses (it runs on SQL survivors only, as in matching)."""
+    worker = session.get(Worker, worker_id)
+    assert worker is not None
+    view = read_metadata(session, worker)
+    clauses = task_clauses(
+        task.name, task.version, requirements, view.static, view.versions, view.effective
+    )
+    declared_fit = not clauses and not other_clauses
+    if declared_fit and task.plugin is not None and not can_run_on(task.plugin, view.effective):
+        clauses.append(plugin_clause(task.name, task.plugin))
+    return clauses
 
 
 def worker_properties(session: Session, worker_ids: list[int]) -> dict[int, frozenset[str]]:

@@ -9,13 +9,15 @@ from sqlalchemy import exists, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import Category, CategoryTag, Worker
+from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
 from app.matching.constraint_sql import store_constraint_rows
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
 from app.matching.resource_rows import store_resource_vertices
 from app.matching.tag_rows import canonical_resources, tag_rows
+from app.matching.worker_metadata import effective_metadata
 from app.metrics import CATEGORY_LOOKUPS
+from app.task_plugins import can_run_on
 
 
 def category_key(request: ParsedRequest) -> str:
@@ -26,6 +28,9 @@ def category_key(request: ParsedRequest) -> str:
             "slots": request.slots,
             "constraint": request.constraint_json,
             "jobspec": request.jobspec_json,
+            # The task's name only: its version and requirements live in the registry, and
+            # a change there re-evaluates the task's categories (recache_task_misfits).
+            "task": request.task,
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -33,7 +38,10 @@ def category_key(request: ParsedRequest) -> str:
     )
 
 
-def get_or_create_category(session: Session, request: ParsedRequest) -> Category:
+def get_or_create_category(
+    session: Session, request: ParsedRequest, task_id: int | None = None
+) -> Category:
+    """The category of the request (``task_id``: its task's row, when it names one)."""
     key = category_key(request)
     key_hash = hashlib.sha256(key.encode("utf-8")).hexdigest()
     category = session.scalar(select(Category).where(Category.key_hash == key_hash))
@@ -70,14 +78,51 @@ def get_or_create_category(session: Session, request: ParsedRequest) -> Category
         store_constraint_rows(session, category.id, request.constraint)
     if request.jobspec is not None:
         store_resource_vertices(session, category.id, request.jobspec)
-    cache_category_misfits(session, category)
+    if task_id is not None:
+        session.add(CategoryTask(category_id=category.id, task_id=task_id))
+        session.flush()
+    cache_category_misfits(session, category, task_id)
     return category
 
 
-def any_worker_fits(session: Session, category_id: int) -> bool:
-    """Whether some registered worker could run the category's jobs, whatever runs now."""
-    return bool(
-        session.scalar(
-            select(exists(select(Worker.id).where(fits(category_id, Worker.id, Worker.generation))))
+#: Workers whose metadata one round of plug-in checks loads.
+PLUGIN_BATCH = 100
+
+
+def any_worker_fits(session: Session, category_id: int, task: Task | None = None) -> bool:
+    """Whether some registered worker could run the category's jobs, whatever runs now.
+    A task's ``can_run_on`` plug-in runs only on the workers SQL kept, until one accepts."""
+    if task is None or task.plugin is None:
+        return bool(
+            session.scalar(
+                select(
+                    exists(select(Worker.id).where(fits(category_id, Worker.id, Worker.generation)))
+                )
+            )
+        )
+    survivors = list(
+        session.scalars(
+            select(Worker.id)
+            .where(fits(category_id, Worker.id, Worker.generation))
+            .order_by(Worker.id)
         )
     )
+    return bool(accepted_by_plugin(session, task, survivors, first_only=True))
+
+
+def accepted_by_plugin(
+    session: Session, task: Task, worker_ids: list[int], *, first_only: bool = False
+) -> set[int]:
+    """The workers among ``worker_ids`` that the task's plug-in accepts (all of them when
+    the task has none); with ``first_only`` it stops at the first acceptance."""
+    if task.plugin is None:
+        return set(worker_ids)
+    accepted: set[int] = set()
+    for start in range(0, len(worker_ids), PLUGIN_BATCH):
+        batch = worker_ids[start : start + PLUGIN_BATCH]
+        for worker_id, metadata in effective_metadata(session, batch).items():
+            if can_run_on(task.plugin, metadata):
+                accepted.add(worker_id)
+                if first_only:
+                    return accepted
+    return accepted

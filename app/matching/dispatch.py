@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Select, select, true, update
+from sqlalchemy import Select, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -22,18 +23,22 @@ from app.db.base import utcnow
 from app.db.models import (
     Allocation,
     Category,
+    CategoryTask,
     Job,
     JobEventKind,
     JobState,
     Queue,
     QueueInstance,
+    Task,
     Worker,
     WorkerState,
 )
 from app.matching import history
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
+from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
+from app.task_plugins import can_run_on
 
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
@@ -68,12 +73,19 @@ def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
     return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
 
 
-def _heads(session: Session, worker: Worker, max_free: int, limit: int) -> Select[int]:
-    """Ids of the best waiting jobs of the categories the worker fits, best first."""
-    fit = (
+def _heads(
+    session: Session, worker: Worker, max_free: int, limit: int, refused_tasks: set[int]
+) -> Select[int, int | None]:
+    """(job id, task id) of the best waiting jobs of the categories the worker fits, best
+    first, leaving out the tasks whose plug-in already refused the worker."""
+    fit = [
         fits(Category.id, worker.id, worker.generation),
         Category.slots <= max_free,
-    )
+    ]
+    if refused_tasks:
+        fit.append(
+            or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(sorted(refused_tasks)))
+        )
     order = (Job.priority.desc(), Job.submitted_at, Job.id)
     if dialect.supports_skip_locked(session.connection()):
         # PostgreSQL: several heads per category, so that a pull that finds the best head
@@ -86,9 +98,10 @@ def _heads(session: Session, worker: Worker, max_free: int, limit: int) -> Selec
             .lateral("head")
         )
         return (
-            select(head.c.id)
+            select(head.c.id, CategoryTask.task_id)
             .select_from(Category)
             .join(head, true())
+            .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
             .where(*fit)
             .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
             .limit(limit)
@@ -100,8 +113,19 @@ def _heads(session: Session, worker: Worker, max_free: int, limit: int) -> Selec
         .limit(1)
         .scalar_subquery()
     )
-    heads = select(head_id.label("job_id")).where(*fit).subquery()
-    return select(Job.id).join(heads, Job.id == heads.c.job_id).order_by(*order).limit(limit)
+    heads = (
+        select(head_id.label("job_id"), CategoryTask.task_id)
+        .select_from(Category)
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .subquery()
+    )
+    return (
+        select(Job.id, heads.c.task_id)
+        .join(heads, Job.id == heads.c.job_id)
+        .order_by(*order)
+        .limit(limit)
+    )
 
 
 def _claim(session: Session, job_id: int) -> Job | None:
@@ -147,11 +171,21 @@ def _pull(session: Session, worker_name: str) -> Job | None:
     max_free = max((s.free for s in slots), default=0)
     if max_free <= 0:
         return None
-    for _ in range(ROUNDS):
-        head_ids = list(session.scalars(_heads(session, worker, max_free, HEADS_PER_ROUND)))
-        if not head_ids:
+    plugins = _PluginVerdicts(session, worker)
+    rounds = 0
+    while rounds < ROUNDS:
+        heads = session.execute(
+            _heads(session, worker, max_free, HEADS_PER_ROUND, plugins.refused)
+        ).all()
+        if not heads:
             return None
-        for job_id in head_ids:
+        refused_before = len(plugins.refused)
+        for job_id, task_id in heads:
+            # A plug-in's verdict depends on the task and the worker only, so a refusal
+            # rules out every category of the task; the next query leaves them out, and
+            # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
+            if task_id is not None and not plugins.accepts(task_id):
+                continue
             job = _claim(session, job_id)
             if job is None:
                 continue
@@ -174,7 +208,36 @@ def _pull(session: Session, worker_name: str) -> Job | None:
             )
             session.flush()
             return job
+        if len(plugins.refused) == refused_before:
+            # Every head was taken by concurrent pulls: another round, a bounded number.
+            rounds += 1
     return None
+
+
+class _PluginVerdicts:
+    """``can_run_on`` of each task's plug-in for one worker, asked at most once per pull."""
+
+    def __init__(self, session: Session, worker: Worker) -> None:
+        self._session = session
+        self._worker = worker
+        self._verdicts: dict[int, bool] = {}
+        self._metadata: dict[str, Any] | None = None
+        self.refused: set[int] = set()
+
+    def accepts(self, task_id: int) -> bool:
+        if task_id not in self._verdicts:
+            task = self._session.get(Task, task_id)
+            verdict = True
+            if task is not None and task.plugin is not None:
+                if self._metadata is None:
+                    self._metadata = effective_metadata(self._session, [self._worker.id])[
+                        self._worker.id
+                    ]
+                verdict = can_run_on(task.plugin, self._metadata)
+            self._verdicts[task_id] = verdict
+            if not verdict:
+                self.refused.add(task_id)
+        return self._verdicts[task_id]
 
 
 def release_allocations(session: Session, job: Job) -> None:
@@ -198,12 +261,11 @@ def release_allocations(session: Session, job: Job) -> None:
 FINAL_OUTCOMES = {"finished": JobState.FINISHED, "failed": JobState.FAILED}
 
 
-def finish(
-    session: Session, job_id: int, worker_name: str, outcome: str, reason: str | None = None
-) -> Job:
-    """The running worker reports the end of its job; its slots are freed."""
-    if outcome not in FINAL_OUTCOMES:
-        raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
+#: The tail of a command's output kept on the job.
+MAX_OUTPUT = 65_536
+
+
+def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Worker, Job]:
     # Lock order: worker, then job, then queue instances, as in pull; the other order
     # deadlocked with a concurrent pull by the same worker on PostgreSQL.
     worker = worker_by_name(session, worker_name, lock=True)
@@ -214,13 +276,46 @@ def finish(
         raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
     if job.state is not JobState.RUNNING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    return worker, job
+
+
+def finish(
+    session: Session,
+    job_id: int,
+    worker_name: str,
+    outcome: str,
+    reason: str | None = None,
+    *,
+    exit_code: int | None = None,
+    output: str | None = None,
+) -> Job:
+    """The running worker reports the end of its job (with its command's exit status and
+    output, when it ran one); its slots are freed."""
+    if outcome not in FINAL_OUTCOMES:
+        raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
+    worker, job = _running_job_of(session, job_id, worker_name)
     release_allocations(session, job)
+    job.exit_code = exit_code
+    job.output = output[-MAX_OUTPUT:] if output is not None else None
     job.state = FINAL_OUTCOMES[outcome]
     job.ended_at = utcnow()
     if outcome == "failed":
         job.failure_reason = reason or "the worker reported failure"
     kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
     history.record(session, job, kind, worker=worker.name, detail=reason)
+    worker.last_seen = utcnow()
+    session.flush()
+    return job
+
+
+def return_job(session: Session, job_id: int, worker_name: str) -> Job:
+    """The running worker gives its job back (it is stopping): the job waits again with its
+    original submission time, so it keeps its place, and its slots are freed."""
+    worker, job = _running_job_of(session, job_id, worker_name)
+    release_allocations(session, job)
+    job.state = JobState.WAITING
+    job.worker_id = None
+    job.started_at = None
     worker.last_seen = utcnow()
     session.flush()
     return job

@@ -7,7 +7,9 @@ decide the same thing in bulk, and the tests hold the two to the same answers.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from app.db.models import WorkerState
 from app.notations.constraints import (
@@ -22,6 +24,7 @@ from app.notations.constraints import (
     constraint_to_json,
     matches,
 )
+from app.notations.metadata import ALLOWLIST, Requirement, describe_failure, task_allowed
 from app.notations.tags import ResourceGroup, ResourceItem, Resources
 
 
@@ -170,3 +173,48 @@ def constraint_clauses(tree: Constraint, target: Target) -> list[Clause]:
     return [Clause("constraint", f"constraint: {why}") for why in _why_not(tree, target)] or [
         Clause("constraint", "the job's constraint does not hold on this worker")
     ]
+
+
+def task_clauses(
+    task: str,
+    version: int,
+    requirements: Requirement | None,
+    static: Mapping[str, Any],
+    versions: Mapping[str, int],
+    metadata: Mapping[str, Any],
+) -> list[Clause]:
+    """Why the worker cannot run a job of ``task`` (seed 004): allow/deny, version,
+    requirements; the reason codes of the misfit CASE."""
+    clauses: list[Clause] = []
+    if not task_allowed(task, static):
+        why = (
+            "tasks_allowlist does not name it" if ALLOWLIST in static else "it is in tasks_denylist"
+        )
+        clauses.append(Clause("task-denied", f"task {task} is denied on this worker: {why}"))
+    reported = versions.get(task)
+    if reported is None:
+        clauses.append(
+            Clause(
+                "task-version",
+                f"worker has not reported {task} metadata, task needs version {version}",
+            )
+        )
+    elif reported != version:
+        clauses.append(
+            Clause(
+                "task-version",
+                f"worker reports {task} version {reported}, task needs {version}",
+            )
+        )
+    if requirements is not None:
+        clauses += [
+            Clause("task-requirements", f"task {task}: {why}")
+            for why in describe_failure(requirements, metadata)
+        ]
+    return clauses
+
+
+def plugin_clause(task: str, plugin: str) -> Clause:
+    return Clause(
+        "task-plugin", f"task {task}'s can_run_on (plug-in {plugin!r}) refuses this worker"
+    )

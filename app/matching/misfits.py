@@ -13,6 +13,12 @@ job-excludes-tag   task ``~t`` vs ``t``/``?t``  the job excludes a tag the worke
 worker-requires    worker ``t`` vs task absent  the worker only takes jobs that require
                    or ``~t``                    the tag (it acts like a taint)
 constraint         (RFC 31)                     the job's constraint does not hold
+task-denied        (seed 004)                   tasks_allowlist/tasks_denylist refuse
+                                                the job's task on the worker
+task-version       (seed 004)                   the worker has not reported the task's
+                                                namespace at the registered version
+task-requirements  (seed 004)                   the task's declarative requirements do
+                                                not hold on the effective metadata
 too-few-slots      (slots)                      no queue instance has enough slots
 =================  ===========================  =====================================
 
@@ -51,13 +57,17 @@ from app.db.models import (
     Category,
     CategoryMisfit,
     CategoryTag,
+    CategoryTask,
     QueueInstance,
     TagMode,
+    Task,
     Worker,
     WorkerTag,
 )
 from app.matching.constraint_sql import compile_constraint
+from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
 from app.notations.constraints import Constraint, parse_constraint
+from app.notations.metadata import Requirement, parse_requirement
 
 _OFFERED = (TagMode.REQUIRED, TagMode.OPTIONAL)
 
@@ -67,6 +77,9 @@ REASONS = {
     "job-excludes-tag": "the job excludes a tag the worker offers",
     "worker-requires-tag": "the worker requires a tag the job does not ask for",
     "constraint": "the job's RFC 31 constraint does not hold on the worker",
+    "task-denied": "the worker's tasks_allowlist or tasks_denylist refuses the job's task",
+    "task-version": "the worker reports another version of the job's task, or none",
+    "task-requirements": "the task's requirements do not hold on the worker's metadata",
     "too-few-slots": "no queue instance of the worker has enough slots",
 }
 
@@ -84,9 +97,12 @@ def misfit_reason(
     category: type[Category],
     worker: type[Worker],
     constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
 ) -> ColumnElement[str | None]:
     """The reason code of the first failing clause for (category, worker), NULL if it fits.
-    ``constraint_ok`` is the compiled RFC 31 constraint of the categories in question."""
+    ``constraint_ok`` is the compiled RFC 31 constraint of the categories in question,
+    ``requirements_ok`` the compiled requirements of their tasks; ``Task`` is the category's
+    task, outer-joined (NULL columns for a category without a task)."""
     ct, wt = aliased(CategoryTag), aliased(WorkerTag)
     job_requires = exists().where(
         ct.category_id == category.id,
@@ -132,6 +148,12 @@ def misfit_reason(
         (job_excludes, literal("job-excludes-tag")),
         (worker_requires, literal("worker-requires-tag")),
         (not_(constraint_ok if constraint_ok is not None else true()), literal("constraint")),
+        (and_(Task.id.is_not(None), task_denied(worker, Task)), literal("task-denied")),
+        (and_(Task.id.is_not(None), task_version_differs(worker, Task)), literal("task-version")),
+        (
+            not_(requirements_ok if requirements_ok is not None else true()),
+            literal("task-requirements"),
+        ),
         (largest_slots < category.slots, literal("too-few-slots")),
         else_=None,
     )
@@ -141,16 +163,19 @@ def _insert_misfits(
     session: Session,
     *conditions: ColumnElement[bool],
     constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
 ) -> None:
     pairs = (
         select(
             Category.id.label("category_id"),
             Worker.id.label("worker_id"),
             Worker.generation.label("generation"),
-            misfit_reason(Category, Worker, constraint_ok).label("reason"),
+            misfit_reason(Category, Worker, constraint_ok, requirements_ok).label("reason"),
         )
         .select_from(Category)
         .join(Worker, true())
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .outerjoin(Task, Task.id == CategoryTask.task_id)
         .where(*conditions)
     )
     rows = pairs.subquery()
@@ -176,14 +201,74 @@ def _constraint_predicate(category_id: int, canonical_json: str) -> ColumnElemen
     return compile_constraint(_constraint_tree(canonical_json), Category.id, Worker)
 
 
-def cache_category_misfits(session: Session, category: Category) -> None:
-    """Misfit rows of a new category against every worker (one INSERT ... SELECT)."""
+@lru_cache(maxsize=1024)
+def _requirement_tree(canonical_json: str) -> Requirement:
+    return parse_requirement(json.loads(canonical_json))
+
+
+@lru_cache(maxsize=1024)
+def _requirement_predicate(canonical_json: str) -> ColumnElement[bool]:
+    """A task's compiled requirements over ``Worker`` (immutable, so shared by every use)."""
+    return compile_requirement(_requirement_tree(canonical_json), Worker)
+
+
+def _task_requirements(session: Session, task_ids: list[int] | None) -> ColumnElement[bool]:
+    """The requirements of the given tasks (all with any when None) as one CASE on
+    ``Task.id``; true for a task without requirements and for a category without a task.
+    Task types are few (debusine has tens), so one expression holds them all."""
+    query = select(Task.id, Task.requirements).where(Task.requirements.is_not(None))
+    if task_ids is not None:
+        query = query.where(Task.id.in_(task_ids))
+    whens = {
+        task_id: _requirement_predicate(text)
+        for task_id, text in session.execute(query.order_by(Task.id))
+        if text is not None
+    }
+    if not whens:
+        return true()
+    return case(whens, value=Task.id, else_=true())
+
+
+def cache_category_misfits(
+    session: Session, category: Category, task_id: int | None = None
+) -> None:
+    """Misfit rows of a new category (of the task ``task_id``, if any) against every
+    worker (one INSERT ... SELECT)."""
     dialect.lock_matching_changes(session.connection())
     constraint_ok = None
     if category.constraint is not None:
         tree = _constraint_tree(category.constraint)
         constraint_ok = compile_constraint(tree, Category.id, Worker)
-    _insert_misfits(session, Category.id == category.id, constraint_ok=constraint_ok)
+    requirements_ok = _task_requirements(session, [task_id]) if task_id is not None else None
+    _insert_misfits(
+        session,
+        Category.id == category.id,
+        constraint_ok=constraint_ok,
+        requirements_ok=requirements_ok,
+    )
+
+
+def recache_task_misfits(session: Session, task_id: int) -> None:
+    """Replace the misfit rows of every category of a task whose version or requirements
+    changed: its categories are re-evaluated against every worker."""
+    dialect.lock_matching_changes(session.connection())
+    category_ids = list(
+        session.scalars(select(CategoryTask.category_id).where(CategoryTask.task_id == task_id))
+    )
+    if not category_ids:
+        return
+    session.execute(delete(CategoryMisfit).where(CategoryMisfit.category_id.in_(category_ids)))
+    requirements_ok = _task_requirements(session, [task_id])
+    for category_id, text in session.execute(
+        select(Category.id, Category.constraint).where(Category.id.in_(category_ids))
+    ):
+        constraint_ok = _constraint_predicate(category_id, text) if text is not None else None
+        _insert_misfits(
+            session,
+            Category.id == category_id,
+            constraint_ok=constraint_ok,
+            requirements_ok=requirements_ok,
+        )
 
 
 def recache_worker_misfits(session: Session, worker_id: int) -> None:
@@ -192,7 +277,13 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
     constrained categories (each has its own compiled predicate)."""
     dialect.lock_matching_changes(session.connection())
     session.execute(delete(CategoryMisfit).where(CategoryMisfit.worker_id == worker_id))
-    _insert_misfits(session, Worker.id == worker_id, Category.constraint.is_(None))
+    requirements_ok = _task_requirements(session, None)
+    _insert_misfits(
+        session,
+        Worker.id == worker_id,
+        Category.constraint.is_(None),
+        requirements_ok=requirements_ok,
+    )
     constrained = session.execute(
         select(Category.id, Category.constraint)
         .where(Category.constraint.is_not(None))
@@ -210,6 +301,7 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
             Worker.id == worker_id,
             Category.id.in_([category_id for category_id, _ in chunk]),
             constraint_ok=constraint_ok,
+            requirements_ok=requirements_ok,
         )
 
 

@@ -15,11 +15,17 @@ from app.matching.tag_rows import parse_resources
 from app.notations import jobspec as rfc14
 from app.notations.constraints import Constraint, constraint_to_json, parse_constraint
 from app.notations.errors import NotationError
+from app.notations.metadata import NAMESPACE_PATTERN
 from app.notations.requires import compile_requires_constraint
 from app.notations.shape import parse_shape_resources
 from app.notations.tags import Resources
 
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
+#: A job's command: at most this many arguments of at most this many characters.
+MAX_ARGUMENTS = 4096
+MAX_ARGUMENT_LENGTH = 65_536
+#: Longest time limit of a job's command, in seconds (one week).
+MAX_TIMEOUT = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,10 @@ class JobSpec:
     requires: str | None = None
     shape: str | None = None
     jobspec: list[Any] | None = None
+    #: A registered debusine-style task type (seed 004), and what the agent runs for it.
+    task: str | None = None
+    command: list[str] | None = None
+    timeout: int | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,7 @@ class ParsedRequest:
     slots: int
     constraint: Constraint | None
     jobspec: rfc14.Resources | None
+    task: str | None = None
 
     @property
     def constraint_json(self) -> str | None:
@@ -102,4 +113,30 @@ def parse_request(spec: JobSpec) -> ParsedRequest:
             resources = rfc14.validate_resources(spec.jobspec)
         except NotationError as error:
             raise _field("jobspec", error) from error
-    return ParsedRequest(tags=tags, slots=spec.slots, constraint=constraint, jobspec=resources)
+    _check_command(spec)
+    if spec.task is not None and not NAMESPACE_PATTERN.fullmatch(spec.task):
+        raise InvalidFieldError("task", "a task name is lower case: letters, digits, '_.+-'")
+    return ParsedRequest(
+        tags=tags, slots=spec.slots, constraint=constraint, jobspec=resources, task=spec.task
+    )
+
+
+def _check_command(spec: JobSpec) -> None:
+    """An argv list the agent can hand to exec: non-empty strings without NUL."""
+    if spec.command is not None:
+        if not spec.command:
+            raise InvalidFieldError("command", "an argv list needs at least the program")
+        if len(spec.command) > MAX_ARGUMENTS:
+            raise InvalidFieldError("command", f"at most {MAX_ARGUMENTS} arguments")
+        for index, argument in enumerate(spec.command):
+            if not isinstance(argument, str) or "\0" in argument:
+                raise InvalidFieldError(f"command.{index}", "a string without NUL characters")
+            if len(argument) > MAX_ARGUMENT_LENGTH:
+                raise InvalidFieldError(f"command.{index}", "argument too long")
+        if not spec.command[0]:
+            raise InvalidFieldError("command.0", "the program name is empty")
+    if spec.timeout is not None:
+        if spec.command is None:
+            raise InvalidFieldError("timeout", "a timeout bounds a command; give command too")
+        if not 1 <= spec.timeout <= MAX_TIMEOUT:
+            raise InvalidFieldError("timeout", f"between 1 and {MAX_TIMEOUT} seconds")

@@ -14,6 +14,7 @@ from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.dispatch import release_allocations
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.requests import JobSpec, parse_request
+from app.matching.tasks import get_task
 
 __all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
 
@@ -24,7 +25,8 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
     failed at once with "No suitable worker found" (debusine's rule, seed 004)."""
     request = parse_request(spec)
-    category = get_or_create_category(session, request)
+    task = get_task(session, spec.task, field="task") if spec.task is not None else None
+    category = get_or_create_category(session, request, task.id if task else None)
     job = Job(
         resources=spec.resources,
         constraint=json.dumps(spec.constraint) if spec.constraint is not None else spec.requires,
@@ -40,8 +42,11 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         category_id=category.id,
         submitter=submitter,
         submitted_at=utcnow(),
+        task=spec.task,
+        command=json.dumps(spec.command) if spec.command is not None else None,
+        timeout=spec.timeout,
     )
-    if not any_worker_fits(session, category.id):
+    if not any_worker_fits(session, category.id, task):
         job.state = JobState.FAILED
         job.failure_reason = NO_SUITABLE_WORKER
         job.ended_at = job.submitted_at

@@ -311,10 +311,6 @@ class ValueGroup:
             return theirs
         return best if theirs is None else min(best, theirs)
 
-    def _match_missing(self) -> None:
-        """This worker group against a task without the group: required conditions reject."""
-        _judge(self._conditions, None)
-
     def as_str_tuple(self) -> tuple[str, ...]:
         """The canonical item texts."""
         return tuple(item.as_str(self.value_type) for item in self._items)

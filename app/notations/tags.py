@@ -41,10 +41,14 @@ Groups declared *typed* (``Resources.from_string(text, typed={"ram": "memory"})`
 comparisons such as ``ram >= 1 GiB`` instead of tags; see :mod:`app.notations.tag_values`
 for their syntax and strength table. Undeclared groups are untouched Momotor tags.
 
-Speed: a compiled-regex fast path parses definitions without quotes or backslashes (the
-common case) and falls back to a two-pass scanner that mirrors Momotor's for the rest and for
-every error; tags and groups are interned, each group keeps a dict keyed by tag value, and
-``from_string`` keeps an LRU cache of exact strings.
+Speed (bench/tags.py compares with Momotor on generated, realistic definitions): a fast
+path parses ordinary definitions, quoted and escaped values included, with C-level string
+splits (quoted spans and escapes stand in as private-use characters meanwhile), and falls
+back to a two-pass scanner that mirrors Momotor's for anything unusual and for every error.
+Tags and groups are interned by value (they recur across definitions far more than whole
+strings do); each group holds its required, offered and excluded values as frozensets, so
+``match`` decides a group pair with a few set operations. ``from_string`` also keeps an LRU
+cache of exact strings.
 """
 
 from __future__ import annotations
@@ -291,6 +295,7 @@ def _cell(cell: _Cell) -> float | None:
 
 # Interned tags by their unescaped text; equal texts give the same object.
 _TAGS: dict[str, Tag] = {}
+_new_tuple: Final = tuple.__new__
 _INTERN_LIMIT: Final = 1 << 16
 
 
@@ -299,7 +304,15 @@ def _tag(text: str) -> Tag:
     if tag is None:
         if len(_TAGS) >= _INTERN_LIMIT:
             _TAGS.clear()
-        tag = _TAGS[text] = Tag(text)
+        # Tag(text), without the extra call: this runs for every new tag text.
+        first = text[:1]
+        if first == "?":
+            tag = _new_tuple(Tag, (text[1:], _OPTIONAL))
+        elif first == "~":
+            tag = _new_tuple(Tag, (text[1:], _EXCLUDED))
+        else:
+            tag = _new_tuple(Tag, (text, _REQUIRED))
+        _TAGS[text] = tag
     return tag
 
 
@@ -319,14 +332,19 @@ _NONE: Final[frozenset[str]] = frozenset()
 
 
 class ResourceGroup:
-    """An ordered, duplicate-free tuple of tag items with a per-value index for matching."""
+    """An ordered, duplicate-free tuple of tag items.
 
-    __slots__ = ("_hash", "_index", "_items", "_required")
+    Since a group never names one value in two modes, matching two groups only needs the
+    sets of required, offered (required or optional) and excluded values, built once here:
+    ``match`` is then a few C-level set operations instead of a walk over the items.
+    """
+
+    __slots__ = ("_excluded", "_items", "_offered", "_required")
 
     _items: tuple[ResourceItem, ...]
-    _index: dict[str, ResourceItem]
     _required: frozenset[str]
-    _hash: int
+    _offered: frozenset[str]
+    _excluded: frozenset[str]
 
     def __init__(self, items: Iterable[ResourceItem] | None = None) -> None:
         index: dict[str, ResourceItem] = {}
@@ -336,22 +354,31 @@ class ResourceGroup:
                 index[item.value] = item
             elif old != item:
                 raise _conflict(None, old, item)
-        self._init(index)
+        self._init(tuple(index.values()))
 
-    def _init(self, index: dict[str, ResourceItem]) -> None:
+    def _init(self, items: tuple[ResourceItem, ...]) -> None:
+        # Called once per distinct group (groups are interned), so it may do the work that
+        # makes every later match cheap.
+        required: list[str] = []
+        optional: list[str] = []
+        excluded: list[str] = []
+        for value, mode in items:
+            if mode == _REQUIRED:
+                required.append(value)
+            elif mode == _OPTIONAL:
+                optional.append(value)
+            else:
+                excluded.append(value)
         setter = object.__setattr__
-        items = tuple(index.values())
         setter(self, "_items", items)
-        setter(self, "_index", index)
-        required = [value for value, mode in items if mode == _REQUIRED]
-        setter(self, "_required", frozenset(required) if required else _NONE)
-        setter(self, "_hash", hash(items))
-
-    @classmethod
-    def _from_index(cls, index: dict[str, ResourceItem]) -> ResourceGroup:
-        group = cls.__new__(cls)
-        group._init(index)
-        return group
+        if not optional:
+            offered = frozenset(required) if required else _NONE
+            setter(self, "_required", offered)
+        else:
+            offered = frozenset(optional + required if required else optional)
+            setter(self, "_required", frozenset(required) if required else _NONE)
+        setter(self, "_offered", offered)
+        setter(self, "_excluded", frozenset(excluded) if excluded else _NONE)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("ResourceGroup is immutable")
@@ -389,37 +416,13 @@ class ResourceGroup:
 
     def _match(self, worker: ResourceGroup | ValueGroup | None) -> float | None:
         if worker is None or not worker._items:
-            if self._required:
-                raise NoMatch
-            return None
-        if not isinstance(worker, ResourceGroup):
+            worker = _EMPTY_GROUP
+        elif not isinstance(worker, ResourceGroup):
             raise GroupKindMismatchError(
                 "a tag group cannot be matched against a typed group",
                 expected="the same typed-group declarations on both sides",
             )
-        best: float | None = None
-        index = worker._index
-        for value, mode in self._items:
-            other = index.get(value)
-            if other is None:
-                if mode == _REQUIRED:
-                    raise NoMatch
-                continue
-            cell = _TABLE[mode][other[1]]
-            if cell is None:
-                continue
-            if isinstance(cell, _Reject):
-                raise NoMatch
-            if best is None or cell < best:
-                best = cell
-        if worker._required and not self._index.keys() >= worker._required:
-            raise NoMatch
-        return best
-
-    def _match_missing(self) -> None:
-        """This worker group against a task without the group: required tags reject."""
-        if self._required:
-            raise NoMatch
+        return _group_value(self, worker)
 
     def as_str_tuple(self) -> tuple[str, ...]:
         """The items' texts with prefix, unescaped."""
@@ -434,25 +437,63 @@ class ResourceGroup:
             return True
         if not isinstance(other, ResourceGroup):
             return NotImplemented
-        return self._hash == other._hash and self._items == other._items
+        return self._items == other._items
 
     def __hash__(self) -> int:
-        return self._hash
+        return hash(self._items)
 
     def __repr__(self) -> str:
         return f"ResourceGroup.create({self.as_str()!r})"
 
 
+def _group_value(task: ResourceGroup, worker: ResourceGroup) -> float | None:
+    """The match table over two tag groups (research/momotor.md a-c), by sets.
+
+    Each value has one mode per group, so the group's cells follow from set relations:
+    NoMatch when a required value of either side is not offered by the other (absent or
+    excluded there), or an excluded value of either side is offered by the other; otherwise
+    the strongest cell is STRONGEST if both require a common value, else STRONG if the task
+    requires any (all of them are offered), else WEAK if the worker requires any (the task
+    offers them all optionally), else WEAKEST if both offer a common value, else none.
+    Resources.match inlines the same steps.
+    """
+    task_required = task._required
+    worker_offered = worker._offered
+    if not task_required <= worker_offered:
+        raise NoMatch
+    worker_required = worker._required
+    task_offered = task._offered
+    if not worker_required <= task_offered:
+        raise NoMatch
+    if task._excluded and not task._excluded.isdisjoint(worker_offered):
+        raise NoMatch
+    if worker._excluded and not worker._excluded.isdisjoint(task_offered):
+        raise NoMatch
+    if task_required:
+        return STRONG if task_required.isdisjoint(worker_required) else STRONGEST
+    if worker_required:
+        return WEAK
+    return None if task_offered.isdisjoint(worker_offered) else WEAKEST
+
+
 _GROUPS: dict[tuple[ResourceItem, ...], ResourceGroup] = {}
+_new_object: Final = object.__new__
 
 
 def _intern_group(index: dict[str, ResourceItem]) -> ResourceGroup:
-    key = tuple(index.values())
-    group = _GROUPS.get(key)
-    if group is None:
-        if len(_GROUPS) >= _INTERN_LIMIT:
-            _GROUPS.clear()
-        group = _GROUPS[key] = ResourceGroup._from_index(index)
+    """The one group object with these items (groups recur across definitions)."""
+    items = tuple(index.values())
+    group = _GROUPS.get(items)
+    return _new_group(items) if group is None else group
+
+
+def _new_group(items: tuple[ResourceItem, ...]) -> ResourceGroup:
+    """A group not interned yet, interned now."""
+    if len(_GROUPS) >= _INTERN_LIMIT:
+        _GROUPS.clear()
+    group = _new_object(ResourceGroup)
+    group._init(items)
+    _GROUPS[items] = group
     return group
 
 
@@ -704,51 +745,109 @@ def _items_of_groups(raws: list[_RawGroup], text: str) -> list[tuple[str, list[_
 
 
 # ---------------------------------------------------------------------------------------
-# Fast path: definitions without backslashes (the common case). Quoted spans (non-empty,
-# balanced) are replaced by a private-use sentinel so that plain string splitting applies;
-# anything unusual (an error, an empty quote pair, a quote inside a name) returns None and
-# the scanner above decides, so both paths always agree (tested against each other).
+# Fast path. Most definitions are plain "name: item, item; name: item" lines, perhaps with
+# a quoted or escaped value. Quoted spans and escapes are first swapped for private-use
+# characters (one per span, so that plain string splitting cannot cut them); the text is
+# then cut with str/regex splits and the spans are put back into the item texts with one
+# str.translate. Whatever the scanner treats specially (an error, an empty quote pair, a
+# quote or escape in a name, blanks before a backslash, a name ended by another character
+# than ":") makes the fast path return None, and the scanner above decides, so both paths
+# always agree (tested against each other and against Momotor).
 
-_FAST_NAME_RE: Final = re.compile(r"[ \t]*((?:[\w.\-]+(?:[ \t]+[\w.\-]+)*)?)[ \t]*(:?)")
-_QUOTED_RE: Final = re.compile(r"""'[^']+'|"[^"]+"|['"]""")
-_SENTINEL: Final = "\ue000"
-_SENTINEL_RE: Final = re.compile(_SENTINEL)
+# A quoted span (escapes allowed inside) or one escaped character outside quotes.
+_PROTECTED_RE: Final = re.compile(
+    r"""'([^'\\]*(?:\\.[^'\\]*)*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|\\(.)""", re.S
+)
+_UNESCAPE_RE: Final = re.compile(r"\\(.)", re.S)
+# The private-use area stands in for protected spans; inputs that use it take the scanner.
+_PRIVATE_FIRST: Final = 0xE000
+_PRIVATE_COUNT: Final = 0x1900
+_PRIVATE_RE: Final = re.compile("[\ue000-\uf8ff]")
+_SEGMENTS_RE: Final = re.compile(r"[;\n]")
+_FAST_NAME_RE: Final = re.compile(r"(?:[\w.\-]+(?:[ \t]+[\w.\-]+)*)?")
 
-# Items text (what follows a group name) -> its group, for texts without quotes.
-_GROUP_TEXTS: dict[str, ResourceGroup] = {}
-# Text before a group's ":" that is a whole group name -> the name (blanks trimmed).
+# Valid group names by the raw text before their ":" (group names are a small vocabulary,
+# and checking one costs a regex call).
 _NAMES: dict[str, str] = {}
+# Groups by their item texts (unquoted, unescaped, in order), as a tuple or, for items
+# without quotes or escapes, joined by ",": interning by value, since the texts determine
+# the items. Definitions share groups ("language: java") far more often than they share
+# whole strings.
+_GROUP_TEXTS: dict[str | tuple[str, ...], ResourceGroup] = {}
 
 
 class _Fallback(Exception):
     """The fast path cannot decide this input; the scanner must."""
 
 
-def _group_of_text(rest: str, spans: Iterator[str] | None) -> ResourceGroup:
-    """The group written by an items text (quoted spans replaced by the sentinel)."""
-    if spans is None:
-        group = _GROUP_TEXTS.get(rest)
-        if group is not None:
-            return group
-    if ":" in rest:
-        raise _Fallback  # an unquoted colon: the scanner reports it with its position
-    texts = [text for piece in rest.split(",") if (text := piece.strip(_BLANK))]
-    if spans is not None and _SENTINEL in rest:
-        texts = [_SENTINEL_RE.sub(lambda _: next(spans), text) for text in texts]
+def _protect(text: str) -> tuple[str, dict[int, str]] | None:
+    """``text`` with each quoted span and escape replaced by its own private-use character,
+    and the translate table that puts their literal text back; None for the scanner."""
+    if not text.isascii() and _PRIVATE_RE.search(text):
+        return None
+    if " \\" in text or "\t\\" in text:
+        return None  # blanks before a backslash move past the escaped character (quirk Q8)
+    table: dict[int, str] = {}
+
+    def swap(found: re.Match[str]) -> str:
+        single, double, escaped = found.groups()
+        if escaped is not None:
+            literal = escaped
+        else:
+            literal = single if single is not None else double
+            if not literal:
+                raise _Fallback  # an empty quote pair affects blanks around it
+            if "\\" in literal:
+                literal = _UNESCAPE_RE.sub(r"\1", literal)
+        code = _PRIVATE_FIRST + len(table)
+        table[code] = literal
+        return chr(code)
+
+    try:
+        protected = _PROTECTED_RE.sub(swap, text)
+    except _Fallback:
+        return None
+    if len(table) > _PRIVATE_COUNT or "'" in protected or '"' in protected or "\\" in protected:
+        return None  # too many spans, an unmatched quote or a trailing backslash
+    return protected, table
+
+
+def _fast_name(head: str) -> str | None:
+    """The group name written before a ":", or None when the scanner must read it."""
+    name = head.strip(_BLANK)
+    if not _FAST_NAME_RE.fullmatch(name):
+        return None
+    if len(_NAMES) >= _INTERN_LIMIT:
+        _NAMES.clear()
+    _NAMES[head] = name
+    return name
+
+
+def _group_of_texts(key: str | tuple[str, ...], texts: list[str]) -> ResourceGroup:
+    """The interned group of the item texts ``texts`` (``key`` names them); _Fallback on a
+    tag in two modes."""
     get = _TAGS.get
-    items: list[ResourceItem] = [get(text) or _tag(text) for text in texts]
-    index = {item[0]: item for item in items}
-    if len(index) != len(items):
-        index = {}
-        for item in items:
-            old = index.setdefault(item[0], item)
-            if old is not item and old != item:
-                raise _Fallback  # a tag in two modes: reported with its position
-    group = _intern_group(index)
-    if spans is None:
-        if len(_GROUP_TEXTS) >= _INTERN_LIMIT:
-            _GROUP_TEXTS.clear()
-        _GROUP_TEXTS[rest] = group
+    if len(texts) == 1:  # the most common group size: no duplicates to look for
+        text = texts[0]
+        items: tuple[ResourceItem, ...] = (get(text) or _tag(text),)
+    else:
+        tags = [get(text) or _tag(text) for text in texts]
+        index: dict[str, ResourceItem] = {tag[0]: tag for tag in tags}
+        if len(index) != len(tags):
+            # Repeated values: exact duplicates collapse (the first stays), two modes are
+            # an error that the scanner reports with its position.
+            index = {}
+            for tag in tags:
+                old = index.setdefault(tag[0], tag)
+                if old is not tag and old != tag:
+                    raise _Fallback
+        items = tuple(index.values())
+    group = _GROUPS.get(items)
+    if group is None:
+        group = _new_group(items)
+    if len(_GROUP_TEXTS) >= _INTERN_LIMIT:
+        _GROUP_TEXTS.clear()
+    _GROUP_TEXTS[key] = group
     return group
 
 
@@ -757,52 +856,69 @@ def _parse_fast(text: str) -> dict[str, ResourceGroup] | None:
     stripped = text.strip()
     if not stripped:
         return {}
-    spans: Iterator[str] | None = None
-    if "\\" in stripped:
-        return None
-    if "'" in stripped or '"' in stripped:
-        if _SENTINEL in stripped:
+    table: dict[int, str] | None = None
+    if "\\" in stripped or "'" in stripped or '"' in stripped:
+        protected = _protect(stripped)
+        if protected is None:
             return None
-        found: list[str] = []
-        for quoted in _QUOTED_RE.findall(stripped):
-            if len(quoted) < 3:
-                return None  # unbalanced or empty quotes
-            found.append(quoted[1:-1])
-        stripped = _QUOTED_RE.sub(_SENTINEL, stripped)
-        spans = iter(found)
-    segments = stripped.split(";") if "\n" not in stripped else re.split(r"[;\n]", stripped)
+        stripped, table = protected
+    # Blanks around a "," are not part of any item. ", " is by far the most common spelling,
+    # so one replace over the whole text usually leaves no blank next to a comma, and the
+    # items texts need no stripping one by one.
+    if ", " in stripped:
+        stripped = stripped.replace(", ", ",")
+    loose = " ," in stripped or ", " in stripped or "\t" in stripped
+    segments = _SEGMENTS_RE.split(stripped) if "\n" in stripped else stripped.split(";")
     groups: dict[str, ResourceGroup] = {}
-    match_name = _FAST_NAME_RE.match
     names = _NAMES
-    texts = _GROUP_TEXTS
+    known = _GROUP_TEXTS
     try:
         for segment in segments:
-            # Common shape "name: items": the text before the first ":" is a whole name
-            # (cached), and the items text is a cached group.
             head, colon, rest = segment.partition(":")
-            name = names.get(head) if colon else None
+            if not colon or ":" in rest:
+                return None  # no ":" (missing key, or a name ended otherwise) or a colon item
+            name = names.get(head)
             if name is None:
-                found_name = match_name(segment)
-                assert found_name is not None  # the pattern also matches the empty string
-                name, colon = found_name.group(1, 2)
-                end = found_name.end()
-                rest = segment[end:]
-                if not colon and (not rest or rest[0] == _SENTINEL):
-                    return None  # missing key, or a quote inside the name
-                if colon and len(names) < _INTERN_LIMIT:
-                    names[segment[: end - 1]] = name
-            group = (spans is None and texts.get(rest)) or _group_of_text(rest, spans)
-            old = groups.get(name)
-            if old is not None:
-                group = _merge_tags(old, group)
-            groups[name] = group
+                name = _fast_name(head)
+                if name is None:
+                    return None
+            rest = rest.strip(_BLANK)
+            # Private-use stand-ins are not ASCII, so an ASCII items text holds none.
+            if not loose and (table is None or rest.isascii()):
+                # The items text is the group's value: ",".join of its item texts.
+                group = known.get(rest)
+                if group is None:
+                    group = _group_of_items_text(rest)
+            else:
+                texts = rest.split(",")
+                if loose:
+                    texts = [piece.strip(_BLANK) for piece in texts]
+                if table is not None:
+                    texts = [piece.translate(table) for piece in texts]
+                if "" in texts:
+                    texts = [piece for piece in texts if piece]  # ",," or a trailing ","
+                key = tuple(texts)
+                group = known.get(key)
+                if group is None:
+                    group = _group_of_texts(key, texts)
+            old = groups.setdefault(name, group)
+            if old is not group:
+                groups[name] = _merge_tags(old, group)  # a repeated group name merges
     except _Fallback:
         return None
     return groups
 
 
+def _group_of_items_text(rest: str) -> ResourceGroup:
+    """The group of an items text with no blanks around its commas and no stand-ins."""
+    texts = rest.split(",")
+    if "" in texts:
+        texts = [piece for piece in texts if piece]  # "", ",," or a trailing ","
+    return _group_of_texts(rest, texts)
+
+
 def _merge_tags(first: ResourceGroup, second: ResourceGroup) -> ResourceGroup:
-    index = dict(first._index)
+    index = {item[0]: item for item in first._items}
     for item in second._items:
         old = index.setdefault(item.value, item)
         if old is not item and old != item:
@@ -920,17 +1036,26 @@ class Resources:
     """A whole definition: named groups in first-seen order. Immutable, hashable, equal by
     value (group order and item order included)."""
 
-    __slots__ = ("_groups", "_hash")
+    # _hash and _demands are left unset until first needed (parsing is hot; many parsed
+    # definitions are never hashed, and only workers need _demands).
+    __slots__ = ("_demands", "_groups", "_hash")
 
     _groups: dict[str, AnyGroup]
-    _hash: int | None
+    _hash: int
+    _demands: frozenset[str]
 
     def __init__(self, definition: Mapping[str, AnyGroup] | None = None) -> None:
         self._init(dict(definition or {}))
 
     def _init(self, groups: dict[str, AnyGroup]) -> None:
         object.__setattr__(self, "_groups", groups)
-        object.__setattr__(self, "_hash", None)  # computed when first needed
+
+    def _find_demands(self) -> frozenset[str]:
+        """The names of the groups that reject a task without them: tag groups with required
+        tags and typed groups with required conditions (both have a true ``_required``)."""
+        demands = frozenset(name for name, group in self._groups.items() if group._required)
+        object.__setattr__(self, "_demands", demands)
+        return demands
 
     @classmethod
     def _wrap(cls, groups: dict[str, AnyGroup]) -> Resources:
@@ -1040,47 +1165,52 @@ class Resources:
         """
         task_groups = self._groups
         worker_groups = worker_resource._groups
-        worst = -math.inf
-        for name, group in task_groups.items():
-            other = worker_groups.get(name)
-            if type(group) is not ResourceGroup or (
-                other is not None and type(other) is not ResourceGroup
-            ):
-                value = group._match(other)
-            elif other is None or not other._items:
-                # The same rules as ResourceGroup._match, inlined: this loop is the hot path.
-                if group._required:
-                    raise NoMatch
-                value = None
+        worst = STRONGEST
+        empty = _EMPTY_GROUP
+        for name, task in task_groups.items():
+            worker = worker_groups.get(name, empty)
+            if type(task) is not ResourceGroup or type(worker) is not ResourceGroup:
+                value = task._match(worker)  # a typed group (tag_values)
             else:
-                value = None
-                index = other._index
-                for tag_value, mode in group._items:
-                    found = index.get(tag_value)
-                    if found is None:
-                        if mode == _REQUIRED:
-                            raise NoMatch
-                        continue
-                    cell = _TABLE[mode][found[1]]
-                    if cell is None:
-                        continue
-                    if cell is _REJECT:
-                        raise NoMatch
-                    if value is None or cell < value:
-                        value = cell  # type: ignore[assignment]
-                required = other._required
-                if required and not group._index.keys() >= required:
+                # _group_value inlined: this loop is the hot path of matching.
+                task_required = task._required
+                worker_offered = worker._offered
+                if not task_required <= worker_offered:
                     raise NoMatch
+                worker_required = worker._required
+                task_offered = task._offered
+                if not worker_required <= task_offered:
+                    raise NoMatch
+                if task._excluded and not task._excluded.isdisjoint(worker_offered):
+                    raise NoMatch
+                if worker._excluded and not worker._excluded.isdisjoint(task_offered):
+                    raise NoMatch
+                if task_required:
+                    if task_required.isdisjoint(worker_required):
+                        value = STRONG
+                    else:
+                        continue  # STRONGEST: cannot raise the maximum
+                elif worker_required:
+                    value = WEAK
+                elif task_offered.isdisjoint(worker_offered):
+                    value = None
+                else:
+                    value = WEAKEST
             if value is None:
-                value = NEUTRAL
+                value = NEUTRAL  # a group without cells counts as NEUTRAL
             if value > worst:
                 worst = value
         if len(worker_groups) > len(task_groups) or not task_groups.keys() >= worker_groups.keys():
-            for name, group in worker_groups.items():
-                if name not in task_groups:
-                    group._match_missing()
-                    if worst < NEUTRAL:
-                        worst = NEUTRAL
+            # The worker has groups the task lacks: each counts as NEUTRAL, and rejects the
+            # task when it requires something (a required tag or condition).
+            try:
+                demands = worker_resource._demands
+            except AttributeError:
+                demands = worker_resource._find_demands()
+            if demands and not task_groups.keys() >= demands:
+                raise NoMatch
+            if worst < NEUTRAL:
+                worst = NEUTRAL
         return worst if task_groups or worker_groups else NEUTRAL
 
     def as_tuples(self) -> Iterator[tuple[str, tuple[str, ...]]]:
@@ -1124,10 +1254,12 @@ class Resources:
         return list(self._groups.items()) == list(other._groups.items())
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash(tuple(self._groups.items())))
-        assert self._hash is not None
-        return self._hash
+        try:
+            return self._hash
+        except AttributeError:
+            value = hash(tuple(self._groups.items()))
+            object.__setattr__(self, "_hash", value)
+            return value
 
 
 def _union_groups(name: str, parts: list[AnyGroup]) -> AnyGroup:
@@ -1155,3 +1287,13 @@ def _difference_groups(name: str, group: AnyGroup, other: AnyGroup) -> AnyGroup:
     from app.notations.tag_values import ValueGroup
 
     return ValueGroup.difference_named(name, group, other)
+
+
+def _clear_caches() -> None:
+    """Empty the string cache and the intern tables (benchmarks start cold with it)."""
+    _cached_plain.cache_clear()
+    _cached_from_string.cache_clear()
+    _TAGS.clear()
+    _GROUPS.clear()
+    _GROUP_TEXTS.clear()
+    _NAMES.clear()

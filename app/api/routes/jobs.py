@@ -3,6 +3,7 @@ the running worker's report of the end of its job."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
@@ -51,6 +52,20 @@ class JobIn(BaseModel):
     jobspec: list[Any] | None = Field(
         default=None, description="RFC 14 resources list; an alternative to shape"
     )
+    task: str | None = Field(
+        default=None,
+        max_length=255,
+        description="a registered task type (GET /v1/tasks); its requirements, version and "
+        "the workers' allow/deny lists then decide where the job may run",
+    )
+    command: list[str] | None = Field(
+        default=None,
+        max_length=4096,
+        description='argv the worker agent runs, e.g. `["python3", "-c", "print(1)"]`',
+    )
+    timeout: int | None = Field(
+        default=None, ge=1, le=7 * 24 * 3600, description="seconds the command may run"
+    )
 
     def spec(self) -> JobSpec:
         return JobSpec(
@@ -61,6 +76,9 @@ class JobIn(BaseModel):
             requires=self.requires,
             shape=self.shape,
             jobspec=self.jobspec,
+            task=self.task,
+            command=self.command,
+            timeout=self.timeout,
         )
 
 
@@ -75,10 +93,15 @@ class JobOut(BaseModel):
     constraint_syntax: str | None = Field(description="rfc31 or rfc35")
     shape: str | None
     jobspec: str | None = Field(description="the RFC 14 resources as given (JSON text)")
+    task: str | None
+    command: list[str] | None
+    timeout: int | None
     submitter: str
     worker: str | None
     failure_reason: str | None
     attempts: int = Field(description="times the job was dispatched")
+    exit_code: int | None = Field(description="the command's exit status, as the agent reported")
+    output: str | None = Field(description="the tail of the command's output")
     submitted_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
@@ -97,10 +120,15 @@ def job_out(session: Session, job: Job) -> JobOut:
         constraint_syntax=job.constraint_syntax,
         shape=job.shape,
         jobspec=job.jobspec,
+        task=job.task,
+        command=json.loads(job.command) if job.command is not None else None,
+        timeout=job.timeout,
         submitter=job.submitter,
         worker=worker.name if worker else None,
         failure_reason=job.failure_reason,
         attempts=job.attempts,
+        exit_code=job.exit_code,
+        output=job.output,
         submitted_at=job.submitted_at,
         started_at=job.started_at,
         ended_at=job.ended_at,
@@ -164,6 +192,10 @@ class FinishIn(BaseModel):
 
     outcome: Literal["finished", "failed"]
     reason: Text | None = Field(default=None, max_length=4096)
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    output: Text | None = Field(
+        default=None, max_length=1_048_576, description="the command's output (its tail is kept)"
+    )
 
 
 def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> CandidatesOut:
@@ -310,8 +342,23 @@ def finish_job(
     job_id: IdPath, body: FinishIn, session: SessionDep, principal: AnyWorkerDep
 ) -> JobOut:
     """The worker running the job reports its end; what the job held is freed."""
-    job = dispatch.finish(session, job_id, principal.subject, body.outcome, body.reason)
+    job = dispatch.finish(
+        session,
+        job_id,
+        principal.subject,
+        body.outcome,
+        body.reason,
+        exit_code=body.exit_code,
+        output=body.output,
+    )
     return job_out(session, job)
+
+
+@router.post("/jobs/{job_id}/return", response_model=JobOut)
+def return_job(job_id: int, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
+    """The worker running the job gives it back unfinished (it is stopping): the job waits
+    again, in its original place."""
+    return job_out(session, dispatch.return_job(session, job_id, principal.subject))
 
 
 __all__ = ["JobOut", "WorkerState", "job_out", "router"]

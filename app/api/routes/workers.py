@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.auth import AdminDep, SubmitterDep, WorkerDep
+from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
+from app.api.problems import ProblemError
 from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import Role, Worker, WorkerProperty, WorkerState
-from app.matching import dispatch, leases, workers
+from app.matching import dispatch, leases, worker_metadata, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+
+#: Set on pull and heartbeat responses when the worker should report its dynamic metadata
+#: again (never reported, or older than JOBMATCH_METADATA_REFRESH_SECONDS).
+REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
 
 
 class QueueIn(BaseModel):
@@ -146,27 +151,137 @@ def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
     return worker_out(session, workers.get_worker(session, name))
 
 
+def _refresh_due(request: Request, worker: Worker) -> bool:
+    max_age: float = request.app.state.settings.metadata_refresh_seconds
+    return worker_metadata.refresh_due(worker, max_age)
+
+
+_REFRESH_DOC = {
+    REFRESH_HEADER: {
+        "description": "`true` when the worker should report its dynamic metadata again",
+        "schema": {"type": "string"},
+    }
+}
+
+
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
-    responses={204: {"description": "No job for this worker now"}},
+    responses={
+        200: {"headers": _REFRESH_DOC},
+        204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
+    },
 )
-def pull(name: str, session: SessionDep, _worker: WorkerDep) -> JobOut | Response:
-    """The worker asks for work: the best waiting job it can run, its slots booked."""
+def pull(
+    name: str, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
+) -> JobOut | Response:
+    """The worker asks for work: the best waiting job it can run, its slots booked. The
+    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
     job = dispatch.pull(session, name)
+    refresh = _refresh_due(request, workers.get_worker(session, name))
     if job is None:
-        return Response(status_code=status.HTTP_204_NO_CONTENT)
+        empty = Response(status_code=status.HTTP_204_NO_CONTENT)
+        if refresh:
+            empty.headers[REFRESH_HEADER] = "true"
+        return empty
+    if refresh:
+        response.headers[REFRESH_HEADER] = "true"
     return job_out(session, job)
 
 
 class HeartbeatOut(BaseModel):
-    name: str
-    last_seen: datetime
+    worker: str
+    last_seen: datetime | None
+    refresh_metadata: bool = Field(description="the worker should report its metadata again")
 
 
 @router.post("/{name}/heartbeat", response_model=HeartbeatOut)
-def heartbeat(name: str, session: SessionDep, _worker: WorkerDep) -> HeartbeatOut:
-    """The worker is alive: its lease on its running jobs is renewed."""
+def heartbeat(name: str, request: Request, session: SessionDep, _worker: WorkerDep) -> HeartbeatOut:
+    """The worker is alive (while it runs a job, for instance): its lease on its running
+    jobs is renewed, and the answer says whether it should report its metadata again."""
     worker = leases.heartbeat(session, name)
-    assert worker.last_seen is not None
-    return HeartbeatOut(name=worker.name, last_seen=worker.last_seen)
+    return HeartbeatOut(
+        worker=name, last_seen=worker.last_seen, refresh_metadata=_refresh_due(request, worker)
+    )
+
+
+class StaticMetadataIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] = Field(
+        description='flat keys, e.g. `{"system:cpu_count": 8, "tasks_denylist": '
+        '["sbuild"]}`; replaces the whole static metadata'
+    )
+
+
+class DynamicMetadataIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] = Field(
+        description="namespaced by task name, each with an integer version (1 by default), "
+        'e.g. `{"sbuild": {"version": 2, "chroots": ["trixie"]}}`'
+    )
+
+
+class NamespaceOut(BaseModel):
+    version: int
+    reported_at: datetime
+
+
+class MetadataOut(BaseModel):
+    worker: str
+    generation: int
+    static: dict[str, Any]
+    dynamic: dict[str, Any] = Field(description="flat keys of the latest report")
+    effective: dict[str, Any] = Field(description="dynamic overlaid by static")
+    namespaces: dict[str, NamespaceOut]
+    reported_at: datetime | None = Field(description="when the worker last reported")
+    refresh_metadata: bool = Field(description="a refresh is due")
+
+
+def _metadata_out(request: Request, session: Session, worker: Worker) -> MetadataOut:
+    view = worker_metadata.read_metadata(session, worker)
+    return MetadataOut(
+        worker=worker.name,
+        generation=worker.generation,
+        static=view.static,
+        dynamic=view.dynamic,
+        effective=view.effective,
+        namespaces={
+            name: NamespaceOut(version=version, reported_at=view.namespaces_reported_at[name])
+            for name, version in sorted(view.versions.items())
+        },
+        reported_at=view.reported_at,
+        refresh_metadata=_refresh_due(request, worker),
+    )
+
+
+@router.get("/{name}/metadata", response_model=MetadataOut)
+def get_metadata(
+    name: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> MetadataOut:
+    """The worker's static, dynamic and effective metadata (admins, submitters and the
+    worker itself)."""
+    if principal.role is Role.WORKER and principal.subject != name:
+        raise ProblemError(403, f"this token belongs to worker {principal.subject!r}, not {name!r}")
+    return _metadata_out(request, session, workers.get_worker(session, name))
+
+
+@router.put("/{name}/metadata", response_model=MetadataOut)
+def set_static_metadata(
+    name: str, body: StaticMetadataIn, request: Request, session: SessionDep, _admin: AdminDep
+) -> MetadataOut:
+    """The administrator replaces the worker's static metadata; it overrides what the
+    worker reports, and its `tasks_allowlist`/`tasks_denylist` decide which tasks it runs."""
+    worker = worker_metadata.set_static_metadata(session, name, body.metadata)
+    return _metadata_out(request, session, worker)
+
+
+@router.post("/{name}/metadata", response_model=MetadataOut)
+def report_dynamic_metadata(
+    name: str, body: DynamicMetadataIn, request: Request, session: SessionDep, _w: WorkerDep
+) -> MetadataOut:
+    """The worker reports its dynamic metadata (with its own token); it replaces the
+    previous report, and the server stamps the time."""
+    worker = worker_metadata.report_dynamic_metadata(session, name, body.metadata)
+    return _metadata_out(request, session, worker)

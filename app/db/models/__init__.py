@@ -13,6 +13,7 @@ from app.db.models.flux import (
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
+from app.db.models.tasks import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Category",
     "CategoryMisfit",
     "CategoryTag",
+    "CategoryTask",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
@@ -34,7 +36,10 @@ __all__ = [
     "ResourceVertex",
     "Role",
     "TagMode",
+    "Task",
     "Worker",
+    "WorkerMetadata",
+    "WorkerMetadataNamespace",
     "WorkerNamePart",
     "WorkerProperty",
     "WorkerState",

@@ -100,6 +100,14 @@ class Job(Base):
     #: The resources as given: an RFC 46 shape string, or RFC 14 JSON text.
     shape: Mapped[str | None] = mapped_column(Text, default=None)
     jobspec: Mapped[str | None] = mapped_column(Text, default=None)
+    #: The registered task type's name, NULL for a job without one.
+    task: Mapped[str | None] = mapped_column(String(255), default=None)
+    #: The argv list (JSON) a worker agent runs, and its time limit in seconds.
+    command: Mapped[str | None] = mapped_column(Text, default=None)
+    timeout: Mapped[int | None] = mapped_column(default=None)
+    #: What the agent reported: the command's exit status and the tail of its output.
+    exit_code: Mapped[int | None] = mapped_column(default=None)
+    output: Mapped[str | None] = mapped_column(Text, default=None)
     submitter: Mapped[str] = mapped_column(String(255), default="admin")
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     worker_id: Mapped[int | None] = mapped_column(
