@@ -1,6 +1,14 @@
 """All ORM models; importing this package registers every table on ``Base.metadata``."""
 
 from app.db.models.cluster import Queue, QueueInstance, Worker, WorkerTag
+from app.db.models.complexes import (
+    Attribute,
+    AttributeValue,
+    CategoryRequest,
+    ConsumableUsage,
+    JobBooking,
+    ParallelEnvironment,
+)
 from app.db.models.enums import JobState, TagMode, WorkerState
 from app.db.models.flux import (
     ConstraintHostRun,
@@ -16,14 +24,20 @@ from app.db.models.tokens import ApiToken, Role
 __all__ = [
     "Allocation",
     "ApiToken",
+    "Attribute",
+    "AttributeValue",
     "Category",
     "CategoryMisfit",
+    "CategoryRequest",
     "CategoryTag",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
+    "ConsumableUsage",
     "Job",
+    "JobBooking",
     "JobState",
+    "ParallelEnvironment",
     "Queue",
     "QueueInstance",
     "ResourceVertex",
