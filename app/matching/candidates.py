@@ -25,6 +25,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.categories import get_or_create_category
+from app.matching.complex_table import load_table
 from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
@@ -106,7 +107,7 @@ def job_candidates(session: Session, job: Job) -> list[Candidate]:
 
 def dry_run(session: Session, spec: JobSpec) -> list[Candidate]:
     """The candidates a job would have, computed in a savepoint that is rolled back."""
-    request = parse_request(spec)
+    request = parse_request(spec, load_table(session))
     savepoint = session.begin_nested()
     try:
         category = get_or_create_category(session, request)

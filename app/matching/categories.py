@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, Worker
+from app.matching.complex_requests import store_category_requests
 from app.matching.constraint_sql import store_constraint_rows
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
@@ -19,13 +20,21 @@ from app.matching.tag_rows import canonical_resources, tag_rows
 
 def category_key(request: ParsedRequest) -> str:
     """Canonical JSON of everything a job asks for; equal keys mean equal matching."""
+    key: dict[str, object] = {
+        "resources": canonical_resources(request.tags),
+        "slots": request.slots,
+        "constraint": request.constraint_json,
+        "jobspec": request.jobspec_json,
+    }
+    # Grid Engine parts only when present, so that keys of other jobs stay as they were.
+    if request.hard.requests:
+        key["hard"] = request.hard.category_text()
+    if request.soft.requests:
+        key["soft"] = request.soft.category_text()
+    if request.pe is not None:
+        key["pe"] = [request.pe, request.pe_min, request.pe_max]
     return json.dumps(
-        {
-            "resources": canonical_resources(request.tags),
-            "slots": request.slots,
-            "constraint": request.constraint_json,
-            "jobspec": request.jobspec_json,
-        },
+        key,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -49,6 +58,11 @@ def get_or_create_category(session: Session, request: ParsedRequest) -> Category
                 slots=request.slots,
                 constraint=request.constraint_json,
                 jobspec=request.jobspec_json,
+                hard=request.hard.category_text(),
+                soft=request.soft.category_text(),
+                pe=request.pe,
+                pe_min=request.pe_min,
+                pe_max=request.pe_max,
             )
             session.add(category)
             session.flush()
@@ -67,6 +81,7 @@ def get_or_create_category(session: Session, request: ParsedRequest) -> Category
         store_constraint_rows(session, category.id, request.constraint)
     if request.jobspec is not None:
         store_resource_vertices(session, category.id, request.jobspec)
+    store_category_requests(session, category.id, request.hard, request.soft)
     cache_category_misfits(session, category)
     return category
 

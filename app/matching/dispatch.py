@@ -28,6 +28,14 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
+from app.matching.complex_dispatch import (
+    ClusterState,
+    dispatch_on,
+    has_complex_values,
+    load_state,
+    release_bookings,
+)
+from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
 
@@ -136,6 +144,8 @@ def pull(session: Session, worker_name: str) -> Job | None:
     max_free = max((s.free for s in slots), default=0)
     if max_free <= 0:
         return None
+    complex_cluster = has_complex_values(session, worker.id)
+    state: ClusterState | None = None
     for _ in range(ROUNDS):
         head_ids = list(session.scalars(_heads(session, worker, max_free, HEADS_PER_ROUND)))
         if not head_ids:
@@ -144,6 +154,18 @@ def pull(session: Session, worker_name: str) -> Job | None:
             job = _claim(session, job_id)
             if job is None:
                 continue
+            category = session.get(Category, job.category_id)
+            assert category is not None
+            if complex_cluster or category.hard != "NONE" or category.pe is not None:
+                # Grid Engine rules: load values and consumables now, bookings (sge.md d).
+                if state is None:
+                    state = load_state(session, load_table(session), [worker.id])
+                if dispatch_on(session, state, job, category, state.queue_order()) is None:
+                    continue
+                job.state = JobState.RUNNING
+                job.started_at = utcnow()
+                session.flush()
+                return job
             queue_instance_id = _book(session, job, slots)
             if queue_instance_id is None:
                 return None
@@ -173,6 +195,7 @@ def release_allocations(session: Session, job: Job) -> None:
             .values(used_slots=QueueInstance.used_slots - allocation.slots)
         )
         allocation.released_at = now
+    release_bookings(session, job.id)
     session.flush()
 
 

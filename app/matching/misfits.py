@@ -14,7 +14,12 @@ worker-requires    worker ``t`` vs task absent  the worker only takes jobs that 
                    or ``~t``                    the tag (it acts like a taint)
 constraint         (RFC 31)                     the job's constraint does not hold
 too-few-slots      (slots)                      no queue instance has enough slots
+sge-global         (SGE hard requests)          the global host rejects the job
+sge-host           (SGE hard requests)          the execution host rejects the job
+sge-queue          (SGE hard requests)          no queue instance of the worker fits
 =================  ===========================  =====================================
+
+The SGE clauses are compiled in app/matching/complex_sql.py.
 
 The parser rejects one tag in two modes within a group, so each (group, value) has at most
 one mode per side and these cells are exactly Momotor's NoMatch cases.
@@ -56,6 +61,8 @@ from app.db.models import (
     Worker,
     WorkerTag,
 )
+from app.matching.complex_sql import REASONS as COMPLEX_REASONS
+from app.matching.complex_sql import complex_reasons
 from app.matching.constraint_sql import compile_constraint
 from app.notations.constraints import Constraint, parse_constraint
 
@@ -68,6 +75,7 @@ REASONS = {
     "worker-requires-tag": "the worker requires a tag the job does not ask for",
     "constraint": "the job's RFC 31 constraint does not hold on the worker",
     "too-few-slots": "no queue instance of the worker has enough slots",
+    **COMPLEX_REASONS,
 }
 
 #: Constrained categories compiled into one statement when a worker changes.
@@ -133,6 +141,7 @@ def misfit_reason(
         (worker_requires, literal("worker-requires-tag")),
         (not_(constraint_ok if constraint_ok is not None else true()), literal("constraint")),
         (largest_slots < category.slots, literal("too-few-slots")),
+        *((condition, literal(code)) for condition, code in complex_reasons(category, worker)),
         else_=None,
     )
 

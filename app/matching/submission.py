@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Job, JobState
 from app.matching.categories import any_worker_fits, get_or_create_category
+from app.matching.complex_table import load_table
 from app.matching.dispatch import release_allocations
 from app.matching.errors import ConflictError, NotFoundError
+from app.matching.parallel import check_pe_exists
 from app.matching.requests import JobSpec, parse_request
 
 __all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
@@ -22,7 +24,9 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
     failed at once with "No suitable worker found" (debusine's rule, seed 004)."""
-    request = parse_request(spec)
+    request = parse_request(spec, load_table(session))
+    if request.pe is not None:
+        check_pe_exists(session, request.pe)
     category = get_or_create_category(session, request)
     job = Job(
         resources=spec.resources,
@@ -35,7 +39,11 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         shape=spec.shape,
         jobspec=json.dumps(spec.jobspec) if spec.jobspec is not None else None,
         priority=spec.priority,
-        slots=spec.slots,
+        slots=request.pe_min if request.pe is not None else spec.slots,
+        hard=spec.hard or None,
+        soft=spec.soft or None,
+        pe=spec.pe,
+        pe_slots=spec.pe_slots,
         category_id=category.id,
         submitter=submitter,
         submitted_at=utcnow(),
