@@ -429,9 +429,16 @@ def has_complex_values(session: Session, worker_id: int) -> bool:
 
 
 def dispatch_on(
-    session: Session, state: ClusterState, job: Job, category: Category, order: Sequence[QueueSlot]
-) -> Decision | None:
-    """Decide and book the job on the given queue instances; the decision when booked."""
+    session: Session,
+    state: ClusterState,
+    job: Job,
+    category: Category,
+    order: Sequence[QueueSlot],
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide and book the job on the given queue instances: the decision and whether it
+    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
     hard, soft = category_lists(state.table, category.hard, category.soft)
     rule, limit = None, UNLIMITED
     if category.pe is not None:
@@ -439,7 +446,7 @@ def dispatch_on(
             select(ParallelEnvironment).where(ParallelEnvironment.name == category.pe)
         )
         if pe is None:
-            return None
+            return Decision([], None, None), False
         rule, limit = pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
     decision = decide(
         state,
@@ -450,14 +457,14 @@ def dispatch_on(
         low=category.pe_min,
         high=category.pe_max,
         pe_limit=limit,
-        first_only=True,
+        first_only=not trace,
     )
     if decision.assignment is None or decision.master is None:
-        return None
+        return decision, False
     bookings = bookings_for(state, decision.assignment, decision.master, hard)
     if not book(session, job, decision.assignment, bookings):
-        return None
+        return decision, False
     apply_in_memory(bookings)
     job.slots = sum(decision.assignment.values())
     job.worker_id = state.slots[decision.master].worker_id
-    return decision
+    return decision, True

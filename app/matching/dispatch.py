@@ -160,7 +160,8 @@ def pull(session: Session, worker_name: str) -> Job | None:
                 # Grid Engine rules: load values and consumables now, bookings (sge.md d).
                 if state is None:
                     state = load_state(session, load_table(session), [worker.id])
-                if dispatch_on(session, state, job, category, state.queue_order()) is None:
+                _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
+                if not booked:
                     continue
                 job.state = JobState.RUNNING
                 job.started_at = utcnow()
