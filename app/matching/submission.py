@@ -23,7 +23,8 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
-    failed at once with "No suitable worker found" (debusine's rule, seed 004)."""
+    failed at once with "No suitable worker found" (debusine's rule, seed 004). A job
+    with Grid Engine requests (hard/soft ``-l``, ``-pe``) waits in either case."""
     request = parse_request(spec, load_table(session))
     if request.pe is not None:
         check_pe_exists(session, request.pe)
@@ -48,7 +49,10 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         submitter=submitter,
         submitted_at=utcnow(),
     )
-    if not any_worker_fits(session, category.id):
+    grid_engine = bool(request.hard.requests or request.soft.requests) or request.pe is not None
+    # Grid Engine keeps a job that nothing can run pending (sge.md c, "attached to no
+    # object"); other jobs fail at once, as debusine does.
+    if not grid_engine and not any_worker_fits(session, category.id):
         job.state = JobState.FAILED
         job.failure_reason = NO_SUITABLE_WORKER
         job.ended_at = job.submitted_at
