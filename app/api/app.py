@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from app import __version__
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers
-from app.api.routes import flux, health, jobs, tokens, workers
+from app.api.routes import complexes, flux, health, jobs, tokens, workers
 from app.api.schemas import Problem
 from app.db.engine import Database
 from app.logs import configure_logging
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.include_router(workers.router)
     app.include_router(jobs.router)
     app.include_router(flux.router)
+    app.include_router(complexes.router)
     return app
 
 

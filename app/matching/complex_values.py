@@ -132,9 +132,7 @@ def set_values(
     if kind == "builtin" and target.level != "queue_instance":
         raise InvalidFieldError(field, "built-in queue attributes belong to queue instances")
     table = load_table(session)
-    ids = {
-        name: id_ for id_, name in session.execute(select(Attribute.id, Attribute.name)).tuples()
-    }
+    ids = {name: id_ for id_, name in session.execute(select(Attribute.id, Attribute.name))}
     rows: dict[int, dict[str, object]] = {}
     definitions: dict[int, ComplexDefinition] = {}
     for key, text in values.items():

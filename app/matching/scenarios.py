@@ -140,7 +140,7 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
             .join(Worker, Worker.id == QueueInstance.worker_id)
         )
     }
-    worker_ids = dict(session.execute(select(Worker.name, Worker.id)).tuples().all())
+    worker_ids = dict(session.execute(select(Worker.name, Worker.id)).all())
     targets: list[tuple[Target, Mapping[str, Any]]] = []
     if "global" in cluster:
         targets.append((Target("global"), cluster["global"]))
@@ -278,7 +278,7 @@ def _assignment_outcome(decision: Decision, names: Mapping[int, str]) -> dict[st
 def _remaining(session: Session, names: Mapping[int, str]) -> dict[str, Any]:
     table = complex_table.load_table(session)
     by_id = {v: k for k, v in complex_table.attribute_ids(session).items()}
-    hosts = dict(session.execute(select(Worker.id, Worker.name)).tuples().all())
+    hosts = dict(session.execute(select(Worker.id, Worker.name)).all())
     out: dict[str, Any] = {"global": {}, "hosts": {}, "queues": {}}
     for qi_id, slots, used in session.execute(
         select(QueueInstance.id, QueueInstance.slots, QueueInstance.used_slots)
@@ -336,9 +336,7 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
         decisions = {job_id: decision for job_id, decision, _booked in report.decisions}
         outcomes = []
         disagreements: list[str] = []
-        qi_worker = dict(
-            session.execute(select(QueueInstance.id, QueueInstance.worker_id)).tuples().all()
-        )
+        qi_worker = dict(session.execute(select(QueueInstance.id, QueueInstance.worker_id)).all())
         for job_id, outcome in submitted:
             if job_id is None:
                 outcomes.append(outcome)

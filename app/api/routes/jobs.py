@@ -15,7 +15,7 @@ from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
 from app.db.models import Job, JobState, Role, Worker, WorkerState
-from app.matching import candidates, dispatch, submission
+from app.matching import candidates, complex_explain, dispatch, submission
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -51,6 +51,16 @@ class JobIn(BaseModel):
     jobspec: list[Any] | None = Field(
         default=None, description="RFC 14 resources list; an alternative to shape"
     )
+    hard: str = Field(
+        default="",
+        max_length=65_536,
+        description="Grid Engine hard -l list, e.g. h_vmem=2G,arch=lx*",
+    )
+    soft: str = Field(default="", max_length=65_536, description="Grid Engine soft -l list")
+    pe: str | None = Field(default=None, max_length=255, description="parallel environment")
+    pe_slots: str | None = Field(
+        default=None, max_length=64, description="slot range of the pe: n, lo-hi, -hi, lo-"
+    )
 
     def spec(self) -> JobSpec:
         return JobSpec(
@@ -61,6 +71,10 @@ class JobIn(BaseModel):
             requires=self.requires,
             shape=self.shape,
             jobspec=self.jobspec,
+            hard=self.hard,
+            soft=self.soft,
+            pe=self.pe,
+            pe_slots=self.pe_slots,
         )
 
 
@@ -75,6 +89,10 @@ class JobOut(BaseModel):
     constraint_syntax: str | None = Field(description="rfc31 or rfc35")
     shape: str | None
     jobspec: str | None = Field(description="the RFC 14 resources as given (JSON text)")
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
     submitter: str
     worker: str | None
     failure_reason: str | None
@@ -96,6 +114,10 @@ def job_out(session: Session, job: Job) -> JobOut:
         constraint_syntax=job.constraint_syntax,
         shape=job.shape,
         jobspec=job.jobspec,
+        hard=job.hard,
+        soft=job.soft,
+        pe=job.pe,
+        pe_slots=job.pe_slots,
         submitter=job.submitter,
         worker=worker.name if worker else None,
         failure_reason=job.failure_reason,
@@ -141,6 +163,11 @@ class WorkerExplanationOut(BaseModel):
 class ExplanationOut(BaseModel):
     job: int
     workers: list[WorkerExplanationOut]
+    scheduling_info: list[str] = Field(
+        default_factory=list,
+        description="Grid Engine jobs: why queue instances cannot take the job, in the "
+        "words of qstat -j (level, attribute, requested and offered value)",
+    )
 
 
 class FinishIn(BaseModel):
@@ -231,6 +258,7 @@ def explain_job(
     explanations = candidates.explain_job(session, job, worker)
     return ExplanationOut(
         job=job.id,
+        scheduling_info=complex_explain.scheduling_info(session, job),
         workers=[
             WorkerExplanationOut(
                 worker=e.worker,
