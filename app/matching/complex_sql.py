@@ -81,47 +81,59 @@ def level_rejects(
     """True when the object at ``level`` rejects the category's hard requests, FORCED
     attributes or consumable defaults."""
     cr, a, v = aliased(CategoryRequest), aliased(Attribute), aliased(AttributeValue)
-    mismatch = exists().where(
-        cr.category_id == category_id,
-        cr.soft.is_(False),
-        v.attribute_id == cr.attribute_id,
-        v.level == level,
-        v.object_key == object_key,
-        _static(v),
-        a.id == cr.attribute_id,
-        not_(_satisfied(a, cr, v)),
+    mismatch = (
+        exists()
+        .where(
+            cr.category_id == category_id,
+            cr.soft.is_(False),
+            v.attribute_id == cr.attribute_id,
+            v.level == level,
+            v.object_key == object_key,
+            _static(v),
+            a.id == cr.attribute_id,
+            not_(_satisfied(a, cr, v)),
+        )
+        .correlate_except(cr, a, v)
     )
     fa, fv, fcr = aliased(Attribute), aliased(AttributeValue), aliased(CategoryRequest)
-    forced = exists().where(
-        fv.level == level,
-        fv.object_key == object_key,
-        fa.id == fv.attribute_id,
-        fa.requestable == "FORCED",
-        ~exists()
+    forced = (
+        exists()
         .where(
-            fcr.category_id == category_id,
-            fcr.soft.is_(False),
-            fcr.attribute_id == fa.id,
+            fv.level == level,
+            fv.object_key == object_key,
+            fa.id == fv.attribute_id,
+            fa.requestable == "FORCED",
+            ~exists()
+            .where(
+                fcr.category_id == category_id,
+                fcr.soft.is_(False),
+                fcr.attribute_id == fa.id,
+            )
+            .correlate_except(fcr),
         )
-        .correlate_except(fcr),
+        .correlate_except(fa, fv)
     )
     da, dv, dcr = aliased(Attribute), aliased(AttributeValue), aliased(CategoryRequest)
-    default = exists().where(
-        dv.level == level,
-        dv.object_key == object_key,
-        dv.kind == "fixed",
-        da.id == dv.attribute_id,
-        da.consumable != "NO",
-        da.relop != "EXCL",
-        da.default_number > 0,
-        not_(da.default_number <= dv.number),
-        ~exists()
+    default = (
+        exists()
         .where(
-            dcr.category_id == category_id,
-            dcr.soft.is_(False),
-            dcr.attribute_id == da.id,
+            dv.level == level,
+            dv.object_key == object_key,
+            dv.kind == "fixed",
+            da.id == dv.attribute_id,
+            da.consumable != "NO",
+            da.relop != "EXCL",
+            da.default_number > 0,
+            not_(da.default_number <= dv.number),
+            ~exists()
+            .where(
+                dcr.category_id == category_id,
+                dcr.soft.is_(False),
+                dcr.attribute_id == da.id,
+            )
+            .correlate_except(dcr),
         )
-        .correlate_except(dcr),
+        .correlate_except(da, dv)
     )
     return or_(mismatch, forced, default)
 
@@ -131,25 +143,36 @@ def queue_instance_fits(category: type[Category], worker: type[Worker]) -> Colum
     request somewhere (global, host or itself), with enough slots."""
     qi = aliased(QueueInstance)
     cr, v = aliased(CategoryRequest), aliased(AttributeValue)
-    unknown = exists().where(
-        cr.category_id == category.id,
-        cr.soft.is_(False),
-        ~exists()
+    unknown = (
+        exists()
         .where(
-            v.attribute_id == cr.attribute_id,
-            or_(
-                v.level == "global",
-                and_(v.level == "host", v.object_key == worker.id),
-                and_(v.level == "queue_instance", v.object_key == qi.id),
-            ),
+            cr.category_id == category.id,
+            cr.soft.is_(False),
+            ~exists()
+            .where(
+                v.attribute_id == cr.attribute_id,
+                or_(
+                    v.level == "global",
+                    and_(v.level == "host", v.object_key == worker.id),
+                    and_(v.level == "queue_instance", v.object_key == qi.id),
+                ),
+            )
+            .correlate_except(v),
         )
-        .correlate_except(v),
+        .correlate_except(cr)
     )
-    return exists().where(
-        qi.worker_id == worker.id,
-        qi.slots >= category.slots,
-        not_(level_rejects(category.id, "queue_instance", qi.id)),
-        not_(unknown),
+    # Every subquery names the tables it owns and correlates the rest explicitly: nested
+    # EXISTS only auto-correlate to the immediately enclosing SELECT, and would otherwise
+    # take categories/workers as FROMs of their own.
+    return (
+        exists()
+        .where(
+            qi.worker_id == worker.id,
+            qi.slots >= category.slots,
+            not_(level_rejects(category.id, "queue_instance", qi.id)),
+            not_(unknown),
+        )
+        .correlate_except(qi)
     )
 
 
