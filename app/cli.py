@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +18,10 @@ cli = typer.Typer(
 )
 db_cli = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
+scenario_cli = typer.Typer(
+    help="Grid Engine scenarios (sge62u5-reference-v1).", no_args_is_help=True
+)
+cli.add_typer(scenario_cli, name="scenario")
 
 
 @cli.command()
@@ -179,6 +184,36 @@ def worker(
     except ApiError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
+
+
+@scenario_cli.command("run")
+def scenario_run(
+    file: Annotated[Path, typer.Argument(help="scenario file, one JSON object per line")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON object per case: {id, outcome}")
+    ] = False,
+) -> None:
+    """Run each scenario against a fresh database; print outcomes and which matched."""
+    from app.matching.scenarios import ScenarioError, run_file
+
+    try:
+        results = run_file(file)
+    except (ScenarioError, OSError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from error
+    if as_json:
+        for result in results:
+            typer.echo(json.dumps({"id": result.id, "outcome": result.outcome}, sort_keys=True))
+        return
+    for result in results:
+        verdict = {True: "matches", False: "DIFFERS", None: "no expected"}[result.matched]
+        typer.echo(f"{result.id}: {result.title} [{verdict}]")
+        typer.echo("  " + json.dumps(result.outcome, sort_keys=True))
+    matched = sum(1 for r in results if r.matched)
+    differ = sum(1 for r in results if r.matched is False)
+    typer.echo(f"scenarios: {matched} matched, {differ} differ, {len(results)} run")
+    if differ:
+        raise typer.Exit(1)
 
 
 @db_cli.command("upgrade")

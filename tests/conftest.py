@@ -19,13 +19,14 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.base import Base
 from app.db.engine import Database
+from app.matching.complex_table import reset_attributes
 from app.settings import Settings
 from tests.databases import BACKENDS, fresh_database, postgres_server_url
 
 ADMIN_TOKEN = "test-admin-token"
 
 #: Tables whose rows come from migrations (reference data); tests never empty them.
-SEEDED_TABLES: frozenset[str] = frozenset()
+SEEDED_TABLES: frozenset[str] = frozenset({"attributes"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -61,6 +62,8 @@ def _empty_tables(database: Database, metadata: MetaData) -> None:
         for table in reversed(metadata.sorted_tables):
             if table.name not in SEEDED_TABLES:
                 session.execute(delete(table))
+        # The attribute table is reference data that tests may change: back to the seed.
+        reset_attributes(session)
 
 
 @pytest.fixture

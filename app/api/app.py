@@ -11,7 +11,17 @@ from app import __version__
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
-from app.api.routes import flux, health, jobs, leases, metrics, tasks, tokens, workers
+from app.api.routes import (
+    complexes,
+    flux,
+    health,
+    jobs,
+    leases,
+    metrics,
+    tasks,
+    tokens,
+    workers,
+)
 from app.api.schemas import Problem
 from app.db.engine import Database
 from app.logs import configure_logging
@@ -72,6 +82,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.include_router(flux.router)
     app.include_router(leases.router)
     app.include_router(tasks.router)
+    app.include_router(complexes.router)
     return app
 
 

@@ -26,6 +26,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.categories import accepted_by_plugin, get_or_create_category
+from app.matching.complex_table import load_table
 from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
@@ -123,7 +124,7 @@ def job_candidates(session: Session, job: Job) -> list[Candidate]:
 
 def dry_run(session: Session, spec: JobSpec) -> list[Candidate]:
     """The candidates a job would have, computed in a savepoint that is rolled back."""
-    request = parse_request(spec)
+    request = parse_request(spec, load_table(session))
     task = get_task(session, spec.task, field="task") if spec.task is not None else None
     savepoint = session.begin_nested()
     try:

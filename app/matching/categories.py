@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
+from app.matching.complex_requests import store_category_requests
 from app.matching.constraint_sql import store_constraint_rows
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
@@ -22,16 +23,25 @@ from app.task_plugins import can_run_on
 
 def category_key(request: ParsedRequest) -> str:
     """Canonical JSON of everything a job asks for; equal keys mean equal matching."""
+    key: dict[str, object] = {
+        "resources": canonical_resources(request.tags),
+        "slots": request.slots,
+        "constraint": request.constraint_json,
+        "jobspec": request.jobspec_json,
+    }
+    # Grid Engine parts only when present, so that keys of other jobs stay as they were.
+    if request.hard.requests:
+        key["hard"] = request.hard.category_text()
+    if request.soft.requests:
+        key["soft"] = request.soft.category_text()
+    if request.pe is not None:
+        key["pe"] = [request.pe, request.pe_min, request.pe_max]
+    if request.task is not None:
+        # The task's name only: its version and requirements live in the registry, and a
+        # change there re-evaluates the task's categories (recache_task_misfits).
+        key["task"] = request.task
     return json.dumps(
-        {
-            "resources": canonical_resources(request.tags),
-            "slots": request.slots,
-            "constraint": request.constraint_json,
-            "jobspec": request.jobspec_json,
-            # The task's name only: its version and requirements live in the registry, and
-            # a change there re-evaluates the task's categories (recache_task_misfits).
-            "task": request.task,
-        },
+        key,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -60,6 +70,11 @@ def get_or_create_category(
                 slots=request.slots,
                 constraint=request.constraint_json,
                 jobspec=request.jobspec_json,
+                hard=request.hard.category_text(),
+                soft=request.soft.category_text(),
+                pe=request.pe,
+                pe_min=request.pe_min,
+                pe_max=request.pe_max,
             )
             session.add(category)
             session.flush()
@@ -81,6 +96,7 @@ def get_or_create_category(
     if task_id is not None:
         session.add(CategoryTask(category_id=category.id, task_id=task_id))
         session.flush()
+    store_category_requests(session, category.id, request.hard, request.soft)
     cache_category_misfits(session, category, task_id)
     return category
 

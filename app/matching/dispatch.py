@@ -34,6 +34,14 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching import history
+from app.matching.complex_dispatch import (
+    ClusterState,
+    dispatch_on,
+    has_complex_values,
+    load_state,
+    release_bookings,
+)
+from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
 from app.matching.worker_metadata import effective_metadata
@@ -172,6 +180,8 @@ def _pull(session: Session, worker_name: str) -> Job | None:
     if max_free <= 0:
         return None
     plugins = _PluginVerdicts(session, worker)
+    complex_cluster = has_complex_values(session, worker.id)
+    state: ClusterState | None = None
     rounds = 0
     while rounds < ROUNDS:
         heads = session.execute(
@@ -189,29 +199,40 @@ def _pull(session: Session, worker_name: str) -> Job | None:
             job = _claim(session, job_id)
             if job is None:
                 continue
+            category = session.get(Category, job.category_id)
+            assert category is not None
+            if complex_cluster or category.hard != "NONE" or category.pe is not None:
+                # Grid Engine rules: load values and consumables now, bookings (sge.md d).
+                if state is None:
+                    state = load_state(session, load_table(session), [worker.id])
+                _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
+                if not booked:
+                    continue
+                return _running(session, job, worker)
             queue_instance_id = _book(session, job, slots)
             if queue_instance_id is None:
                 return None
             session.add(
                 Allocation(job_id=job.id, queue_instance_id=queue_instance_id, slots=job.slots)
             )
-            job.state = JobState.RUNNING
             job.worker_id = worker.id
-            job.started_at = utcnow()
-            job.attempts += 1
-            history.record(
-                session,
-                job,
-                JobEventKind.DISPATCHED,
-                worker=worker.name,
-                detail=f"attempt {job.attempts}",
-            )
-            session.flush()
-            return job
+            return _running(session, job, worker)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.
             rounds += 1
     return None
+
+
+def _running(session: Session, job: Job, worker: Worker) -> Job:
+    """The job's state change that goes with its bookings, and its history."""
+    job.state = JobState.RUNNING
+    job.started_at = utcnow()
+    job.attempts += 1
+    history.record(
+        session, job, JobEventKind.DISPATCHED, worker=worker.name, detail=f"attempt {job.attempts}"
+    )
+    session.flush()
+    return job
 
 
 class _PluginVerdicts:
@@ -255,6 +276,7 @@ def release_allocations(session: Session, job: Job) -> None:
             .values(used_slots=QueueInstance.used_slots - allocation.slots)
         )
         allocation.released_at = now
+    release_bookings(session, job.id)
     session.flush()
 
 

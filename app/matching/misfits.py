@@ -20,7 +20,12 @@ task-version       (seed 004)                   the worker has not reported the 
 task-requirements  (seed 004)                   the task's declarative requirements do
                                                 not hold on the effective metadata
 too-few-slots      (slots)                      no queue instance has enough slots
+sge-global         (SGE hard requests)          the global host rejects the job
+sge-host           (SGE hard requests)          the execution host rejects the job
+sge-queue          (SGE hard requests)          no queue instance of the worker fits
 =================  ===========================  =====================================
+
+The SGE clauses are compiled in app/matching/complex_sql.py.
 
 The parser rejects one tag in two modes within a group, so each (group, value) has at most
 one mode per side and these cells are exactly Momotor's NoMatch cases.
@@ -64,6 +69,8 @@ from app.db.models import (
     Worker,
     WorkerTag,
 )
+from app.matching.complex_sql import REASONS as COMPLEX_REASONS
+from app.matching.complex_sql import complex_reasons
 from app.matching.constraint_sql import compile_constraint
 from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
 from app.notations.constraints import Constraint, parse_constraint
@@ -81,6 +88,7 @@ REASONS = {
     "task-version": "the worker reports another version of the job's task, or none",
     "task-requirements": "the task's requirements do not hold on the worker's metadata",
     "too-few-slots": "no queue instance of the worker has enough slots",
+    **COMPLEX_REASONS,
 }
 
 #: Constrained categories compiled into one statement when a worker changes.
@@ -155,6 +163,7 @@ def misfit_reason(
             literal("task-requirements"),
         ),
         (largest_slots < category.slots, literal("too-few-slots")),
+        *((condition, literal(code)) for condition, code in complex_reasons(category, worker)),
         else_=None,
     )
 

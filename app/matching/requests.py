@@ -7,12 +7,14 @@ InvalidFieldError naming the field, so a submission either stores everything or 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.matching.errors import InvalidFieldError
 from app.matching.tag_rows import parse_resources
 from app.notations import jobspec as rfc14
+from app.notations.complex_requests import RequestList, parse_request_list
+from app.notations.complexes import ComplexTable
 from app.notations.constraints import Constraint, constraint_to_json, parse_constraint
 from app.notations.errors import NotationError
 from app.notations.metadata import NAMESPACE_PATTERN
@@ -44,6 +46,11 @@ class JobSpec:
     task: str | None = None
     command: list[str] | None = None
     timeout: int | None = None
+    #: Grid Engine ``-l`` lists (hard and soft) and ``-pe name`` with its slot range.
+    hard: str = ""
+    soft: str = ""
+    pe: str | None = None
+    pe_slots: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,11 @@ class ParsedRequest:
     constraint: Constraint | None
     jobspec: rfc14.Resources | None
     task: str | None = None
+    hard: RequestList = field(default_factory=lambda: RequestList(()))
+    soft: RequestList = field(default_factory=lambda: RequestList((), soft=True))
+    pe: str | None = None
+    pe_min: int = 1
+    pe_max: int = 1
 
     @property
     def constraint_json(self) -> str | None:
@@ -75,8 +87,39 @@ def _field(field: str, error: NotationError) -> InvalidFieldError:
     return InvalidFieldError(field, str(error), error)
 
 
-def parse_request(spec: JobSpec) -> ParsedRequest:
-    """Parse every notation of the job; raise InvalidFieldError for the first bad field."""
+def parse_slot_range(text: str) -> tuple[int, int]:
+    """A ``-pe`` slot range: ``n``, ``lo-hi``, ``-hi`` (from 1) or ``lo-`` (up to the PE's
+    limit, written as 9999999)."""
+    low_text, dash, high_text = text.strip().partition("-")
+    try:
+        low = int(low_text) if low_text.strip() else 1
+        high = (int(high_text) if high_text.strip() else 9_999_999) if dash else low
+    except ValueError:
+        raise InvalidFieldError(
+            "pe_slots", f"{text!r} is not a slot range (n, lo-hi, -hi or lo-)"
+        ) from None
+    if low < 1 or high < low:
+        raise InvalidFieldError("pe_slots", f"{text!r}: need 1 <= lo <= hi")
+    return low, high
+
+
+def _sge_lists(spec: JobSpec, table: ComplexTable | None) -> tuple[RequestList, RequestList]:
+    if not spec.hard.strip() and not spec.soft.strip():
+        return RequestList(()), RequestList((), soft=True)
+    if table is None:
+        raise InvalidFieldError("hard", "Grid Engine requests need the attribute table")
+    lists = []
+    for name, soft in (("hard", False), ("soft", True)):
+        try:
+            lists.append(parse_request_list(getattr(spec, name), table, soft=soft))
+        except NotationError as error:
+            raise _field(name, error) from error
+    return lists[0], lists[1]
+
+
+def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedRequest:
+    """Parse every notation of the job; raise InvalidFieldError for the first bad field.
+    ``table`` is the complex attribute table the ``-l`` lists are checked against."""
     tags = parse_resources(spec.resources)
     if spec.slots < 1:
         raise InvalidFieldError("slots", "a job needs at least one slot")
@@ -116,8 +159,25 @@ def parse_request(spec: JobSpec) -> ParsedRequest:
     _check_command(spec)
     if spec.task is not None and not NAMESPACE_PATTERN.fullmatch(spec.task):
         raise InvalidFieldError("task", "a task name is lower case: letters, digits, '_.+-'")
+    hard, soft = _sge_lists(spec, table)
+    pe_min = pe_max = 1
+    if spec.pe is not None:
+        if spec.slots != 1:
+            raise InvalidFieldError("slots", "a parallel job gives its slots with pe_slots")
+        pe_min, pe_max = parse_slot_range(spec.pe_slots or "1")
+    elif spec.pe_slots is not None:
+        raise InvalidFieldError("pe_slots", "pe_slots needs a parallel environment (pe)")
     return ParsedRequest(
-        tags=tags, slots=spec.slots, constraint=constraint, jobspec=resources, task=spec.task
+        tags=tags,
+        slots=spec.slots,
+        constraint=constraint,
+        jobspec=resources,
+        hard=hard,
+        soft=soft,
+        pe=spec.pe,
+        pe_min=pe_min,
+        pe_max=pe_max,
+        task=spec.task,
     )
 
 

@@ -11,8 +11,10 @@ from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState
 from app.matching import history
 from app.matching.categories import any_worker_fits, get_or_create_category
+from app.matching.complex_table import load_table
 from app.matching.dispatch import release_allocations
 from app.matching.errors import ConflictError, NotFoundError
+from app.matching.parallel import check_pe_exists
 from app.matching.requests import JobSpec, parse_request
 from app.matching.tasks import get_task
 
@@ -23,8 +25,11 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
-    failed at once with "No suitable worker found" (debusine's rule, seed 004)."""
-    request = parse_request(spec)
+    failed at once with "No suitable worker found" (debusine's rule, seed 004). A job
+    with Grid Engine requests (hard/soft ``-l``, ``-pe``) waits in either case."""
+    request = parse_request(spec, load_table(session))
+    if request.pe is not None:
+        check_pe_exists(session, request.pe)
     task = get_task(session, spec.task, field="task") if spec.task is not None else None
     category = get_or_create_category(session, request, task.id if task else None)
     job = Job(
@@ -38,7 +43,11 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         shape=spec.shape,
         jobspec=json.dumps(spec.jobspec) if spec.jobspec is not None else None,
         priority=spec.priority,
-        slots=spec.slots,
+        slots=request.pe_min if request.pe is not None else spec.slots,
+        hard=spec.hard or None,
+        soft=spec.soft or None,
+        pe=spec.pe,
+        pe_slots=spec.pe_slots,
         category_id=category.id,
         submitter=submitter,
         submitted_at=utcnow(),
@@ -46,7 +55,10 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         command=json.dumps(spec.command) if spec.command is not None else None,
         timeout=spec.timeout,
     )
-    if not any_worker_fits(session, category.id, task):
+    grid_engine = bool(request.hard.requests or request.soft.requests) or request.pe is not None
+    # Grid Engine keeps a job that nothing can run pending (sge.md c, "attached to no
+    # object"); other jobs fail at once, as debusine does.
+    if not grid_engine and not any_worker_fits(session, category.id, task):
         job.state = JobState.FAILED
         job.failure_reason = NO_SUITABLE_WORKER
         job.ended_at = job.submitted_at

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
+from app.matching.complex_values import write_queue_builtins
 from app.matching.constraint_sql import store_worker_name_parts
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_worker_misfits
@@ -143,6 +144,8 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         if not created:
             worker.generation += 1
         session.flush()
+        if queues_changed:
+            write_queue_builtins(session, worker)
         recache_worker_misfits(session, worker.id)
     session.flush()
     return worker, created

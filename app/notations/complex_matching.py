@@ -229,7 +229,14 @@ def level_offers(
                 used_nonexclusive,
             )
         if name in builtin:
-            own = _capacity_or_fixed(definition, builtin[name], level, used, "load")
+            if name == "slots":
+                own = _capacity_or_fixed(definition, builtin[name], level, used, "load")
+            else:
+                # A built-in limit (h_vmem=INFINITY, ...) is a fixed per-slot value even
+                # when the attribute is made consumable; capacities come from
+                # complex_values only.
+                limit = parse_value(definition, builtin[name], role="load")
+                own = Offer(name, level, Source.FIXED, limit)
             own = Offer(
                 name, level, own.source, own.value, own.capacity, own.used, used_nonexclusive
             )

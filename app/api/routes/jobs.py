@@ -16,7 +16,7 @@ from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
-from app.matching import candidates, dispatch, history, idempotency, submission
+from app.matching import candidates, complex_explain, dispatch, history, idempotency, submission
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -52,7 +52,7 @@ class JobIn(BaseModel):
     jobspec: list[Any] | None = Field(
         default=None, description="RFC 14 resources list; an alternative to shape"
     )
-    task: str | None = Field(
+    task: Text | None = Field(
         default=None,
         max_length=255,
         description="a registered task type (GET /v1/tasks); its requirements, version and "
@@ -65,6 +65,16 @@ class JobIn(BaseModel):
     )
     timeout: int | None = Field(
         default=None, ge=1, le=7 * 24 * 3600, description="seconds the command may run"
+    )
+    hard: Text = Field(
+        default="",
+        max_length=65_536,
+        description="Grid Engine hard -l list, e.g. h_vmem=2G,arch=lx*",
+    )
+    soft: Text = Field(default="", max_length=65_536, description="Grid Engine soft -l list")
+    pe: Text | None = Field(default=None, max_length=255, description="parallel environment")
+    pe_slots: Text | None = Field(
+        default=None, max_length=64, description="slot range of the pe: n, lo-hi, -hi, lo-"
     )
 
     def spec(self) -> JobSpec:
@@ -79,6 +89,10 @@ class JobIn(BaseModel):
             task=self.task,
             command=self.command,
             timeout=self.timeout,
+            hard=self.hard,
+            soft=self.soft,
+            pe=self.pe,
+            pe_slots=self.pe_slots,
         )
 
 
@@ -96,6 +110,10 @@ class JobOut(BaseModel):
     task: str | None
     command: list[str] | None
     timeout: int | None
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
     submitter: str
     worker: str | None
     failure_reason: str | None
@@ -123,6 +141,10 @@ def job_out(session: Session, job: Job) -> JobOut:
         task=job.task,
         command=json.loads(job.command) if job.command is not None else None,
         timeout=job.timeout,
+        hard=job.hard,
+        soft=job.soft,
+        pe=job.pe,
+        pe_slots=job.pe_slots,
         submitter=job.submitter,
         worker=worker.name if worker else None,
         failure_reason=job.failure_reason,
@@ -171,6 +193,11 @@ class WorkerExplanationOut(BaseModel):
 class ExplanationOut(BaseModel):
     job: int
     workers: list[WorkerExplanationOut]
+    scheduling_info: list[str] = Field(
+        default_factory=list,
+        description="Grid Engine jobs: why queue instances cannot take the job, in the "
+        "words of qstat -j (level, attribute, requested and offered value)",
+    )
 
 
 class JobEventOut(BaseModel):
@@ -305,6 +332,7 @@ def explain_job(
     explanations = candidates.explain_job(session, job, worker)
     return ExplanationOut(
         job=job.id,
+        scheduling_info=complex_explain.scheduling_info(session, job),
         workers=[
             WorkerExplanationOut(
                 worker=e.worker,

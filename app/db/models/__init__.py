@@ -1,6 +1,14 @@
 """All ORM models; importing this package registers every table on ``Base.metadata``."""
 
 from app.db.models.cluster import Queue, QueueInstance, Worker, WorkerTag
+from app.db.models.complexes import (
+    Attribute,
+    AttributeValue,
+    CategoryRequest,
+    ConsumableUsage,
+    JobBooking,
+    ParallelEnvironment,
+)
 from app.db.models.enums import JobState, TagMode, WorkerState
 from app.db.models.flux import (
     ConstraintHostRun,
@@ -19,18 +27,24 @@ from app.db.models.tokens import ApiToken, Role
 __all__ = [
     "Allocation",
     "ApiToken",
+    "Attribute",
+    "AttributeValue",
     "Category",
     "CategoryMisfit",
+    "CategoryRequest",
     "CategoryTag",
     "CategoryTask",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
+    "ConsumableUsage",
     "IdempotencyKey",
     "Job",
+    "JobBooking",
     "JobEvent",
     "JobEventKind",
     "JobState",
+    "ParallelEnvironment",
     "Queue",
     "QueueInstance",
     "ResourceVertex",

@@ -30,6 +30,14 @@ class Category(Base):
     #: Canonical RFC 14 resources JSON, NULL without one; its vertices are rows of
     #: category_resource_vertices.
     jobspec: Mapped[str | None] = mapped_column(Text, default=None)
+    #: Grid Engine ``-l`` lists in category form (sorted ``name=value``, ``NONE`` if empty);
+    #: their items are rows of category_requests.
+    hard: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
+    soft: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
+    #: Grid Engine ``-pe name min-max``; NULL for a sequential job.
+    pe: Mapped[str | None] = mapped_column(String(255), default=None)
+    pe_min: Mapped[int] = mapped_column(default=1, server_default="1")
+    pe_max: Mapped[int] = mapped_column(default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -108,6 +116,11 @@ class Job(Base):
     #: What the agent reported: the command's exit status and the tail of its output.
     exit_code: Mapped[int | None] = mapped_column(default=None)
     output: Mapped[str | None] = mapped_column(Text, default=None)
+    #: Grid Engine ``-l`` lists and ``-pe`` request as given.
+    hard: Mapped[str | None] = mapped_column(Text, default=None)
+    soft: Mapped[str | None] = mapped_column(Text, default=None)
+    pe: Mapped[str | None] = mapped_column(String(255), default=None)
+    pe_slots: Mapped[str | None] = mapped_column(String(64), default=None)
     submitter: Mapped[str] = mapped_column(String(255), default="admin")
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     worker_id: Mapped[int | None] = mapped_column(

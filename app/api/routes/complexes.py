@@ -1,0 +1,186 @@
+"""Grid Engine administration: the complex attribute table, values per level, parallel
+environments, and the scheduling run."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.auth import AdminDep, SubmitterDep
+from app.api.deps import SessionDep
+from app.db.models import Attribute, ParallelEnvironment
+from app.matching import complex_table, parallel
+from app.matching.complex_values import resolve_target, set_values
+from app.matching.schedule import schedule
+
+router = APIRouter(prefix="/v1", tags=["grid engine"])
+
+
+class AttributeIn(BaseModel):
+    """One ``qconf -sc`` row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255)
+    shortcut: str = Field(min_length=1, max_length=255)
+    type: str = Field(description="INT DOUBLE MEMORY TIME BOOL STRING CSTRING RESTRING HOST")
+    relop: str = Field(description="== != <= < >= > EXCL")
+    requestable: str = Field(default="YES", description="YES, NO or FORCED")
+    consumable: str = Field(default="NO", description="NO, YES (per slot) or JOB")
+    default: str = Field(default="0", max_length=255)
+    urgency: float = 0.0
+
+
+class AttributeOut(AttributeIn):
+    builtin: bool
+
+
+def _out(attribute: Attribute) -> AttributeOut:
+    return AttributeOut(
+        name=attribute.name,
+        shortcut=attribute.shortcut,
+        type=attribute.type,
+        relop=attribute.relop,
+        requestable=attribute.requestable,
+        consumable=attribute.consumable,
+        default=attribute.default,
+        urgency=attribute.urgency,
+        builtin=attribute.builtin,
+    )
+
+
+@router.get("/attributes", response_model=list[AttributeOut])
+def list_attributes(session: SessionDep, _who: SubmitterDep) -> list[AttributeOut]:
+    """The attribute table (``qconf -sc``), sorted by name."""
+    return [_out(a) for a in complex_table.list_attributes(session)]
+
+
+@router.get("/attributes/{name}", response_model=AttributeOut)
+def get_attribute(name: str, session: SessionDep, _who: SubmitterDep) -> AttributeOut:
+    return _out(complex_table.get_attribute(session, name))
+
+
+@router.post("/attributes", status_code=status.HTTP_201_CREATED, response_model=AttributeOut)
+def create_attribute(body: AttributeIn, session: SessionDep, _admin: AdminDep) -> AttributeOut:
+    """Add an attribute; the row must satisfy Grid Engine's validity rules."""
+    definition = complex_table.definition_from_body(body.model_dump())
+    return _out(complex_table.create_attribute(session, definition))
+
+
+@router.put("/attributes/{name}", response_model=AttributeOut)
+def change_attribute(
+    name: str, body: AttributeIn, session: SessionDep, _admin: AdminDep
+) -> AttributeOut:
+    """Change an attribute (a built-in keeps its type; the string types may switch)."""
+    definition = complex_table.definition_from_body(body.model_dump())
+    return _out(complex_table.change_attribute(session, name, definition))
+
+
+@router.delete("/attributes/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_attribute(name: str, session: SessionDep, _admin: AdminDep) -> Response:
+    """Delete a user-defined attribute that nothing uses."""
+    complex_table.delete_attribute(session, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+class ValuesIn(BaseModel):
+    """Each list given replaces that kind of values of the object; omitted ones stay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    complex_values: dict[str, str] | None = Field(
+        default=None, description="fixed values; for consumables, their capacities"
+    )
+    load_values: dict[str, str] | None = Field(
+        default=None, description="reported load values (global and host level)"
+    )
+    attributes: dict[str, str] | None = Field(
+        default=None, description="built-in queue attributes such as h_rt or h_vmem"
+    )
+
+
+class ValuesOut(BaseModel):
+    static_changed: bool = Field(description="whether the misfit cache was recomputed")
+
+
+def _apply(
+    session: SessionDep, level: str, host: str | None, queue: str | None, body: ValuesIn
+) -> ValuesOut:
+    target = resolve_target(session, level, host, queue)
+    changed = False
+    for field in ("complex_values", "load_values", "attributes"):
+        values = getattr(body, field)
+        if values is not None:
+            changed = set_values(session, target, field, values) or changed
+    return ValuesOut(static_changed=changed)
+
+
+@router.put("/values/global", response_model=ValuesOut)
+def set_global_values(body: ValuesIn, session: SessionDep, _admin: AdminDep) -> ValuesOut:
+    """Values of the global host (``qconf -me global``)."""
+    return _apply(session, "global", None, None, body)
+
+
+@router.put("/values/hosts/{host}", response_model=ValuesOut)
+def set_host_values(host: str, body: ValuesIn, session: SessionDep, _admin: AdminDep) -> ValuesOut:
+    """Values of an execution host (a worker)."""
+    return _apply(session, "host", host, None, body)
+
+
+@router.put("/values/queues/{queue}/{host}", response_model=ValuesOut)
+def set_queue_values(
+    queue: str, host: str, body: ValuesIn, session: SessionDep, _admin: AdminDep
+) -> ValuesOut:
+    """Values of the queue instance ``queue@host``."""
+    return _apply(session, "queue_instance", host, queue, body)
+
+
+class PeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allocation_rule: str = Field(description="$pe_slots, $fill_up, $round_robin or a number")
+    slots: int = Field(default=999_999, ge=0, le=9_999_999)
+
+
+class PeOut(PeIn):
+    name: str
+
+
+def _pe_out(pe: ParallelEnvironment) -> PeOut:
+    return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
+
+
+@router.get("/pes", response_model=list[PeOut])
+def list_pes(session: SessionDep, _who: SubmitterDep) -> list[PeOut]:
+    return [_pe_out(pe) for pe in parallel.list_pes(session)]
+
+
+@router.put("/pes/{name}", response_model=PeOut)
+def put_pe(name: str, body: PeIn, session: SessionDep, _admin: AdminDep) -> PeOut:
+    """Create or change a parallel environment."""
+    pe, _created = parallel.upsert_pe(session, name, body.allocation_rule, body.slots)
+    return _pe_out(pe)
+
+
+@router.delete("/pes/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_pe(name: str, session: SessionDep, _admin: AdminDep) -> Response:
+    parallel.delete_pe(session, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+class ScheduleOut(BaseModel):
+    considered: int
+    dispatched: int
+    rejected_categories: int
+
+
+@router.post("/schedule", response_model=ScheduleOut)
+def run_schedule(session: SessionDep, _admin: AdminDep) -> ScheduleOut:
+    """One scheduling run: waiting jobs in priority, then age order, each seeing the
+    bookings of the ones before."""
+    report = schedule(session)
+    return ScheduleOut(
+        considered=report.considered,
+        dispatched=report.dispatched,
+        rejected_categories=report.rejected_categories,
+    )

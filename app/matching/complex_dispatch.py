@@ -1,0 +1,470 @@
+"""Dynamic fit and bookings of Grid Engine jobs, shared by pull and the scheduling run.
+
+The misfit cache (SQL, app/matching/complex_sql.py) has ruled out the workers whose static
+values reject a category. For the survivors, this module loads the current picture (fixed,
+built-in and load values, consumable capacities and bookings, free slots) into the
+reference evaluator's objects (app/notations/complex_matching.py) and lets it decide per
+queue instance, with load values and availability as they are now. The evaluator is the
+oracle the SQL filter is tested against, so both speak the same semantics.
+
+Bookings (research/sge.md section d): a per-slot consumable (YES) books
+``request x slots`` on each queue instance, ``request x host slots`` on each host and
+``request x total`` globally, wherever the attribute has a capacity; a per-job one (JOB)
+books its request once on the master queue, its host and globally; EXCL attributes count
+exclusive users in ``used`` and the others in ``used_nonexclusive``. The request is the
+hard one or else the attribute's default; zero books nothing. Updates are guarded
+(``used + amount <= capacity``) and the CHECKs keep usage within bounds, so concurrent
+dispatches cannot overbook; a guard that fails undoes the job's dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    Allocation,
+    Attribute,
+    AttributeValue,
+    Category,
+    ConsumableUsage,
+    Job,
+    JobBooking,
+    ParallelEnvironment,
+    Queue,
+    QueueInstance,
+    Worker,
+)
+from app.matching.parallel import UNLIMITED, Offered, allocate
+from app.notations.complex_matching import Level, LevelObject, QueueFit, evaluate_queue_instance
+from app.notations.complex_requests import RequestList, parse_request_list
+from app.notations.complexes import ComplexTable, Consumable, Relop
+
+
+@dataclass
+class QueueSlot:
+    """A queue instance as the scheduler sees it."""
+
+    id: int
+    name: str  # cq@host
+    worker_id: int
+    host: str
+    seq_no: int
+
+
+@dataclass
+class ObjectState:
+    """Values of one object, with the mutable booking picture."""
+
+    level: Level
+    object_key: int
+    name: str
+    complex_values: dict[str, str] = field(default_factory=dict)
+    load_values: dict[str, str] = field(default_factory=dict)
+    builtin: dict[str, str] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)
+    used_nonexclusive: dict[str, float] = field(default_factory=dict)
+    #: attribute name -> consumable_usage id
+    usage_ids: dict[str, int] = field(default_factory=dict)
+
+    def level_object(self) -> LevelObject:
+        return LevelObject(
+            self.name,
+            complex_values=self.complex_values,
+            load_values=self.load_values,
+            builtin=self.builtin,
+            used=self.used,
+            used_nonexclusive=self.used_nonexclusive,
+        )
+
+
+@dataclass
+class ClusterState:
+    """Global host, hosts and queue instances with their values, loaded once."""
+
+    table: ComplexTable
+    global_host: ObjectState
+    hosts: dict[int, ObjectState]
+    queues: dict[int, ObjectState]
+    slots: dict[int, QueueSlot]
+
+    def queue_order(self, worker_ids: Iterable[int] | None = None) -> list[QueueSlot]:
+        """Queue instances in queue sort order (seq_no, then creation)."""
+        wanted = None if worker_ids is None else set(worker_ids)
+        chosen = [s for s in self.slots.values() if wanted is None or s.worker_id in wanted]
+        return sorted(chosen, key=lambda s: (s.seq_no, s.id))
+
+    def evaluate(self, slot: QueueSlot, hard: RequestList, soft: RequestList) -> QueueFit:
+        return evaluate_queue_instance(
+            self.table,
+            self.global_host.level_object(),
+            self.hosts[slot.worker_id].level_object(),
+            self.queues[slot.id].level_object(),
+            hard,
+            soft,
+        )
+
+
+def load_state(
+    session: Session, table: ComplexTable, worker_ids: Sequence[int] | None = None
+) -> ClusterState:
+    """The values of the global host and of the given workers (all when None)."""
+    qi_query = (
+        select(
+            QueueInstance.id,
+            QueueInstance.worker_id,
+            QueueInstance.slots,
+            QueueInstance.used_slots,
+            Queue.name,
+            Queue.seq_no,
+            Worker.name,
+        )
+        .join(Queue, Queue.id == QueueInstance.queue_id)
+        .join(Worker, Worker.id == QueueInstance.worker_id)
+    )
+    host_query = select(Worker.id, Worker.name)
+    value_query = select(
+        AttributeValue.level,
+        AttributeValue.object_key,
+        AttributeValue.kind,
+        AttributeValue.text,
+        Attribute.name,
+    ).join(Attribute, Attribute.id == AttributeValue.attribute_id)
+    usage_query = select(
+        ConsumableUsage.id,
+        ConsumableUsage.level,
+        ConsumableUsage.object_key,
+        ConsumableUsage.used,
+        ConsumableUsage.used_nonexclusive,
+        Attribute.name,
+    ).join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
+    if worker_ids is not None:
+        qi_query = qi_query.where(QueueInstance.worker_id.in_(worker_ids))
+        host_query = host_query.where(Worker.id.in_(worker_ids))
+        value_query = value_query.where(
+            or_(AttributeValue.level == "global", AttributeValue.worker_id.in_(worker_ids))
+        )
+        usage_query = usage_query.where(
+            or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids))
+        )
+    global_host = ObjectState(Level.GLOBAL, 0, "global")
+    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in session.execute(host_query)}
+    queues: dict[int, ObjectState] = {}
+    slots: dict[int, QueueSlot] = {}
+    for qi_id, worker_id, capacity, used_slots, queue, seq_no, host in session.execute(qi_query):
+        name = f"{queue}@{host}"
+        qi_state = ObjectState(Level.QUEUE, qi_id, name)
+        qi_state.builtin["slots"] = str(capacity)
+        qi_state.used["slots"] = float(used_slots)
+        queues[qi_id] = qi_state
+        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no)
+    objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
+    columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
+    for level, key, kind, text, name in session.execute(value_query):
+        target = objects[level].get(key)
+        if target is not None:
+            getattr(target, columns[kind])[name] = text
+    for usage_id, level, key, used, nonexclusive, name in session.execute(usage_query):
+        target = objects[level].get(key)
+        if target is not None:
+            target.used[name] = float(used)
+            target.used_nonexclusive[name] = float(nonexclusive)
+            target.usage_ids[name] = usage_id
+    return ClusterState(table, global_host, hosts, queues, slots)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the engine decided for one job: each considered queue instance's fit (in queue
+    order), the chosen assignment (queue instance id -> slots), the master queue."""
+
+    fits: list[tuple[QueueSlot, QueueFit]]
+    assignment: dict[int, int] | None
+    master: int | None
+
+    @property
+    def soft_violations(self) -> int:
+        chosen = dict(self.assignment or {})
+        return sum(fit.soft_violations * chosen.get(slot.id, 0) for slot, fit in self.fits)
+
+
+def decide(
+    state: ClusterState,
+    order: Sequence[QueueSlot],
+    hard: RequestList,
+    soft: RequestList,
+    *,
+    pe_rule: str | None = None,
+    low: int = 1,
+    high: int = 1,
+    pe_limit: int = UNLIMITED,
+    first_only: bool = False,
+) -> Decision:
+    """Evaluate the queue instances (all of them, or for a sequential job without soft
+    requests up to the first fit when ``first_only``) and choose an assignment."""
+    fits: list[tuple[QueueSlot, QueueFit]] = []
+    for slot in order:
+        fit = state.evaluate(slot, hard, soft)
+        fits.append((slot, fit))
+        if first_only and fit.fits and pe_rule is None and not soft.requests:
+            break
+    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
+    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
+    # order breaks ties (sge.md f).
+    fitting.sort(key=lambda item: item[1].soft_violations)
+    if pe_rule is None:
+        if not fitting:
+            return Decision(fits, None, None)
+        slot = fitting[0][0]
+        return Decision(fits, {slot.id: 1}, slot.id)
+    global_cap = next(
+        (fit.global_slots for _slot, fit in fitting if fit.global_slots is not None), None
+    )
+    offers = [
+        Offered(
+            slot.id,
+            slot.host,
+            _cap(fit.queue_slots) if fit.queue_slots is not None else UNLIMITED,
+            _cap(fit.host_slots) if fit.host_slots is not None else UNLIMITED,
+        )
+        for slot, fit in fitting
+    ]
+    limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
+    assignment = allocate(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
+    if not assignment:
+        return Decision(fits, None, None)
+    master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
+    return Decision(fits, assignment, master)
+
+
+def _cap(value: int) -> int:
+    return max(0, min(value, UNLIMITED))
+
+
+@dataclass(frozen=True)
+class Booking:
+    usage_id: int | None  # None: a queue instance's slots (queue_instances.used_slots)
+    queue_instance_id: int | None
+    attribute: str
+    amount: float
+    nonexclusive: bool
+    target: ObjectState
+    #: An exclusive use of an EXCL attribute: needs nobody else there.
+    exclusive: bool = False
+
+
+def bookings_for(
+    state: ClusterState, assignment: dict[int, int], master: int, hard: RequestList
+) -> list[Booking]:
+    """What a job with this assignment books, object by object (sge.md d)."""
+    table = state.table
+    total = sum(assignment.values())
+    per_host: dict[int, int] = {}
+    for qi_id, count in assignment.items():
+        worker_id = state.slots[qi_id].worker_id
+        per_host[worker_id] = per_host.get(worker_id, 0) + count
+    master_host = state.slots[master].worker_id
+    objects: list[tuple[ObjectState, int, bool]] = [(state.global_host, total, True)]
+    objects += [(state.hosts[w], n, w == master_host) for w, n in per_host.items()]
+    objects += [(state.queues[q], n, q == master) for q, n in assignment.items()]
+    result: list[Booking] = []
+    for target, count, is_master in objects:
+        queue_key = target.object_key if target.level is Level.QUEUE else None
+        if queue_key is not None:
+            result.append(Booking(None, queue_key, "slots", float(count), False, target))
+        for name, usage_id in sorted(target.usage_ids.items(), key=lambda item: item[1]):
+            definition = table[name]
+            request = hard.get(name)
+            if definition.relop is Relop.EXCL:
+                if request is not None and request.parsed != 0:
+                    result.append(Booking(usage_id, queue_key, name, 1.0, False, target, True))
+                else:
+                    result.append(Booking(usage_id, queue_key, name, 1.0, True, target))
+                continue
+            amount = request.parsed if request is not None else definition.default_value
+            assert isinstance(amount, float)
+            if amount == 0:
+                continue
+            if definition.consumable is Consumable.JOB:
+                if is_master:
+                    result.append(Booking(usage_id, queue_key, name, amount, False, target))
+            else:
+                result.append(Booking(usage_id, queue_key, name, amount * count, False, target))
+    return result
+
+
+def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
+    for booking in bookings:
+        counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
+        counter[booking.attribute] = counter.get(booking.attribute, 0.0) + sign * booking.amount
+
+
+def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
+    """Write the job's allocations and bookings; False (nothing changed) when a guard
+    fails because a concurrent dispatch took the capacity first."""
+    savepoint = session.begin_nested()
+    # Queue instances first (lock order worker -> job -> queue instances), then the
+    # consumable rows in id order.
+    for qi_id in sorted(assignment):
+        count = assignment[qi_id]
+        booked = session.execute(
+            update(QueueInstance)
+            .where(
+                QueueInstance.id == qi_id, QueueInstance.used_slots + count <= QueueInstance.slots
+            )
+            .values(used_slots=QueueInstance.used_slots + count)
+        )
+        if booked.rowcount != 1:  # type: ignore[attr-defined]
+            savepoint.rollback()
+            return False
+    rows = []
+    for booking in sorted(
+        (b for b in bookings if b.usage_id is not None), key=lambda b: b.usage_id or 0
+    ):
+        if booking.nonexclusive:
+            result = session.execute(
+                update(ConsumableUsage)
+                .where(ConsumableUsage.id == booking.usage_id, ConsumableUsage.used == 0)
+                .values(used_nonexclusive=ConsumableUsage.used_nonexclusive + booking.amount)
+            )
+        else:
+            guard = [ConsumableUsage.used + booking.amount <= ConsumableUsage.capacity]
+            if booking.exclusive:
+                guard = [ConsumableUsage.used == 0, ConsumableUsage.used_nonexclusive == 0]
+            result = session.execute(
+                update(ConsumableUsage)
+                .where(ConsumableUsage.id == booking.usage_id, *guard)
+                .values(used=ConsumableUsage.used + booking.amount)
+            )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            savepoint.rollback()
+            return False
+        rows.append(
+            {
+                "job_id": job.id,
+                "usage_id": booking.usage_id,
+                "amount": booking.amount,
+                "nonexclusive": booking.nonexclusive,
+            }
+        )
+    session.add_all(
+        Allocation(job_id=job.id, queue_instance_id=qi_id, slots=count)
+        for qi_id, count in assignment.items()
+    )
+    if rows:
+        session.add_all(JobBooking(**row) for row in rows)
+    session.flush()
+    savepoint.commit()
+    return True
+
+
+def release_bookings(session: Session, job_id: int) -> None:
+    """Give back every consumable amount the job holds (its slots are released with its
+    allocations by app/matching/dispatch.py)."""
+    bookings = session.scalars(
+        select(JobBooking).where(JobBooking.job_id == job_id).order_by(JobBooking.usage_id)
+    ).all()
+    for booking in bookings:
+        if booking.nonexclusive:
+            values = {"used_nonexclusive": ConsumableUsage.used_nonexclusive - booking.amount}
+        else:
+            values = {"used": ConsumableUsage.used - booking.amount}
+        session.execute(
+            update(ConsumableUsage).where(ConsumableUsage.id == booking.usage_id).values(**values)
+        )
+    if bookings:
+        session.execute(delete(JobBooking).where(JobBooking.job_id == job_id))
+    session.flush()
+
+
+_LISTS: dict[tuple[int, str, str], tuple[RequestList, RequestList]] = {}
+
+
+def category_lists(table: ComplexTable, hard: str, soft: str) -> tuple[RequestList, RequestList]:
+    """A category's stored ``-l`` lists (category form, ``NONE`` when empty) parsed again
+    against the current table; memoised per table."""
+    key = (id(table), hard, soft)
+    lists = _LISTS.get(key)
+    if lists is None:
+        if len(_LISTS) > 10_000:
+            _LISTS.clear()
+        lists = (
+            parse_request_list("" if hard == "NONE" else hard, table),
+            parse_request_list("" if soft == "NONE" else soft, table, soft=True),
+        )
+        _LISTS[key] = lists
+    return lists
+
+
+def pe_slots_in_use(session: Session, pe: str) -> int:
+    return int(
+        session.scalar(
+            select(func.coalesce(func.sum(Allocation.slots), 0))
+            .join(Job, Job.id == Allocation.job_id)
+            .where(Job.pe == pe, Allocation.released_at.is_(None))
+        )
+        or 0
+    )
+
+
+def has_complex_values(session: Session, worker_id: int) -> bool:
+    """Whether the global host or the worker carries any complex value or capacity (then
+    every job is checked by the evaluator: FORCED attributes, defaults, slot capacities)."""
+    return (
+        session.scalar(
+            select(AttributeValue.id)
+            .where(
+                or_(
+                    AttributeValue.level == "global",
+                    and_(AttributeValue.worker_id == worker_id, AttributeValue.kind != "builtin"),
+                )
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def dispatch_on(
+    session: Session,
+    state: ClusterState,
+    job: Job,
+    category: Category,
+    order: Sequence[QueueSlot],
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide and book the job on the given queue instances: the decision and whether it
+    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
+    hard, soft = category_lists(state.table, category.hard, category.soft)
+    rule, limit = None, UNLIMITED
+    if category.pe is not None:
+        pe = session.scalar(
+            select(ParallelEnvironment).where(ParallelEnvironment.name == category.pe)
+        )
+        if pe is None:
+            return Decision([], None, None), False
+        rule, limit = pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+    decision = decide(
+        state,
+        order,
+        hard,
+        soft,
+        pe_rule=rule,
+        low=category.pe_min,
+        high=category.pe_max,
+        pe_limit=limit,
+        first_only=not trace,
+    )
+    if decision.assignment is None or decision.master is None:
+        return decision, False
+    bookings = bookings_for(state, decision.assignment, decision.master, hard)
+    if not book(session, job, decision.assignment, bookings):
+        return decision, False
+    apply_in_memory(bookings)
+    job.slots = sum(decision.assignment.values())
+    job.worker_id = state.slots[decision.master].worker_id
+    return decision, True

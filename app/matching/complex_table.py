@@ -1,0 +1,248 @@
+"""The complex attribute table in the database: reading it as a ComplexTable, and the admin
+changes (add, change, delete) under Grid Engine's rules (research/sge.md section c).
+
+Rules beyond a single row's validity (app/notations/complexes.py): names and shortcuts are
+unique across both columns; a built-in attribute cannot be deleted and keeps its type
+(the string family may switch among itself); an attribute that has values or requests
+cannot be deleted, nor change its type or consumable kind. A change of relop or string
+type changes how stored values compare, so the rows are re-normalised and every worker's
+misfit rows are recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session
+
+from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
+from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.notations.complex_regex import request_regex
+from app.notations.complexes import (
+    STRING_FAMILY,
+    ComplexDefinition,
+    ComplexError,
+    ComplexTable,
+)
+from app.notations.quantities import ValueType
+
+_COLUMNS = ("name", "shortcut", "type", "relop", "requestable", "consumable", "default", "urgency")
+
+RowKey = tuple[tuple[str, str, str, str, str, str, str, float, bool], ...]
+
+
+def _row_key(session: Session) -> RowKey:
+    rows = session.execute(
+        select(
+            Attribute.name,
+            Attribute.shortcut,
+            Attribute.type,
+            Attribute.relop,
+            Attribute.requestable,
+            Attribute.consumable,
+            Attribute.default,
+            Attribute.urgency,
+            Attribute.builtin,
+        ).order_by(Attribute.name)
+    ).all()
+    return tuple(tuple(row) for row in rows)  # type: ignore[misc]
+
+
+@lru_cache(maxsize=64)
+def _table_of(key: RowKey) -> ComplexTable:
+    definitions = []
+    builtin = []
+    for name, shortcut, kind, relop, requestable, consumable, default, urgency, is_builtin in key:
+        definitions.append(
+            ComplexDefinition.from_row(
+                {
+                    "name": name,
+                    "shortcut": shortcut,
+                    "type": kind,
+                    "relop": relop,
+                    "requestable": requestable,
+                    "consumable": consumable,
+                    "default": default,
+                    "urgency": urgency,
+                }
+            )
+        )
+        if is_builtin:
+            builtin.append(name)
+    return ComplexTable(tuple(definitions), builtin_names=frozenset(builtin))
+
+
+def load_table(session: Session) -> ComplexTable:
+    """The current attribute table (parsed once per distinct content)."""
+    return _table_of(_row_key(session))
+
+
+def attribute_ids(session: Session) -> dict[str, int]:
+    return {name: id_ for id_, name in session.execute(select(Attribute.id, Attribute.name))}
+
+
+def definition_from_body(body: Mapping[str, object]) -> ComplexDefinition:
+    """A definition from an API body; errors name the column as the field."""
+    try:
+        return ComplexDefinition.from_row(body)
+    except ComplexError as error:
+        field = next((c for c in _COLUMNS if c in error.message), "attribute")
+        raise InvalidFieldError(field, error.message, error) from error
+
+
+def _default_number(definition: ComplexDefinition) -> float | None:
+    value = definition.default_value
+    return value if isinstance(value, float) else None
+
+
+def _check_unique(session: Session, definition: ComplexDefinition, own_id: int | None) -> None:
+    words = {definition.name, definition.shortcut}
+    clash = session.execute(
+        select(Attribute.name).where(
+            (Attribute.name.in_(words)) | (Attribute.shortcut.in_(words)),
+            Attribute.id != (own_id if own_id is not None else -1),
+        )
+    ).first()
+    if clash is not None:
+        raise ConflictError(
+            f"name or shortcut of {definition.name!r} is already used by attribute {clash[0]!r}"
+        )
+
+
+def _in_use(session: Session, attribute_id: int) -> bool:
+    return bool(
+        session.scalar(
+            select(
+                exists().where(AttributeValue.attribute_id == attribute_id)
+                | exists().where(CategoryRequest.attribute_id == attribute_id)
+            )
+        )
+    )
+
+
+def get_attribute(session: Session, name: str) -> Attribute:
+    attribute = session.scalar(select(Attribute).where(Attribute.name == name))
+    if attribute is None:
+        raise NotFoundError(f"no attribute named {name!r}")
+    return attribute
+
+
+def list_attributes(session: Session) -> list[Attribute]:
+    return list(session.scalars(select(Attribute).order_by(Attribute.name)))
+
+
+def create_attribute(session: Session, definition: ComplexDefinition) -> Attribute:
+    _check_unique(session, definition, None)
+    attribute = Attribute(builtin=False, default_number=_default_number(definition))
+    _assign(attribute, definition)
+    session.add(attribute)
+    session.flush()
+    return attribute
+
+
+def _assign(attribute: Attribute, definition: ComplexDefinition) -> None:
+    attribute.name = definition.name
+    attribute.shortcut = definition.shortcut
+    attribute.type = definition.type.value
+    attribute.relop = definition.relop.value
+    attribute.requestable = definition.requestable.value
+    attribute.consumable = definition.consumable.value
+    attribute.default = definition.default
+    attribute.default_number = _default_number(definition)
+    attribute.urgency = definition.urgency
+
+
+def change_attribute(session: Session, name: str, definition: ComplexDefinition) -> Attribute:
+    """Replace attribute ``name`` by ``definition`` (the name itself cannot change)."""
+    attribute = get_attribute(session, name)
+    if definition.name != name:
+        raise InvalidFieldError("name", "an attribute cannot be renamed; delete and add it")
+    _check_unique(session, definition, attribute.id)
+    old_type = ValueType.parse(attribute.type)
+    type_changed = old_type is not definition.type
+    within_strings = old_type in STRING_FAMILY and definition.type in STRING_FAMILY
+    if attribute.builtin and type_changed and not within_strings:
+        raise InvalidFieldError(
+            "type",
+            f"the type of built-in attribute {name!r} cannot change from {old_type.value} "
+            f"to {definition.type.value}",
+        )
+    in_use = _in_use(session, attribute.id)
+    if in_use and (
+        (type_changed and not within_strings) or attribute.consumable != definition.consumable.value
+    ):
+        raise ConflictError(
+            f"attribute {name!r} has values or requests; its type and consumable kind stay"
+        )
+    compare_changed = type_changed or attribute.relop != definition.relop.value
+    _assign(attribute, definition)
+    session.flush()
+    if in_use and compare_changed:
+        _renormalise(session, attribute, definition)
+    return attribute
+
+
+def _renormalise(session: Session, attribute: Attribute, definition: ComplexDefinition) -> None:
+    """Stored strings and regexes follow the (string) type; effective flags follow the
+    relop. Every worker's fit may change, so all are recomputed."""
+    from app.matching.complex_values import refresh_effective, string_subject
+    from app.matching.misfits import recache_worker_misfits
+
+    for value in session.scalars(
+        select(AttributeValue).where(AttributeValue.attribute_id == attribute.id)
+    ):
+        if value.string is not None:
+            value.string = string_subject(definition.type, value.text)
+    for request in session.scalars(
+        select(CategoryRequest).where(CategoryRequest.attribute_id == attribute.id)
+    ):
+        if request.regex is not None:
+            request.regex = request_regex(definition.type, request.text)
+    refresh_effective(session, attribute.id)
+    session.execute(update(Worker).values(generation=Worker.generation + 1))
+    session.flush()
+    for worker_id in session.scalars(select(Worker.id).order_by(Worker.id)):
+        recache_worker_misfits(session, worker_id)
+
+
+def delete_attribute(session: Session, name: str) -> None:
+    attribute = get_attribute(session, name)
+    if attribute.builtin:
+        raise ConflictError(f"built-in attribute {name!r} cannot be deleted")
+    if _in_use(session, attribute.id):
+        raise ConflictError(f"attribute {name!r} has values or requests; remove them first")
+    session.delete(attribute)
+    session.flush()
+
+
+def default_attribute_rows() -> list[dict[str, object]]:
+    """Rows of the 6.2u5 default table as the migration seeds them."""
+    from app.notations.complexes import default_table
+
+    return [
+        {
+            "name": d.name,
+            "shortcut": d.shortcut,
+            "type": d.type.value,
+            "relop": d.relop.value,
+            "requestable": d.requestable.value,
+            "consumable": d.consumable.value,
+            "default": d.default,
+            "default_number": _default_number(d),
+            "urgency": d.urgency,
+            "builtin": True,
+        }
+        for d in default_table()
+    ]
+
+
+def reset_attributes(session: Session) -> None:
+    """Back to the seeded default table (for tests and scenario runs on a used database);
+    every value and request must be gone already."""
+    from sqlalchemy import delete, insert
+
+    session.execute(delete(Attribute))
+    session.execute(insert(Attribute), default_attribute_rows())
+    session.flush()

@@ -1,0 +1,227 @@
+"""Grid Engine complexes at scale (issue 6): a scheduling run over every waiting job, and
+single pulls.
+
+``python bench/complexes.py URL [--hosts N] [--jobs N] [--categories N]`` builds, in an
+empty migrated database at URL, a cluster of N hosts with one queue instance each and 20
+attributes with values at the global, host and queue-instance level (numbers with several
+relops, strings, a per-slot memory consumable), then submits one job per category through
+the engine (categories, request rows and the SQL misfit cache) and bulk-inserts the other
+waiting jobs of those categories. It times the category creation, one ``POST
+/v1/schedule``-equivalent run, and pulls (p50/p95) of workers on a fresh cluster state.
+Issue targets on PostgreSQL: the whole run under 60 s, a pull p50 under 10 ms. The random
+seed is fixed. Not a test: it never gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import insert, select, update
+
+from app.db import migrate
+from app.db.base import utcnow
+from app.db.engine import Database
+from app.db.models import (
+    Attribute,
+    AttributeValue,
+    ConsumableUsage,
+    Job,
+    JobState,
+    Queue,
+    QueueInstance,
+    Worker,
+)
+from app.matching import dispatch
+from app.matching.complex_table import create_attribute, definition_from_body, load_table
+from app.matching.complex_values import _row, write_queue_builtins
+from app.matching.requests import JobSpec
+from app.matching.schedule import schedule
+from app.matching.submission import submit_job
+
+SEED = 6062
+
+#: 20 attributes: (name, type, relop, consumable)
+ATTRIBUTES = [
+    *((f"n{i}", "INT", "<=", "NO") for i in range(8)),
+    *((f"d{i}", "DOUBLE", ">=", "NO") for i in range(4)),
+    *((f"s{i}", "STRING", "==", "NO") for i in range(6)),
+    ("m0", "MEMORY", "<=", "NO"),
+    ("mem_c", "MEMORY", "<=", "YES"),
+]
+STRINGS = ["alpha", "beta", "gamma", "delta"]
+
+
+def _value(rng: random.Random, kind: str) -> str:
+    if kind == "INT":
+        return str(rng.randint(10, 100))
+    if kind == "DOUBLE":
+        return f"{rng.uniform(0, 1):.2f}"
+    if kind == "STRING":
+        return rng.choice(STRINGS)
+    return f"{rng.randint(8, 64)}G"
+
+
+def build(database: Database, hosts: int, categories: int, jobs: int) -> float:
+    rng = random.Random(SEED)
+    with database.transaction() as session:
+        for name, kind, relop, consumable in ATTRIBUTES:
+            create_attribute(
+                session,
+                definition_from_body(
+                    {
+                        "name": name,
+                        "shortcut": name,
+                        "type": kind,
+                        "relop": relop,
+                        "requestable": "YES",
+                        "consumable": consumable,
+                        "default": "NONE" if kind == "STRING" else "0",
+                        "urgency": 0,
+                    }
+                ),
+            )
+        table = load_table(session)
+        ids = dict(session.execute(select(Attribute.name, Attribute.id)).all())
+        queue = Queue(name="all.q", seq_no=0)
+        session.add(queue)
+        session.flush()
+        session.execute(
+            insert(Worker),
+            [{"name": f"h{i:05d}", "generation": 1, "resources": ""} for i in range(hosts)],
+        )
+        workers = session.scalars(select(Worker).order_by(Worker.id)).all()
+        session.execute(
+            insert(QueueInstance),
+            [
+                {"queue_id": queue.id, "worker_id": w.id, "slots": 8, "used_slots": 0}
+                for w in workers
+            ],
+        )
+        session.flush()
+        session.expire_all()
+        rows = []
+        usage = []
+        from app.matching.complex_values import Target
+
+        targets = [Target("global")]
+        for worker in session.scalars(select(Worker).order_by(Worker.id)):
+            write_queue_builtins(session, worker)
+            targets.append(Target("host", worker.id))
+            for qi in worker.queue_instances:
+                targets.append(Target("queue_instance", worker.id, qi.id))
+        for target in targets:
+            for name, kind, _relop, consumable in ATTRIBUTES:
+                if target.level == "global" and consumable == "YES":
+                    continue
+                text = _value(rng, kind)
+                if consumable == "YES":
+                    text = f"{rng.randint(16, 64)}G"
+                rows.append(_row(table[name], ids[name], target, "fixed", text))
+                if consumable == "YES":
+                    usage.append(
+                        {
+                            "attribute_id": ids[name],
+                            "level": target.level,
+                            "object_key": target.object_key,
+                            "worker_id": target.worker_id,
+                            "queue_instance_id": target.queue_instance_id,
+                            "capacity": float(rows[-1]["number"]),  # type: ignore[arg-type]
+                            "used": 0.0,
+                            "used_nonexclusive": 0.0,
+                        }
+                    )
+        for start in range(0, len(rows), 20_000):
+            session.execute(insert(AttributeValue), rows[start : start + 20_000])
+        session.execute(insert(ConsumableUsage), usage)
+    print(f"cluster: {hosts} hosts, {len(rows)} attribute values, {len(usage)} capacities")
+    started = time.perf_counter()
+    category_jobs: list[int] = []
+    with database.transaction() as session:
+        for _ in range(categories):
+            names = rng.sample(ATTRIBUTES, rng.randint(3, 6))
+            items = []
+            for name, kind, _relop, _consumable in names:
+                if kind == "INT":
+                    items.append(f"{name}={rng.randint(1, 40)}")
+                elif kind == "DOUBLE":
+                    items.append(f"{name}={rng.uniform(0.5, 1):.2f}")
+                elif kind == "STRING":
+                    items.append(f"{name}={rng.choice(['alpha', 'beta|gamma', '*a'])}")
+                else:
+                    items.append(f"{name}={rng.randint(1, 4)}G")
+            job = submit_job(session, JobSpec(hard=",".join(items)), submitter="bench")
+            category_jobs.append(job.category_id)
+    categorise = time.perf_counter() - started
+    print(f"categories: {categories} created with their misfit rows in {categorise:.1f} s")
+    with database.transaction() as session:
+        now = utcnow()
+        extra = [
+            {
+                "category_id": category_jobs[i % categories],
+                "state": JobState.WAITING,
+                "priority": rng.randint(0, 3),
+                "slots": 1,
+                "resources": "",
+                "submitter": "bench",
+                "submitted_at": now,
+            }
+            for i in range(jobs - categories)
+        ]
+        for start in range(0, len(extra), 20_000):
+            session.execute(insert(Job), extra[start : start + 20_000])
+    return categorise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url")
+    parser.add_argument("--hosts", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--categories", type=int, default=1000)
+    parser.add_argument("--pulls", type=int, default=200)
+    args = parser.parse_args()
+    migrate.upgrade(args.url)
+    database = Database(args.url)
+    build(database, args.hosts, args.categories, args.jobs)
+    started = time.perf_counter()
+    with database.transaction() as session:
+        report = schedule(session)
+    run = time.perf_counter() - started
+    print(
+        f"scheduling run: {report.considered} jobs considered, {report.dispatched} dispatched, "
+        f"{report.rejected_categories} categories rejected, {run:.1f} s"
+    )
+    with database.transaction() as session:
+        # Free the cluster again so that pulls have work to find.
+        session.execute(update(Job).where(Job.state == JobState.RUNNING).values(state="waiting"))
+        session.execute(update(QueueInstance).values(used_slots=0))
+        session.execute(update(ConsumableUsage).values(used=0.0))
+        from app.db.models import Allocation, JobBooking
+
+        session.query(JobBooking).delete()
+        session.query(Allocation).delete()
+    names = [f"h{i:05d}" for i in random.Random(SEED).sample(range(args.hosts), args.pulls)]
+    timings = []
+    got = 0
+    for name in names:
+        t0 = time.perf_counter()
+        with database.transaction() as session:
+            got += dispatch.pull(session, name) is not None
+        timings.append((time.perf_counter() - t0) * 1000)
+    timings.sort()
+    print(
+        f"pull: {len(timings)} pulls ({got} got a job), p50 {statistics.median(timings):.1f} ms, "
+        f"p95 {timings[int(len(timings) * 0.95) - 1]:.1f} ms"
+    )
+    database.dispose()
+
+
+if __name__ == "__main__":
+    main()
