@@ -10,6 +10,14 @@ from app.db.models.flux import (
     WorkerNamePart,
     WorkerProperty,
 )
+from app.db.models.inventory import (
+    CategoryNodeNeed,
+    CategoryShape,
+    InventoryBooking,
+    InventoryCount,
+    InventoryVertex,
+    WorkerInventory,
+)
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tokens import ApiToken, Role
 
@@ -18,10 +26,15 @@ __all__ = [
     "ApiToken",
     "Category",
     "CategoryMisfit",
+    "CategoryNodeNeed",
+    "CategoryShape",
     "CategoryTag",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",
+    "InventoryBooking",
+    "InventoryCount",
+    "InventoryVertex",
     "Job",
     "JobState",
     "Queue",
@@ -30,6 +43,7 @@ __all__ = [
     "Role",
     "TagMode",
     "Worker",
+    "WorkerInventory",
     "WorkerNamePart",
     "WorkerProperty",
     "WorkerState",
