@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     migrations_dir: Path | None = None
     #: Seconds a SQLite connection waits for a lock before it reports the database busy.
     sqlite_busy_timeout: float = 30.0
+    #: How jobs with a jobspec get vertices: ``first`` (lowest ranks and ids first) or
+    #: ``pack`` (partly used nodes and vertices before empty ones).
+    allocation_policy: Literal["first", "pack"] = "first"
 
 
 @lru_cache(maxsize=1)

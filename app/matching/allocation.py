@@ -107,7 +107,7 @@ class Vertex:
         self._children: list[Vertex] = []
         self.free: dict[Key, int] = {}
         self.pristine = True
-        if summary is not None and loader is not None:
+        if summary is not None:
             self.free, self.pristine = dict(summary[0]), summary[1]
         else:
             self._adopt(list(children))
@@ -498,6 +498,7 @@ class _Search:
     def _order(self, candidates: list[Vertex]) -> list[Vertex]:
         if self.policy == "first":
             return candidates
+
         # pack: most used first (partly used before entirely free), then id order.
         def weight(v: Vertex) -> tuple[bool, int]:
             probe = v if not v.is_leaf or v.parent is None else v.parent
@@ -513,7 +514,9 @@ class _Search:
         for k, n in request.child_need.items():
             if vertex.free.get(k, 0) < n:
                 if report:
-                    self._shortfall(request, vertex, n, vertex.free.get(k, 0), _key_path(request, k))
+                    self._shortfall(
+                        request, vertex, n, vertex.free.get(k, 0), _key_path(request, k)
+                    )
                 return False
         return True
 

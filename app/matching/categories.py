@@ -10,7 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, Worker
+from app.matching.allocation import build_requests
 from app.matching.constraint_sql import store_constraint_rows
+from app.matching.inventory import store_category_needs
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
 from app.matching.resource_rows import store_resource_vertices
@@ -67,6 +69,7 @@ def get_or_create_category(session: Session, request: ParsedRequest) -> Category
         store_constraint_rows(session, category.id, request.constraint)
     if request.jobspec is not None:
         store_resource_vertices(session, category.id, request.jobspec)
+        store_category_needs(session, category.id, build_requests(request.jobspec))
     cache_category_misfits(session, category)
     return category
 

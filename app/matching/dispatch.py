@@ -11,9 +11,11 @@ category the worker fits, the best waiting job is one seek in the partial index
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 
-from sqlalchemy import Select, select, true, update
+from sqlalchemy import ColumnElement, Select, and_, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -26,10 +28,14 @@ from app.db.models import (
     Queue,
     QueueInstance,
     Worker,
+    WorkerInventory,
     WorkerState,
 )
+from app.matching import inventory
+from app.matching.allocation import Policy, Request, allocate, build_requests
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
+from app.notations.jobspec import validate_resources
 
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
@@ -64,11 +70,28 @@ def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
     return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
 
 
-def _heads(session: Session, worker: Worker, max_free: int, limit: int) -> Select[int]:
-    """Ids of the best waiting jobs of the categories the worker fits, best first."""
+@lru_cache(maxsize=4096)
+def category_requests(jobspec_json: str) -> tuple[Request, ...]:
+    """The allocator's request tree of a category's canonical jobspec."""
+    return build_requests(validate_resources(json.loads(jobspec_json)))
+
+
+def _heads(
+    session: Session, worker: Worker, max_free: int, limit: int, managed: bool
+) -> Select[int]:
+    """Ids of the best waiting jobs of the categories the worker fits, best first. A worker
+    with an inventory only gets jobspec jobs that fit on one node and that its free counts
+    could hold (the allocation itself is decided after the claim)."""
+    room: ColumnElement[bool] = true()
+    if managed:
+        room = or_(
+            Category.jobspec.is_(None),
+            and_(inventory.single_node(Category.id), inventory.has_room(Category.id, worker.id)),
+        )
     fit = (
         fits(Category.id, worker.id, worker.generation),
         Category.slots <= max_free,
+        room,
     )
     order = (Job.priority.desc(), Job.submitted_at, Job.id)
     if dialect.supports_skip_locked(session.connection()):
@@ -126,8 +149,10 @@ def _book(session: Session, job: Job, slots: list[FreeSlots]) -> int | None:
     return None
 
 
-def pull(session: Session, worker_name: str) -> Job | None:
-    """Give the worker its next job (running, slots booked), or None when there is none."""
+def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | None:
+    """Give the worker its next job (running, slots booked), or None when there is none.
+    A job with a jobspec given to a worker with an inventory gets its vertices on that
+    worker, chosen by ``policy`` and booked in this transaction."""
     worker = worker_by_name(session, worker_name, lock=True)
     worker.last_seen = utcnow()
     if worker.state is not WorkerState.ACTIVE:
@@ -136,20 +161,41 @@ def pull(session: Session, worker_name: str) -> Job | None:
     max_free = max((s.free for s in slots), default=0)
     if max_free <= 0:
         return None
+    managed = session.get(WorkerInventory, worker.id) is not None
+    skipped: set[int] = set()
     for _ in range(ROUNDS):
-        head_ids = list(session.scalars(_heads(session, worker, max_free, HEADS_PER_ROUND)))
+        head_ids = list(
+            session.scalars(_heads(session, worker, max_free, HEADS_PER_ROUND, managed))
+        )
         if not head_ids:
             return None
         for job_id in head_ids:
+            if job_id in skipped:
+                continue
             job = _claim(session, job_id)
             if job is None:
                 continue
+            placement = None
+            if managed:
+                category = session.get(Category, job.category_id)
+                if category is not None and category.jobspec is not None:
+                    outcome = allocate(
+                        inventory.worker_tree(session, [worker.id]),
+                        category_requests(category.jobspec),
+                        policy,
+                    )
+                    if outcome.placement is None:
+                        skipped.add(job_id)
+                        continue
+                    placement = outcome.placement
             queue_instance_id = _book(session, job, slots)
             if queue_instance_id is None:
                 return None
             session.add(
                 Allocation(job_id=job.id, queue_instance_id=queue_instance_id, slots=job.slots)
             )
+            if placement is not None:
+                inventory.book(session, job, placement)
             job.state = JobState.RUNNING
             job.worker_id = worker.id
             job.started_at = utcnow()
@@ -173,6 +219,7 @@ def release_allocations(session: Session, job: Job) -> None:
             .values(used_slots=QueueInstance.used_slots - allocation.slots)
         )
         allocation.released_at = now
+    inventory.release(session, job)
     session.flush()
 
 

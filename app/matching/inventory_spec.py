@@ -94,7 +94,7 @@ def expand_inventory(resources: rfc14.Resources) -> Inventory:
             )
         upper.append((above.type, above.id if above.id is not None else "0"))
         level = above.with_
-        path += f"[0].with"
+        path += "[0].with"
     if any(_has_node(v.with_) for v in level) or sum(v.type == "node" for v in level) > 1:
         raise InventoryError(
             f"{path}: declares several nodes or a node below another vertex",

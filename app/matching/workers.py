@@ -12,6 +12,7 @@ from app.db.base import utcnow
 from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
 from app.matching.constraint_sql import store_worker_name_parts
 from app.matching.errors import InvalidFieldError, NotFoundError
+from app.matching.inventory import parse_worker_inventory, store_inventory
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
 from app.notations.constraints import validate_property_name
@@ -39,6 +40,9 @@ class WorkerSpec:
     queues: tuple[QueueSpec, ...] = field(default_factory=tuple)
     #: RFC 31 properties of the worker (what ``properties`` constraints test).
     properties: tuple[str, ...] = ()
+    #: The worker's resource graph: a shape string or an RFC 14 resources list; None for
+    #: a worker whose resources jobmatch does not manage.
+    inventory: str | list[object] | None = None
 
 
 def _queue(session: Session, name: str) -> Queue:
@@ -93,6 +97,9 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         except NotationError as error:
             raise InvalidFieldError(f"properties.{index}", str(error), error) from error
     properties = set(spec.properties)
+    parsed_inventory = (
+        parse_worker_inventory(spec.inventory) if spec.inventory is not None else None
+    )
     if spec.slots < 0:
         raise InvalidFieldError("slots", "must be zero or more")
     queues = spec.queues or (QueueSpec(DEFAULT_QUEUE, spec.slots),)
@@ -125,6 +132,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     worker.rank = spec.rank
     worker.state = spec.state
     queues_changed = _sync_queue_instances(session, worker, queues)
+    store_inventory(session, worker.id, spec.inventory, parsed_inventory)
     if canonical_changed:
         session.execute(delete(WorkerTag).where(WorkerTag.worker_id == worker.id))
         rows = [

@@ -6,16 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
-from app.api.auth import AnyWorkerDep, Principal, SubmitterDep
+from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
 from app.db.models import Job, JobState, Role, Worker, WorkerState
-from app.matching import candidates, dispatch, submission
+from app.matching import candidates, dispatch, inventory, scheduling, submission
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -138,9 +138,36 @@ class WorkerExplanationOut(BaseModel):
     clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
 
 
+class ShortfallOut(BaseModel):
+    path: str = Field(description="the level of the request, e.g. slot/node/core")
+    needed: int
+    found: int = Field(description="the most found in one place")
+    places: int = Field(description="how many places (vertices) were searched")
+    workers: list[str] = Field(description="the workers where that level fell short")
+
+
+class AllocationExplanationOut(BaseModel):
+    placeable: bool
+    candidate_workers: int = Field(
+        description="workers that passed the SQL filter (fit, active, enough free per type)"
+    )
+    shortfalls: list[ShortfallOut]
+
+
 class ExplanationOut(BaseModel):
     job: int
     workers: list[WorkerExplanationOut]
+    allocation: AllocationExplanationOut | None = Field(
+        default=None, description="for a waiting job with a shape or jobspec: can it be placed"
+    )
+
+
+class AllocationOut(BaseModel):
+    """RFC 20-like R of what the job holds: per node its rank, name, the ids of each leaf
+    type as an RFC 22 idset and the amounts drawn from pools."""
+
+    job: int
+    R_lite: list[dict[str, Any]]
 
 
 class FinishIn(BaseModel):
@@ -222,6 +249,7 @@ def job_candidates(job_id: int, session: SessionDep, principal: SubmitterDep) ->
 @router.get("/jobs/{job_id}/explain", response_model=ExplanationOut)
 def explain_job(
     job_id: int,
+    request: Request,
     session: SessionDep,
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
@@ -229,8 +257,28 @@ def explain_job(
     """Every clause that keeps each worker (or the one named) from running the job."""
     job = _visible_job(session, job_id, principal)
     explanations = candidates.explain_job(session, job, worker)
+    allocation = None
+    if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
+        attempt = scheduling.find_placement(
+            session, job, request.app.state.settings.allocation_policy
+        )
+        allocation = AllocationExplanationOut(
+            placeable=attempt.outcome.placement is not None,
+            candidate_workers=attempt.survivors,
+            shortfalls=[
+                ShortfallOut(
+                    path=s.path,
+                    needed=s.needed,
+                    found=s.found,
+                    places=s.contexts,
+                    workers=sorted(s.workers),
+                )
+                for s in attempt.outcome.shortfalls
+            ],
+        )
     return ExplanationOut(
         job=job.id,
+        allocation=allocation,
         workers=[
             WorkerExplanationOut(
                 worker=e.worker,
@@ -244,6 +292,22 @@ def explain_job(
             for e in explanations
         ],
     )
+
+
+@router.get("/jobs/{job_id}/allocation", response_model=AllocationOut)
+def job_allocation(job_id: int, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
+    """The concrete vertices the job holds (empty when it holds none)."""
+    job = _visible_job(session, job_id, principal)
+    return AllocationOut(job=job.id, R_lite=inventory.job_r(session, job.id))
+
+
+@router.post("/jobs/{job_id}/allocate", response_model=JobOut)
+def allocate_job(job_id: int, request: Request, session: SessionDep, _admin: AdminDep) -> JobOut:
+    """Scheduler-side dispatch: allocate a waiting job's vertices on as many workers as it
+    needs (multi-node requests), book them and start it on its first node. 409 when it
+    cannot be placed now (the explanation says why)."""
+    job = scheduling.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
+    return job_out(session, job)
 
 
 @router.post("/match", response_model=CandidatesOut, tags=["match"])

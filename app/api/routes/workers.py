@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -14,7 +15,14 @@ from app.api.deps import SessionDep
 from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, page_of
 from app.db import tokens
-from app.db.models import Role, Worker, WorkerProperty, WorkerState
+from app.db.models import (
+    InventoryCount,
+    Role,
+    Worker,
+    WorkerInventory,
+    WorkerProperty,
+    WorkerState,
+)
 from app.matching import dispatch, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
@@ -51,6 +59,12 @@ class WorkerIn(BaseModel):
         max_length=1024,
         description="RFC 31 properties, tested by `properties` constraints",
     )
+    inventory: str | list[Any] | None = Field(
+        default=None,
+        description="the worker's resources as a shape (`node/[socket=2/[core=16;gpu=2];"
+        "memory=256{unit:GB}]`) or an RFC 14 resources list; jobs with a shape or jobspec "
+        "get concrete vertices of it",
+    )
 
 
 class QueueInstanceOut(BaseModel):
@@ -66,6 +80,10 @@ class WorkerOut(BaseModel):
     generation: int
     resources: str
     properties: list[str]
+    inventory: str | None = Field(description="the inventory as given (shape or JSON text)")
+    free: dict[str, int] = Field(
+        description="free units per resource type (`type` or `type:unit` for pools)"
+    )
     queues: list[QueueInstanceOut]
     last_seen: datetime | None
     created_at: datetime
@@ -80,12 +98,22 @@ class RegisteredWorker(WorkerOut):
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
+    inventory = session.get(WorkerInventory, worker.id)
     return WorkerOut(
         properties=sorted(
             session.scalars(
                 select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id)
             )
         ),
+        inventory=inventory.inventory if inventory is not None else None,
+        free={
+            f"{c.type}:{c.unit}" if c.unit else c.type: c.free
+            for c in session.scalars(
+                select(InventoryCount)
+                .where(InventoryCount.worker_id == worker.id)
+                .order_by(InventoryCount.type, InventoryCount.unit)
+            )
+        },
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
@@ -119,6 +147,7 @@ def register_worker(
         state=body.state,
         queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
         properties=tuple(body.properties),
+        inventory=body.inventory,
     )
     worker, created = workers.upsert_worker(session, spec)
     token = None
@@ -148,9 +177,10 @@ def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
     response_model=JobOut,
     responses={204: {"description": "No job for this worker now"}},
 )
-def pull(name: str, session: SessionDep, _worker: WorkerDep) -> JobOut | Response:
-    """The worker asks for work: the best waiting job it can run, its slots booked."""
-    job = dispatch.pull(session, name)
+def pull(name: str, request: Request, session: SessionDep, _worker: WorkerDep) -> JobOut | Response:
+    """The worker asks for work: the best waiting job it can run, its slots (and, for a
+    jobspec job on a worker with an inventory, its vertices) booked."""
+    job = dispatch.pull(session, name, request.app.state.settings.allocation_policy)
     if job is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return job_out(session, job)

@@ -100,9 +100,7 @@ class InventoryBooking(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    vertex_id: Mapped[int] = mapped_column(
-        ForeignKey("inventory_vertices.id", ondelete="CASCADE")
-    )
+    vertex_id: Mapped[int] = mapped_column(ForeignKey("inventory_vertices.id", ondelete="CASCADE"))
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"))
     mode: Mapped[str] = mapped_column(String(16))
     amount: Mapped[int] = mapped_column(BigInteger, default=1)
