@@ -38,5 +38,8 @@ def node_tree(name: str, rank: int, inventory: str) -> tuple[Vertex, tuple[tuple
 def cluster(inventories: Sequence[str], names: Sequence[str] | None = None) -> Vertex:
     """One tree of workers ``n0, n1, ...`` (ranks 0, 1, ...) with the given inventories."""
     names = names or [f"n{i}" for i in range(len(inventories))]
-    built = [node_tree(name, rank, inv) for rank, (name, inv) in enumerate(zip(names, inventories))]
+    built = [
+        node_tree(name, rank, inv)
+        for rank, (name, inv) in enumerate(zip(names, inventories, strict=True))
+    ]
     return upper_tree([node for node, _ in built], [chain for _, chain in built])

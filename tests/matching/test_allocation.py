@@ -82,9 +82,7 @@ def test_use_case_1_5_cluster_and_switch() -> None:
     assert [name for name, _ in _nodes(placement)] == ["n0", "n1", "n2", "n3"]
     assert placement is not None
     by_label = {
-        s.request.label: [
-            c.vertex.worker for c in s.children if c.vertex is not None
-        ]
+        s.request.label: [c.vertex.worker for c in s.children if c.vertex is not None]
         for s in placement.walk()
         if s.request.type == "slot"
     }
@@ -208,67 +206,6 @@ def _pristine(vertex: Vertex) -> bool:
     return all(not v.held and not v.shared for v in _subtree(vertex))
 
 
-def _reference(requests: tuple, context: Vertex, taken: frozenset[int], excl: frozenset[int]) -> bool:  # type: ignore[type-arg]
-    """Whether an allocation exists: exhaustive, no pruning, no ordering."""
-    if not requests:
-        return True
-    request, rest = requests[0], requests[1:]
-
-    def candidates(vertex: Vertex) -> Iterator[Vertex]:
-        for child in vertex.children:
-            if child.held or child.key in excl:
-                continue
-            if child.key in taken:
-                yield from candidates(child)
-            elif child.type == request.type:
-                yield child
-            else:
-                yield from candidates(child)
-
-    def inside(vertex: Vertex, keys: frozenset[int]) -> bool:
-        return any(v.key in keys for v in _subtree(vertex))
-
-    if request.type == "slot":
-        if context.worker is None and not request.holds_nodes:
-            anchors = [v for v in _all(context) if v.type == "node" and not v.held]
-        else:
-            anchors = [context]
-        for n in itertools.takewhile(lambda n: n <= 6, count_values(request.count)):
-            for combo in itertools.combinations_with_replacement(anchors, n):
-                if _slots(request, list(combo), rest, context, taken, excl):
-                    return True
-        return False
-    found = list(candidates(context))
-    for n in itertools.takewhile(lambda n: n <= len(found), count_values(request.count)):
-        for combo in itertools.combinations(found, n):
-            if request.exclusive and any(not _pristine(v) or inside(v, taken) for v in combo):
-                continue
-            if _chosen(request, list(combo), rest, context, taken, excl):
-                return True
-    return False
-
-
-def _all(vertex: Vertex) -> Iterator[Vertex]:
-    yield from _subtree(vertex)
-
-
-def _chosen(request, combo, rest, context, taken, excl) -> bool:  # type: ignore[no-untyped-def]
-    if not combo:
-        return _reference(rest, context, taken, excl)
-    head, *tail = combo
-    new_taken = taken | {head.key}
-    new_excl = excl | {head.key} if request.exclusive else excl
-    # the children of head, then the remaining chosen vertices, in one search
-    return _reference_then(request.children, head, new_taken, new_excl, lambda t, e: _chosen(request, tail, rest, context, t, e))
-
-
-def _slots(request, anchors, rest, context, taken, excl) -> bool:  # type: ignore[no-untyped-def]
-    if not anchors:
-        return _reference(rest, context, taken, excl)
-    head, *tail = anchors
-    return _reference_then(request.children, head, taken, excl, lambda t, e: _slots(request, tail, rest, context, t, e))
-
-
 def _reference_then(requests, context, taken, excl, then) -> bool:  # type: ignore[no-untyped-def]
     """Like _reference, but the success continuation gets the taken sets (continuation
     passing, so that choices inside one part constrain the rest)."""
@@ -291,8 +228,10 @@ def _reference_then(requests, context, taken, excl, then) -> bool:  # type: igno
         anchors = [context]
         for n in itertools.takewhile(lambda n: n <= 6, count_values(request.count)):
             for combo in itertools.combinations_with_replacement(anchors, n):
-                def after_slots(t, e, combo=list(combo)):  # type: ignore[no-untyped-def]
+
+                def after_slots(t, e):  # type: ignore[no-untyped-def]
                     return _reference_then(rest, context, t, e, then)
+
                 if _slots_then(request, list(combo), context, taken, excl, after_slots):
                     return True
         return False
@@ -303,7 +242,14 @@ def _reference_then(requests, context, taken, excl, then) -> bool:  # type: igno
                 not _pristine(v) or any(x.key in taken for x in _subtree(v)) for v in combo
             ):
                 continue
-            if _chosen_then(request, list(combo), context, taken, excl, lambda t, e: _reference_then(rest, context, t, e, then)):
+            if _chosen_then(
+                request,
+                list(combo),
+                context,
+                taken,
+                excl,
+                lambda t, e: _reference_then(rest, context, t, e, then),
+            ):
                 return True
     return False
 
@@ -314,18 +260,31 @@ def _chosen_then(request, combo, context, taken, excl, then) -> bool:  # type: i
     head, *tail = combo
     new_taken = taken | {head.key}
     new_excl = excl | {head.key} if request.exclusive else excl
-    return _reference_then(request.children, head, new_taken, new_excl, lambda t, e: _chosen_then(request, tail, context, t, e, then))
+    return _reference_then(
+        request.children,
+        head,
+        new_taken,
+        new_excl,
+        lambda t, e: _chosen_then(request, tail, context, t, e, then),
+    )
 
 
 def _slots_then(request, anchors, context, taken, excl, then) -> bool:  # type: ignore[no-untyped-def]
     if not anchors:
         return bool(then(taken, excl))
     head, *tail = anchors
-    return _reference_then(request.children, head, taken, excl, lambda t, e: _slots_then(request, tail, context, t, e, then))
+    return _reference_then(
+        request.children,
+        head,
+        taken,
+        excl,
+        lambda t, e: _slots_then(request, tail, context, t, e, then),
+    )
 
 
 def _exists(root: Vertex, requests: tuple) -> bool:  # type: ignore[type-arg]
     """Top level: slots above the node may anchor on any node (one each)."""
+
     def go(reqs, taken, excl) -> bool:  # type: ignore[no-untyped-def]
         if not reqs:
             return True
@@ -334,10 +293,13 @@ def _exists(root: Vertex, requests: tuple) -> bool:  # type: ignore[type-arg]
             nodes = [v for v in _subtree(root) if v.type == "node"]
             for n in itertools.takewhile(lambda n: n <= 6, count_values(request.count)):
                 for combo in itertools.combinations_with_replacement(nodes, n):
-                    if _slots_then(request, list(combo), root, taken, excl, lambda t, e: go(rest, t, e)):
+                    if _slots_then(
+                        request, list(combo), root, taken, excl, lambda t, e: go(rest, t, e)
+                    ):
                         return True
             return False
         return _reference_then((request,), root, taken, excl, lambda t, e: go(rest, t, e))
+
     return go(requests, frozenset(), frozenset())
 
 
@@ -382,9 +344,7 @@ def _check_valid(placement: Placement) -> None:
         count = selection.request.count
         if selection.request.type == "slot" or selection.vertex is None:
             continue
-        siblings: list[Selection] = [
-            c for c in selection.children if c.request.type != "slot"
-        ]
+        siblings: list[Selection] = [c for c in selection.children if c.request.type != "slot"]
         for child in siblings:
             node: Vertex | None = child.vertex
             while node is not None and node is not selection.vertex:
