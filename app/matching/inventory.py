@@ -188,14 +188,19 @@ def has_room(
     category_id: ColumnExpressionArgument[int] | int, worker_id: ColumnExpressionArgument[int] | int
 ) -> ColumnElement[bool]:
     """The worker's free counts cover every per-node need of the category (coarse)."""
+    # Correlate explicitly: SQLAlchemy's automatic correlation stops at the enclosing
+    # SELECT, and the inner EXISTS would get a FROM of its own for the outer worker table
+    # (then every worker passed as soon as any worker had room).
     return ~exists().where(
         CategoryNodeNeed.category_id == category_id,
-        ~exists().where(
+        ~exists()
+        .where(
             InventoryCount.worker_id == worker_id,
             InventoryCount.type == CategoryNodeNeed.type,
             InventoryCount.unit == CategoryNodeNeed.unit,
             InventoryCount.free >= CategoryNodeNeed.amount,
-        ),
+        )
+        .correlate_except(InventoryCount),
     )
 
 
