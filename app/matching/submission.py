@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job, JobState
+from app.db.models import Job, JobState, Worker
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.dispatch import release_allocations
 from app.matching.errors import ConflictError, NotFoundError
@@ -73,9 +73,39 @@ def list_jobs(
     return list(session.scalars(query.limit(limit).offset(offset)))
 
 
+#: Times cancel re-reads a job that started on a worker between its read and its lock.
+LOCK_ATTEMPTS = 3
+
+
+def _lock_for_cancel(session: Session, job_id: int) -> Job:
+    """Lock the job for a change of state, and first, when it runs, its worker: the lock
+    order of every writer is worker -> job -> queue instances -> inventory rows (see
+    app/matching/dispatch.py). The worker is known only from an unlocked read, so the lock
+    is taken in a savepoint and the read repeated when the job moved meanwhile (a waiting
+    job pulled); rolling back the savepoint drops the locks taken out of order."""
+    for _ in range(LOCK_ATTEMPTS):
+        seen = session.get(Job, job_id, populate_existing=True)
+        if seen is None:
+            raise NotFoundError(f"no job with id {job_id}")
+        worker_id = seen.worker_id if seen.state is JobState.RUNNING else None
+        savepoint = session.begin_nested()
+        if worker_id is not None:
+            session.execute(select(Worker.id).where(Worker.id == worker_id).with_for_update())
+        job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
+        if job is None:
+            savepoint.rollback()
+            raise NotFoundError(f"no job with id {job_id}")
+        if job.state is not JobState.RUNNING or job.worker_id == worker_id:
+            savepoint.commit()
+            return job
+        savepoint.rollback()
+    raise ConflictError(f"job {job_id} keeps changing; retry the cancel")
+
+
 def cancel_job(session: Session, job_id: int) -> Job:
-    """Cancel a waiting or running job; a running job's slots are freed at once."""
-    job = get_job(session, job_id, lock=True)
+    """Cancel a waiting or running job; a running job's slots and vertices are freed at
+    once."""
+    job = _lock_for_cancel(session, job_id)
     if job.state not in (JobState.WAITING, JobState.RUNNING):
         raise ConflictError(
             f"job {job_id} is {job.state.value}; only waiting or running jobs can be cancelled"
