@@ -1,8 +1,9 @@
 """Dispatch in pull mode: a worker asks for work and gets the best waiting job it can run,
 its slots booked in the same transaction; and the end of a job, which frees them.
 
-Every writer takes row locks in one order: the worker, then the job, then its queue
-instances. PostgreSQL then never finds a cycle between a pull and a finish of one worker.
+Every writer takes row locks in one order: the worker (several workers in id order, for a
+job that holds vertices on several), then the job, then its queue instances, then inventory
+rows. PostgreSQL then never finds a cycle between pulls, allocations, finishes and cancels.
 
 The cost of a pull grows with the number of categories, not of waiting jobs: for each
 category the worker fits, the best waiting job is one seek in the partial index
@@ -23,6 +24,7 @@ from app.db.base import utcnow
 from app.db.models import (
     Allocation,
     Category,
+    InventoryBooking,
     Job,
     JobState,
     Queue,
@@ -223,6 +225,29 @@ def release_allocations(session: Session, job: Job) -> None:
     session.flush()
 
 
+def booked_workers(session: Session, job_id: int) -> set[int]:
+    """The workers the job holds vertices on (a running job's set does not change)."""
+    return set(
+        session.scalars(
+            select(InventoryBooking.worker_id)
+            .where(InventoryBooking.job_id == job_id, InventoryBooking.released_at.is_(None))
+            .distinct()
+        )
+    )
+
+
+def lock_workers(session: Session, worker_ids: set[int]) -> set[int]:
+    """Lock the workers' rows in id order (the order every multi-worker writer uses)."""
+    session.scalars(
+        select(Worker)
+        .where(Worker.id.in_(sorted(worker_ids)))
+        .order_by(Worker.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
+    return set(worker_ids)
+
+
 FINAL_OUTCOMES = {"finished": JobState.FINISHED, "failed": JobState.FAILED}
 
 
@@ -232,9 +257,12 @@ def finish(
     """The running worker reports the end of its job; its slots are freed."""
     if outcome not in FINAL_OUTCOMES:
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
-    # Lock order: worker, then job, then queue instances, as in pull; the other order
-    # deadlocked with a concurrent pull by the same worker on PostgreSQL.
-    worker = worker_by_name(session, worker_name, lock=True)
+    # Lock order: workers, then job, then queue instances, as in pull; the other order
+    # deadlocked with a concurrent pull by the same worker on PostgreSQL. A job holding
+    # vertices on other workers (multi-node) locks those workers too: releasing rewrites
+    # their free counts, whose foreign key waits for any pull that holds their row.
+    worker = worker_by_name(session, worker_name)
+    locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
@@ -242,6 +270,8 @@ def finish(
         raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
     if job.state is not JobState.RUNNING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    if not booked_workers(session, job_id) <= locked:
+        raise ConflictError(f"job {job_id} started while it was being finished; retry")
     release_allocations(session, job)
     job.state = FINAL_OUTCOMES[outcome]
     job.ended_at = utcnow()

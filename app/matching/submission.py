@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job, JobState, Worker
+from app.db.models import Job, JobState
 from app.matching.categories import any_worker_fits, get_or_create_category
-from app.matching.dispatch import release_allocations
+from app.matching.dispatch import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.requests import JobSpec, parse_request
 
@@ -78,24 +78,28 @@ LOCK_ATTEMPTS = 3
 
 
 def _lock_for_cancel(session: Session, job_id: int) -> Job:
-    """Lock the job for a change of state, and first, when it runs, its worker: the lock
-    order of every writer is worker -> job -> queue instances -> inventory rows (see
-    app/matching/dispatch.py). The worker is known only from an unlocked read, so the lock
-    is taken in a savepoint and the read repeated when the job moved meanwhile (a waiting
-    job pulled); rolling back the savepoint drops the locks taken out of order."""
+    """Lock the job for a change of state, and first, when it runs, its workers (the one it
+    runs on and every one it holds vertices on, in id order): the lock order of every
+    writer is workers -> job -> queue instances -> inventory rows (app/matching/dispatch.py).
+    The workers are known only from an unlocked read, so they are locked in a savepoint and
+    the read repeated when the job moved meanwhile (a waiting job pulled or allocated);
+    rolling back the savepoint drops the locks taken out of order."""
     for _ in range(LOCK_ATTEMPTS):
         seen = session.get(Job, job_id, populate_existing=True)
         if seen is None:
             raise NotFoundError(f"no job with id {job_id}")
-        worker_id = seen.worker_id if seen.state is JobState.RUNNING else None
+        worker_ids: set[int] = set()
+        if seen.state is JobState.RUNNING and seen.worker_id is not None:
+            worker_ids = {seen.worker_id} | booked_workers(session, job_id)
         savepoint = session.begin_nested()
-        if worker_id is not None:
-            session.execute(select(Worker.id).where(Worker.id == worker_id).with_for_update())
+        lock_workers(session, worker_ids)
         job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
         if job is None:
             savepoint.rollback()
             raise NotFoundError(f"no job with id {job_id}")
-        if job.state is not JobState.RUNNING or job.worker_id == worker_id:
+        if job.state is not JobState.RUNNING or (
+            job.worker_id in worker_ids and booked_workers(session, job_id) <= worker_ids
+        ):
             savepoint.commit()
             return job
         savepoint.rollback()
