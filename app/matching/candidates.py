@@ -17,10 +17,13 @@ from sqlalchemy.orm import Session
 from app.db.models import (
     Category,
     CategoryMisfit,
+    CategoryNodeNeed,
+    InventoryCount,
     Job,
     Queue,
     QueueInstance,
     Worker,
+    WorkerInventory,
     WorkerProperty,
     WorkerState,
 )
@@ -29,6 +32,7 @@ from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
     constraint_clauses,
+    inventory_clauses,
     slot_clauses,
     state_clauses,
     tag_clauses,
@@ -158,6 +162,15 @@ def explain_job(
         else None
     )
     properties = worker_properties(session, [row[0] for row in rows]) if tree else {}
+    needs = {
+        (t, u): int(n)
+        for t, u, n in session.execute(
+            select(CategoryNodeNeed.type, CategoryNodeNeed.unit, CategoryNodeNeed.amount).where(
+                CategoryNodeNeed.category_id == job.category_id
+            )
+        )
+    }
+    totals = inventory_totals(session, [row[0] for row in rows]) if needs else {}
     explanations = []
     for worker_id, name, rank, resources, state, largest_slots, reason in rows:
         target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
@@ -166,9 +179,30 @@ def explain_job(
             *tag_clauses(task, Resources.from_string(resources)),
             *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
+            *inventory_clauses(needs, totals.get(worker_id)),
         ]
         explanations.append(WorkerExplanation(name, not clauses, reason, clauses))
     return explanations
+
+
+def inventory_totals(
+    session: Session, worker_ids: list[int]
+) -> dict[int, dict[tuple[str, str], int]]:
+    """Everything each worker's inventory holds, per (type, unit); workers without an
+    inventory are left out."""
+    found: dict[int, dict[tuple[str, str], int]] = {
+        worker_id: {}
+        for worker_id in session.scalars(
+            select(WorkerInventory.worker_id).where(WorkerInventory.worker_id.in_(worker_ids))
+        )
+    }
+    for worker_id, type_, unit, total in session.execute(
+        select(
+            InventoryCount.worker_id, InventoryCount.type, InventoryCount.unit, InventoryCount.total
+        ).where(InventoryCount.worker_id.in_(worker_ids))
+    ):
+        found[worker_id][(type_, unit)] = int(total)
+    return found
 
 
 def worker_properties(session: Session, worker_ids: list[int]) -> dict[int, frozenset[str]]:

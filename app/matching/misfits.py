@@ -14,6 +14,9 @@ worker-requires    worker ``t`` vs task absent  the worker only takes jobs that 
                    or ``~t``                    the tag (it acts like a taint)
 constraint         (RFC 31)                     the job's constraint does not hold
 too-few-slots      (slots)                      no queue instance has enough slots
+inventory-too-     (issue 9)                    the worker has an inventory, and one
+small                                           node of it could never hold what the
+                                                job needs per node (totals, not free)
 =================  ===========================  =====================================
 
 The parser rejects one tag in two modes within a group, so each (group, value) has at most
@@ -50,10 +53,13 @@ from app.db import dialect
 from app.db.models import (
     Category,
     CategoryMisfit,
+    CategoryNodeNeed,
     CategoryTag,
+    InventoryCount,
     QueueInstance,
     TagMode,
     Worker,
+    WorkerInventory,
     WorkerTag,
 )
 from app.matching.constraint_sql import compile_constraint
@@ -68,6 +74,8 @@ REASONS = {
     "worker-requires-tag": "the worker requires a tag the job does not ask for",
     "constraint": "the job's RFC 31 constraint does not hold on the worker",
     "too-few-slots": "no queue instance of the worker has enough slots",
+    "inventory-too-small": "the worker's whole inventory is smaller than what the job needs "
+    "on one node",
 }
 
 #: Constrained categories compiled into one statement when a worker changes.
@@ -126,6 +134,21 @@ def misfit_reason(
         .where(QueueInstance.worker_id == worker.id)
         .scalar_subquery()
     )
+    # Workers without an inventory are not managed: a jobspec never rules them out.
+    inventory_too_small = and_(
+        exists().where(WorkerInventory.worker_id == worker.id),
+        exists().where(
+            CategoryNodeNeed.category_id == category.id,
+            ~exists()
+            .where(
+                InventoryCount.worker_id == worker.id,
+                InventoryCount.type == CategoryNodeNeed.type,
+                InventoryCount.unit == CategoryNodeNeed.unit,
+                InventoryCount.total >= CategoryNodeNeed.amount,
+            )
+            .correlate_except(InventoryCount),
+        ),
+    )
     return case(
         (job_requires, literal("job-requires-tag")),
         (worker_excludes, literal("worker-excludes-tag")),
@@ -133,6 +156,7 @@ def misfit_reason(
         (worker_requires, literal("worker-requires-tag")),
         (not_(constraint_ok if constraint_ok is not None else true()), literal("constraint")),
         (largest_slots < category.slots, literal("too-few-slots")),
+        (inventory_too_small, literal("inventory-too-small")),
         else_=None,
     )
 

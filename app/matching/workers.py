@@ -132,7 +132,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     worker.rank = spec.rank
     worker.state = spec.state
     queues_changed = _sync_queue_instances(session, worker, queues)
-    store_inventory(session, worker.id, spec.inventory, parsed_inventory)
+    inventory_changed = store_inventory(session, worker.id, spec.inventory, parsed_inventory)
     if canonical_changed:
         session.execute(delete(WorkerTag).where(WorkerTag.worker_id == worker.id))
         rows = [
@@ -141,7 +141,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         ]
         if rows:
             session.execute(insert(WorkerTag), rows)
-    if canonical_changed or queues_changed or facts_changed:
+    if canonical_changed or queues_changed or facts_changed or inventory_changed:
         if not created:
             worker.generation += 1
         session.flush()

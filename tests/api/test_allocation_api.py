@@ -347,3 +347,60 @@ def test_busy_nodes_leave_the_candidate_filter(
             ).all()
         )
     assert counts == {"n0": 1, "n1": 8}
+
+
+def test_job_larger_than_any_inventory_fails_at_submission(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """Misfit reason inventory-too-small: per-node needs above everything a worker's
+    inventory holds (not only what is free now) rule the worker out for good."""
+    tokens = register(client, admin_headers, "small", NODE, rank=0)
+    for shape in ("slot/core=12", "node/[core=2;memory=32{unit:GB}]", "slot=2/node/gpu=3"):
+        job = submit(client, admin_headers, shape)
+        assert job["state"] == "failed", shape
+        assert job["failure_reason"] == "No suitable worker found"
+    # What is merely busy now still waits: the totals decide, not the free counts.
+    hog = submit(client, admin_headers, "slot/core=8")
+    assert client.post("/v1/workers/small/pull", headers=tokens).json()["id"] == hog["id"]
+    six = submit(client, admin_headers, "slot/core=6")
+    assert six["state"] == "waiting"
+
+    # A worker without an inventory keeps the old behaviour: jobspecs never rule it out.
+    client.post("/v1/workers", json={"name": "plain", "slots": 2}, headers=admin_headers)
+    big = submit(client, admin_headers, "slot/core=12")
+    assert big["state"] == "waiting"
+    workers = {
+        w["worker"]: w
+        for w in client.get(f"/v1/jobs/{big['id']}/explain", headers=admin_headers).json()[
+            "workers"
+        ]
+    }
+    assert workers["plain"]["eligible"] is True and workers["plain"]["misfit_reason"] is None
+    assert workers["small"]["eligible"] is False
+    assert workers["small"]["misfit_reason"] == "inventory-too-small"
+    assert [c["reason"] for c in workers["small"]["clauses"]] == ["inventory-too-small"]
+    assert "needs 12 core on one node" in workers["small"]["clauses"][0]["message"]
+    assert "has 8 in all" in workers["small"]["clauses"][0]["message"]
+    candidates = client.get(f"/v1/jobs/{big['id']}/candidates", headers=admin_headers).json()
+    assert [c["worker"] for c in candidates["items"]] == ["plain"]
+
+    # A larger inventory lifts the misfit (the worker's generation changes).
+    finished = client.post(
+        f"/v1/jobs/{hog['id']}/finish", json={"outcome": "finished"}, headers=tokens
+    )
+    assert finished.status_code == 200
+    bigger = client.post(
+        "/v1/workers",
+        json={"name": "small", "rank": 0, "slots": 8, "inventory": "node/core=16"},
+        headers=admin_headers,
+    )
+    assert bigger.status_code == 200, bigger.text
+    explained = client.get(
+        f"/v1/jobs/{big['id']}/explain", params={"worker": "small"}, headers=admin_headers
+    ).json()["workers"][0]
+    assert explained["eligible"] is True and explained["misfit_reason"] is None
+    # Six cores, then twelve: 18 > 16, so the second waits for the first to end.
+    assert client.post("/v1/workers/small/pull", headers=tokens).json()["id"] == six["id"]
+    assert client.post("/v1/workers/small/pull", headers=tokens).status_code == 204
+    client.post(f"/v1/jobs/{six['id']}/finish", json={"outcome": "finished"}, headers=tokens)
+    assert client.post("/v1/workers/small/pull", headers=tokens).json()["id"] == big["id"]
