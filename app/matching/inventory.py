@@ -21,6 +21,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -127,12 +128,17 @@ def _active() -> ColumnElement[bool]:
     return InventoryBooking.released_at.is_(None)
 
 
-def recount(session: Session, worker_id: int) -> None:
-    """Recompute the worker's free counts and untouched vertices from its vertex rows."""
+def recount(session: Session, *worker_ids: int) -> None:
+    """Recompute the workers' free counts and untouched vertices from their vertex rows
+    (a few statements for any number of workers)."""
+    if not worker_ids:
+        return
+    ids = sorted(set(worker_ids))
     v = InventoryVertex
     unit = func.coalesce(v.unit, "")
     rows = session.execute(
         select(
+            v.worker_id,
             v.type,
             unit,
             func.sum(case((v.unit.is_(None), 1), else_=v.size)),
@@ -144,28 +150,31 @@ def recount(session: Session, worker_id: int) -> None:
                 )
             ),
         )
-        .where(v.worker_id == worker_id)
-        .group_by(v.type, unit)
+        .where(v.worker_id.in_(ids))
+        .group_by(v.worker_id, v.type, unit)
     ).all()
-    session.execute(delete(InventoryCount).where(InventoryCount.worker_id == worker_id))
+    session.execute(delete(InventoryCount).where(InventoryCount.worker_id.in_(ids)))
     if rows:
         session.execute(
             insert(InventoryCount),
             [
-                {"worker_id": worker_id, "type": t, "unit": u, "total": total, "free": free}
-                for t, u, total, free in rows
+                {"worker_id": w, "type": t, "unit": u, "total": total, "free": free}
+                for w, t, u, total, free in rows
             ],
         )
-    untouched = session.scalar(
-        select(func.count()).where(
-            v.worker_id == worker_id, v.held_by.is_(None), v.shared == 0, v.used == 0
+    untouched = dict.fromkeys(ids, 0)
+    for worker_id, count in session.execute(
+        select(v.worker_id, func.count())
+        .where(v.worker_id.in_(ids), v.held_by.is_(None), v.shared == 0, v.used == 0)
+        .group_by(v.worker_id)
+    ):
+        untouched[worker_id] = count
+    for worker_id in ids:
+        session.execute(
+            update(WorkerInventory)
+            .where(WorkerInventory.worker_id == worker_id)
+            .values(untouched=untouched[worker_id])
         )
-    )
-    session.execute(
-        update(WorkerInventory)
-        .where(WorkerInventory.worker_id == worker_id)
-        .values(untouched=untouched or 0)
-    )
 
 
 # -- categories ----------------------------------------------------------------------------
@@ -298,57 +307,68 @@ def worker_tree(session: Session, worker_ids: Sequence[int]) -> Vertex:
 # -- booking ---------------------------------------------------------------------------------
 
 
-def _worker_of(session: Session, vertex_id: int) -> tuple[int, int, int]:
-    row = session.execute(
-        select(
-            InventoryVertex.worker_id, InventoryVertex.position, InventoryVertex.last_position
-        ).where(InventoryVertex.id == vertex_id)
-    ).one()
-    return int(row[0]), int(row[1]), int(row[2])
+def _places(session: Session, vertex_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+    """Worker, position and last position of each vertex (one query)."""
+    places: dict[int, tuple[int, int, int]] = {}
+    unique = sorted(set(vertex_ids))
+    for chunk in range(0, len(unique), 500):
+        for vertex_id, worker_id, first, last in session.execute(
+            select(
+                InventoryVertex.id,
+                InventoryVertex.worker_id,
+                InventoryVertex.position,
+                InventoryVertex.last_position,
+            ).where(InventoryVertex.id.in_(unique[chunk : chunk + 500]))
+        ):
+            places[vertex_id] = (worker_id, first, last)
+    return places
+
+
+def _runs(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Adjacent position ranges merged (the cores of one socket are one run)."""
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if merged and merged[-1][1] + 1 == first:
+            merged[-1] = (merged[-1][0], last)
+        else:
+            merged.append((first, last))
+    return merged
 
 
 def book(session: Session, job: Job, placement: Placement) -> list[int]:
     """Book what the placement selected for the job; the worker ids touched. Raises
-    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile."""
-    touched: set[int] = set()
+    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
+
+    Exclusive subtrees are booked with one conditional UPDATE per worker over the merged
+    position ranges: it must change every row of them, or some row was taken."""
+    bookings = placement.bookings()
+    places = _places(session, [b.vertex.key for b in bookings])
+    v = InventoryVertex
+    exclusive: dict[int, list[tuple[int, int]]] = {}
     rows = []
-    for booking in placement.bookings():
-        worker_id, first, last = _worker_of(session, booking.vertex.key)
-        touched.add(worker_id)
-        v = InventoryVertex
+    for booking in bookings:
+        worker_id, first, last = places[booking.vertex.key]
         if booking.mode == "exclusive":
-            result = session.execute(
-                update(v)
-                .where(
-                    v.worker_id == worker_id,
-                    v.position.between(first, last),
-                    v.held_by.is_(None),
-                    v.shared == 0,
-                    v.used == 0,
-                )
-                .values(held_by=job.id)
-            )
-            expected = last - first + 1
-        elif booking.mode == "shared":
-            result = session.execute(
-                update(v)
-                .where(v.id == booking.vertex.key, v.held_by.is_(None))
-                .values(shared=v.shared + 1)
-            )
-            expected = 1
+            exclusive.setdefault(worker_id, []).append((first, last))
         else:
-            result = session.execute(
-                update(v)
-                .where(
-                    v.id == booking.vertex.key,
-                    v.held_by.is_(None),
-                    v.used + booking.amount <= v.size,
+            if booking.mode == "shared":
+                statement = (
+                    update(v)
+                    .where(v.id == booking.vertex.key, v.held_by.is_(None))
+                    .values(shared=v.shared + 1)
                 )
-                .values(used=v.used + booking.amount)
-            )
-            expected = 1
-        if result.rowcount != expected:  # type: ignore[attr-defined]
-            raise ConflictError(f"job {job.id}: resources were taken by another job; retry")
+            else:
+                statement = (
+                    update(v)
+                    .where(
+                        v.id == booking.vertex.key,
+                        v.held_by.is_(None),
+                        v.used + booking.amount <= v.size,
+                    )
+                    .values(used=v.used + booking.amount)
+                )
+            if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
+                raise ConflictError(f"job {job.id}: resources were taken by another job; retry")
         rows.append(
             {
                 "job_id": job.id,
@@ -358,17 +378,39 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
                 "amount": booking.amount,
             }
         )
+    for worker_id, ranges in sorted(exclusive.items()):
+        runs = _runs(ranges)
+        result = session.execute(
+            update(v)
+            .where(
+                v.worker_id == worker_id,
+                or_(*(v.position.between(first, last) for first, last in runs)),
+                v.held_by.is_(None),
+                v.shared == 0,
+                v.used == 0,
+            )
+            .values(held_by=job.id)
+        )
+        if result.rowcount != sum(last - first + 1 for first, last in runs):  # type: ignore[attr-defined]
+            raise ConflictError(f"job {job.id}: resources were taken by another job; retry")
     if rows:
         session.execute(insert(InventoryBooking), rows)
-    for worker_id in sorted(touched):
-        recount(session, worker_id)
-    return sorted(touched)
+    touched = sorted({places[b.vertex.key][0] for b in bookings})
+    recount(session, *touched)
+    return touched
 
 
 def release(session: Session, job: Job) -> None:
-    """Free everything the job holds in inventories."""
-    bookings = session.scalars(
-        select(InventoryBooking)
+    """Free everything the job holds in inventories: its exclusive holds in one UPDATE,
+    shared holds and draws one by one."""
+    bookings = session.execute(
+        select(
+            InventoryBooking.id,
+            InventoryBooking.vertex_id,
+            InventoryBooking.worker_id,
+            InventoryBooking.mode,
+            InventoryBooking.amount,
+        )
         .where(InventoryBooking.job_id == job.id, _active())
         .order_by(InventoryBooking.vertex_id)
         .with_for_update()
@@ -376,31 +418,22 @@ def release(session: Session, job: Job) -> None:
     if not bookings:
         return
     v = InventoryVertex
-    now = utcnow()
-    touched: set[int] = set()
-    for booking in bookings:
-        touched.add(booking.worker_id)
-        if booking.mode == "exclusive":
-            _, first, last = _worker_of(session, booking.vertex_id)
-            session.execute(
-                update(v)
-                .where(
-                    v.worker_id == booking.worker_id,
-                    v.position.between(first, last),
-                    v.held_by == job.id,
-                )
-                .values(held_by=None)
-            )
-        elif booking.mode == "shared":
-            session.execute(update(v).where(v.id == booking.vertex_id).values(shared=v.shared - 1))
-        else:
-            session.execute(
-                update(v).where(v.id == booking.vertex_id).values(used=v.used - booking.amount)
-            )
-        booking.released_at = now
-    session.flush()
-    for worker_id in sorted(touched):
-        recount(session, worker_id)
+    touched = sorted({b.worker_id for b in bookings})
+    if any(b.mode == "exclusive" for b in bookings):
+        session.execute(
+            update(v).where(v.worker_id.in_(touched), v.held_by == job.id).values(held_by=None)
+        )
+    for b in bookings:
+        if b.mode == "shared":
+            session.execute(update(v).where(v.id == b.vertex_id).values(shared=v.shared - 1))
+        elif b.mode == "draw":
+            session.execute(update(v).where(v.id == b.vertex_id).values(used=v.used - b.amount))
+    session.execute(
+        update(InventoryBooking)
+        .where(InventoryBooking.job_id == job.id, _active())
+        .values(released_at=utcnow())
+    )
+    recount(session, *touched)
 
 
 def job_r(session: Session, job_id: int) -> list[dict[str, object]]:
