@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     #: Seconds after which a worker's dynamic metadata is old enough that the pull and
     #: heartbeat responses ask it to report again (seed 004: every 24 hours).
     metadata_refresh_seconds: float = 86_400.0
+    #: How jobs with a jobspec get vertices: ``first`` (lowest ranks and ids first) or
+    #: ``pack`` (partly used nodes and vertices before empty ones).
+    allocation_policy: Literal["first", "pack"] = "first"
 
 
 @lru_cache(maxsize=1)

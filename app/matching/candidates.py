@@ -17,11 +17,14 @@ from sqlalchemy.orm import Session
 from app.db.models import (
     Category,
     CategoryMisfit,
+    CategoryNodeNeed,
+    InventoryCount,
     Job,
     Queue,
     QueueInstance,
     Task,
     Worker,
+    WorkerInventory,
     WorkerProperty,
     WorkerState,
 )
@@ -31,6 +34,7 @@ from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
     constraint_clauses,
+    inventory_clauses,
     plugin_clause,
     slot_clauses,
     state_clauses,
@@ -183,6 +187,15 @@ def explain_job(
         if job_task is not None and job_task.requirements is not None
         else None
     )
+    needs = {
+        (t, u): int(n)
+        for t, u, n in session.execute(
+            select(CategoryNodeNeed.type, CategoryNodeNeed.unit, CategoryNodeNeed.amount).where(
+                CategoryNodeNeed.category_id == job.category_id
+            )
+        )
+    }
+    totals = inventory_totals(session, [row[0] for row in rows]) if needs else {}
     explanations = []
     for worker_id, name, rank, resources, state, largest_slots, reason in rows:
         target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
@@ -191,6 +204,7 @@ def explain_job(
             *tag_clauses(task, Resources.from_string(resources)),
             *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
+            *inventory_clauses(needs, totals.get(worker_id)),
         ]
         if job_task is not None:
             clauses += _task_explanation(session, job_task, requirements, worker_id, clauses)
@@ -217,6 +231,26 @@ def _task_explanation(
     if declared_fit and task.plugin is not None and not can_run_on(task.plugin, view.effective):
         clauses.append(plugin_clause(task.name, task.plugin))
     return clauses
+
+
+def inventory_totals(
+    session: Session, worker_ids: list[int]
+) -> dict[int, dict[tuple[str, str], int]]:
+    """Everything each worker's inventory holds, per (type, unit); workers without an
+    inventory are left out."""
+    found: dict[int, dict[tuple[str, str], int]] = {
+        worker_id: {}
+        for worker_id in session.scalars(
+            select(WorkerInventory.worker_id).where(WorkerInventory.worker_id.in_(worker_ids))
+        )
+    }
+    for worker_id, type_, unit, total in session.execute(
+        select(
+            InventoryCount.worker_id, InventoryCount.type, InventoryCount.unit, InventoryCount.total
+        ).where(InventoryCount.worker_id.in_(worker_ids))
+    ):
+        found[worker_id][(type_, unit)] = int(total)
+    return found
 
 
 def worker_properties(session: Session, worker_ids: list[int]) -> dict[int, frozenset[str]]:

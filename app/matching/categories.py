@@ -10,8 +10,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
+from app.matching.allocation import build_requests
 from app.matching.complex_requests import store_category_requests
 from app.matching.constraint_sql import store_constraint_rows
+from app.matching.inventory import store_category_needs
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.requests import ParsedRequest
 from app.matching.resource_rows import store_resource_vertices
@@ -93,6 +95,7 @@ def get_or_create_category(
         store_constraint_rows(session, category.id, request.constraint)
     if request.jobspec is not None:
         store_resource_vertices(session, category.id, request.jobspec)
+        store_category_needs(session, category.id, build_requests(request.jobspec))
     if task_id is not None:
         session.add(CategoryTask(category_id=category.id, task_id=task_id))
         session.flush()

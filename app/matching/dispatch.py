@@ -1,8 +1,9 @@
 """Dispatch in pull mode: a worker asks for work and gets the best waiting job it can run,
 its slots booked in the same transaction; and the end of a job, which frees them.
 
-Every writer takes row locks in one order: the worker, then the job, then its queue
-instances. PostgreSQL then never finds a cycle between a pull and a finish of one worker.
+Every writer takes row locks in one order: the worker (several workers in id order, for a
+job that holds vertices on several), then the job, then its queue instances, then inventory
+rows. PostgreSQL then never finds a cycle between pulls, allocations, finishes and cancels.
 
 The cost of a pull grows with the number of categories, not of waiting jobs: for each
 category the worker fits, the best waiting job is one seek in the partial index
@@ -11,11 +12,13 @@ category the worker fits, the best waiting job is one seek in the partial index
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Select, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, and_, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -24,6 +27,7 @@ from app.db.models import (
     Allocation,
     Category,
     CategoryTask,
+    InventoryBooking,
     Job,
     JobEventKind,
     JobState,
@@ -31,9 +35,11 @@ from app.db.models import (
     QueueInstance,
     Task,
     Worker,
+    WorkerInventory,
     WorkerState,
 )
-from app.matching import history
+from app.matching import history, inventory
+from app.matching.allocation import Policy, Request, allocate, build_requests
 from app.matching.complex_dispatch import (
     ClusterState,
     dispatch_on,
@@ -46,6 +52,7 @@ from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError
 from app.matching.misfits import fits
 from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
+from app.notations.jobspec import validate_resources
 from app.task_plugins import can_run_on
 
 #: How many heads one pull considers before giving up on a round (others may hold them).
@@ -81,15 +88,37 @@ def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
     return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
 
 
+@lru_cache(maxsize=4096)
+def category_requests(jobspec_json: str) -> tuple[Request, ...]:
+    """The allocator's request tree of a category's canonical jobspec."""
+    return build_requests(validate_resources(json.loads(jobspec_json)))
+
+
 def _heads(
-    session: Session, worker: Worker, max_free: int, limit: int, refused_tasks: set[int]
+    session: Session,
+    worker: Worker,
+    max_free: int,
+    limit: int,
+    refused_tasks: set[int],
+    managed: bool,
 ) -> Select[int, int | None]:
     """(job id, task id) of the best waiting jobs of the categories the worker fits, best
-    first, leaving out the tasks whose plug-in already refused the worker."""
-    fit = [
+    first, leaving out the tasks whose plug-in already refused the worker. A worker with an
+    inventory only gets jobspec jobs that fit on one node and that its free counts could
+    hold (the allocation itself is decided after the claim)."""
+    fit: list[ColumnElement[bool]] = [
         fits(Category.id, worker.id, worker.generation),
         Category.slots <= max_free,
     ]
+    if managed:
+        fit.append(
+            or_(
+                Category.jobspec.is_(None),
+                and_(
+                    inventory.single_node(Category.id), inventory.has_room(Category.id, worker.id)
+                ),
+            )
+        )
     if refused_tasks:
         fit.append(
             or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(sorted(refused_tasks)))
@@ -162,15 +191,17 @@ def _book(session: Session, job: Job, slots: list[FreeSlots]) -> int | None:
     return None
 
 
-def pull(session: Session, worker_name: str) -> Job | None:
-    """Give the worker its next job (running, slots booked), or None when there is none."""
+def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | None:
+    """Give the worker its next job (running, slots booked), or None when there is none.
+    A job with a jobspec given to a worker with an inventory gets its vertices on that
+    worker, chosen by ``policy`` and booked in this transaction."""
     started = time.perf_counter()
-    job = _pull(session, worker_name)
+    job = _pull(session, worker_name, policy)
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job
 
 
-def _pull(session: Session, worker_name: str) -> Job | None:
+def _pull(session: Session, worker_name: str, policy: Policy) -> Job | None:
     worker = worker_by_name(session, worker_name, lock=True)
     worker.last_seen = utcnow()
     if worker.state is not WorkerState.ACTIVE:
@@ -180,12 +211,14 @@ def _pull(session: Session, worker_name: str) -> Job | None:
     if max_free <= 0:
         return None
     plugins = _PluginVerdicts(session, worker)
+    managed = session.get(WorkerInventory, worker.id) is not None
+    skipped: set[int] = set()
     complex_cluster = has_complex_values(session, worker.id)
     state: ClusterState | None = None
     rounds = 0
     while rounds < ROUNDS:
         heads = session.execute(
-            _heads(session, worker, max_free, HEADS_PER_ROUND, plugins.refused)
+            _heads(session, worker, max_free, HEADS_PER_ROUND, plugins.refused, managed)
         ).all()
         if not heads:
             return None
@@ -194,7 +227,7 @@ def _pull(session: Session, worker_name: str) -> Job | None:
             # A plug-in's verdict depends on the task and the worker only, so a refusal
             # rules out every category of the task; the next query leaves them out, and
             # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
-            if task_id is not None and not plugins.accepts(task_id):
+            if job_id in skipped or (task_id is not None and not plugins.accepts(task_id)):
                 continue
             job = _claim(session, job_id)
             if job is None:
@@ -209,12 +242,25 @@ def _pull(session: Session, worker_name: str) -> Job | None:
                 if not booked:
                     continue
                 return _running(session, job, worker)
+            placement = None
+            if managed and category.jobspec is not None:
+                outcome = allocate(
+                    inventory.worker_tree(session, [worker.id]),
+                    category_requests(category.jobspec),
+                    policy,
+                )
+                if outcome.placement is None:
+                    skipped.add(job_id)
+                    continue
+                placement = outcome.placement
             queue_instance_id = _book(session, job, slots)
             if queue_instance_id is None:
                 return None
             session.add(
                 Allocation(job_id=job.id, queue_instance_id=queue_instance_id, slots=job.slots)
             )
+            if placement is not None:
+                inventory.book(session, job, placement)
             job.worker_id = worker.id
             return _running(session, job, worker)
         if len(plugins.refused) == refused_before:
@@ -277,7 +323,31 @@ def release_allocations(session: Session, job: Job) -> None:
         )
         allocation.released_at = now
     release_bookings(session, job.id)
+    inventory.release(session, job)
     session.flush()
+
+
+def booked_workers(session: Session, job_id: int) -> set[int]:
+    """The workers the job holds vertices on (a running job's set does not change)."""
+    return set(
+        session.scalars(
+            select(InventoryBooking.worker_id)
+            .where(InventoryBooking.job_id == job_id, InventoryBooking.released_at.is_(None))
+            .distinct()
+        )
+    )
+
+
+def lock_workers(session: Session, worker_ids: set[int]) -> set[int]:
+    """Lock the workers' rows in id order (the order every multi-worker writer uses)."""
+    session.scalars(
+        select(Worker)
+        .where(Worker.id.in_(sorted(worker_ids)))
+        .order_by(Worker.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
+    return set(worker_ids)
 
 
 FINAL_OUTCOMES = {"finished": JobState.FINISHED, "failed": JobState.FAILED}
@@ -288,9 +358,13 @@ MAX_OUTPUT = 65_536
 
 
 def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Worker, Job]:
-    # Lock order: worker, then job, then queue instances, as in pull; the other order
-    # deadlocked with a concurrent pull by the same worker on PostgreSQL.
-    worker = worker_by_name(session, worker_name, lock=True)
+    """The worker and its running job, locked for a change of state."""
+    # Lock order: workers, then job, then queue instances, as in pull; the other order
+    # deadlocked with a concurrent pull by the same worker on PostgreSQL. A job holding
+    # vertices on other workers (multi-node) locks those workers too: releasing rewrites
+    # their free counts, whose foreign key waits for any pull that holds their row.
+    worker = worker_by_name(session, worker_name)
+    locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
@@ -298,6 +372,8 @@ def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Wo
         raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
     if job.state is not JobState.RUNNING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    if not booked_workers(session, job_id) <= locked:
+        raise ConflictError(f"job {job_id} started while it was being finished; retry")
     return worker, job
 
 

@@ -126,6 +126,28 @@ def slot_clauses(job_slots: int, largest_queue_instance: int) -> list[Clause]:
     ]
 
 
+def inventory_clauses(
+    needs: dict[tuple[str, str], int], totals: dict[tuple[str, str], int] | None
+) -> list[Clause]:
+    """What one node must have for the job (per type and pool unit) against everything the
+    worker's inventory has; ``totals`` None for a worker without an inventory."""
+    if totals is None:
+        return []
+    clauses = []
+    for (type_, unit), amount in sorted(needs.items()):
+        have = totals.get((type_, unit), 0)
+        if have < amount:
+            what = f"{type_} ({unit})" if unit else type_
+            clauses.append(
+                Clause(
+                    "inventory-too-small",
+                    f"the job needs {amount} {what} on one node; the worker's inventory "
+                    f"has {have} in all",
+                )
+            )
+    return clauses
+
+
 def state_clauses(state: WorkerState) -> list[Clause]:
     if state is WorkerState.OFFLINE:
         return [Clause("worker-offline", "the worker is offline")]

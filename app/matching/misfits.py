@@ -23,6 +23,9 @@ too-few-slots      (slots)                      no queue instance has enough slo
 sge-global         (SGE hard requests)          the global host rejects the job
 sge-host           (SGE hard requests)          the execution host rejects the job
 sge-queue          (SGE hard requests)          no queue instance of the worker fits
+inventory-too-     (issue 9)                    the worker has an inventory, and one
+small                                           node of it could never hold what the
+                                                job needs per node (totals, not free)
 =================  ===========================  =====================================
 
 The SGE clauses are compiled in app/matching/complex_sql.py.
@@ -61,12 +64,15 @@ from app.db import dialect
 from app.db.models import (
     Category,
     CategoryMisfit,
+    CategoryNodeNeed,
     CategoryTag,
     CategoryTask,
+    InventoryCount,
     QueueInstance,
     TagMode,
     Task,
     Worker,
+    WorkerInventory,
     WorkerTag,
 )
 from app.matching.complex_sql import REASONS as COMPLEX_REASONS
@@ -89,6 +95,8 @@ REASONS = {
     "task-requirements": "the task's requirements do not hold on the worker's metadata",
     "too-few-slots": "no queue instance of the worker has enough slots",
     **COMPLEX_REASONS,
+    "inventory-too-small": "the worker's whole inventory is smaller than what the job needs "
+    "on one node",
 }
 
 #: Constrained categories compiled into one statement when a worker changes.
@@ -150,6 +158,21 @@ def misfit_reason(
         .where(QueueInstance.worker_id == worker.id)
         .scalar_subquery()
     )
+    # Workers without an inventory are not managed: a jobspec never rules them out.
+    inventory_too_small = and_(
+        exists().where(WorkerInventory.worker_id == worker.id),
+        exists().where(
+            CategoryNodeNeed.category_id == category.id,
+            ~exists()
+            .where(
+                InventoryCount.worker_id == worker.id,
+                InventoryCount.type == CategoryNodeNeed.type,
+                InventoryCount.unit == CategoryNodeNeed.unit,
+                InventoryCount.total >= CategoryNodeNeed.amount,
+            )
+            .correlate_except(InventoryCount),
+        ),
+    )
     return case(
         (job_requires, literal("job-requires-tag")),
         (worker_excludes, literal("worker-excludes-tag")),
@@ -164,6 +187,7 @@ def misfit_reason(
         ),
         (largest_slots < category.slots, literal("too-few-slots")),
         *((condition, literal(code)) for condition, code in complex_reasons(category, worker)),
+        (inventory_too_small, literal("inventory-too-small")),
         else_=None,
     )
 

@@ -12,7 +12,7 @@ from app.db.models import Job, JobEventKind, JobState
 from app.matching import history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.complex_table import load_table
-from app.matching.dispatch import release_allocations
+from app.matching.dispatch import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.parallel import check_pe_exists
 from app.matching.requests import JobSpec, parse_request
@@ -94,9 +94,43 @@ def list_jobs(
     return list(session.scalars(query.limit(limit).offset(offset)))
 
 
+#: Times cancel re-reads a job that started on a worker between its read and its lock.
+LOCK_ATTEMPTS = 3
+
+
+def _lock_for_cancel(session: Session, job_id: int) -> Job:
+    """Lock the job for a change of state, and first, when it runs, its workers (the one it
+    runs on and every one it holds vertices on, in id order): the lock order of every
+    writer is workers -> job -> queue instances -> inventory rows (app/matching/dispatch.py).
+    The workers are known only from an unlocked read, so they are locked in a savepoint and
+    the read repeated when the job moved meanwhile (a waiting job pulled or allocated);
+    rolling back the savepoint drops the locks taken out of order."""
+    for _ in range(LOCK_ATTEMPTS):
+        seen = session.get(Job, job_id, populate_existing=True)
+        if seen is None:
+            raise NotFoundError(f"no job with id {job_id}")
+        worker_ids: set[int] = set()
+        if seen.state is JobState.RUNNING and seen.worker_id is not None:
+            worker_ids = {seen.worker_id} | booked_workers(session, job_id)
+        savepoint = session.begin_nested()
+        lock_workers(session, worker_ids)
+        job = session.get(Job, job_id, with_for_update=True, populate_existing=True)
+        if job is None:
+            savepoint.rollback()
+            raise NotFoundError(f"no job with id {job_id}")
+        if job.state is not JobState.RUNNING or (
+            job.worker_id in worker_ids and booked_workers(session, job_id) <= worker_ids
+        ):
+            savepoint.commit()
+            return job
+        savepoint.rollback()
+    raise ConflictError(f"job {job_id} keeps changing; retry the cancel")
+
+
 def cancel_job(session: Session, job_id: int) -> Job:
-    """Cancel a waiting or running job; a running job's slots are freed at once."""
-    job = get_job(session, job_id, lock=True)
+    """Cancel a waiting or running job; a running job's slots and vertices are freed at
+    once."""
+    job = _lock_for_cancel(session, job_id)
     if job.state not in (JobState.WAITING, JobState.RUNNING):
         raise ConflictError(
             f"job {job_id} is {job.state.value}; only waiting or running jobs can be cancelled"

@@ -13,6 +13,7 @@ from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerSt
 from app.matching.complex_values import write_queue_builtins
 from app.matching.constraint_sql import store_worker_name_parts
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.inventory import parse_worker_inventory, store_inventory
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
 from app.notations.constraints import validate_property_name
@@ -40,6 +41,9 @@ class WorkerSpec:
     queues: tuple[QueueSpec, ...] = field(default_factory=tuple)
     #: RFC 31 properties of the worker (what ``properties`` constraints test).
     properties: tuple[str, ...] = ()
+    #: The worker's resource graph: a shape string or an RFC 14 resources list; None for
+    #: a worker whose resources jobmatch does not manage.
+    inventory: str | list[object] | None = None
 
 
 def _queue(session: Session, name: str) -> Queue:
@@ -94,6 +98,9 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         except NotationError as error:
             raise InvalidFieldError(f"properties.{index}", str(error), error) from error
     properties = set(spec.properties)
+    parsed_inventory = (
+        parse_worker_inventory(spec.inventory) if spec.inventory is not None else None
+    )
     if spec.slots < 0:
         raise InvalidFieldError("slots", "must be zero or more")
     queues = spec.queues or (QueueSpec(DEFAULT_QUEUE, spec.slots),)
@@ -132,6 +139,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     worker.rank = spec.rank
     worker.state = spec.state
     queues_changed = _sync_queue_instances(session, worker, queues)
+    inventory_changed = store_inventory(session, worker.id, spec.inventory, parsed_inventory)
     if canonical_changed:
         session.execute(delete(WorkerTag).where(WorkerTag.worker_id == worker.id))
         rows = [
@@ -140,7 +148,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         ]
         if rows:
             session.execute(insert(WorkerTag), rows)
-    if canonical_changed or queues_changed or facts_changed:
+    if canonical_changed or queues_changed or facts_changed or inventory_changed:
         if not created:
             worker.generation += 1
         session.flush()

@@ -7,16 +7,25 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Header, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
-from app.api.auth import AnyWorkerDep, Principal, SubmitterDep
+from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
-from app.matching import candidates, complex_explain, dispatch, history, idempotency, submission
+from app.matching import (
+    candidates,
+    complex_explain,
+    dispatch,
+    history,
+    idempotency,
+    inventory,
+    scheduling,
+    submission,
+)
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -190,6 +199,22 @@ class WorkerExplanationOut(BaseModel):
     clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
 
 
+class ShortfallOut(BaseModel):
+    path: str = Field(description="the level of the request, e.g. slot/node/core")
+    needed: int
+    found: int = Field(description="the most found in one place")
+    places: int = Field(description="how many places (vertices) were searched")
+    workers: list[str] = Field(description="the workers where that level fell short")
+
+
+class AllocationExplanationOut(BaseModel):
+    placeable: bool
+    candidate_workers: int = Field(
+        description="workers that passed the SQL filter (fit, active, enough free per type)"
+    )
+    shortfalls: list[ShortfallOut]
+
+
 class ExplanationOut(BaseModel):
     job: int
     workers: list[WorkerExplanationOut]
@@ -197,6 +222,9 @@ class ExplanationOut(BaseModel):
         default_factory=list,
         description="Grid Engine jobs: why queue instances cannot take the job, in the "
         "words of qstat -j (level, attribute, requested and offered value)",
+    )
+    allocation: AllocationExplanationOut | None = Field(
+        default=None, description="for a waiting job with a shape or jobspec: can it be placed"
     )
 
 
@@ -212,6 +240,14 @@ class JobEventOut(BaseModel):
 class JobHistoryOut(BaseModel):
     job: int
     events: list[JobEventOut] = Field(description="changes of state, oldest first")
+
+
+class AllocationOut(BaseModel):
+    """RFC 20-like R of what the job holds: per node its rank, name, the ids of each leaf
+    type as an RFC 22 idset and the amounts drawn from pools."""
+
+    job: int
+    R_lite: list[dict[str, Any]]
 
 
 class FinishIn(BaseModel):
@@ -323,6 +359,7 @@ def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
 @router.get("/jobs/{job_id}/explain", response_model=ExplanationOut)
 def explain_job(
     job_id: IdPath,
+    request: Request,
     session: SessionDep,
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
@@ -330,9 +367,29 @@ def explain_job(
     """Every clause that keeps each worker (or the one named) from running the job."""
     job = _visible_job(session, job_id, principal)
     explanations = candidates.explain_job(session, job, worker)
+    allocation = None
+    if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
+        attempt = scheduling.find_placement(
+            session, job, request.app.state.settings.allocation_policy
+        )
+        allocation = AllocationExplanationOut(
+            placeable=attempt.outcome.placement is not None,
+            candidate_workers=attempt.survivors,
+            shortfalls=[
+                ShortfallOut(
+                    path=s.path,
+                    needed=s.needed,
+                    found=s.found,
+                    places=s.contexts,
+                    workers=sorted(s.workers),
+                )
+                for s in attempt.outcome.shortfalls
+            ],
+        )
     return ExplanationOut(
         job=job.id,
         scheduling_info=complex_explain.scheduling_info(session, job),
+        allocation=allocation,
         workers=[
             WorkerExplanationOut(
                 worker=e.worker,
@@ -359,6 +416,22 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
     )
 
 
+@router.get("/jobs/{job_id}/allocation", response_model=AllocationOut)
+def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
+    """The concrete vertices the job holds (empty when it holds none)."""
+    job = _visible_job(session, job_id, principal)
+    return AllocationOut(job=job.id, R_lite=inventory.job_r(session, job.id))
+
+
+@router.post("/jobs/{job_id}/allocate", response_model=JobOut)
+def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: AdminDep) -> JobOut:
+    """Scheduler-side dispatch: allocate a waiting job's vertices on as many workers as it
+    needs (multi-node requests), book them and start it on its first node. 409 when it
+    cannot be placed now (the explanation says why)."""
+    job = scheduling.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
+    return job_out(session, job)
+
+
 @router.post("/match", response_model=CandidatesOut, tags=["match"])
 def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut:
     """Dry run: the candidates this job would have now. Nothing is stored."""
@@ -383,7 +456,7 @@ def finish_job(
 
 
 @router.post("/jobs/{job_id}/return", response_model=JobOut)
-def return_job(job_id: int, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
+def return_job(job_id: IdPath, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
     """The worker running the job gives it back unfinished (it is stopping): the job waits
     again, in its original place."""
     return job_out(session, dispatch.return_job(session, job_id, principal.subject))

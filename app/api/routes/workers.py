@@ -16,7 +16,14 @@ from app.api.problems import ProblemError
 from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
-from app.db.models import Role, Worker, WorkerProperty, WorkerState
+from app.db.models import (
+    InventoryCount,
+    Role,
+    Worker,
+    WorkerInventory,
+    WorkerProperty,
+    WorkerState,
+)
 from app.matching import dispatch, leases, worker_metadata, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
@@ -59,6 +66,12 @@ class WorkerIn(BaseModel):
         max_length=1024,
         description="RFC 31 properties, tested by `properties` constraints",
     )
+    inventory: str | list[Any] | None = Field(
+        default=None,
+        description="the worker's resources as a shape (`node/[socket=2/[core=16;gpu=2];"
+        "memory=256{unit:GB}]`) or an RFC 14 resources list; jobs with a shape or jobspec "
+        "get concrete vertices of it",
+    )
 
 
 class QueueInstanceOut(BaseModel):
@@ -74,6 +87,10 @@ class WorkerOut(BaseModel):
     generation: int
     resources: str
     properties: list[str]
+    inventory: str | None = Field(description="the inventory as given (shape or JSON text)")
+    free: dict[str, int] = Field(
+        description="free units per resource type (`type` or `type:unit` for pools)"
+    )
     queues: list[QueueInstanceOut]
     last_seen: datetime | None
     created_at: datetime
@@ -88,12 +105,22 @@ class RegisteredWorker(WorkerOut):
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
+    inventory = session.get(WorkerInventory, worker.id)
     return WorkerOut(
         properties=sorted(
             session.scalars(
                 select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id)
             )
         ),
+        inventory=inventory.inventory if inventory is not None else None,
+        free={
+            f"{c.type}:{c.unit}" if c.unit else c.type: c.free
+            for c in session.scalars(
+                select(InventoryCount)
+                .where(InventoryCount.worker_id == worker.id)
+                .order_by(InventoryCount.type, InventoryCount.unit)
+            )
+        },
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
@@ -127,6 +154,7 @@ def register_worker(
         state=body.state,
         queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
         properties=tuple(body.properties),
+        inventory=body.inventory,
     )
     worker, created = workers.upsert_worker(session, spec)
     token = None
@@ -175,9 +203,10 @@ _REFRESH_DOC = {
 def pull(
     name: str, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
 ) -> JobOut | Response:
-    """The worker asks for work: the best waiting job it can run, its slots booked. The
+    """The worker asks for work: the best waiting job it can run, its slots (and, for a
+    jobspec job on a worker with an inventory, its vertices) booked. The
     ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
-    job = dispatch.pull(session, name)
+    job = dispatch.pull(session, name, request.app.state.settings.allocation_policy)
     refresh = _refresh_due(request, workers.get_worker(session, name))
     if job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)

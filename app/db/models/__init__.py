@@ -20,6 +20,14 @@ from app.db.models.flux import (
 )
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
+from app.db.models.inventory import (
+    CategoryNodeNeed,
+    CategoryShape,
+    InventoryBooking,
+    InventoryCount,
+    InventoryVertex,
+    WorkerInventory,
+)
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
 from app.db.models.tasks import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.tokens import ApiToken, Role
@@ -31,7 +39,9 @@ __all__ = [
     "AttributeValue",
     "Category",
     "CategoryMisfit",
+    "CategoryNodeNeed",
     "CategoryRequest",
+    "CategoryShape",
     "CategoryTag",
     "CategoryTask",
     "ConstraintHostRun",
@@ -39,6 +49,9 @@ __all__ = [
     "ConstraintRankRun",
     "ConsumableUsage",
     "IdempotencyKey",
+    "InventoryBooking",
+    "InventoryCount",
+    "InventoryVertex",
     "Job",
     "JobBooking",
     "JobEvent",
@@ -52,6 +65,7 @@ __all__ = [
     "TagMode",
     "Task",
     "Worker",
+    "WorkerInventory",
     "WorkerMetadata",
     "WorkerMetadataNamespace",
     "WorkerNamePart",

@@ -1,0 +1,82 @@
+"""Cancelling a running job takes the lock of its worker before the lock of the job, as
+finish and pull do (worker -> job -> queue instances -> inventory rows): the other order
+could deadlock with a finish of the same job on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import select, text
+
+from app.db.engine import Database
+from app.db.models import Job, JobState, Worker
+from app.matching import dispatch, submission, workers
+from app.matching.submission import JobSpec
+from app.matching.workers import WorkerSpec
+
+#: Seconds the test waits for the cancel to block on the worker lock.
+WAIT_SECONDS = 10.0
+
+
+def _running_job(database: Database) -> tuple[int, int]:
+    with database.transaction() as session:
+        worker, _ = workers.upsert_worker(
+            session, WorkerSpec(name="w", slots=2, inventory="node/core=4")
+        )
+        submission.submit_job(session, JobSpec(shape="slot/core=2"), submitter="t")
+    with database.transaction() as session:
+        job = dispatch.pull(session, "w")
+        assert job is not None
+        return job.id, worker.id
+
+
+def test_cancel_of_a_running_job_frees_it(database: Database) -> None:
+    job_id, _ = _running_job(database)
+    with database.transaction() as session:
+        assert submission.cancel_job(session, job_id).state is JobState.CANCELLED
+    with database.transaction(write=False) as session:
+        assert session.scalar(text("SELECT free FROM inventory_counts WHERE type = 'core'")) == 4
+
+
+def test_cancel_locks_the_worker_before_the_job(database: Database, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("SQLite serialises writers at BEGIN; there are no row locks to order")
+    job_id, worker_id = _running_job(database)
+    outcome: list[object] = []
+
+    def cancel() -> None:
+        try:
+            with database.transaction() as session:
+                outcome.append(submission.cancel_job(session, job_id).state)
+        except Exception as error:  # reported to the test thread below
+            outcome.append(error)
+
+    with database.transaction() as holder:
+        holder.execute(select(Worker.id).where(Worker.id == worker_id).with_for_update())
+        thread = threading.Thread(target=cancel)
+        thread.start()
+        deadline = time.monotonic() + WAIT_SECONDS
+        waiting = 0
+        while time.monotonic() < deadline and not waiting:
+            time.sleep(0.05)
+            with database.transaction(write=False) as probe:
+                waiting = (
+                    probe.scalar(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                        )
+                    )
+                    or 0
+                )
+        assert waiting == 1, "the cancel never waited for the worker lock"
+        # While the cancel waits for the worker, the job row is not locked yet.
+        with database.transaction() as other:
+            locked = other.scalar(
+                select(Job.id).where(Job.id == job_id).with_for_update(nowait=True)
+            )
+            assert locked == job_id
+    thread.join(WAIT_SECONDS)
+    assert outcome == [JobState.CANCELLED]
