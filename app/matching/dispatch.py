@@ -49,7 +49,7 @@ from app.matching.complex_dispatch import (
 )
 from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
-from app.matching.misfits import fits
+from app.matching.misfits import worker_fits
 from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
 from app.notations.jobspec import validate_resources
@@ -107,7 +107,7 @@ def _heads(
     inventory only gets jobspec jobs that fit on one node and that its free counts could
     hold (the allocation itself is decided after the claim)."""
     fit: list[ColumnElement[bool]] = [
-        fits(Category.id, worker.id, worker.generation),
+        worker_fits(Category.id, worker.id, worker.generation),
         Category.slots <= max_free,
     ]
     if managed:

@@ -349,3 +349,16 @@ def fits(
         CategoryMisfit.worker_id == worker_id,
         CategoryMisfit.generation == generation,
     )
+
+
+def worker_fits(
+    category_id: ColumnExpressionArgument[int], worker_id: int, generation: int
+) -> ColumnElement[bool]:
+    """:func:`fits` for one worker over many categories: the worker's misfits are read
+    once (an index range scan on ``ix_category_misfits_worker``) instead of one lookup per
+    category, which is what a pull needs."""
+    return category_id.not_in(  # type: ignore[union-attr]
+        select(CategoryMisfit.category_id).where(
+            CategoryMisfit.worker_id == worker_id, CategoryMisfit.generation == generation
+        )
+    )
