@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -149,7 +150,8 @@ class Server:
             **os.environ,
             "JOBMATCH_DATABASE_URL": self.url,
             "JOBMATCH_ADMIN_TOKEN": ADMIN,
-            "JOBMATCH_LOG_LEVEL": "WARNING",
+            # INFO: the server logs each transaction it runs again (app/api/retries.py).
+            "JOBMATCH_LOG_LEVEL": "INFO",
             "JOBMATCH_LOG_FORMAT": "text",
             "JOBMATCH_LEASE_SWEEP_SECONDS": "0",
             # No lease may expire during the run: a requeue would be a second dispatch.
@@ -193,6 +195,8 @@ class LoadConfig:
     #: A client holds up to this many jobs before it finishes the oldest.
     max_hold: int = 3
     failure_rate: float = 0.05
+    #: Pause between the monitor's invariant checks (each reads every job).
+    monitor_seconds: float = 1.0
 
 
 @dataclass
@@ -229,6 +233,8 @@ class LoadResult:
     snapshots: int
     snapshot_problems: list[str]
     seconds: float
+    #: Transactions the server retried (and gave up on), by reason.
+    retries: Counter[str] = field(default_factory=Counter)
 
     def statuses(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -241,6 +247,22 @@ class LoadResult:
 
     def dispatch_latencies(self) -> list[float]:
         return sorted(x for r in self.reports for x in r.dispatch_latencies)
+
+
+RETRIED = re.compile(r": (deadlock|serialization|busy), running the transaction again")
+GAVE_UP = re.compile(r": (deadlock|serialization|busy) after \d+ attempts; giving up")
+
+
+def server_retries(log: Path) -> Counter[str]:
+    """Transactions the server ran again, and gave up on, by reason, from its log."""
+    counts: Counter[str] = Counter()
+    with log.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if match := RETRIED.search(line):
+                counts[f"retried {match.group(1)}"] += 1
+            elif match := GAVE_UP.search(line):
+                counts[f"gave up {match.group(1)}"] += 1
+    return counts
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -417,15 +439,16 @@ def _process_client(
 class Monitor(threading.Thread):
     """Runs the invariant checker on consistent snapshots while the clients work."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, interval: float) -> None:
         super().__init__(daemon=True)
         self.database = database
+        self.interval = interval
         self.stop = threading.Event()
         self.snapshots = 0
         self.problems: list[str] = []
 
     def run(self) -> None:
-        while not self.stop.wait(0.5):
+        while not self.stop.wait(self.interval):
             with self.database.engine.connect() as connection:
                 if connection.dialect.name == "postgresql":
                     # One snapshot for all of the checker's statements.
@@ -445,7 +468,7 @@ def run_load(url: str, config: LoadConfig, log: Path) -> LoadResult:
     try:
         tokens = setup_cluster(server.port, config.clients, config.seed)
         submitted = submit_all(server.port, job_bodies(config.jobs, config.seed), config.submitters)
-        monitor = Monitor(database)
+        monitor = Monitor(database, config.monitor_seconds)
         started = time.monotonic()
         reports = _run_clients(server.port, tokens, config, monitor)
         seconds = time.monotonic() - started
@@ -535,6 +558,7 @@ def verify(database: Database, result: LoadResult) -> dict[str, int]:
         raise AssertionError(f"clients ran out of time; jobs left: {dict(left)}")
     assert not [j for r in reports for j in r.still_held], "jobs left held"
     assert result.snapshots > 0 and not result.snapshot_problems, result.snapshot_problems
+    assert not [k for k in result.retries if k.startswith("gave up")], result.retries
 
     # No job dispatched twice: by what clients received and by the dispatch log.
     dispatched = [j for r in reports for j in r.dispatched]
@@ -631,6 +655,7 @@ def summary(result: LoadResult, numbers: dict[str, int]) -> str:
         "jobs: " + ", ".join(f"{k}={v}" for k, v in numbers.items()),
         f"requests: {dict(sorted(statuses.items()))}",
         f"errors seen by clients (non-2xx): {non_2xx or 'none'}",
+        f"transactions the server ran again: {dict(sorted(result.retries.items())) or 'none'}",
         f"pull latency (all {len(pulls)} pulls): p50={percentile(pulls, 0.5) * 1000:.1f} ms "
         f"p99={percentile(pulls, 0.99) * 1000:.1f} ms max={pulls[-1] * 1000:.1f} ms",
         f"pull latency (the {len(hits)} that returned a job): "

@@ -19,7 +19,7 @@ from tests.reliability.load_harness import LoadConfig, run_load, summary, verify
 
 pytestmark = pytest.mark.db
 
-JOBS = 600
+JOBS = 400
 CLIENTS = 8
 
 
