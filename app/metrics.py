@@ -29,3 +29,9 @@ CATEGORY_LOOKUPS = Counter(
     "Category look-ups at submission: a hit reuses cached misfits, a miss computes them.",
     ["result"],
 )
+TRANSACTION_RETRIES = Counter(
+    "jobmatch_transaction_retries_total",
+    "Requests whose transaction lost a race (deadlock, serialization failure, SQLite lock "
+    "wait) and ran again (outcome=retried) or ran out of attempts (outcome=gave_up).",
+    ["reason", "outcome"],
+)

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     lease_sweep_seconds: float = 30.0
     #: Seconds a SQLite connection waits for a lock before it reports the database busy.
     sqlite_busy_timeout: float = 30.0
+    #: Runs of a request's transaction when it loses a race with another one (deadlock,
+    #: serialization failure, SQLite lock wait); 1 disables the server-side retry.
+    transaction_attempts: int = Field(default=5, ge=1)
     #: Seconds after which a worker's dynamic metadata is old enough that the pull and
     #: heartbeat responses ask it to report again (seed 004: every 24 hours).
     metadata_refresh_seconds: float = 86_400.0

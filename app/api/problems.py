@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db.dialect import is_busy_error
+from app.db.dialect import is_retryable_error
 from app.matching.errors import (
     ConflictError,
     ForbiddenError,
@@ -146,7 +146,9 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
-        if is_busy_error(exc):
+        if is_retryable_error(exc):
+            # A lock wait, deadlock or serialization failure that outlived the server's own
+            # retries (app/api/retries.py): the next attempt will probably succeed.
             return problem_response(
                 request, 503, "the database is busy; retry shortly", headers={"Retry-After": "1"}
             )

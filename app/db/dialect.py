@@ -74,6 +74,21 @@ def is_busy_error(error: BaseException) -> bool:
     return "database is locked" in text or "database table is locked" in text
 
 
+#: PostgreSQL SQLSTATEs after which re-running the whole transaction is the documented
+#: remedy: serialization_failure and deadlock_detected (PostgreSQL manual, "Serialization
+#: Failure Handling"). The server aborted the transaction; nothing of it was stored.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def is_retryable_error(error: BaseException) -> bool:
+    """True when the transaction failed only because of concurrent transactions (a
+    deadlock, a serialization failure, SQLite's lock wait running out) and running it again
+    from the start is safe and likely to succeed."""
+    if getattr(getattr(error, "orig", None), "sqlstate", None) in RETRYABLE_SQLSTATES:
+        return True
+    return is_busy_error(error)
+
+
 #: Key of the PostgreSQL advisory lock that serialises changes to the misfit cache.
 MATCHING_CHANGES_LOCK = 0x6A6F626D  # "jobm"
 

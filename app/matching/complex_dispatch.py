@@ -442,8 +442,15 @@ def dispatch_on(
     hard, soft = category_lists(state.table, category.hard, category.soft)
     rule, limit = None, UNLIMITED
     if category.pe is not None:
+        # The PE's slot limit is shared by every host: lock its row (after worker, job,
+        # before queue instances and consumables) so that concurrent dispatches count the
+        # slots in use one after another. Without it two pulls on different hosts both saw
+        # room and lent 16 of 12 slots under bench/load.py on PostgreSQL; the lock is
+        # granted after the other's commit, and READ COMMITTED lets the next statement see it.
         pe = session.scalar(
-            select(ParallelEnvironment).where(ParallelEnvironment.name == category.pe)
+            select(ParallelEnvironment)
+            .where(ParallelEnvironment.name == category.pe)
+            .with_for_update()
         )
         if pe is None:
             return Decision([], None, None), False

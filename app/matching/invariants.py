@@ -6,10 +6,22 @@ Every state change commits together with its bookings, so these hold after any c
 
 from __future__ import annotations
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ScalarSelect, and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from app.db.models import Allocation, Job, JobState, QueueInstance
+from app.db.models import (
+    Allocation,
+    ConsumableUsage,
+    Job,
+    JobBooking,
+    JobState,
+    ParallelEnvironment,
+    QueueInstance,
+)
+
+#: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
+#: may differ from the running total in the last bits without anything being wrong.
+TOLERANCE = 1e-6
 
 
 def violations(session: Session) -> list[str]:
@@ -67,4 +79,69 @@ def violations(session: Session) -> list[str]:
             )
         if not 0 <= used <= slots:
             problems.append(f"queue instance {qi_id} books {used} of {slots} slots")
+    problems += _consumable_violations(session)
+    problems += _parallel_environment_violations(session)
+    return problems
+
+
+def _consumable_violations(session: Session) -> list[str]:
+    """Grid Engine consumables (app/matching/complex_dispatch.py): each usage row's
+    ``used`` and ``used_nonexclusive`` equal the sums of the job bookings on it and stay
+    within 0..capacity, and only running jobs hold bookings."""
+    problems: list[str] = []
+
+    def booked(nonexclusive: bool) -> ScalarSelect[float]:
+        return (
+            select(func.coalesce(func.sum(JobBooking.amount), 0.0))
+            .where(
+                JobBooking.usage_id == ConsumableUsage.id,
+                JobBooking.nonexclusive.is_(nonexclusive),
+            )
+            .scalar_subquery()
+        )
+
+    for usage_id, level, capacity, used, nonexclusive, held, held_nonexclusive in session.execute(
+        select(
+            ConsumableUsage.id,
+            ConsumableUsage.level,
+            ConsumableUsage.capacity,
+            ConsumableUsage.used,
+            ConsumableUsage.used_nonexclusive,
+            booked(False),
+            booked(True),
+        )
+    ):
+        where = f"consumable usage {usage_id} ({level})"
+        if abs(used - held) > TOLERANCE or abs(nonexclusive - held_nonexclusive) > TOLERANCE:
+            problems.append(
+                f"{where} books {used:g} (+{nonexclusive:g} non-exclusive), running jobs "
+                f"hold {held:g} (+{held_nonexclusive:g})"
+            )
+        if not -TOLERANCE <= used <= capacity + TOLERANCE or nonexclusive < -TOLERANCE:
+            problems.append(f"{where} books {used:g} of {capacity:g}")
+    for job_id, state, count in session.execute(
+        select(Job.id, Job.state, func.count(JobBooking.id))
+        .join(JobBooking, JobBooking.job_id == Job.id)
+        .where(Job.state != JobState.RUNNING)
+        .group_by(Job.id, Job.state)
+    ):
+        problems.append(f"job {job_id} is {state.value} but holds {count} consumable bookings")
+    return problems
+
+
+def _parallel_environment_violations(session: Session) -> list[str]:
+    """A parallel environment never lends more slots than it has."""
+    problems: list[str] = []
+    for name, slots, in_use in session.execute(
+        select(
+            ParallelEnvironment.name,
+            ParallelEnvironment.slots,
+            select(func.coalesce(func.sum(Allocation.slots), 0))
+            .join(Job, Job.id == Allocation.job_id)
+            .where(Job.pe == ParallelEnvironment.name, Allocation.released_at.is_(None))
+            .scalar_subquery(),
+        )
+    ):
+        if in_use > slots:
+            problems.append(f"parallel environment {name} lends {in_use} of {slots} slots")
     return problems

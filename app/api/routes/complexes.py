@@ -8,12 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
+from app.api.retries import RetryingRoute
 from app.db.models import Attribute, ParallelEnvironment
 from app.matching import complex_table, parallel
 from app.matching.complex_values import resolve_target, set_values
 from app.matching.schedule import schedule
 
-router = APIRouter(prefix="/v1", tags=["grid engine"])
+router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
 
 
 class AttributeIn(BaseModel):

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import PrincipalDep
+from app.api.retries import RetryingRoute
 from app.api.schemas import Text
 from app.matching import flux_tools
 
-router = APIRouter(prefix="/v1/flux", tags=["flux"])
+router = APIRouter(prefix="/v1/flux", tags=["flux"], route_class=RetryingRoute)
 
 
 class ShapeIn(BaseModel):

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
+from app.api.retries import RetryingRoute
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
 from app.matching import (
@@ -28,7 +29,7 @@ from app.matching import (
 )
 from app.matching.submission import JobSpec
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
 
 
 class JobIn(BaseModel):

@@ -9,9 +9,10 @@ from pydantic import BaseModel
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
+from app.api.retries import RetryingRoute
 from app.matching.leases import expire_leases
 
-router = APIRouter(prefix="/v1/leases", tags=["leases"])
+router = APIRouter(prefix="/v1/leases", tags=["leases"], route_class=RetryingRoute)
 
 
 class ExpireOut(BaseModel):

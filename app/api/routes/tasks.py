@@ -11,11 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
+from app.api.retries import RetryingRoute
 from app.db.models import Task
 from app.matching import tasks
 from app.matching.tasks import TaskSpec
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=RetryingRoute)
 
 
 class TaskIn(BaseModel):

@@ -11,11 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
+from app.api.retries import RetryingRoute
 from app.api.schemas import IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import Role
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRoute)
 
 
 class TokenCreate(BaseModel):

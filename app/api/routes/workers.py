@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
+from app.api.retries import RetryingRoute
 from app.api.routes.jobs import JobOut, job_out
 from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db import tokens
@@ -27,7 +28,7 @@ from app.db.models import (
 from app.matching import dispatch, leases, worker_metadata, workers
 from app.matching.workers import QueueSpec, WorkerSpec
 
-router = APIRouter(prefix="/v1/workers", tags=["workers"])
+router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 
