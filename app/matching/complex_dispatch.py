@@ -19,7 +19,7 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, delete, func, or_, select, update
@@ -39,7 +39,14 @@ from app.db.models import (
     Worker,
 )
 from app.matching.parallel import UNLIMITED, Offered, allocate
-from app.notations.complex_matching import Level, LevelObject, QueueFit, evaluate_queue_instance
+from app.notations.complex_matching import (
+    Level,
+    LevelObject,
+    Offers,
+    QueueFit,
+    evaluate_queue_instance,
+    level_offers,
+)
 from app.notations.complex_requests import RequestList, parse_request_list
 from app.notations.complexes import ComplexTable, Consumable, Relop
 
@@ -69,6 +76,19 @@ class ObjectState:
     used_nonexclusive: dict[str, float] = field(default_factory=dict)
     #: attribute name -> consumable_usage id
     usage_ids: dict[str, int] = field(default_factory=dict)
+    #: The evaluator's offers of this object, kept until a booking changes ``used``
+    #: (apply_in_memory): a run evaluates the global host and each host for many jobs.
+    _offers: tuple[ComplexTable, Offers] | None = field(default=None, repr=False)
+
+    def offers(self, table: ComplexTable) -> Offers:
+        cached = self._offers
+        if cached is None or cached[0] is not table:
+            cached = self._offers = (table, level_offers(table, self.level_object(), self.level))
+        return cached[1]
+
+    def changed(self) -> None:
+        """Bookings changed: the offers are computed again when next needed."""
+        self._offers = None
 
     def level_object(self) -> LevelObject:
         return LevelObject(
@@ -98,13 +118,23 @@ class ClusterState:
         return sorted(chosen, key=lambda s: (s.seq_no, s.id))
 
     def evaluate(self, slot: QueueSlot, hard: RequestList, soft: RequestList) -> QueueFit:
+        global_host, host, queue = (
+            self.global_host,
+            self.hosts[slot.worker_id],
+            self.queues[slot.id],
+        )
         return evaluate_queue_instance(
             self.table,
-            self.global_host.level_object(),
-            self.hosts[slot.worker_id].level_object(),
-            self.queues[slot.id].level_object(),
+            global_host.level_object(),
+            host.level_object(),
+            queue.level_object(),
             hard,
             soft,
+            offers=(
+                global_host.offers(self.table),
+                host.offers(self.table),
+                queue.offers(self.table),
+            ),
         )
 
 
@@ -300,6 +330,7 @@ def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
     for booking in bookings:
         counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
         counter[booking.attribute] = counter.get(booking.attribute, 0.0) + sign * booking.amount
+        booking.target.changed()
 
 
 def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
@@ -428,26 +459,40 @@ def has_complex_values(session: Session, worker_id: int) -> bool:
     )
 
 
-def dispatch_on(
-    session: Session,
+#: A parallel environment's allocation rule and free slots, or None when it is unknown.
+PeLookup = Callable[[str], tuple[str, int] | None]
+
+
+def pe_from_database(session: Session) -> PeLookup:
+    """Each lookup asks the database (a pull: one PE job at most)."""
+
+    def lookup(name: str) -> tuple[str, int] | None:
+        pe = session.scalar(select(ParallelEnvironment).where(ParallelEnvironment.name == name))
+        if pe is None:
+            return None
+        return pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+
+    return lookup
+
+
+def plan_job(
     state: ClusterState,
-    job: Job,
     category: Category,
     order: Sequence[QueueSlot],
+    pe_lookup: PeLookup,
     *,
     trace: bool = False,
-) -> tuple[Decision, bool]:
-    """Decide and book the job on the given queue instances: the decision and whether it
-    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
+) -> tuple[Decision, list[Booking]]:
+    """Decide a job of the category on the given queue instances and what it would book
+    (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
+    explanations)."""
     hard, soft = category_lists(state.table, category.hard, category.soft)
     rule, limit = None, UNLIMITED
     if category.pe is not None:
-        pe = session.scalar(
-            select(ParallelEnvironment).where(ParallelEnvironment.name == category.pe)
-        )
+        pe = pe_lookup(category.pe)
         if pe is None:
-            return Decision([], None, None), False
-        rule, limit = pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+            return Decision([], None, None), []
+        rule, limit = pe
     decision = decide(
         state,
         order,
@@ -460,8 +505,24 @@ def dispatch_on(
         first_only=not trace,
     )
     if decision.assignment is None or decision.master is None:
+        return decision, []
+    return decision, bookings_for(state, decision.assignment, decision.master, hard)
+
+
+def dispatch_on(
+    session: Session,
+    state: ClusterState,
+    job: Job,
+    category: Category,
+    order: Sequence[QueueSlot],
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide and book the job on the given queue instances: the decision and whether it
+    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
+    decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
+    if decision.assignment is None or decision.master is None:
         return decision, False
-    bookings = bookings_for(state, decision.assignment, decision.master, hard)
     if not book(session, job, decision.assignment, bookings):
         return decision, False
     apply_in_memory(bookings)
