@@ -40,6 +40,7 @@ from app.db.models import (
 )
 from app.matching.parallel import UNLIMITED, Offered, allocate
 from app.notations.complex_matching import (
+    FitCode,
     Level,
     LevelObject,
     Offers,
@@ -60,6 +61,8 @@ class QueueSlot:
     worker_id: int
     host: str
     seq_no: int
+    #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
+    capacity: int = 0
 
 
 @dataclass
@@ -110,12 +113,21 @@ class ClusterState:
     hosts: dict[int, ObjectState]
     queues: dict[int, ObjectState]
     slots: dict[int, QueueSlot]
+    _order: list[QueueSlot] | None = field(default=None, repr=False)
 
     def queue_order(self, worker_ids: Iterable[int] | None = None) -> list[QueueSlot]:
         """Queue instances in queue sort order (seq_no, then creation)."""
-        wanted = None if worker_ids is None else set(worker_ids)
-        chosen = [s for s in self.slots.values() if wanted is None or s.worker_id in wanted]
-        return sorted(chosen, key=lambda s: (s.seq_no, s.id))
+        if self._order is None:
+            # Sorted once: a run asks for every category's order.
+            self._order = sorted(self.slots.values(), key=lambda s: (s.seq_no, s.id))
+        if worker_ids is None:
+            return list(self._order)
+        wanted = set(worker_ids)
+        return [s for s in self._order if s.worker_id in wanted]
+
+    def full(self, slot: QueueSlot) -> bool:
+        """No free slot: the evaluator would refuse the instance for any job."""
+        return self.queues[slot.id].used.get("slots", 0.0) >= slot.capacity
 
     def evaluate(self, slot: QueueSlot, hard: RequestList, soft: RequestList) -> QueueFit:
         global_host, host, queue = (
@@ -197,7 +209,7 @@ def load_state(
         qi_state.builtin["slots"] = str(capacity)
         qi_state.used["slots"] = float(used_slots)
         queues[qi_id] = qi_state
-        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no)
+        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity)
     objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
     columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
     for level, key, kind, text, name in session.execute(value_query):
@@ -244,6 +256,11 @@ def decide(
     requests up to the first fit when ``first_only``) and choose an assignment."""
     fits: list[tuple[QueueSlot, QueueFit]] = []
     for slot in order:
+        if first_only and state.full(slot):
+            # The same verdict without evaluating three levels: late in a run most
+            # instances are full, and a category scans them all before it is rejected.
+            fits.append((slot, _full_fit(slot)))
+            continue
         fit = state.evaluate(slot, hard, soft)
         fits.append((slot, fit))
         if first_only and fit.fits and pe_rule is None and not soft.requests:
@@ -275,6 +292,10 @@ def decide(
         return Decision(fits, None, None)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
     return Decision(fits, assignment, master)
+
+
+def _full_fit(slot: QueueSlot) -> QueueFit:
+    return QueueFit(slot.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
 
 
 def _cap(value: int) -> int:
