@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 
 from app.db import migrate
 from app.db.base import utcnow
@@ -66,6 +66,15 @@ def _value(rng: random.Random, kind: str) -> str:
     if kind == "STRING":
         return rng.choice(STRINGS)
     return f"{rng.randint(8, 64)}G"
+
+
+def _analyze(database: Database) -> None:
+    """Planner statistics after the bulk loads, as autovacuum (or SQLite's optimizer
+    pragma) would have them on a cluster that has been running: without them PostgreSQL
+    plans every table as a few rows."""
+    with database.engine.connect() as connection:
+        connection.execute(text("ANALYZE"))
+        connection.commit()
 
 
 def build(database: Database, hosts: int, categories: int, jobs: int) -> float:
@@ -141,6 +150,7 @@ def build(database: Database, hosts: int, categories: int, jobs: int) -> float:
             session.execute(insert(AttributeValue), rows[start : start + 20_000])
         session.execute(insert(ConsumableUsage), usage)
     print(f"cluster: {hosts} hosts, {len(rows)} attribute values, {len(usage)} capacities")
+    _analyze(database)
     started = time.perf_counter()
     category_jobs: list[int] = []
     with database.transaction() as session:
@@ -176,6 +186,7 @@ def build(database: Database, hosts: int, categories: int, jobs: int) -> float:
         ]
         for start in range(0, len(extra), 20_000):
             session.execute(insert(Job), extra[start : start + 20_000])
+    _analyze(database)
     return categorise
 
 

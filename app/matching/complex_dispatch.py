@@ -19,7 +19,7 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, delete, func, or_, select, update
@@ -39,7 +39,15 @@ from app.db.models import (
     Worker,
 )
 from app.matching.parallel import UNLIMITED, Offered, allocate
-from app.notations.complex_matching import Level, LevelObject, QueueFit, evaluate_queue_instance
+from app.notations.complex_matching import (
+    FitCode,
+    Level,
+    LevelObject,
+    Offers,
+    QueueFit,
+    evaluate_queue_instance,
+    level_offers,
+)
 from app.notations.complex_requests import RequestList, parse_request_list
 from app.notations.complexes import ComplexTable, Consumable, Relop
 
@@ -53,6 +61,8 @@ class QueueSlot:
     worker_id: int
     host: str
     seq_no: int
+    #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
+    capacity: int = 0
 
 
 @dataclass
@@ -69,6 +79,19 @@ class ObjectState:
     used_nonexclusive: dict[str, float] = field(default_factory=dict)
     #: attribute name -> consumable_usage id
     usage_ids: dict[str, int] = field(default_factory=dict)
+    #: The evaluator's offers of this object, kept until a booking changes ``used``
+    #: (apply_in_memory): a run evaluates the global host and each host for many jobs.
+    _offers: tuple[ComplexTable, Offers] | None = field(default=None, repr=False)
+
+    def offers(self, table: ComplexTable) -> Offers:
+        cached = self._offers
+        if cached is None or cached[0] is not table:
+            cached = self._offers = (table, level_offers(table, self.level_object(), self.level))
+        return cached[1]
+
+    def changed(self) -> None:
+        """Bookings changed: the offers are computed again when next needed."""
+        self._offers = None
 
     def level_object(self) -> LevelObject:
         return LevelObject(
@@ -90,28 +113,53 @@ class ClusterState:
     hosts: dict[int, ObjectState]
     queues: dict[int, ObjectState]
     slots: dict[int, QueueSlot]
+    _order: list[QueueSlot] | None = field(default=None, repr=False)
 
     def queue_order(self, worker_ids: Iterable[int] | None = None) -> list[QueueSlot]:
         """Queue instances in queue sort order (seq_no, then creation)."""
-        wanted = None if worker_ids is None else set(worker_ids)
-        chosen = [s for s in self.slots.values() if wanted is None or s.worker_id in wanted]
-        return sorted(chosen, key=lambda s: (s.seq_no, s.id))
+        if self._order is None:
+            # Sorted once: a run asks for every category's order.
+            self._order = sorted(self.slots.values(), key=lambda s: (s.seq_no, s.id))
+        if worker_ids is None:
+            return list(self._order)
+        wanted = set(worker_ids)
+        return [s for s in self._order if s.worker_id in wanted]
+
+    def full(self, slot: QueueSlot) -> bool:
+        """No free slot: the evaluator would refuse the instance for any job."""
+        return self.queues[slot.id].used.get("slots", 0.0) >= slot.capacity
 
     def evaluate(self, slot: QueueSlot, hard: RequestList, soft: RequestList) -> QueueFit:
+        global_host, host, queue = (
+            self.global_host,
+            self.hosts[slot.worker_id],
+            self.queues[slot.id],
+        )
         return evaluate_queue_instance(
             self.table,
-            self.global_host.level_object(),
-            self.hosts[slot.worker_id].level_object(),
-            self.queues[slot.id].level_object(),
+            global_host.level_object(),
+            host.level_object(),
+            queue.level_object(),
             hard,
             soft,
+            offers=(
+                global_host.offers(self.table),
+                host.offers(self.table),
+                queue.offers(self.table),
+            ),
         )
 
 
 def load_state(
-    session: Session, table: ComplexTable, worker_ids: Sequence[int] | None = None
+    session: Session,
+    table: ComplexTable,
+    worker_ids: Sequence[int] | None = None,
+    *,
+    names: Mapping[int, str] | None = None,
 ) -> ClusterState:
-    """The values of the global host and of the given workers (all when None)."""
+    """The values of the global host and of the given workers (all when None).
+    ``names`` (worker id -> name of the given workers) saves a query when the caller
+    has the workers loaded already (a pull)."""
     qi_query = (
         select(
             QueueInstance.id,
@@ -151,7 +199,8 @@ def load_state(
             or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids))
         )
     global_host = ObjectState(Level.GLOBAL, 0, "global")
-    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in session.execute(host_query)}
+    host_rows = names.items() if names is not None else session.execute(host_query)
+    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in host_rows}
     queues: dict[int, ObjectState] = {}
     slots: dict[int, QueueSlot] = {}
     for qi_id, worker_id, capacity, used_slots, queue, seq_no, host in session.execute(qi_query):
@@ -160,7 +209,7 @@ def load_state(
         qi_state.builtin["slots"] = str(capacity)
         qi_state.used["slots"] = float(used_slots)
         queues[qi_id] = qi_state
-        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no)
+        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity)
     objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
     columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
     for level, key, kind, text, name in session.execute(value_query):
@@ -207,6 +256,11 @@ def decide(
     requests up to the first fit when ``first_only``) and choose an assignment."""
     fits: list[tuple[QueueSlot, QueueFit]] = []
     for slot in order:
+        if first_only and state.full(slot):
+            # The same verdict without evaluating three levels: late in a run most
+            # instances are full, and a category scans them all before it is rejected.
+            fits.append((slot, _full_fit(slot)))
+            continue
         fit = state.evaluate(slot, hard, soft)
         fits.append((slot, fit))
         if first_only and fit.fits and pe_rule is None and not soft.requests:
@@ -238,6 +292,10 @@ def decide(
         return Decision(fits, None, None)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
     return Decision(fits, assignment, master)
+
+
+def _full_fit(slot: QueueSlot) -> QueueFit:
+    return QueueFit(slot.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
 
 
 def _cap(value: int) -> int:
@@ -300,12 +358,16 @@ def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
     for booking in bookings:
         counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
         counter[booking.attribute] = counter.get(booking.attribute, 0.0) + sign * booking.amount
+        booking.target.changed()
 
 
 def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
     """Write the job's allocations and bookings; False (nothing changed) when a guard
     fails because a concurrent dispatch took the capacity first."""
-    savepoint = session.begin_nested()
+    guarded = len(assignment) + sum(1 for b in bookings if b.usage_id is not None)
+    # A single guarded update that fails has changed nothing: no savepoint needed (it
+    # costs two round trips, a third of a simple pull's statements after the claim).
+    savepoint = session.begin_nested() if guarded > 1 else None
     # Queue instances first (lock order worker -> job -> queue instances), then the
     # consumable rows in id order.
     for qi_id in sorted(assignment):
@@ -318,7 +380,8 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
             .values(used_slots=QueueInstance.used_slots + count)
         )
         if booked.rowcount != 1:  # type: ignore[attr-defined]
-            savepoint.rollback()
+            if savepoint is not None:
+                savepoint.rollback()
             return False
     rows = []
     for booking in sorted(
@@ -340,7 +403,8 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
                 .values(used=ConsumableUsage.used + booking.amount)
             )
         if result.rowcount != 1:  # type: ignore[attr-defined]
-            savepoint.rollback()
+            if savepoint is not None:
+                savepoint.rollback()
             return False
         rows.append(
             {
@@ -357,7 +421,8 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     if rows:
         session.add_all(JobBooking(**row) for row in rows)
     session.flush()
-    savepoint.commit()
+    if savepoint is not None:
+        savepoint.commit()
     return True
 
 
@@ -428,33 +493,48 @@ def has_complex_values(session: Session, worker_id: int) -> bool:
     )
 
 
-def dispatch_on(
-    session: Session,
-    state: ClusterState,
-    job: Job,
-    category: Category,
-    order: Sequence[QueueSlot],
-    *,
-    trace: bool = False,
-) -> tuple[Decision, bool]:
-    """Decide and book the job on the given queue instances: the decision and whether it
-    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
-    hard, soft = category_lists(state.table, category.hard, category.soft)
-    rule, limit = None, UNLIMITED
-    if category.pe is not None:
+#: A parallel environment's allocation rule and free slots, or None when it is unknown.
+PeLookup = Callable[[str], tuple[str, int] | None]
+
+
+def pe_from_database(session: Session) -> PeLookup:
+    """Each lookup asks the database (a pull: one PE job at most)."""
+
+    def lookup(name: str) -> tuple[str, int] | None:
         # The PE's slot limit is shared by every host: lock its row (after worker, job,
         # before queue instances and consumables) so that concurrent dispatches count the
         # slots in use one after another. Without it two pulls on different hosts both saw
         # room and lent 16 of 12 slots under bench/load.py on PostgreSQL; the lock is
-        # granted after the other's commit, and READ COMMITTED lets the next statement see it.
+        # granted after the other's commit, and READ COMMITTED lets the next statement see
+        # it. (A scheduling run holds every worker's lock, so its cached lookup needs none.)
         pe = session.scalar(
-            select(ParallelEnvironment)
-            .where(ParallelEnvironment.name == category.pe)
-            .with_for_update()
+            select(ParallelEnvironment).where(ParallelEnvironment.name == name).with_for_update()
         )
         if pe is None:
-            return Decision([], None, None), False
-        rule, limit = pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+            return None
+        return pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+
+    return lookup
+
+
+def plan_job(
+    state: ClusterState,
+    category: Category,
+    order: Sequence[QueueSlot],
+    pe_lookup: PeLookup,
+    *,
+    trace: bool = False,
+) -> tuple[Decision, list[Booking]]:
+    """Decide a job of the category on the given queue instances and what it would book
+    (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
+    explanations)."""
+    hard, soft = category_lists(state.table, category.hard, category.soft)
+    rule, limit = None, UNLIMITED
+    if category.pe is not None:
+        pe = pe_lookup(category.pe)
+        if pe is None:
+            return Decision([], None, None), []
+        rule, limit = pe
     decision = decide(
         state,
         order,
@@ -467,8 +547,24 @@ def dispatch_on(
         first_only=not trace,
     )
     if decision.assignment is None or decision.master is None:
+        return decision, []
+    return decision, bookings_for(state, decision.assignment, decision.master, hard)
+
+
+def dispatch_on(
+    session: Session,
+    state: ClusterState,
+    job: Job,
+    category: Category,
+    order: Sequence[QueueSlot],
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide and book the job on the given queue instances: the decision and whether it
+    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
+    decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
+    if decision.assignment is None or decision.master is None:
         return decision, False
-    bookings = bookings_for(state, decision.assignment, decision.master, hard)
     if not book(session, job, decision.assignment, bookings):
         return decision, False
     apply_in_memory(bookings)

@@ -30,8 +30,26 @@ time by the reference evaluator, together with consumable availability.
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, ColumnExpressionArgument, and_, case, exists, not_, or_
-from sqlalchemy.orm import aliased
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    exists,
+    not_,
+    or_,
+    select,
+    true,
+    tuple_,
+    union_all,
+)
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from app.db.models import (
     Attribute,
@@ -73,116 +91,181 @@ def _static(value: type[AttributeValue]) -> ColumnElement[bool]:
     return and_(value.effective, or_(value.kind != "load", value.string.is_not(None)))
 
 
-def level_rejects(
-    category_id: ColumnExpressionArgument[int],
+#: The bound parameter holding the scope's category or worker id.
+SCOPE_PARAM = "sge_scope_id"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one misfit statement covers: one new category against every worker, or one
+    changed worker against every category (app/matching/misfits.py writes no other kind).
+
+    The clauses are compiled as uncorrelated sets of rejected (category, object) pairs
+    narrowed to the scope, which the database builds once per statement (a hashed
+    subplan on PostgreSQL, an ephemeral index on SQLite) and probes per pair. Correlated
+    EXISTS per (category, worker) pair let PostgreSQL's planner rebuild a hash of every
+    queue instance's values once per worker: quadratic in the cluster size. The id is a
+    bound parameter (:data:`SCOPE_PARAM`), so the expression is built once per kind.
+    """
+
+    category_id: int | None = None
+    worker_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.category_id is None) == (self.worker_id is None):
+            raise ValueError("a misfit scope names one category or one worker")
+
+    @property
+    def kind(self) -> str:
+        return "category" if self.category_id is not None else "worker"
+
+    @property
+    def params(self) -> dict[str, int]:
+        value = self.category_id if self.category_id is not None else self.worker_id
+        assert value is not None
+        return {SCOPE_PARAM: value}
+
+
+def _scope_id() -> BindParameter[int]:
+    return bindparam(SCOPE_PARAM, type_=Integer)
+
+
+def _narrow(
+    kind: str,
     level: str,
-    object_key: ColumnExpressionArgument[int] | int,
-) -> ColumnElement[bool]:
-    """True when the object at ``level`` rejects the category's hard requests, FORCED
-    attributes or consumable defaults."""
+    category_id: InstrumentedAttribute[int],
+    value: type[AttributeValue],
+) -> list[ColumnElement[bool]]:
+    """Scope filters for rows of (category, value at ``level``)."""
+    if kind == "category":
+        return [category_id == _scope_id()]
+    if level == "host":
+        return [value.object_key == _scope_id()]
+    if level == "queue_instance":
+        return [value.worker_id == _scope_id()]
+    return []
+
+
+def rejected_objects(kind: str, level: str) -> Select[int, int]:
+    """(category id, object key) pairs where the object at ``level`` rejects the
+    category's hard requests, FORCED attributes or consumable defaults."""
     cr, a, v = aliased(CategoryRequest), aliased(Attribute), aliased(AttributeValue)
-    mismatch = (
-        exists()
-        .where(
-            cr.category_id == category_id,
-            cr.soft.is_(False),
-            v.attribute_id == cr.attribute_id,
-            v.level == level,
-            v.object_key == object_key,
-            _static(v),
-            a.id == cr.attribute_id,
-            not_(_satisfied(a, cr, v)),
-        )
-        .correlate_except(cr, a, v)
+    mismatch = select(cr.category_id, v.object_key).where(
+        cr.soft.is_(False),
+        v.attribute_id == cr.attribute_id,
+        v.level == level,
+        _static(v),
+        a.id == cr.attribute_id,
+        not_(_satisfied(a, cr, v)),
+        *_narrow(kind, level, cr.category_id, v),
     )
-    fa, fv, fcr = aliased(Attribute), aliased(AttributeValue), aliased(CategoryRequest)
+    fc, fa, fv, fcr = (
+        aliased(Category),
+        aliased(Attribute),
+        aliased(AttributeValue),
+        aliased(CategoryRequest),
+    )
+    # Categories x values on purpose: a FORCED value rejects every category that does not
+    # request it (the scope keeps one side small).
     forced = (
-        exists()
-        .where(
-            fv.level == level,
-            fv.object_key == object_key,
-            fa.id == fv.attribute_id,
-            fa.requestable == "FORCED",
-            ~exists()
-            .where(
-                fcr.category_id == category_id,
-                fcr.soft.is_(False),
-                fcr.attribute_id == fa.id,
-            )
-            .correlate_except(fcr),
-        )
-        .correlate_except(fa, fv)
+        select(fc.id, fv.object_key)
+        .select_from(fc)
+        .join(fv, true())
+        .join(fa, fa.id == fv.attribute_id)
+    ).where(
+        fv.level == level,
+        fa.requestable == "FORCED",
+        ~exists()
+        .where(fcr.category_id == fc.id, fcr.soft.is_(False), fcr.attribute_id == fa.id)
+        .correlate_except(fcr),
+        *_narrow(kind, level, fc.id, fv),
     )
-    da, dv, dcr = aliased(Attribute), aliased(AttributeValue), aliased(CategoryRequest)
+    dc, da, dv, dcr = (
+        aliased(Category),
+        aliased(Attribute),
+        aliased(AttributeValue),
+        aliased(CategoryRequest),
+    )
     default = (
-        exists()
-        .where(
-            dv.level == level,
-            dv.object_key == object_key,
-            dv.kind == "fixed",
-            da.id == dv.attribute_id,
-            da.consumable != "NO",
-            da.relop != "EXCL",
-            da.default_number > 0,
-            not_(da.default_number <= dv.number),
-            ~exists()
-            .where(
-                dcr.category_id == category_id,
-                dcr.soft.is_(False),
-                dcr.attribute_id == da.id,
-            )
-            .correlate_except(dcr),
-        )
-        .correlate_except(da, dv)
+        select(dc.id, dv.object_key)
+        .select_from(dc)
+        .join(dv, true())
+        .join(da, da.id == dv.attribute_id)
+    ).where(
+        dv.level == level,
+        dv.kind == "fixed",
+        da.consumable != "NO",
+        da.relop != "EXCL",
+        da.default_number > 0,
+        not_(da.default_number <= dv.number),
+        ~exists()
+        .where(dcr.category_id == dc.id, dcr.soft.is_(False), dcr.attribute_id == da.id)
+        .correlate_except(dcr),
+        *_narrow(kind, level, dc.id, dv),
     )
-    return or_(mismatch, forced, default)
+    return union_all(mismatch, forced, default)  # type: ignore[return-value]
 
 
-def queue_instance_fits(category: type[Category], worker: type[Worker]) -> ColumnElement[bool]:
-    """Some queue instance of the worker passes its own level and knows every hard
-    request somewhere (global, host or itself), with enough slots."""
-    qi = aliased(QueueInstance)
-    cr, v = aliased(CategoryRequest), aliased(AttributeValue)
+def fitting_queue_hosts(kind: str) -> Select[int, int]:
+    """(category id, worker id) pairs where some queue instance of the worker passes its
+    own level and knows every hard request somewhere (global, host or itself), with
+    enough slots."""
+    c, qi = aliased(Category), aliased(QueueInstance)
+    rejected = rejected_objects(kind, "queue_instance").subquery()
+    cr = aliased(CategoryRequest)
+    vg, vh, vq = aliased(AttributeValue), aliased(AttributeValue), aliased(AttributeValue)
+    # Three probes of the (attribute, level, object, kind) index rather than one EXISTS
+    # with an OR, which no index serves.
     unknown = (
         exists()
         .where(
-            cr.category_id == category.id,
+            cr.category_id == c.id,
             cr.soft.is_(False),
             ~exists()
+            .where(vg.attribute_id == cr.attribute_id, vg.level == "global")
+            .correlate_except(vg),
+            ~exists()
             .where(
-                v.attribute_id == cr.attribute_id,
-                or_(
-                    v.level == "global",
-                    and_(v.level == "host", v.object_key == worker.id),
-                    and_(v.level == "queue_instance", v.object_key == qi.id),
-                ),
+                vh.attribute_id == cr.attribute_id,
+                vh.level == "host",
+                vh.object_key == qi.worker_id,
             )
-            .correlate_except(v),
+            .correlate_except(vh),
+            ~exists()
+            .where(
+                vq.attribute_id == cr.attribute_id,
+                vq.level == "queue_instance",
+                vq.object_key == qi.id,
+            )
+            .correlate_except(vq),
         )
         .correlate_except(cr)
     )
-    # Every subquery names the tables it owns and correlates the rest explicitly: nested
-    # EXISTS only auto-correlate to the immediately enclosing SELECT, and would otherwise
-    # take categories/workers as FROMs of their own.
-    return (
-        exists()
-        .where(
-            qi.worker_id == worker.id,
-            qi.slots >= category.slots,
-            not_(level_rejects(category.id, "queue_instance", qi.id)),
-            not_(unknown),
-        )
-        .correlate_except(qi)
+    narrow = [c.id == _scope_id()] if kind == "category" else [qi.worker_id == _scope_id()]
+    return select(c.id, qi.worker_id).where(
+        qi.slots >= c.slots,
+        *narrow,
+        tuple_(c.id, qi.id).not_in(select(rejected.c.category_id, rejected.c.object_key)),
+        not_(unknown),
     )
 
 
+@lru_cache(maxsize=8)
 def complex_reasons(
-    category: type[Category], worker: type[Worker]
-) -> list[tuple[ColumnElement[bool], str]]:
-    """(condition, reason code) pairs for the misfit CASE, in hierarchy order. Categories
-    and clusters without complex rows pass them at the cost of a few index probes."""
-    return [
-        (level_rejects(category.id, "global", 0), "sge-global"),
-        (level_rejects(category.id, "host", worker.id), "sge-host"),
-        (not_(queue_instance_fits(category, worker)), "sge-queue"),
-    ]
+    category: type[Category], worker: type[Worker], kind: str
+) -> tuple[tuple[ColumnElement[bool], str], ...]:
+    """(condition, reason code) pairs for the misfit CASE of a statement of scope ``kind``
+    (its id bound as :data:`SCOPE_PARAM`), in hierarchy order. Categories and clusters
+    without complex rows pass them at the cost of a few index probes. Built once per
+    kind: aliasing the models is what costs (hundreds of ms per statement otherwise)."""
+    rejected_global = rejected_objects(kind, "global").subquery()
+    rejected_host = rejected_objects(kind, "host").subquery()
+    pair = tuple_(category.id, worker.id)
+    return (
+        (category.id.in_(select(rejected_global.c.category_id)), "sge-global"),
+        (
+            pair.in_(select(rejected_host.c.category_id, rejected_host.c.object_key)),
+            "sge-host",
+        ),
+        (pair.not_in(fitting_queue_hosts(kind)), "sge-queue"),
+    )

@@ -237,7 +237,9 @@ def _pull(session: Session, worker_name: str, policy: Policy) -> Job | None:
             if complex_cluster or category.hard != "NONE" or category.pe is not None:
                 # Grid Engine rules: load values and consumables now, bookings (sge.md d).
                 if state is None:
-                    state = load_state(session, load_table(session), [worker.id])
+                    state = load_state(
+                        session, load_table(session), [worker.id], names={worker.id: worker.name}
+                    )
                 _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
                 if not booked:
                     continue

@@ -42,10 +42,13 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import cast
 
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
+    ScalarSelect,
+    Table,
     and_,
     case,
     delete,
@@ -76,7 +79,7 @@ from app.db.models import (
     WorkerTag,
 )
 from app.matching.complex_sql import REASONS as COMPLEX_REASONS
-from app.matching.complex_sql import complex_reasons
+from app.matching.complex_sql import Scope, complex_reasons
 from app.matching.constraint_sql import compile_constraint
 from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
 from app.notations.constraints import Constraint, parse_constraint
@@ -109,16 +112,19 @@ def _tag_pair(category_tag: type[CategoryTag], worker_tag: type[WorkerTag]) -> C
     )
 
 
-def misfit_reason(
-    category: type[Category],
-    worker: type[Worker],
-    constraint_ok: ColumnElement[bool] | None = None,
-    requirements_ok: ColumnElement[bool] | None = None,
-) -> ColumnElement[str | None]:
-    """The reason code of the first failing clause for (category, worker), NULL if it fits.
-    ``constraint_ok`` is the compiled RFC 31 constraint of the categories in question,
-    ``requirements_ok`` the compiled requirements of their tasks; ``Task`` is the category's
-    task, outer-joined (NULL columns for a category without a task)."""
+@lru_cache(maxsize=8)
+def _pair_clauses(
+    category: type[Category], worker: type[Worker]
+) -> tuple[
+    ColumnElement[bool],
+    ColumnElement[bool],
+    ColumnElement[bool],
+    ColumnElement[bool],
+    ScalarSelect[int],
+    ColumnElement[bool],
+]:
+    """The tag, slot and inventory clauses of :func:`misfit_reason`. Expressions are
+    immutable, so they are built once: aliasing the models costs tens of ms a time."""
     ct, wt = aliased(CategoryTag), aliased(WorkerTag)
     job_requires = exists().where(
         ct.category_id == category.id,
@@ -173,6 +179,38 @@ def misfit_reason(
             .correlate_except(InventoryCount),
         ),
     )
+    return (
+        job_requires,
+        worker_excludes,
+        job_excludes,
+        worker_requires,
+        largest_slots,
+        inventory_too_small,
+    )
+
+
+def misfit_reason(
+    category: type[Category],
+    worker: type[Worker],
+    scope: Scope,
+    constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
+) -> ColumnElement[str | None]:
+    """The reason code of the first failing clause for (category, worker), NULL if it fits.
+    ``constraint_ok`` is the compiled RFC 31 constraint of the categories in question,
+    ``requirements_ok`` the compiled requirements of their tasks; ``Task`` is the category's
+    task, outer-joined (NULL columns for a category without a task). ``scope`` names the
+    one category or the one worker the statement is about (the SGE clauses are sets
+    narrowed to it)."""
+    (
+        job_requires,
+        worker_excludes,
+        job_excludes,
+        worker_requires,
+        largest_slots,
+        inventory_too_small,
+    ) = _pair_clauses(category, worker)
+    sge_clauses = complex_reasons(category, worker, scope.kind)
     return case(
         (job_requires, literal("job-requires-tag")),
         (worker_excludes, literal("worker-excludes-tag")),
@@ -186,7 +224,7 @@ def misfit_reason(
             literal("task-requirements"),
         ),
         (largest_slots < category.slots, literal("too-few-slots")),
-        *((condition, literal(code)) for condition, code in complex_reasons(category, worker)),
+        *((condition, literal(code)) for condition, code in sge_clauses),
         (inventory_too_small, literal("inventory-too-small")),
         else_=None,
     )
@@ -194,6 +232,7 @@ def misfit_reason(
 
 def _insert_misfits(
     session: Session,
+    scope: Scope,
     *conditions: ColumnElement[bool],
     constraint_ok: ColumnElement[bool] | None = None,
     requirements_ok: ColumnElement[bool] | None = None,
@@ -203,7 +242,7 @@ def _insert_misfits(
             Category.id.label("category_id"),
             Worker.id.label("worker_id"),
             Worker.generation.label("generation"),
-            misfit_reason(Category, Worker, constraint_ok, requirements_ok).label("reason"),
+            misfit_reason(Category, Worker, scope, constraint_ok, requirements_ok).label("reason"),
         )
         .select_from(Category)
         .join(Worker, true())
@@ -213,12 +252,14 @@ def _insert_misfits(
     )
     rows = pairs.subquery()
     session.execute(
-        insert(CategoryMisfit).from_select(
+        # The Core table: an ORM insert given parameters would be a bulk insert.
+        insert(cast(Table, CategoryMisfit.__table__)).from_select(
             ["category_id", "worker_id", "generation", "reason"],
             select(rows.c.category_id, rows.c.worker_id, rows.c.generation, rows.c.reason).where(
                 rows.c.reason.is_not(None)
             ),
-        )
+        ),
+        scope.params,
     )
 
 
@@ -275,6 +316,7 @@ def cache_category_misfits(
     requirements_ok = _task_requirements(session, [task_id]) if task_id is not None else None
     _insert_misfits(
         session,
+        Scope(category_id=category.id),
         Category.id == category.id,
         constraint_ok=constraint_ok,
         requirements_ok=requirements_ok,
@@ -298,6 +340,7 @@ def recache_task_misfits(session: Session, task_id: int) -> None:
         constraint_ok = _constraint_predicate(category_id, text) if text is not None else None
         _insert_misfits(
             session,
+            Scope(category_id=category_id),
             Category.id == category_id,
             constraint_ok=constraint_ok,
             requirements_ok=requirements_ok,
@@ -313,6 +356,7 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
     requirements_ok = _task_requirements(session, None)
     _insert_misfits(
         session,
+        Scope(worker_id=worker_id),
         Worker.id == worker_id,
         Category.constraint.is_(None),
         requirements_ok=requirements_ok,
@@ -331,6 +375,7 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
         )
         _insert_misfits(
             session,
+            Scope(worker_id=worker_id),
             Worker.id == worker_id,
             Category.id.in_([category_id for category_id, _ in chunk]),
             constraint_ok=constraint_ok,

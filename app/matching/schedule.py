@@ -7,13 +7,16 @@ SQL once for the workers the misfit cache keeps, and keeps a per-run memo as Gri
 does: a category that could not place a job is *rejected* for the rest of the run (within
 a run resources only shrink, so a later job of it cannot fit either), and queue instances
 that failed a sequential category without soft requests are skipped for its later jobs.
+Since nothing else books while it holds the worker locks, its bookings live in memory
+until the end of the run and are written in a few batched statements.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
@@ -22,11 +25,11 @@ from app.matching.complex_dispatch import (
     ClusterState,
     Decision,
     QueueSlot,
-    dispatch_on,
     load_state,
 )
 from app.matching.complex_table import load_table
 from app.matching.misfits import fits
+from app.matching.run_bookings import RunBookings, schedule_job
 
 
 @dataclass
@@ -65,10 +68,15 @@ def _memo(session: Session, state: ClusterState, category: Category, trace: bool
     return _CategoryMemo(category, state.queue_order(everyone), sql_excluded=everyone - kept)
 
 
+#: Waiting jobs locked per statement as the run reaches them.
+LOCK_CHUNK = 1000
+
+
 def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     """Dispatch what can run now. ``trace`` keeps every evaluated queue instance's fit in
     the decisions (for scenarios and explanations), otherwise evaluation stops at the
-    first fitting instance where that decides."""
+    first fitting instance where that decides. Bookings are kept in memory and written
+    at the end (app/matching/run_bookings.py)."""
     session.scalars(select(Worker.id).order_by(Worker.id).with_for_update()).all()
     state = load_state(session, load_table(session))
     jobs = session.execute(
@@ -78,7 +86,12 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     ).all()
     memos: dict[int, _CategoryMemo] = {}
     report = ScheduleReport()
-    for job_id, category_id in jobs:
+    run = RunBookings()
+    lookup = run.pe_lookup(session)
+    now = utcnow()
+    locked: set[int] = set()
+    locked_until = 0
+    for index, (job_id, category_id) in enumerate(jobs):
         memo = memos.get(category_id)
         if memo is None:
             category = session.get(Category, category_id)
@@ -87,24 +100,47 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
         if memo.rejected:
             continue
         report.considered += 1
-        job = session.get(Job, job_id, with_for_update=True)
-        if job is None or job.state is not JobState.WAITING:
-            continue
-        decision, booked = dispatch_on(session, state, job, memo.category, memo.order, trace=trace)
+        if index >= locked_until:
+            locked_until = index + LOCK_CHUNK
+            locked |= _lock_waiting(session, jobs[index:locked_until], memos)
+        if job_id not in locked:
+            continue  # cancelled (or taken) since the list was read
+        decision, booked = schedule_job(
+            state, run, lookup, job_id, memo.category, memo.order, now, trace=trace
+        )
         if trace:
-            report.decisions.append((job.id, decision, booked))
-            report.sql_excluded[job.id] = memo.sql_excluded
+            report.decisions.append((job_id, decision, booked))
+            report.sql_excluded[job_id] = memo.sql_excluded
         if not booked:
             memo.rejected = True
             report.rejected_categories += 1
             continue
         if not trace:
             _skip_failed(memo, decision)
-        job.state = JobState.RUNNING
-        job.started_at = utcnow()
         report.dispatched += 1
-    session.flush()
+    run.write(session)
     return report
+
+
+def _lock_waiting(
+    session: Session, upcoming: Sequence[Row[int, int]], memos: dict[int, _CategoryMemo]
+) -> set[int]:
+    """Lock the upcoming jobs of categories not rejected yet; the ids still waiting."""
+    wanted = [
+        job_id
+        for job_id, category_id in upcoming
+        if category_id not in memos or not memos[category_id].rejected
+    ]
+    if not wanted:
+        return set()
+    return set(
+        session.scalars(
+            select(Job.id)
+            .where(Job.id.in_(wanted), Job.state == JobState.WAITING)
+            .order_by(Job.id)
+            .with_for_update()
+        )
+    )
 
 
 def _skip_failed(memo: _CategoryMemo, decision: Decision) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from app.notations.complex_requests import RequestList
 from app.notations.complex_strings import Semantics, check_semantics
@@ -62,6 +63,7 @@ __all__ = [
     "LevelFit",
     "LevelObject",
     "Offer",
+    "Offers",
     "QueueFit",
     "Source",
     "check_offers",
@@ -179,6 +181,18 @@ class Offer:
         return None if self.capacity is None else self.capacity - self.used
 
 
+@lru_cache(maxsize=65_536)
+def _parse(definition: ComplexDefinition, text: str, role: str) -> Value:
+    """:func:`parse_value`, memoised: the same texts are parsed for every object and every
+    evaluation (a scheduling run evaluates thousands of queue instances per job), and
+    definitions are immutable. Errors are raised again each time (never cached)."""
+    return parse_value(definition, text, role=role)
+
+
+#: One object's offers per attribute name (:func:`level_offers`).
+Offers = Mapping[str, tuple[Offer, ...]]
+
+
 def _restrictive(relop: Relop, first: float, second: float) -> float:
     return min(first, second) if relop in (Relop.LE, Relop.LT) else max(first, second)
 
@@ -235,7 +249,7 @@ def level_offers(
                 # A built-in limit (h_vmem=INFINITY, ...) is a fixed per-slot value even
                 # when the attribute is made consumable; capacities come from
                 # complex_values only.
-                limit = parse_value(definition, builtin[name], role="load")
+                limit = _parse(definition, builtin[name], "load")
                 own = Offer(name, level, Source.FIXED, limit)
             own = Offer(
                 name, level, own.source, own.value, own.capacity, own.used, used_nonexclusive
@@ -248,9 +262,7 @@ def level_offers(
             else:
                 primary = _merge(definition, primary, Offer(name, level, Source.FIXED, own.value))
         if name in loads:
-            load = Offer(
-                name, level, Source.LOAD, parse_value(definition, loads[name], role="load")
-            )
+            load = Offer(name, level, Source.LOAD, _parse(definition, loads[name], "load"))
             primary = load if primary is None else _merge(definition, primary, load)
         assert primary is not None
         offers[name] = (primary, *extra)
@@ -261,11 +273,11 @@ def _capacity_or_fixed(
     definition: ComplexDefinition, text: str, level: Level, used: float, role: str
 ) -> Offer:
     if definition.is_consumable:
-        capacity = parse_value(definition, text, role="capacity")
+        capacity = _parse(definition, text, "capacity")
         assert isinstance(capacity, float)
         available = capacity if definition.relop is Relop.EXCL else capacity - used
         return Offer(definition.name, level, Source.CONSUMABLE, available, capacity, used)
-    value = parse_value(definition, text, role=role)
+    value = _parse(definition, text, role)
     return Offer(definition.name, level, Source.FIXED, value)
 
 
@@ -323,11 +335,13 @@ def evaluate_level(
     hard: RequestList,
     *,
     semantics: Semantics = "6.1",
+    offers: Offers | None = None,
 ) -> LevelFit:
     """Check the hard requests (and FORCED attributes, slots, defaults) against one
-    object's own offers."""
+    object's own offers (``offers``: precomputed by a caller that evaluates the same
+    object many times, as :func:`level_offers` would give them)."""
     check_semantics(semantics)
-    offers = level_offers(table, obj, level)
+    offers = offers if offers is not None else level_offers(table, obj, level)
     requested = {request.name for request in hard}
     for name in offers:
         definition = table[name]
@@ -453,18 +467,23 @@ def count_soft_violations(
     soft: RequestList,
     *,
     semantics: Semantics = "6.1",
+    offers: tuple[Offers, Offers, Offers] | None = None,
 ) -> tuple[int, int]:
     """(faithful, naive) soft violation counts for global, host and queue objects."""
     levels = (Level.GLOBAL, Level.HOST, Level.QUEUE)
-    per_level = [
-        level_offers(table, obj, level) for obj, level in zip(objects, levels, strict=True)
-    ]
+    if not soft.requests:
+        return 0, 0
+    per_level = (
+        list(offers)
+        if offers is not None
+        else [level_offers(table, obj, level) for obj, level in zip(objects, levels, strict=True)]
+    )
     faithful = naive = 0
     for request in soft:
         definition = table[request.name]
         matched = defined = failed = False
-        for level, offers in zip(levels, per_level, strict=True):
-            item = offers.get(request.name)
+        for level, own in zip(levels, per_level, strict=True):
+            item = own.get(request.name)
             if item is not None:
                 defined = True
                 if check_offers(definition, request.parsed, item, semantics=semantics) is None:
@@ -488,13 +507,17 @@ def evaluate_queue_instance(
     soft: RequestList | None = None,
     *,
     semantics: Semantics = "6.1",
+    offers: tuple[Offers, Offers, Offers] | None = None,
 ) -> QueueFit:
-    """Whether ``queue`` (on ``host``) can take a one-slot job with these requests."""
+    """Whether ``queue`` (on ``host``) can take a one-slot job with these requests.
+    ``offers`` are the three objects' precomputed :func:`level_offers`, if the caller
+    keeps them."""
     soft = soft if soft is not None else RequestList((), soft=True)
     fits: list[LevelFit] = []
     levels = ((Level.GLOBAL, global_host), (Level.HOST, host), (Level.QUEUE, queue))
-    for level, obj in levels:
-        fit = evaluate_level(table, level, obj, hard, semantics=semantics)
+    for index, (level, obj) in enumerate(levels):
+        own = offers[index] if offers is not None else None
+        fit = evaluate_level(table, level, obj, hard, semantics=semantics, offers=own)
         if not fit.ok:
             return QueueFit(
                 queue.name, False, level, fit.code, fit.attribute, _message(table, fit, obj, hard)
@@ -513,7 +536,7 @@ def evaluate_queue_instance(
             _message(table, fit, queue, hard),
         )
     faithful, naive = count_soft_violations(
-        table, (global_host, host, queue), soft, semantics=semantics
+        table, (global_host, host, queue), soft, semantics=semantics, offers=offers
     )
     return QueueFit(
         queue.name,

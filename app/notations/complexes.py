@@ -406,6 +406,9 @@ class ComplexTable:
     _index: Mapping[str, ComplexDefinition] = field(
         init=False, repr=False, compare=False, hash=False
     )
+    _names: Mapping[str, ComplexDefinition] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         index: dict[str, ComplexDefinition] = {}
@@ -421,6 +424,9 @@ class ComplexTable:
                     )
                 index[word] = definition
         object.__setattr__(self, "_index", index)
+        # Names take precedence over shortcuts; a dict keeps lookups O(1) on the
+        # evaluator's hot path (thousands per scheduled job).
+        object.__setattr__(self, "_names", {d.name: d for d in self.definitions})
 
     def __iter__(self) -> Iterator[ComplexDefinition]:
         return iter(self.definitions)
@@ -433,10 +439,8 @@ class ComplexTable:
 
     def lookup(self, word: str) -> ComplexDefinition | None:
         """The definition whose name, or else shortcut, is ``word``."""
-        for definition in self.definitions:
-            if definition.name == word:
-                return definition
-        return self._index.get(word)
+        definition = self._names.get(word)
+        return definition if definition is not None else self._index.get(word)
 
     def __getitem__(self, word: str) -> ComplexDefinition:
         definition = self.lookup(word)

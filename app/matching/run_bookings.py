@@ -1,0 +1,218 @@
+"""A scheduling run's bookings, kept in memory and written at the end of the run.
+
+A run holds every worker's lock (app/matching/schedule.py), so no pull books anything
+while it decides, and its in-memory cluster state (app/matching/complex_dispatch.py) is
+the picture the database would show. Writing each job's bookings as it is decided cost
+about eight statements per job (savepoint, job lock, queue instance, each consumable row,
+allocation, bookings, job); here the run sums them per row and writes them with one
+executemany per statement shape, still guarded (``used + amount <= capacity``, the
+exclusive-use conditions, ``state = 'waiting'``), in the lock order of app/matching/
+dispatch.py (jobs were locked as the run reached them, then queue instances, then
+consumable rows in id order). A guard that fails means something changed under the
+run's locks (an admin lowered a capacity): the run raises and its transaction rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import Table, Update, bindparam, insert, select, update
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    Allocation,
+    Category,
+    ConsumableUsage,
+    Job,
+    JobBooking,
+    JobState,
+    ParallelEnvironment,
+    QueueInstance,
+)
+from app.matching.complex_dispatch import (
+    Booking,
+    ClusterState,
+    Decision,
+    PeLookup,
+    QueueSlot,
+    apply_in_memory,
+    pe_slots_in_use,
+    plan_job,
+)
+from app.matching.errors import ConflictError
+
+#: (usage row id, counts in used_nonexclusive, exclusive use)
+_UsageKey = tuple[int, bool, bool]
+
+
+def _table(model: type[object]) -> Table:
+    return cast(Table, model.__table__)  # type: ignore[attr-defined]
+
+
+@dataclass
+class RunBookings:
+    """Everything the run has booked so far, per database row."""
+
+    slots: dict[int, int] = field(default_factory=dict)
+    usage: dict[_UsageKey, float] = field(default_factory=dict)
+    allocations: list[dict[str, object]] = field(default_factory=list)
+    job_bookings: list[dict[str, object]] = field(default_factory=list)
+    started: list[dict[str, object]] = field(default_factory=list)
+    #: Parallel environments: (allocation rule, slots) or None when unknown, and the
+    #: slots in use including this run's jobs.
+    pes: dict[str, tuple[str, int] | None] = field(default_factory=dict)
+    pe_used: dict[str, int] = field(default_factory=dict)
+
+    def pe_lookup(self, session: Session) -> PeLookup:
+        def lookup(name: str) -> tuple[str, int] | None:
+            if name not in self.pes:
+                pe = session.scalar(
+                    select(ParallelEnvironment).where(ParallelEnvironment.name == name)
+                )
+                self.pes[name] = None if pe is None else (pe.allocation_rule, pe.slots)
+                self.pe_used[name] = pe_slots_in_use(session, name)
+            entry = self.pes[name]
+            if entry is None:
+                return None
+            rule, total = entry
+            return rule, max(0, total - self.pe_used[name])
+
+        return lookup
+
+    def add(
+        self,
+        state: ClusterState,
+        job_id: int,
+        category: Category,
+        decision: Decision,
+        bookings: Sequence[Booking],
+        now: datetime,
+    ) -> None:
+        assert decision.assignment is not None and decision.master is not None
+        assignment = decision.assignment
+        for qi_id, count in assignment.items():
+            self.slots[qi_id] = self.slots.get(qi_id, 0) + count
+            self.allocations.append({"job_id": job_id, "queue_instance_id": qi_id, "slots": count})
+        for booking in bookings:
+            if booking.usage_id is None:
+                continue  # a queue instance's slots, counted above
+            key = (booking.usage_id, booking.nonexclusive, booking.exclusive)
+            self.usage[key] = self.usage.get(key, 0.0) + booking.amount
+            self.job_bookings.append(
+                {
+                    "job_id": job_id,
+                    "usage_id": booking.usage_id,
+                    "amount": booking.amount,
+                    "nonexclusive": booking.nonexclusive,
+                }
+            )
+        total = sum(assignment.values())
+        if category.pe is not None:
+            self.pe_used[category.pe] = self.pe_used.get(category.pe, 0) + total
+        self.started.append(
+            {
+                "job_key": job_id,
+                "new_worker": state.slots[decision.master].worker_id,
+                "new_slots": total,
+                "new_started": now,
+            }
+        )
+
+    def write(self, session: Session) -> None:
+        """The run's bookings in a few guarded executemany statements."""
+        session.flush()
+        jobs = _table(Job)
+        _expect(
+            session,
+            update(jobs)
+            .where(jobs.c.id == bindparam("job_key"), jobs.c.state == JobState.WAITING)
+            .values(
+                state=JobState.RUNNING,
+                worker_id=bindparam("new_worker"),
+                slots=bindparam("new_slots"),
+                started_at=bindparam("new_started"),
+            ),
+            sorted(self.started, key=lambda row: cast(int, row["job_key"])),
+            "a job left the waiting state during the scheduling run",
+        )
+        queues = _table(QueueInstance)
+        _expect(
+            session,
+            update(queues)
+            .where(
+                queues.c.id == bindparam("qi_key"),
+                queues.c.used_slots + bindparam("amount") <= queues.c.slots,
+            )
+            .values(used_slots=queues.c.used_slots + bindparam("amount")),
+            [{"qi_key": key, "amount": n} for key, n in sorted(self.slots.items())],
+            "a queue instance's slots changed during the scheduling run",
+        )
+        usage = _table(ConsumableUsage)
+        row = usage.c.id == bindparam("usage_key")
+        shapes = {
+            # (nonexclusive, exclusive): guard and new value, as book() has them
+            (True, False): (
+                [row, usage.c.used == 0],
+                {"used_nonexclusive": usage.c.used_nonexclusive + bindparam("amount")},
+            ),
+            (False, False): (
+                [row, usage.c.used + bindparam("amount") <= usage.c.capacity],
+                {"used": usage.c.used + bindparam("amount")},
+            ),
+            (False, True): (
+                [row, usage.c.used == 0, usage.c.used_nonexclusive == 0],
+                {"used": usage.c.used + bindparam("amount")},
+            ),
+        }
+        for shape, (guard, values) in shapes.items():
+            rows = [
+                {"usage_key": key[0], "amount": amount}
+                for key, amount in sorted(self.usage.items())
+                if (key[1], key[2]) == shape
+            ]
+            _expect(
+                session,
+                update(usage).where(*guard).values(**values),
+                rows,
+                "a consumable capacity changed during the scheduling run",
+            )
+        if self.allocations:
+            session.execute(insert(_table(Allocation)), self.allocations)
+        if self.job_bookings:
+            session.execute(insert(_table(JobBooking)), self.job_bookings)
+        # Core statements bypass the identity map: loaded jobs and rows are stale now.
+        session.expire_all()
+
+
+def _expect(
+    session: Session, statement: Update, rows: Sequence[Mapping[str, object]], why: str
+) -> None:
+    """Execute a guarded UPDATE for every row; each must have matched exactly one row."""
+    if not rows:
+        return
+    result = session.execute(statement, list(rows))
+    if result.rowcount != len(rows):  # type: ignore[attr-defined]
+        raise ConflictError(why)
+
+
+def schedule_job(
+    state: ClusterState,
+    run: RunBookings,
+    lookup: PeLookup,
+    job_id: int,
+    category: Category,
+    order: Sequence[QueueSlot],
+    now: datetime,
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide a job and book it in memory: the decision and whether it was booked."""
+    decision, bookings = plan_job(state, category, order, lookup, trace=trace)
+    if decision.assignment is None or decision.master is None:
+        return decision, False
+    apply_in_memory(bookings)
+    run.add(state, job_id, category, decision, bookings, now)
+    return decision, True
