@@ -589,7 +589,7 @@ def verify(database: Database, result: LoadResult) -> dict[str, int]:
         assert logged == waiting
 
         # No lost job: every job ended as its worker said or failed at submission.
-        states = dict(session.execute(select(Job.id, Job.state)).tuples().all())
+        states = {job_id: state for job_id, state in session.execute(select(Job.id, Job.state))}
         assert len(states) == config.jobs
         assert set(states) == waiting | set(submitted.failed_at_submission)
         for job_id, state in states.items():
