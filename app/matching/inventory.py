@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
-    Row,
     ColumnExpressionArgument,
     FromClause,
+    Table,
     and_,
     bindparam,
     case,
@@ -56,6 +56,11 @@ from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.inventory_spec import Inventory, parse_inventory
 from app.notations.errors import NotationError
 from app.notations.idset import encode_idset
+
+# Core tables for the statements that need neither ORM objects nor ORM synchronisation.
+_VERTICES = cast(Table, InventoryVertex.__table__)
+_COUNTS = cast(Table, InventoryCount.__table__)
+_INVENTORIES = cast(Table, WorkerInventory.__table__)
 
 
 def parse_worker_inventory(value: str | list[object]) -> Inventory:
@@ -245,7 +250,7 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
                 .correlate_except(WorkerInventory)
             )
             continue
-        table = InventoryVertex.__table__
+        table = _VERTICES
         top = table.alias("whole_top")
         inner = table.alias("whole_inner")
         conditions.append(
@@ -304,12 +309,13 @@ class _Loader:
     def children(self, worker_id: int) -> list[Vertex]:
         if worker_id not in self.loaded:
             at = self.order.index(worker_id)
-            wanted = [worker_id] + [
+            following = [
                 w
                 for w in self.order[at + 1 :]
                 if w not in self.loaded and self.nodes[w].loader is not None
-            ][: self.batch - 1]
-            rows: dict[int, list[Row[Any]]] = {w: [] for w in wanted}
+            ]
+            wanted = [worker_id, *following[: self.batch - 1]]
+            rows: dict[int, list[Any]] = {w: [] for w in wanted}
             for row in self.session.execute(
                 select(*_TREE_COLUMNS)
                 .where(InventoryVertex.worker_id.in_(wanted), InventoryVertex.position > 0)
@@ -321,7 +327,7 @@ class _Loader:
         return self.loaded.pop(worker_id)
 
 
-def _build_children(rows: Sequence[Row[Any]], node: Vertex) -> list[Vertex]:
+def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     built: dict[int, Vertex] = {}
     kids: dict[int, list[Vertex]] = {0: []}
     for row in rows:
@@ -456,8 +462,8 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
     what those rows held (no recount)."""
     bookings = placement.bookings()
     places = _places(session, [b.vertex.key for b in bookings])
-    v = InventoryVertex.__table__.c
-    table = InventoryVertex.__table__
+    v = _VERTICES.c
+    table = _VERTICES
     free: _FreeDelta = {}
     untouched: _UntouchedDelta = {}
     exclusive: dict[int, list[tuple[int, int]]] = {}
@@ -533,7 +539,7 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
 def _apply(session: Session, free: _FreeDelta, untouched: _UntouchedDelta) -> None:
     """Move the free counts and untouched counters by the deltas (one executemany each,
     in key order so that concurrent transactions lock rows in the same order)."""
-    counts = InventoryCount.__table__
+    counts = _COUNTS
     changes = [
         {"w_id": w, "w_type": t, "w_unit": u, "delta": d}
         for (w, t, u), d in sorted(free.items())
@@ -550,7 +556,7 @@ def _apply(session: Session, free: _FreeDelta, untouched: _UntouchedDelta) -> No
             .values(free=counts.c.free + bindparam("delta")),
             changes,
         )
-    inventories = WorkerInventory.__table__
+    inventories = _INVENTORIES
     moved = [{"w_id": w, "delta": d} for w, d in sorted(untouched.items()) if d]
     if moved:
         session.execute(
@@ -578,7 +584,7 @@ def release(session: Session, job: Job) -> None:
     ).all()
     if not bookings:
         return
-    table = InventoryVertex.__table__
+    table = _VERTICES
     v = table.c
     free: _FreeDelta = {}
     untouched: _UntouchedDelta = {}
