@@ -314,6 +314,37 @@ def node_needs(requests: Sequence[Request]) -> dict[Key, int]:
     return {k: min(need[k] for need in found) for k in sorted(keys, key=str)}
 
 
+def whole_types(requests: Sequence[Request]) -> frozenset[str]:
+    """Types of which one node must have an entirely free vertex (nothing held, shared or
+    drawn in its subtree) to take part in the job: the exclusive vertices (not pools) that
+    every part of the request landing on one node asks for, as in :func:`node_needs`. A
+    node with 31 of 32 cores free passes the counts for ``slot/node`` but not this."""
+    found: list[set[str]] = []
+
+    def exclusive(request: Request) -> set[str]:
+        if request.minimum < 1:
+            return set()
+        out = {request.type} if request.exclusive and not request.is_pool else set()
+        if request.type == "slot":
+            out.discard("slot")
+        for child in request.children:
+            out |= exclusive(child)
+        return out
+
+    def visit(request: Request) -> None:
+        if request.type == "node" or not request.holds_nodes:
+            found.append(exclusive(request))
+        else:
+            for child in request.children:
+                visit(child)
+
+    for request in requests:
+        visit(request)
+    if not found:
+        return frozenset()
+    return frozenset(set.intersection(*found))
+
+
 def min_nodes(requests: Sequence[Request]) -> int:
     """How many nodes the job needs at least (0 when it names none)."""
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
+    FromClause,
+    Table,
     and_,
+    bindparam,
     case,
     delete,
     exists,
@@ -51,6 +56,11 @@ from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.inventory_spec import Inventory, parse_inventory
 from app.notations.errors import NotationError
 from app.notations.idset import encode_idset
+
+# Core tables for the statements that need neither ORM objects nor ORM synchronisation.
+_VERTICES = cast(Table, InventoryVertex.__table__)
+_COUNTS = cast(Table, InventoryCount.__table__)
+_INVENTORIES = cast(Table, WorkerInventory.__table__)
 
 
 def parse_worker_inventory(value: str | list[object]) -> Inventory:
@@ -218,53 +228,146 @@ def single_node(category_id: ColumnExpressionArgument[int] | int) -> ColumnEleme
     return ~exists().where(CategoryShape.category_id == category_id, CategoryShape.min_nodes > 1)
 
 
+def _touched(vertex: FromClause) -> ColumnElement[bool]:
+    return or_(vertex.c.held_by.is_not(None), vertex.c.shared > 0, vertex.c.used > 0)
+
+
+@lru_cache(maxsize=256)
+def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
+    """Conditions that the worker (``Worker.id``) has an entirely free vertex of each type
+    (nothing held, shared or drawn in its subtree), what exclusive requests need
+    (allocation.whole_types): the node by its untouched counter, other types by their rows.
+    Built once per set of types (building the expressions costs more than running them)."""
+    conditions: list[ColumnElement[bool]] = []
+    for type_ in sorted(types):
+        if type_ == "node":
+            conditions.append(
+                exists()
+                .where(
+                    WorkerInventory.worker_id == Worker.id,
+                    WorkerInventory.untouched == WorkerInventory.vertices,
+                )
+                .correlate_except(WorkerInventory)
+            )
+            continue
+        table = _VERTICES
+        top = table.alias("whole_top")
+        inner = table.alias("whole_inner")
+        conditions.append(
+            exists()
+            .where(
+                top.c.worker_id == Worker.id,
+                top.c.type == type_,
+                ~_touched(top),
+                ~exists()
+                .where(
+                    inner.c.worker_id == top.c.worker_id,
+                    inner.c.position > top.c.position,
+                    inner.c.position <= top.c.last_position,
+                    _touched(inner),
+                )
+                .correlate_except(inner),
+            )
+            .correlate_except(top)
+        )
+    return tuple(conditions)
+
+
 # -- trees -----------------------------------------------------------------------------------
 
 
-def _vertex(row: InventoryVertex, worker: str | None, rank: int | None) -> Vertex:
-    return Vertex(
-        row.id,
-        row.type,
-        row.logical_id if row.position else (rank if rank is not None else 0),
-        unit=row.unit,
-        size=row.size,
-        used=row.used,
-        held=row.held_by is not None,
-        shared=row.shared,
-        worker=worker,
-        rank=rank,
-    )
+_TREE_COLUMNS = (
+    InventoryVertex.id,
+    InventoryVertex.worker_id,
+    InventoryVertex.position,
+    InventoryVertex.parent_position,
+    InventoryVertex.type,
+    InventoryVertex.logical_id,
+    InventoryVertex.unit,
+    InventoryVertex.size,
+    InventoryVertex.used,
+    InventoryVertex.held_by,
+    InventoryVertex.shared,
+)
 
 
-def _load_children(session: Session, worker_id: int, node: Vertex) -> list[Vertex]:
-    rows = session.scalars(
-        select(InventoryVertex)
-        .where(InventoryVertex.worker_id == worker_id, InventoryVertex.position > 0)
-        .order_by(InventoryVertex.position)
-    ).all()
+class _Loader:
+    """Loads the rows below the node of lazy workers, several workers per query: the one
+    the allocator looks into and the next ``batch - 1`` not yet loaded in the tree's order
+    (a job of N nodes usually looks into the first N survivors)."""
+
+    def __init__(self, session: Session, nodes: dict[int, Vertex], batch: int) -> None:
+        self.session = session
+        self.nodes = nodes
+        self.order = list(nodes)
+        self.batch = max(1, batch)
+        self.loaded: dict[int, list[Vertex]] = {}
+
+    def for_worker(self, worker_id: int) -> Callable[[], list[Vertex]]:
+        return lambda: self.children(worker_id)
+
+    def children(self, worker_id: int) -> list[Vertex]:
+        if worker_id not in self.loaded:
+            at = self.order.index(worker_id)
+            following = [
+                w
+                for w in self.order[at + 1 :]
+                if w not in self.loaded and self.nodes[w].loader is not None
+            ]
+            wanted = [worker_id, *following[: self.batch - 1]]
+            rows: dict[int, list[Any]] = {w: [] for w in wanted}
+            for row in self.session.execute(
+                select(*_TREE_COLUMNS)
+                .where(InventoryVertex.worker_id.in_(wanted), InventoryVertex.position > 0)
+                .order_by(InventoryVertex.worker_id, InventoryVertex.position)
+            ):
+                rows[row.worker_id].append(row)
+            for w, found in rows.items():
+                self.loaded[w] = _build_children(found, self.nodes[w])
+        return self.loaded.pop(worker_id)
+
+
+def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     built: dict[int, Vertex] = {}
     kids: dict[int, list[Vertex]] = {0: []}
     for row in rows:
-        built[row.position] = _vertex(row, node.worker, node.rank)
+        built[row.position] = Vertex(
+            row.id,
+            row.type,
+            row.logical_id,
+            unit=row.unit,
+            size=row.size,
+            used=row.used,
+            held=row.held_by is not None,
+            shared=row.shared,
+            worker=node.worker,
+            rank=node.rank,
+        )
         kids[row.position] = []
     for row in rows:
         kids[row.parent_position or 0].append(built[row.position])
     for position in sorted(built, reverse=True):
-        vertex = built[position]
-        vertex._adopt(kids[position])
+        built[position]._adopt(kids[position])
     return kids[0]
 
 
-def _loader(session: Session, worker_id: int, node: Vertex) -> Callable[[], list[Vertex]]:
-    return lambda: _load_children(session, worker_id, node)
-
-
-def worker_tree(session: Session, worker_ids: Sequence[int]) -> Vertex:
-    """The cluster tree of the given workers (nodes lazy, in the given order)."""
+def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) -> Vertex:
+    """The cluster tree of the given workers (nodes lazy, in the given order; the rows
+    below the nodes are loaded ``batch`` workers per query, when first looked into)."""
     if not worker_ids:
         return upper_tree([], [])
     rows = session.execute(
-        select(Worker.id, Worker.name, Worker.rank, WorkerInventory, InventoryVertex)
+        select(
+            Worker.id,
+            Worker.name,
+            Worker.rank,
+            WorkerInventory.upper,
+            WorkerInventory.untouched,
+            WorkerInventory.vertices,
+            InventoryVertex.id,
+            InventoryVertex.held_by,
+            InventoryVertex.shared,
+        )
         .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
         .join(
             InventoryVertex,
@@ -280,28 +383,28 @@ def worker_tree(session: Session, worker_ids: Sequence[int]) -> Vertex:
     ):
         counts.setdefault(worker_id, {})[(type_, unit or None)] = free
     by_id = {row[0]: row for row in rows}
-    nodes: list[Vertex] = []
+    nodes: dict[int, Vertex] = {}
     chains: list[tuple[tuple[str, str], ...]] = []
     for worker_id in worker_ids:
-        if worker_id not in by_id:
+        if worker_id not in by_id or worker_id in nodes:
             continue
-        _, name, rank, inventory, node_row = by_id[worker_id]
-        summary = (counts.get(worker_id, {}), inventory.untouched == inventory.vertices)
-        node = Vertex(
-            node_row.id,
+        _, name, rank, upper, untouched, vertices, node_id, held_by, shared = by_id[worker_id]
+        nodes[worker_id] = Vertex(
+            node_id,
             "node",
             rank if rank is not None else 0,
-            held=node_row.held_by is not None,
-            shared=node_row.shared,
+            held=held_by is not None,
+            shared=shared,
             worker=name,
             rank=rank,
             loader=None,
-            summary=summary,
+            summary=(counts.get(worker_id, {}), untouched == vertices),
         )
-        node.loader = _loader(session, worker_id, node)
-        nodes.append(node)
-        chains.append(tuple((t, i) for t, i in json.loads(inventory.upper)))
-    return upper_tree(nodes, chains)
+        chains.append(tuple((t, i) for t, i in json.loads(upper)))
+    loader = _Loader(session, nodes, batch)
+    for worker_id, node in nodes.items():
+        node.loader = loader.for_worker(worker_id)
+    return upper_tree(list(nodes.values()), chains)
 
 
 # -- booking ---------------------------------------------------------------------------------
@@ -335,40 +438,68 @@ def _runs(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+#: Changes of free units per (worker, type, unit) and of untouched vertices per worker.
+_FreeDelta = dict[tuple[int, str, str], int]
+_UntouchedDelta = dict[int, int]
+
+
+def _units(unit: str | None, size: int) -> int:
+    """Free units one entirely free vertex counts for: 1, or the size of a pool."""
+    return 1 if unit is None else size
+
+
+def _conflict(job: Job) -> ConflictError:
+    return ConflictError(f"job {job.id}: resources were taken by another job; retry")
+
+
 def book(session: Session, job: Job, placement: Placement) -> list[int]:
     """Book what the placement selected for the job; the worker ids touched. Raises
     ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
 
     Exclusive subtrees are booked with one conditional UPDATE per worker over the merged
-    position ranges: it must change every row of them, or some row was taken."""
+    position ranges: it must change every row of them, or some row was taken. The UPDATEs
+    return the rows they changed, and the free counts and untouched counters move by
+    what those rows held (no recount)."""
     bookings = placement.bookings()
     places = _places(session, [b.vertex.key for b in bookings])
-    v = InventoryVertex
+    v = _VERTICES.c
+    table = _VERTICES
+    free: _FreeDelta = {}
+    untouched: _UntouchedDelta = {}
     exclusive: dict[int, list[tuple[int, int]]] = {}
     rows = []
     for booking in bookings:
         worker_id, first, last = places[booking.vertex.key]
         if booking.mode == "exclusive":
             exclusive.setdefault(worker_id, []).append((first, last))
+        elif booking.mode == "shared":
+            shared = session.execute(
+                update(table)
+                .where(v.id == booking.vertex.key, v.held_by.is_(None))
+                .values(shared=v.shared + 1)
+                .returning(v.shared, v.used)
+            ).one_or_none()
+            if shared is None:
+                raise _conflict(job)
+            if shared.shared == 1 and shared.used == 0:
+                untouched[worker_id] = untouched.get(worker_id, 0) - 1
         else:
-            if booking.mode == "shared":
-                statement = (
-                    update(v)
-                    .where(v.id == booking.vertex.key, v.held_by.is_(None))
-                    .values(shared=v.shared + 1)
+            drawn = session.execute(
+                update(table)
+                .where(
+                    v.id == booking.vertex.key,
+                    v.held_by.is_(None),
+                    v.used + booking.amount <= v.size,
                 )
-            else:
-                statement = (
-                    update(v)
-                    .where(
-                        v.id == booking.vertex.key,
-                        v.held_by.is_(None),
-                        v.used + booking.amount <= v.size,
-                    )
-                    .values(used=v.used + booking.amount)
-                )
-            if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
-                raise ConflictError(f"job {job.id}: resources were taken by another job; retry")
+                .values(used=v.used + booking.amount)
+                .returning(v.type, v.unit, v.shared, v.used)
+            ).one_or_none()
+            if drawn is None:
+                raise _conflict(job)
+            key = (worker_id, drawn.type, drawn.unit or "")
+            free[key] = free.get(key, 0) - booking.amount
+            if drawn.used == booking.amount and drawn.shared == 0:
+                untouched[worker_id] = untouched.get(worker_id, 0) - 1
         rows.append(
             {
                 "job_id": job.id,
@@ -380,8 +511,8 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
         )
     for worker_id, ranges in sorted(exclusive.items()):
         runs = _runs(ranges)
-        result = session.execute(
-            update(v)
+        held = session.execute(
+            update(table)
             .where(
                 v.worker_id == worker_id,
                 or_(*(v.position.between(first, last) for first, last in runs)),
@@ -390,19 +521,55 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
                 v.used == 0,
             )
             .values(held_by=job.id)
-        )
-        if result.rowcount != sum(last - first + 1 for first, last in runs):  # type: ignore[attr-defined]
-            raise ConflictError(f"job {job.id}: resources were taken by another job; retry")
+            .returning(v.type, v.unit, v.size)
+        ).all()
+        if len(held) != sum(last - first + 1 for first, last in runs):
+            raise _conflict(job)
+        # Every row held was entirely free (shared = 0, used = 0, not held).
+        for row in held:
+            key = (worker_id, row.type, row.unit or "")
+            free[key] = free.get(key, 0) - _units(row.unit, row.size)
+        untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
     if rows:
         session.execute(insert(InventoryBooking), rows)
-    touched = sorted({places[b.vertex.key][0] for b in bookings})
-    recount(session, *touched)
-    return touched
+    _apply(session, free, untouched)
+    return sorted({places[b.vertex.key][0] for b in bookings})
+
+
+def _apply(session: Session, free: _FreeDelta, untouched: _UntouchedDelta) -> None:
+    """Move the free counts and untouched counters by the deltas (one executemany each,
+    in key order so that concurrent transactions lock rows in the same order)."""
+    counts = _COUNTS
+    changes = [
+        {"w_id": w, "w_type": t, "w_unit": u, "delta": d}
+        for (w, t, u), d in sorted(free.items())
+        if d
+    ]
+    if changes:
+        session.execute(
+            update(counts)
+            .where(
+                counts.c.worker_id == bindparam("w_id"),
+                counts.c.type == bindparam("w_type"),
+                counts.c.unit == bindparam("w_unit"),
+            )
+            .values(free=counts.c.free + bindparam("delta")),
+            changes,
+        )
+    inventories = _INVENTORIES
+    moved = [{"w_id": w, "delta": d} for w, d in sorted(untouched.items()) if d]
+    if moved:
+        session.execute(
+            update(inventories)
+            .where(inventories.c.worker_id == bindparam("w_id"))
+            .values(untouched=inventories.c.untouched + bindparam("delta")),
+            moved,
+        )
 
 
 def release(session: Session, job: Job) -> None:
     """Free everything the job holds in inventories: its exclusive holds in one UPDATE,
-    shared holds and draws one by one."""
+    shared holds and draws one by one; the counts move by what the UPDATEs returned."""
     bookings = session.execute(
         select(
             InventoryBooking.id,
@@ -417,23 +584,49 @@ def release(session: Session, job: Job) -> None:
     ).all()
     if not bookings:
         return
-    v = InventoryVertex
+    table = _VERTICES
+    v = table.c
+    free: _FreeDelta = {}
+    untouched: _UntouchedDelta = {}
     touched = sorted({b.worker_id for b in bookings})
     if any(b.mode == "exclusive" for b in bookings):
-        session.execute(
-            update(v).where(v.worker_id.in_(touched), v.held_by == job.id).values(held_by=None)
-        )
+        for row in session.execute(
+            update(table)
+            .where(v.worker_id.in_(touched), v.held_by == job.id)
+            .values(held_by=None)
+            .returning(v.worker_id, v.type, v.unit, v.size)
+        ):
+            # A held row has shared = 0 and used = 0 (held_alone): it is entirely free now.
+            key = (row.worker_id, row.type, row.unit or "")
+            free[key] = free.get(key, 0) + _units(row.unit, row.size)
+            untouched[row.worker_id] = untouched.get(row.worker_id, 0) + 1
     for b in bookings:
+        if b.mode == "exclusive":
+            continue
         if b.mode == "shared":
-            session.execute(update(v).where(v.id == b.vertex_id).values(shared=v.shared - 1))
-        elif b.mode == "draw":
-            session.execute(update(v).where(v.id == b.vertex_id).values(used=v.used - b.amount))
+            after = session.execute(
+                update(table)
+                .where(v.id == b.vertex_id)
+                .values(shared=v.shared - 1)
+                .returning(v.type, v.unit, v.shared, v.used, v.held_by)
+            ).one()
+        else:
+            after = session.execute(
+                update(table)
+                .where(v.id == b.vertex_id)
+                .values(used=v.used - b.amount)
+                .returning(v.type, v.unit, v.shared, v.used, v.held_by)
+            ).one()
+            key = (b.worker_id, after.type, after.unit or "")
+            free[key] = free.get(key, 0) + b.amount
+        if after.shared == 0 and after.used == 0 and after.held_by is None:
+            untouched[b.worker_id] = untouched.get(b.worker_id, 0) + 1
     session.execute(
         update(InventoryBooking)
         .where(InventoryBooking.job_id == job.id, _active())
         .values(released_at=utcnow())
     )
-    recount(session, *touched)
+    _apply(session, free, untouched)
 
 
 def job_r(session: Session, job_id: int) -> list[dict[str, object]]:

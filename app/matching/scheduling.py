@@ -2,8 +2,9 @@
 several workers at once (multi-node requests such as ``slot=4/node``, which no single pull
 can place), booked in one transaction; and the explanation of a job that cannot be placed.
 
-Workers pass a coarse SQL filter first (active, no cached misfit for the category, free
-counts per type covering the per-node needs), in policy order; the allocator then walks
+Workers pass a SQL filter first (active, no cached misfit for the category, free counts
+per type covering the per-node needs, an entirely free vertex of each type the request
+takes exclusively), in policy order; the allocator then walks
 the survivors' trees, loading each node's rows only when it looks inside. When the first
 batch of survivors is not enough, the batch grows.
 
@@ -30,14 +31,18 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching import dispatch, inventory
-from app.matching.allocation import Outcome, Policy, allocate, min_nodes
+from app.matching.allocation import Outcome, Policy, allocate, min_nodes, whole_types
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.misfits import fits
 
-FIRST_BATCH = 16
+#: Survivors loaded beyond the nodes a job needs at least, in the first batch: the filter
+#: below is close to exact, so the first batch nearly always holds the placement.
+MARGIN = 4
 
 
-def _survivors(category_id: int, policy: Policy, limit: int) -> Select[int]:
+def _survivors(
+    category_id: int, policy: Policy, limit: int, whole: frozenset[str] = frozenset()
+) -> Select[int]:
     query: Select[int] = (
         select(Worker.id.label("id"))
         .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
@@ -45,6 +50,7 @@ def _survivors(category_id: int, policy: Policy, limit: int) -> Select[int]:
             Worker.state == WorkerState.ACTIVE,
             fits(category_id, Worker.id, Worker.generation),
             inventory.has_room(category_id, Worker.id),
+            *inventory.whole_room(whole),
         )
     )
     if policy == "pack":
@@ -72,10 +78,13 @@ def find_placement(session: Session, job: Job, policy: Policy) -> Attempt:
     if category is None or category.jobspec is None:
         raise InvalidFieldError("jobspec", f"job {job.id} has no shape or jobspec to allocate")
     requests = dispatch.category_requests(category.jobspec)
-    limit = max(FIRST_BATCH, 2 * min_nodes(requests))
+    nodes = min_nodes(requests)
+    whole = whole_types(requests)
+    limit = nodes + MARGIN
     while True:
-        ids = list(session.scalars(_survivors(category.id, policy, limit)))
-        outcome = allocate(inventory.worker_tree(session, ids), requests, policy)
+        ids = list(session.scalars(_survivors(category.id, policy, limit, whole)))
+        tree = inventory.worker_tree(session, ids, batch=nodes)
+        outcome = allocate(tree, requests, policy)
         if outcome.placement is not None or len(ids) < limit:
             return Attempt(outcome, len(ids))
         limit *= 4

@@ -20,6 +20,7 @@ from app.matching.allocation import (
     min_nodes,
     node_needs,
     r_lite,
+    whole_types,
 )
 from app.matching.inventory_spec import InventoryError, parse_inventory
 from app.notations.ranges import count_values
@@ -173,6 +174,52 @@ def test_node_needs_and_min_nodes() -> None:
     assert node_needs(requests) == {("core", None): 2, ("gpu", None): 1}
     assert min_nodes(requests) == 4
     assert min_nodes(build_requests(parse_shape_resources("slot=10/core=2"))) == 0
+
+
+def test_whole_types() -> None:
+    """The types of which every node the job lands on needs an entirely free vertex: what
+    its exclusive requests take (RFC 14 defaults: exclusive inside a slot)."""
+
+    def whole(shape: str) -> frozenset[str]:
+        return whole_types(build_requests(parse_shape_resources(shape)))
+
+    assert whole("slot/node") == {"node"}
+    assert whole("slot=4/node") == {"node"}
+    assert whole("slot/socket") == {"socket"}
+    assert whole("slot/[core=16;gpu=2]") == {"core", "gpu"}
+    assert whole("node=2/slot/[core=4;gpu=1]") == {"core", "gpu"}
+    # Shared vertices (outside a slot, or {-x}) and pools need no entirely free vertex.
+    assert whole("node/socket/core=2") == frozenset()
+    assert whole("core=2") == frozenset()
+    assert whole("slot/node{-x}/core=2") == {"core"}
+    assert whole("slot/memory=4{unit:GB}") == frozenset()
+    # Parts landing on different nodes: only what every part needs.
+    assert whole("[slot{a}/socket;slot{b}/node]") == frozenset()
+    assert whole("[slot{a}/socket;slot{b}/node/socket]") == {"socket"}
+    assert whole("[slot{a}/socket;core=1]") == frozenset()
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_whole_types_hold_on_every_node_used(seed: int) -> None:
+    """The SQL filter keeps only nodes with an entirely free vertex of each whole type: on
+    random jobs and partly booked inventories, every node of every placement the allocator
+    finds has one before the booking (the filter never hides a placement)."""
+    rng = random.Random(seed)
+    root = cluster([_random_inventory(rng) for _ in range(rng.randint(1, 3))])
+    for _ in range(rng.randint(0, 3)):
+        requests = build_requests(parse_shape_resources(_random_shape(rng)))
+        for policy in ("first", "pack"):
+            placement = allocate(root, requests, policy).placement  # type: ignore[arg-type]
+            if placement is None:
+                continue
+            for node in placement.nodes():
+                for type_ in whole_types(requests):
+                    assert any(v.type == type_ and v.pristine for v in node.subtree()), (
+                        seed,
+                        type_,
+                    )
+        if placement is not None:
+            apply_bookings(placement.bookings())
 
 
 @pytest.mark.parametrize(
