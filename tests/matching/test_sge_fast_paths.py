@@ -41,7 +41,7 @@ from app.matching.run_bookings import RunBookings
 from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from tests.matching.test_sge_sql_oracle import ARCHES, PATTERNS, _attributes
+from tests.matching.test_sge_sql_oracle import PATTERNS, _attributes, give_random_values
 
 
 def _random_requests(rng: random.Random) -> str:
@@ -83,24 +83,7 @@ def test_a_changed_worker_gets_the_misfit_rows_the_evaluator_decides(
         ]
         set_values(session, Target("global"), "complex_values", {"rank_gt": "0.5"})
         for worker in workers:
-            host = Target("host", worker.id)
-            set_values(session, host, "load_values", {"arch": rng.choice(ARCHES)})
-            values = {"os": rng.choice(["Linux", "linux", "BSD"])}
-            if rng.random() < 0.7:
-                values["rank_le"] = str(rng.randint(1, 5))
-            if rng.random() < 0.3:
-                values["lic"] = str(rng.randint(0, 2))
-            if rng.random() < 0.2:
-                values["key"] = "1"
-            set_values(session, host, "complex_values", values)
-            for qi in worker.queue_instances:
-                if rng.random() < 0.5:
-                    set_values(
-                        session,
-                        Target("queue_instance", worker.id, qi.id),
-                        "complex_values",
-                        {"rank_ne": str(rng.randint(1, 3)), "rank_le": str(rng.randint(1, 5))},
-                    )
+            give_random_values(session, rng, worker)
         session.flush()
         table = load_table(session)
         state = load_state(session, table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.db.engine import Database
 from app.db.models import Category, Worker
@@ -63,6 +64,29 @@ def _attributes(session) -> None:  # type: ignore[no-untyped-def]
         )
 
 
+def give_random_values(session: Session, rng: random.Random, worker: Worker) -> None:
+    """Host load and fixed values, and some queue-instance values, drawn from ``rng`` (the
+    same draws in the same order for every caller, so each test's cluster stays fixed)."""
+    host = Target("host", worker.id)
+    set_values(session, host, "load_values", {"arch": rng.choice(ARCHES)})
+    values = {"os": rng.choice(["Linux", "linux", "BSD"])}
+    if rng.random() < 0.7:
+        values["rank_le"] = str(rng.randint(1, 5))
+    if rng.random() < 0.3:
+        values["lic"] = str(rng.randint(0, 2))
+    if rng.random() < 0.2:
+        values["key"] = "1"
+    set_values(session, host, "complex_values", values)
+    for qi in worker.queue_instances:
+        if rng.random() < 0.5:
+            set_values(
+                session,
+                Target("queue_instance", worker.id, qi.id),
+                "complex_values",
+                {"rank_ne": str(rng.randint(1, 3)), "rank_le": str(rng.randint(1, 5))},
+            )
+
+
 def test_sql_misfits_equal_the_reference_evaluator(database: Database) -> None:
     rng = random.Random(6)
     with database.transaction() as session:
@@ -76,24 +100,7 @@ def test_sql_misfits_equal_the_reference_evaluator(database: Database) -> None:
                     queues=tuple(QueueSpec(f"q{n}", rng.randint(1, 2)) for n in range(2)),
                 ),
             )
-            host = Target("host", worker.id)
-            set_values(session, host, "load_values", {"arch": rng.choice(ARCHES)})
-            values = {"os": rng.choice(["Linux", "linux", "BSD"])}
-            if rng.random() < 0.7:
-                values["rank_le"] = str(rng.randint(1, 5))
-            if rng.random() < 0.3:
-                values["lic"] = str(rng.randint(0, 2))
-            if rng.random() < 0.2:
-                values["key"] = "1"
-            set_values(session, host, "complex_values", values)
-            for qi in worker.queue_instances:
-                if rng.random() < 0.5:
-                    set_values(
-                        session,
-                        Target("queue_instance", worker.id, qi.id),
-                        "complex_values",
-                        {"rank_ne": str(rng.randint(1, 3)), "rank_le": str(rng.randint(1, 5))},
-                    )
+            give_random_values(session, rng, worker)
         jobs = []
         for _ in range(40):
             items = [f"arch={rng.choice(PATTERNS)}"]
