@@ -56,8 +56,11 @@ def authenticate(
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
 
+# The role checks below are ``async def``: they only look at the principal, and FastAPI
+# runs a plain ``def`` dependency in its thread pool, a hop that cost more than the check.
 
-def require_admin(principal: PrincipalDep) -> Principal:
+
+async def require_admin(principal: PrincipalDep) -> Principal:
     if principal.role is not Role.ADMIN:
         raise ProblemError(403, "this endpoint needs the admin role")
     return principal
@@ -66,7 +69,7 @@ def require_admin(principal: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(require_admin)]
 
 
-def require_submitter(principal: PrincipalDep) -> Principal:
+async def require_submitter(principal: PrincipalDep) -> Principal:
     """Admins and submitters may submit and read jobs."""
     if principal.role not in (Role.ADMIN, Role.SUBMITTER):
         raise ProblemError(403, "this endpoint needs the submitter or admin role")
@@ -76,7 +79,7 @@ def require_submitter(principal: PrincipalDep) -> Principal:
 SubmitterDep = Annotated[Principal, Depends(require_submitter)]
 
 
-def require_worker(name: str, principal: PrincipalDep) -> Principal:
+async def require_worker(name: str, principal: PrincipalDep) -> Principal:
     """The worker named in the path, acting for itself with its own token."""
     if principal.role is not Role.WORKER:
         raise ProblemError(403, "this endpoint needs a worker token")
@@ -88,7 +91,7 @@ def require_worker(name: str, principal: PrincipalDep) -> Principal:
 WorkerDep = Annotated[Principal, Depends(require_worker)]
 
 
-def require_any_worker(principal: PrincipalDep) -> Principal:
+async def require_any_worker(principal: PrincipalDep) -> Principal:
     if principal.role is not Role.WORKER:
         raise ProblemError(403, "this endpoint needs a worker token")
     return principal

@@ -110,3 +110,10 @@ def supports_skip_locked(connection: Connection) -> bool:
     """Whether SELECT ... FOR UPDATE SKIP LOCKED exists (PostgreSQL) or writers are simply
     serialised and row locks are moot (SQLite)."""
     return connection.dialect.name == "postgresql"
+
+
+def supports_writing_ctes(connection: Connection) -> bool:
+    """Whether a WITH clause may hold INSERT/UPDATE ... RETURNING whose rows the rest of
+    the statement uses (PostgreSQL), so that several dependent writes take one round
+    trip; SQLite runs them as separate statements (cheap there: no round trip)."""
+    return connection.dialect.name == "postgresql"

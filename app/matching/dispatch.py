@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select, true, update
+from sqlalchemy import (
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -26,7 +30,6 @@ from app.db.base import utcnow
 from app.db.models import (
     Allocation,
     Category,
-    CategoryTask,
     InventoryBooking,
     Job,
     JobEventKind,
@@ -35,21 +38,20 @@ from app.db.models import (
     QueueInstance,
     Task,
     Worker,
-    WorkerInventory,
-    WorkerState,
 )
 from app.matching import history, inventory
+from app.matching import pull_statements as statements
 from app.matching.allocation import Policy, Request, allocate, build_requests
 from app.matching.complex_dispatch import (
     ClusterState,
     dispatch_on,
-    has_complex_values,
     load_state,
     release_bookings,
 )
 from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
-from app.matching.misfits import worker_fits
+from app.matching.finish_statements import finish_slots_only
+from app.matching.pull_statements import Puller, lock_puller
 from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
 from app.notations.jobspec import validate_resources
@@ -94,77 +96,6 @@ def category_requests(jobspec_json: str) -> tuple[Request, ...]:
     return build_requests(validate_resources(json.loads(jobspec_json)))
 
 
-def _heads(
-    session: Session,
-    worker: Worker,
-    max_free: int,
-    limit: int,
-    refused_tasks: set[int],
-    managed: bool,
-) -> Select[int, int | None]:
-    """(job id, task id) of the best waiting jobs of the categories the worker fits, best
-    first, leaving out the tasks whose plug-in already refused the worker. A worker with an
-    inventory only gets jobspec jobs that fit on one node and that its free counts could
-    hold (the allocation itself is decided after the claim)."""
-    fit: list[ColumnElement[bool]] = [
-        worker_fits(Category.id, worker.id, worker.generation),
-        Category.slots <= max_free,
-    ]
-    if managed:
-        fit.append(
-            or_(
-                Category.jobspec.is_(None),
-                and_(
-                    inventory.single_node(Category.id), inventory.has_room(Category.id, worker.id)
-                ),
-            )
-        )
-    if refused_tasks:
-        fit.append(
-            or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(sorted(refused_tasks)))
-        )
-    order = (Job.priority.desc(), Job.submitted_at, Job.id)
-    if dialect.supports_skip_locked(session.connection()):
-        # PostgreSQL: several heads per category, so that a pull that finds the best head
-        # locked by a concurrent pull takes the next job of the same category.
-        head = (
-            select(Job.id, Job.priority, Job.submitted_at)
-            .where(Job.category_id == Category.id, Job.state == JobState.WAITING)
-            .order_by(*order)
-            .limit(limit)
-            .lateral("head")
-        )
-        return (
-            select(head.c.id, CategoryTask.task_id)
-            .select_from(Category)
-            .join(head, true())
-            .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
-            .where(*fit)
-            .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
-            .limit(limit)
-        )
-    head_id = (
-        select(Job.id)
-        .where(Job.category_id == Category.id, Job.state == JobState.WAITING)
-        .order_by(*order)
-        .limit(1)
-        .scalar_subquery()
-    )
-    heads = (
-        select(head_id.label("job_id"), CategoryTask.task_id)
-        .select_from(Category)
-        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
-        .where(*fit)
-        .subquery()
-    )
-    return (
-        select(Job.id, heads.c.task_id)
-        .join(heads, Job.id == heads.c.job_id)
-        .order_by(*order)
-        .limit(limit)
-    )
-
-
 def _claim(session: Session, job_id: int) -> Job | None:
     """Lock a waiting job for this transaction, or None when another pull holds or took it."""
     query = select(Job).where(Job.id == job_id, Job.state == JobState.WAITING)
@@ -195,59 +126,69 @@ def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | 
     """Give the worker its next job (running, slots booked), or None when there is none.
     A job with a jobspec given to a worker with an inventory gets its vertices on that
     worker, chosen by ``policy`` and booked in this transaction."""
+    return pull_for(session, worker_name, policy)[0]
+
+
+def pull_for(
+    session: Session, worker_name: str, policy: Policy = "first"
+) -> tuple[Job | None, Puller]:
+    """:func:`pull`, with what the pull read about the worker (its metadata report time,
+    for the HTTP answer), so that the caller need not read the worker again."""
     started = time.perf_counter()
-    job = _pull(session, worker_name, policy)
+    now = utcnow()
+    puller = lock_puller(session, worker_name, now)
+    if puller is None:
+        raise NotFoundError(f"no worker named {worker_name!r}")
+    job = _pull(session, puller, now, policy)
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
-    return job
+    return job, puller
 
 
-def _pull(session: Session, worker_name: str, policy: Policy) -> Job | None:
-    worker = worker_by_name(session, worker_name, lock=True)
-    worker.last_seen = utcnow()
-    if worker.state is not WorkerState.ACTIVE:
+def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:
+    if not puller.active or puller.max_free <= 0:
         return None
-    slots = free_slots(session, worker.id)
-    max_free = max((s.free for s in slots), default=0)
-    if max_free <= 0:
-        return None
-    plugins = _PluginVerdicts(session, worker)
-    managed = session.get(WorkerInventory, worker.id) is not None
+    plugins = _PluginVerdicts(session, puller.id)
     skipped: set[int] = set()
-    complex_cluster = has_complex_values(session, worker.id)
     state: ClusterState | None = None
+    slots: list[FreeSlots] | None = None
     rounds = 0
     while rounds < ROUNDS:
-        heads = session.execute(
-            _heads(session, worker, max_free, HEADS_PER_ROUND, plugins.refused, managed)
-        ).all()
+        heads = statements.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
         if not heads:
             return None
         refused_before = len(plugins.refused)
-        for job_id, task_id in heads:
+        for job_id, task_id, plain in heads:
             # A plug-in's verdict depends on the task and the worker only, so a refusal
             # rules out every category of the task; the next query leaves them out, and
             # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
             if job_id in skipped or (task_id is not None and not plugins.accepts(task_id)):
+                continue
+            if plain and not puller.complex_cluster:
+                # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
+                # SQL; claim, book and record in four statements without ORM objects.
+                claimed, taken = statements.take_plain(session, job_id, puller, now)
+                if claimed:
+                    return taken
                 continue
             job = _claim(session, job_id)
             if job is None:
                 continue
             category = session.get(Category, job.category_id)
             assert category is not None
-            if complex_cluster or category.hard != "NONE" or category.pe is not None:
+            if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
                 # Grid Engine rules: load values and consumables now, bookings (sge.md d).
                 if state is None:
                     state = load_state(
-                        session, load_table(session), [worker.id], names={worker.id: worker.name}
+                        session, load_table(session), [puller.id], names={puller.id: puller.name}
                     )
                 _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
                 if not booked:
                     continue
-                return _running(session, job, worker)
+                return _running(session, job, puller.name)
             placement = None
-            if managed and category.jobspec is not None:
+            if puller.managed and category.jobspec is not None:
                 outcome = allocate(
-                    inventory.worker_tree(session, [worker.id]),
+                    inventory.worker_tree(session, [puller.id]),
                     category_requests(category.jobspec),
                     policy,
                 )
@@ -255,6 +196,8 @@ def _pull(session: Session, worker_name: str, policy: Policy) -> Job | None:
                     skipped.add(job_id)
                     continue
                 placement = outcome.placement
+            if slots is None:
+                slots = free_slots(session, puller.id)
             queue_instance_id = _book(session, job, slots)
             if queue_instance_id is None:
                 return None
@@ -263,21 +206,21 @@ def _pull(session: Session, worker_name: str, policy: Policy) -> Job | None:
             )
             if placement is not None:
                 inventory.book(session, job, placement)
-            job.worker_id = worker.id
-            return _running(session, job, worker)
+            job.worker_id = puller.id
+            return _running(session, job, puller.name)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.
             rounds += 1
     return None
 
 
-def _running(session: Session, job: Job, worker: Worker) -> Job:
+def _running(session: Session, job: Job, worker_name: str) -> Job:
     """The job's state change that goes with its bookings, and its history."""
     job.state = JobState.RUNNING
     job.started_at = utcnow()
     job.attempts += 1
     history.record(
-        session, job, JobEventKind.DISPATCHED, worker=worker.name, detail=f"attempt {job.attempts}"
+        session, job, JobEventKind.DISPATCHED, worker=worker_name, detail=f"attempt {job.attempts}"
     )
     session.flush()
     return job
@@ -286,9 +229,9 @@ def _running(session: Session, job: Job, worker: Worker) -> Job:
 class _PluginVerdicts:
     """``can_run_on`` of each task's plug-in for one worker, asked at most once per pull."""
 
-    def __init__(self, session: Session, worker: Worker) -> None:
+    def __init__(self, session: Session, worker_id: int) -> None:
         self._session = session
-        self._worker = worker
+        self._worker_id = worker_id
         self._verdicts: dict[int, bool] = {}
         self._metadata: dict[str, Any] | None = None
         self.refused: set[int] = set()
@@ -299,8 +242,8 @@ class _PluginVerdicts:
             verdict = True
             if task is not None and task.plugin is not None:
                 if self._metadata is None:
-                    self._metadata = effective_metadata(self._session, [self._worker.id])[
-                        self._worker.id
+                    self._metadata = effective_metadata(self._session, [self._worker_id])[
+                        self._worker_id
                     ]
                 verdict = can_run_on(task.plugin, self._metadata)
             self._verdicts[task_id] = verdict
@@ -393,10 +336,16 @@ def finish(
     output, when it ran one); its slots are freed."""
     if outcome not in FINAL_OUTCOMES:
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
+    output = output[-MAX_OUTPUT:] if output is not None else None
+    ended = finish_slots_only(
+        session, job_id, worker_name, outcome == "failed", reason, exit_code, output, utcnow()
+    )
+    if ended is not None:
+        return ended
     worker, job = _running_job_of(session, job_id, worker_name)
     release_allocations(session, job)
     job.exit_code = exit_code
-    job.output = output[-MAX_OUTPUT:] if output is not None else None
+    job.output = output
     job.state = FINAL_OUTCOMES[outcome]
     job.ended_at = utcnow()
     if outcome == "failed":

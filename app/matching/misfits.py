@@ -397,7 +397,9 @@ def fits(
 
 
 def worker_fits(
-    category_id: ColumnExpressionArgument[int], worker_id: int, generation: int
+    category_id: ColumnExpressionArgument[int],
+    worker_id: ColumnExpressionArgument[int] | int,
+    generation: ColumnExpressionArgument[int] | int,
 ) -> ColumnElement[bool]:
     """:func:`fits` for one worker over many categories: the worker's misfits are read
     once (an index range scan on ``ix_category_misfits_worker``) instead of one lookup per

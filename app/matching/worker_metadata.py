@@ -221,6 +221,13 @@ def report_dynamic_metadata(session: Session, worker_name: str, data: object) ->
 def refresh_due(worker: Worker, max_age_seconds: float, now: datetime | None = None) -> bool:
     """Whether the worker should report its dynamic metadata again: never reported, or
     older than ``max_age_seconds`` (24 h by default, seed 004)."""
-    if worker.metadata_reported_at is None:
+    return report_due(worker.metadata_reported_at, max_age_seconds, now)
+
+
+def report_due(
+    reported_at: datetime | None, max_age_seconds: float, now: datetime | None = None
+) -> bool:
+    """:func:`refresh_due` from the time of the last report alone."""
+    if reported_at is None:
         return True
-    return (now or utcnow()) - worker.metadata_reported_at > timedelta(seconds=max_age_seconds)
+    return (now or utcnow()) - reported_at > timedelta(seconds=max_age_seconds)

@@ -659,7 +659,9 @@ def test_finish_during_a_pull_by_the_same_worker(
                 return
 
     def is_booking(statement: str) -> bool:
-        return statement.lstrip().upper().startswith("UPDATE QUEUE_INSTANCES")
+        # On PostgreSQL the pull books inside one statement with data-modifying CTEs
+        # (WITH claimed AS (UPDATE jobs ...), booked AS (UPDATE queue_instances ...) ...).
+        return "UPDATE QUEUE_INSTANCES" in statement.upper()
 
     @event.listens_for(racing.engine, "before_cursor_execute")
     def _hold_pull(conn: Connection, cursor: Any, statement: str, *args: Any) -> None:

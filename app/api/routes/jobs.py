@@ -135,8 +135,12 @@ class JobOut(BaseModel):
     ended_at: datetime | None
 
 
-def job_out(session: Session, job: Job) -> JobOut:
-    worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
+def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> JobOut:
+    """The job's representation; ``worker_name``, when the caller knows the job's worker,
+    saves reading it."""
+    if worker_name is None and job.worker_id is not None:
+        worker = session.get(Worker, job.worker_id)
+        worker_name = worker.name if worker else None
     return JobOut(
         id=job.id,
         state=job.state,
@@ -156,7 +160,7 @@ def job_out(session: Session, job: Job) -> JobOut:
         pe=job.pe,
         pe_slots=job.pe_slots,
         submitter=job.submitter,
-        worker=worker.name if worker else None,
+        worker=worker_name if job.worker_id is not None else None,
         failure_reason=job.failure_reason,
         attempts=job.attempts,
         exit_code=job.exit_code,

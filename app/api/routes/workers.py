@@ -207,8 +207,10 @@ def pull(
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
     jobspec job on a worker with an inventory, its vertices) booked. The
     ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
-    job = dispatch.pull(session, name, request.app.state.settings.allocation_policy)
-    refresh = _refresh_due(request, workers.get_worker(session, name))
+    job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
+    refresh = worker_metadata.report_due(
+        puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
+    )
     if job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
         if refresh:
@@ -216,7 +218,7 @@ def pull(
         return empty
     if refresh:
         response.headers[REFRESH_HEADER] = "true"
-    return job_out(session, job)
+    return job_out(session, job, worker_name=name)
 
 
 class HeartbeatOut(BaseModel):
