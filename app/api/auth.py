@@ -48,10 +48,11 @@ def authenticate(
         token.encode("utf-8"), admin.get_secret_value().encode("utf-8")
     ):
         return Principal(role=Role.ADMIN, subject="admin")
-    row = find_active_token(session, token)
-    if row is None:
+    found = find_active_token(session, token)
+    if found is None:
         raise _unauthorized("the bearer token is unknown or revoked")
-    return Principal(role=row.role, subject=row.subject)
+    role, subject = found
+    return Principal(role=role, subject=subject)
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
