@@ -127,3 +127,82 @@ def test_queue_order_picks_the_queue_instance(database: Database) -> None:
             ).all()
         )
     assert used == {1: 1, 2: 2}
+
+
+def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) -> None:
+    """The pull reads the worker's free slots in the statement that locks it; on
+    PostgreSQL that count may predate a pull that committed while this one waited for the
+    lock. The booking is conditional: when it finds no room, the claimed job is put back
+    exactly as it was (waiting, same attempts, no allocation, no history) and the pull
+    gives nothing."""
+    from datetime import UTC, datetime
+
+    from app.db.models import Job, JobEvent
+    from app.matching import pull_statements
+
+    _worker(database, "w", slots=1)
+    running = _submit(database)
+    assert _pull(database, "w") == running
+    waiting = _submit(database)
+    with database.transaction() as session:
+        now = datetime.now(UTC)
+        puller = pull_statements.lock_puller(session, "w", now)
+        assert puller is not None and puller.max_free == 0
+        # As if the count had been read before the other pull booked the last slot.
+        stale = pull_statements.Puller(**{**puller.__dict__, "max_free": 1})
+        claimed, job = pull_statements.take_plain(session, waiting, stale, now)
+        assert (claimed, job) == (True, None)
+    with database.transaction() as session:
+        row = session.get(Job, waiting)
+        assert row is not None
+        assert (row.state, row.worker_id, row.started_at, row.attempts) == (
+            JobState.WAITING,
+            None,
+            None,
+            0,
+        )
+        assert session.scalar(select(func.count()).where(Allocation.job_id == waiting)) == 0
+        assert session.scalar(select(func.count()).where(JobEvent.job_id == waiting)) == 1
+        used = session.scalar(select(QueueInstance.used_slots))
+        assert used == 1
+
+
+def test_finish_takes_the_short_road_and_frees_the_same(database: Database) -> None:
+    """A job holding only slots ends through finish_statements (a few UPDATEs); the
+    result must equal the general path's: state, reason, exit code, output, ended_at,
+    allocation released, slots back, history recorded."""
+    from app.db.models import Job, JobEvent, JobEventKind
+
+    _worker(database, "w", slots=2)
+    first, second = _submit(database), _submit(database)
+    assert _pull(database, "w") == first
+    assert _pull(database, "w") == second
+    with database.transaction() as session:
+        dispatch.finish(session, first, "w", "finished", exit_code=0, output="x" * 70_000)
+        dispatch.finish(session, second, "w", "failed")
+    with database.transaction() as session:
+        done, failed = session.get(Job, first), session.get(Job, second)
+        assert done is not None and failed is not None
+        assert (done.state, done.exit_code, len(done.output or "")) == (
+            JobState.FINISHED,
+            0,
+            dispatch.MAX_OUTPUT,
+        )
+        assert done.failure_reason is None and done.ended_at is not None
+        assert (failed.state, failed.failure_reason) == (
+            JobState.FAILED,
+            "the worker reported failure",
+        )
+        assert session.scalar(select(QueueInstance.used_slots)) == 0
+        assert (
+            session.scalar(
+                select(func.count()).where(
+                    Allocation.job_id.in_([first, second]), Allocation.released_at.is_(None)
+                )
+            )
+            == 0
+        )
+        kinds = session.scalars(
+            select(JobEvent.kind).where(JobEvent.job_id == second).order_by(JobEvent.id)
+        ).all()
+        assert kinds[-2:] == [JobEventKind.DISPATCHED, JobEventKind.FAILED]
