@@ -43,13 +43,14 @@ from app.notations.complex_matching import (
     FitCode,
     Level,
     LevelObject,
+    Offer,
     Offers,
     QueueFit,
     evaluate_queue_instance,
     level_offers,
 )
 from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import ComplexTable, Consumable, Relop
+from app.notations.complexes import ComplexTable, Consumable, Relop, Requestable
 
 
 @dataclass
@@ -63,6 +64,14 @@ class QueueSlot:
     seq_no: int
     #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
     capacity: int = 0
+    #: The verdict on this instance when it is full (immutable, made once: a run's
+    #: rejected categories scan every full instance).
+    _full: QueueFit | None = field(default=None, repr=False, compare=False)
+
+    def full_fit(self) -> QueueFit:
+        if self._full is None:
+            self._full = QueueFit(self.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
+        return self._full
 
 
 @dataclass
@@ -79,29 +88,94 @@ class ObjectState:
     used_nonexclusive: dict[str, float] = field(default_factory=dict)
     #: attribute name -> consumable_usage id
     usage_ids: dict[str, int] = field(default_factory=dict)
-    #: The evaluator's offers of this object, kept until a booking changes ``used``
-    #: (apply_in_memory): a run evaluates the global host and each host for many jobs.
-    _offers: tuple[ComplexTable, Offers] | None = field(default=None, repr=False)
+    #: The evaluator's offers of this object, kept while its values stay; a booking
+    #: (apply_in_memory) recomputes only the attributes whose usage changed.
+    _offers: tuple[ComplexTable, dict[str, tuple[Offer, ...]]] | None = field(
+        default=None, repr=False
+    )
+    #: The attributes every evaluation of this object looks at, whatever the job asks:
+    #: FORCED ones and consumables with a capacity here (research/sge.md c, d).
+    _always: tuple[str, ...] = field(default=(), repr=False)
+    #: Per request lists (by identity, the lists kept alive here): the offers of the
+    #: attributes the evaluator can look at for them, see :meth:`offers_for`.
+    _views: dict[tuple[int, int], tuple[RequestList, RequestList, Offers]] = field(
+        default_factory=dict, repr=False
+    )
+    _object: LevelObject | None = field(default=None, repr=False)
 
     def offers(self, table: ComplexTable) -> Offers:
         cached = self._offers
         if cached is None or cached[0] is not table:
-            cached = self._offers = (table, level_offers(table, self.level_object(), self.level))
+            offers = level_offers(table, self.level_object(), self.level)
+            cached = self._offers = (table, offers)
+            self._always = tuple(
+                name
+                for name, item in offers.items()
+                if table[name].requestable is Requestable.FORCED
+                or (table[name].is_consumable and item[0].capacity is not None)
+            )
+            self._views.clear()
         return cached[1]
 
-    def changed(self) -> None:
-        """Bookings changed: the offers are computed again when next needed."""
-        self._offers = None
+    def offers_for(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> Offers:
+        """The object's offers cut down to what the evaluator reads for these lists: the
+        FORCED attributes and the consumables with a capacity here (checked for every
+        job, in the object's order) and the requested attributes. evaluate_level and
+        count_soft_violations skip every other attribute (a FORCED check or a default
+        only concerns unrequested FORCED attributes and consumables), so their verdicts
+        are the same as on all offers, at the cost of a few attributes instead of all
+        the built-in queue attributes and values of the object."""
+        offers = self.offers(table)
+        key = (id(hard), id(soft))
+        view = self._views.get(key)
+        if view is not None and view[0] is hard and view[1] is soft:
+            return view[2]
+        cut = {name: offers[name] for name in self._always}
+        for request in (*hard.requests, *soft.requests):
+            item = offers.get(request.name)
+            if item is not None:
+                cut[request.name] = item
+        if len(self._views) > 4096:
+            self._views.clear()
+        self._views[key] = (hard, soft, cut)
+        return cut
 
-    def level_object(self) -> LevelObject:
-        return LevelObject(
+    def changed(self, names: Iterable[str] | None = None) -> None:
+        """Bookings of ``names`` (None: anything) changed: their offers are computed
+        again (level_offers decides each attribute from its own values and usage)."""
+        cached = self._offers
+        if cached is None:
+            return
+        if names is None:
+            self._offers = None
+            self._views.clear()
+            return
+        wanted = set(names)
+        partial = LevelObject(
             self.name,
-            complex_values=self.complex_values,
-            load_values=self.load_values,
-            builtin=self.builtin,
+            complex_values={k: v for k, v in self.complex_values.items() if k in wanted},
+            load_values={k: v for k, v in self.load_values.items() if k in wanted},
+            builtin={k: v for k, v in self.builtin.items() if k in wanted},
             used=self.used,
             used_nonexclusive=self.used_nonexclusive,
         )
+        table, offers = cached
+        for name, item in level_offers(table, partial, self.level).items():
+            offers[name] = item  # the same key: the object's order stays
+        self._views.clear()
+
+    def level_object(self) -> LevelObject:
+        # The dicts are shared, so the object always shows the current usage.
+        if self._object is None:
+            self._object = LevelObject(
+                self.name,
+                complex_values=self.complex_values,
+                load_values=self.load_values,
+                builtin=self.builtin,
+                used=self.used,
+                used_nonexclusive=self.used_nonexclusive,
+            )
+        return self._object
 
 
 @dataclass
@@ -143,9 +217,9 @@ class ClusterState:
             hard,
             soft,
             offers=(
-                global_host.offers(self.table),
-                host.offers(self.table),
-                queue.offers(self.table),
+                global_host.offers_for(self.table, hard, soft),
+                host.offers_for(self.table, hard, soft),
+                queue.offers_for(self.table, hard, soft),
             ),
         )
 
@@ -259,7 +333,7 @@ def decide(
         if first_only and state.full(slot):
             # The same verdict without evaluating three levels: late in a run most
             # instances are full, and a category scans them all before it is rejected.
-            fits.append((slot, _full_fit(slot)))
+            fits.append((slot, slot.full_fit()))
             continue
         fit = state.evaluate(slot, hard, soft)
         fits.append((slot, fit))
@@ -292,10 +366,6 @@ def decide(
         return Decision(fits, None, None)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
     return Decision(fits, assignment, master)
-
-
-def _full_fit(slot: QueueSlot) -> QueueFit:
-    return QueueFit(slot.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
 
 
 def _cap(value: int) -> int:
@@ -355,10 +425,13 @@ def bookings_for(
 
 
 def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
+    changed: dict[int, tuple[ObjectState, set[str]]] = {}
     for booking in bookings:
         counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
         counter[booking.attribute] = counter.get(booking.attribute, 0.0) + sign * booking.amount
-        booking.target.changed()
+        changed.setdefault(id(booking.target), (booking.target, set()))[1].add(booking.attribute)
+    for target, names in changed.values():
+        target.changed(names)
 
 
 def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
