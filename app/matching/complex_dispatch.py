@@ -33,6 +33,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    case,
     cast,
     delete,
     exists,
@@ -60,7 +61,7 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching.complex_table import prefetch_table
+from app.matching.complex_table import load_table, prefetch_table, table_of_rows, table_rows
 from app.matching.parallel import UNLIMITED, Offered, allocate
 from app.notations.complex_matching import (
     FitCode,
@@ -282,14 +283,16 @@ class ClusterState:
 
 def load_state(
     session: Session,
-    table: ComplexTable,
+    table: ComplexTable | None,
     worker_ids: Sequence[int] | None = None,
     *,
     names: Mapping[int, str] | None = None,
 ) -> ClusterState:
     """The values of the global host and of the given workers (all when None).
     ``names`` (worker id -> name of the given workers) saves a query when the caller
-    has the workers loaded already (a pull)."""
+    has the workers loaded already (a pull). ``table`` None: the attribute table is
+    read too, for given workers in the same statement as their values (what
+    ``load_table(session)`` would give)."""
     global_host = ObjectState(Level.GLOBAL, 0, "global")
     if worker_ids is None or names is None:
         host_query = select(Worker.id, Worker.name)
@@ -327,6 +330,8 @@ def load_state(
             target.usage_ids[name] = usage_id
 
     if worker_ids is None:
+        if table is None:
+            table = load_table(session)
         for qi_row in session.execute(_queue_rows()):
             add_queue(*qi_row)
         for value_row in session.execute(_value_rows()):
@@ -337,7 +342,12 @@ def load_state(
         # A pull: the three reads in one statement (three round trips were a sixth of
         # the pull's statements). UNION ALL promises no order: queue instances are
         # added first so that their values find them.
-        rows = session.execute(_worker_rows(worker_ids)).all()
+        rows = session.execute(_worker_rows(worker_ids, with_table=table is None)).all()
+        if table is None:
+            attributes = sorted((row for row in rows if row.part == 3), key=lambda row: row.i1)
+            table = table_of_rows(
+                (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
+            )
         for row in rows:
             if row.part == 0:
                 add_queue(row.i1, row.i2, row.i3, row.i4, row.s1, row.i5)
@@ -381,17 +391,18 @@ def _usage_rows() -> Select[int, str, int, float, float, str]:
     ).join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
 
 
-def _worker_rows(worker_ids: Sequence[int]) -> CompoundSelect[Any]:
+def _worker_rows(worker_ids: Sequence[int], *, with_table: bool) -> CompoundSelect[Any]:
     """Queue instances (part 0), values (1) and consumable rows (2) of the global host
-    and the given workers as one UNION ALL with typed NULLs in the unused columns:
-    part, i1..i5, f1, f2, s1..s4."""
+    and the given workers, and with ``with_table`` the attribute table (3, i1 its
+    order by name as the database sorts), as one UNION ALL with typed NULLs in the
+    unused columns: part, i1..i5, f1, f2, s1..s7."""
 
     def columns(**given: Any) -> list[ColumnElement[Any]]:
         types: dict[str, Any] = {
             **{f"i{n}": Integer() for n in range(1, 6)},
             "f1": Float(),
             "f2": Float(),
-            **{f"s{n}": Text() for n in range(1, 5)},
+            **{f"s{n}": Text() for n in range(1, 8)},
         }
         return [given.get(name, cast(null(), kind)).label(name) for name, kind in types.items()]
 
@@ -439,7 +450,24 @@ def _worker_rows(worker_ids: Sequence[int]) -> CompoundSelect[Any]:
         .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
         .where(or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids)))
     )
-    return union_all(queues, values, usage)
+    if not with_table:
+        return union_all(queues, values, usage)
+    name, shortcut, kind, relop, requestable, consumable, default, urgency, builtin = table_rows()
+    attributes = select(
+        literal(3).label("part"),
+        *columns(
+            i1=func.row_number().over(order_by=name),
+            i2=case((builtin, 1), else_=0),
+            f1=urgency,
+            **{
+                f"s{n}": cast(column, Text())
+                for n, column in enumerate(
+                    (name, shortcut, kind, relop, requestable, consumable, default), start=1
+                )
+            },
+        ),
+    )
+    return union_all(queues, values, usage, attributes)
 
 
 @dataclass(frozen=True)

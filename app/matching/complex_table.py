@@ -11,8 +11,9 @@ misfit rows are recomputed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.orm import Session
@@ -89,6 +90,18 @@ def _table_of(key: RowKey) -> ComplexTable:
         if is_builtin:
             builtin.append(name)
     return ComplexTable(tuple(definitions), builtin_names=frozenset(builtin))
+
+
+def table_rows() -> tuple[Any, ...]:
+    """The columns :func:`table_of_rows` expects, for a caller that reads the table in
+    one of its own statements."""
+    return _ROW_COLUMNS
+
+
+def table_of_rows(rows: Iterable[Sequence[Any]]) -> ComplexTable:
+    """The table of attribute rows read with :func:`table_rows`, in name order as the
+    database sorts (the same rows give the same table object as :func:`load_table`)."""
+    return _table_of(tuple(tuple(row) for row in rows))
 
 
 def load_table(session: Session) -> ComplexTable:

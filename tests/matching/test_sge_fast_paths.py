@@ -288,9 +288,13 @@ def test_a_pull_loads_one_worker_in_one_statement_as_the_whole_cluster_load_has_
         event.listen(engine, "before_cursor_execute", count)
         try:
             one = load_state(session, table, [worker.id], names={worker.id: worker.name})
+            assert len(statements) == 1
+            # Without a table: the attribute table comes in the same statement.
+            with_table = load_state(session, None, [worker.id], names={worker.id: worker.name})
+            assert len(statements) == 2
         finally:
             event.remove(engine, "before_cursor_execute", count)
-        assert len(statements) == 1
+        assert with_table.table is table
 
         def picture(obj):  # type: ignore[no-untyped-def]
             return (
@@ -310,6 +314,12 @@ def test_a_pull_loads_one_worker_in_one_statement_as_the_whole_cluster_load_has_
         assert {k: picture(q) for k, q in one.queues.items()} == {
             k: picture(whole.queues[k]) for k in one.slots
         }
+        for other in (one, with_table):
+            assert picture(other.global_host) == picture(whole.global_host)
+            assert picture(other.hosts[worker.id]) == picture(whole.hosts[worker.id])
+            assert {k: picture(q) for k, q in other.queues.items()} == {
+                k: picture(whole.queues[k]) for k in one.slots
+            }
 
 
 def test_the_table_read_with_has_complex_values_serves_the_next_load_once(
