@@ -22,9 +22,11 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     CompoundSelect,
     Float,
@@ -33,6 +35,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     delete,
@@ -126,11 +129,14 @@ class ObjectState:
     used_nonexclusive: dict[str, float] = field(default_factory=dict)
     #: attribute name -> consumable_usage id
     usage_ids: dict[str, int] = field(default_factory=dict)
-    #: The evaluator's offers of this object, kept while its values stay; a booking
-    #: (apply_in_memory) recomputes only the attributes whose usage changed.
-    _offers: tuple[ComplexTable, dict[str, tuple[Offer, ...]]] | None = field(
-        default=None, repr=False
-    )
+    #: The evaluator's offers of this object, per attribute, computed when first needed
+    #: (a pull or a run looks at a few of the forty-odd attributes of a queue
+    #: instance) and again when a booking changes the attribute's usage.
+    _offers: dict[str, tuple[Offer, ...]] = field(default_factory=dict, repr=False)
+    _table: ComplexTable | None = field(default=None, repr=False)
+    #: Attribute name -> (kind, key) of its values, in the object's order (the order
+    #: level_offers gives its offers in).
+    _keys: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     #: The attributes every evaluation of this object looks at, whatever the job asks:
     #: FORCED ones and consumables with a capacity here (research/sge.md c, d).
     _always: tuple[str, ...] = field(default=(), repr=False)
@@ -140,18 +146,62 @@ class ObjectState:
     _object: LevelObject | None = field(default=None, repr=False)
 
     def offers(self, table: ComplexTable) -> Offers:
-        cached = self._offers
-        if cached is None or cached[0] is not table:
-            offers = level_offers(table, self.level_object(), self.level)
-            cached = self._offers = (table, offers)
-            self._always = tuple(
-                name
-                for name, item in offers.items()
-                if table[name].requestable is Requestable.FORCED
-                or (table[name].is_consumable and item[0].capacity is not None)
-            )
-            self._views.clear()
-        return cached[1]
+        """All offers of the object, as level_offers gives them."""
+        self._prepare(table)
+        self._compute([name for name in self._keys if name not in self._offers])
+        return {name: self._offers[name] for name in self._keys}
+
+    def _prepare(self, table: ComplexTable) -> None:
+        if self._table is table:
+            return
+        self._table = table
+        self._offers = {}
+        self._views.clear()
+        self._keys = {}
+        sources = (
+            ("complex_values", self.complex_values),
+            ("builtin", self.builtin),
+            ("load_values", self.load_values),
+        )
+        for kind, values in sources:
+            for key in values:
+                self._keys.setdefault(table.resolve(key).name, []).append((kind, key))
+        candidates = [
+            name
+            for name in self._keys
+            if table[name].requestable is Requestable.FORCED or table[name].is_consumable
+        ]
+        self._compute(candidates)
+        self._always = tuple(
+            name
+            for name in candidates
+            if table[name].requestable is Requestable.FORCED
+            or self._offers[name][0].capacity is not None
+        )
+
+    def _compute(self, names: Iterable[str]) -> None:
+        """level_offers of the named attributes (it decides each attribute from its own
+        values and usage, so a part of the object gives the same offers)."""
+        assert self._table is not None
+        parts: dict[str, dict[str, str]] = {
+            "complex_values": {},
+            "builtin": {},
+            "load_values": {},
+        }
+        for name in names:
+            for kind, key in self._keys.get(name, ()):
+                parts[kind][key] = getattr(self, kind)[key]
+        if not any(parts.values()):
+            return
+        partial = LevelObject(
+            self.name,
+            complex_values=parts["complex_values"],
+            load_values=parts["load_values"],
+            builtin=parts["builtin"],
+            used=self.used,
+            used_nonexclusive=self.used_nonexclusive,
+        )
+        self._offers.update(level_offers(self._table, partial, self.level))
 
     def offers_for(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> Offers:
         """The object's offers cut down to what the evaluator reads for these lists: the
@@ -175,16 +225,23 @@ class ObjectState:
         return view.fit
 
     def _view(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> _View:
-        offers = self.offers(table)
+        self._prepare(table)
         key = (id(hard), id(soft))
         view = self._views.get(key)
         if view is not None and view.hard is hard and view.soft is soft:
             return view
+        offers = self._offers
+        requested = [
+            request.name
+            for request in (*hard.requests, *soft.requests)
+            if request.name in self._keys
+        ]
+        missing = [name for name in requested if name not in offers]
+        if missing:
+            self._compute(missing)
         cut = {name: offers[name] for name in self._always}
-        for request in (*hard.requests, *soft.requests):
-            item = offers.get(request.name)
-            if item is not None:
-                cut[request.name] = item
+        for name in requested:
+            cut[name] = offers[name]
         if len(self._views) > 4096:
             self._views.clear()
         view = self._views[key] = _View(hard, soft, cut)
@@ -192,26 +249,15 @@ class ObjectState:
 
     def changed(self, names: Iterable[str] | None = None) -> None:
         """Bookings of ``names`` (None: anything) changed: their offers are computed
-        again (level_offers decides each attribute from its own values and usage)."""
-        cached = self._offers
-        if cached is None:
+        again (the others still hold)."""
+        if self._table is None:
             return
         if names is None:
-            self._offers = None
+            self._table = None
+            self._offers = {}
             self._views.clear()
             return
-        wanted = set(names)
-        partial = LevelObject(
-            self.name,
-            complex_values={k: v for k, v in self.complex_values.items() if k in wanted},
-            load_values={k: v for k, v in self.load_values.items() if k in wanted},
-            builtin={k: v for k, v in self.builtin.items() if k in wanted},
-            used=self.used,
-            used_nonexclusive=self.used_nonexclusive,
-        )
-        table, offers = cached
-        for name, item in level_offers(table, partial, self.level).items():
-            offers[name] = item  # the same key: the object's order stays
+        self._compute([name for name in names if name in self._offers])
         self._views.clear()
 
     def level_object(self) -> LevelObject:
@@ -342,7 +388,9 @@ def load_state(
         # A pull: the three reads in one statement (three round trips were a sixth of
         # the pull's statements). UNION ALL promises no order: queue instances are
         # added first so that their values find them.
-        rows = session.execute(_worker_rows(worker_ids, with_table=table is None)).all()
+        rows = session.execute(
+            _worker_rows(with_table=table is None), {"sge_worker_ids": list(worker_ids)}
+        ).all()
         if table is None:
             attributes = sorted((row for row in rows if row.part == 3), key=lambda row: row.i1)
             table = table_of_rows(
@@ -391,11 +439,14 @@ def _usage_rows() -> Select[int, str, int, float, float, str]:
     ).join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
 
 
-def _worker_rows(worker_ids: Sequence[int], *, with_table: bool) -> CompoundSelect[Any]:
+@lru_cache(maxsize=2)
+def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
     """Queue instances (part 0), values (1) and consumable rows (2) of the global host
-    and the given workers, and with ``with_table`` the attribute table (3, i1 its
-    order by name as the database sorts), as one UNION ALL with typed NULLs in the
-    unused columns: part, i1..i5, f1, f2, s1..s7."""
+    and the workers in the parameter ``sge_worker_ids``, and with ``with_table`` the
+    attribute table (3, i1 its order by name as the database sorts), as one UNION ALL
+    with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7. Built once
+    (building it cost more than a pull's evaluation)."""
+    worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
 
     def columns(**given: Any) -> list[ColumnElement[Any]]:
         types: dict[str, Any] = {
