@@ -658,6 +658,34 @@ def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
 
 _ALLOCATIONS = typing.cast(Table, Allocation.__table__)
 _JOB_BOOKINGS = typing.cast(Table, JobBooking.__table__)
+_QUEUE_INSTANCES = typing.cast(Table, QueueInstance.__table__)
+_USAGE = typing.cast(Table, ConsumableUsage.__table__)
+
+# book()'s guarded updates, built once (Core tables: nothing in a pull's session holds
+# these rows as objects). A slot booking needs used + count <= slots; a consumable one
+# used + amount <= capacity, an exclusive use nobody else there, a non-exclusive use
+# of an EXCL attribute no exclusive user.
+_BOOK_SLOTS = (
+    update(_QUEUE_INSTANCES)
+    .where(
+        _QUEUE_INSTANCES.c.id == bindparam("qi_key"),
+        _QUEUE_INSTANCES.c.used_slots + bindparam("count") <= _QUEUE_INSTANCES.c.slots,
+    )
+    .values(used_slots=_QUEUE_INSTANCES.c.used_slots + bindparam("count"))
+)
+_USAGE_ROW = _USAGE.c.id == bindparam("usage_key")
+_BOOK_USAGE = {
+    # (nonexclusive, exclusive)
+    (True, False): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used == 0)
+    .values(used_nonexclusive=_USAGE.c.used_nonexclusive + bindparam("amount")),
+    (False, False): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used + bindparam("amount") <= _USAGE.c.capacity)
+    .values(used=_USAGE.c.used + bindparam("amount")),
+    (False, True): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used == 0, _USAGE.c.used_nonexclusive == 0)
+    .values(used=_USAGE.c.used + bindparam("amount")),
+}
 
 
 def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
@@ -670,14 +698,7 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     # Queue instances first (lock order worker -> job -> queue instances), then the
     # consumable rows in id order.
     for qi_id in sorted(assignment):
-        count = assignment[qi_id]
-        booked = session.execute(
-            update(QueueInstance)
-            .where(
-                QueueInstance.id == qi_id, QueueInstance.used_slots + count <= QueueInstance.slots
-            )
-            .values(used_slots=QueueInstance.used_slots + count)
-        )
+        booked = session.execute(_BOOK_SLOTS, {"qi_key": qi_id, "count": assignment[qi_id]})
         if booked.rowcount != 1:  # type: ignore[attr-defined]
             if savepoint is not None:
                 savepoint.rollback()
@@ -686,21 +707,10 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     for booking in sorted(
         (b for b in bookings if b.usage_id is not None), key=lambda b: b.usage_id or 0
     ):
-        if booking.nonexclusive:
-            result = session.execute(
-                update(ConsumableUsage)
-                .where(ConsumableUsage.id == booking.usage_id, ConsumableUsage.used == 0)
-                .values(used_nonexclusive=ConsumableUsage.used_nonexclusive + booking.amount)
-            )
-        else:
-            guard = [ConsumableUsage.used + booking.amount <= ConsumableUsage.capacity]
-            if booking.exclusive:
-                guard = [ConsumableUsage.used == 0, ConsumableUsage.used_nonexclusive == 0]
-            result = session.execute(
-                update(ConsumableUsage)
-                .where(ConsumableUsage.id == booking.usage_id, *guard)
-                .values(used=ConsumableUsage.used + booking.amount)
-            )
+        statement = _BOOK_USAGE[booking.nonexclusive, booking.exclusive]
+        result = session.execute(
+            statement, {"usage_key": booking.usage_id, "amount": booking.amount}
+        )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             if savepoint is not None:
                 savepoint.rollback()
