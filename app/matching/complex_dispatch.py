@@ -19,10 +19,36 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    CompoundSelect,
+    Float,
+    Integer,
+    Select,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -38,18 +64,30 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
+from app.matching.complex_table import load_table, prefetch_table, table_of_rows, table_rows
 from app.matching.parallel import UNLIMITED, Offered, allocate
 from app.notations.complex_matching import (
     FitCode,
     Level,
+    LevelFit,
     LevelObject,
+    Offer,
     Offers,
     QueueFit,
+    count_soft_violations,
+    evaluate_level,
     evaluate_queue_instance,
     level_offers,
 )
 from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import ComplexTable, Consumable, Relop
+from app.notations.complexes import (
+    ComplexDefinition,
+    ComplexTable,
+    Consumable,
+    Relop,
+    Requestable,
+    Value,
+)
 
 
 @dataclass
@@ -63,6 +101,25 @@ class QueueSlot:
     seq_no: int
     #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
     capacity: int = 0
+    #: The verdict on this instance when it is full (immutable, made once: a run's
+    #: rejected categories scan every full instance).
+    _full: QueueFit | None = field(default=None, repr=False, compare=False)
+
+    def full_fit(self) -> QueueFit:
+        if self._full is None:
+            self._full = QueueFit(self.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
+        return self._full
+
+
+@dataclass
+class _View:
+    """An object's offers for one pair of request lists (the lists kept alive, as the key
+    is their identity), and its evaluate_level verdict for the hard list once known."""
+
+    hard: RequestList
+    soft: RequestList
+    offers: Offers
+    fit: LevelFit | None = None
 
 
 @dataclass
@@ -79,29 +136,149 @@ class ObjectState:
     used_nonexclusive: dict[str, float] = field(default_factory=dict)
     #: attribute name -> consumable_usage id
     usage_ids: dict[str, int] = field(default_factory=dict)
-    #: The evaluator's offers of this object, kept until a booking changes ``used``
-    #: (apply_in_memory): a run evaluates the global host and each host for many jobs.
-    _offers: tuple[ComplexTable, Offers] | None = field(default=None, repr=False)
+    #: The evaluator's offers of this object, per attribute, computed when first needed
+    #: (a pull or a run looks at a few of the forty-odd attributes of a queue
+    #: instance) and again when a booking changes the attribute's usage.
+    _offers: dict[str, tuple[Offer, ...]] = field(default_factory=dict, repr=False)
+    _table: ComplexTable | None = field(default=None, repr=False)
+    #: Attribute name -> (kind, key) of its values, in the object's order (the order
+    #: level_offers gives its offers in).
+    _keys: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    #: The attributes every evaluation of this object looks at, whatever the job asks:
+    #: FORCED ones and consumables with a capacity here (research/sge.md c, d).
+    _always: tuple[str, ...] = field(default=(), repr=False)
+    #: Per request lists (by identity, the lists kept alive here): the offers of the
+    #: attributes the evaluator can look at for them, see :meth:`offers_for`.
+    _views: dict[tuple[int, int], _View] = field(default_factory=dict, repr=False)
+    _object: LevelObject | None = field(default=None, repr=False)
 
     def offers(self, table: ComplexTable) -> Offers:
-        cached = self._offers
-        if cached is None or cached[0] is not table:
-            cached = self._offers = (table, level_offers(table, self.level_object(), self.level))
-        return cached[1]
+        """All offers of the object, as level_offers gives them."""
+        self._prepare(table)
+        self._compute([name for name in self._keys if name not in self._offers])
+        return {name: self._offers[name] for name in self._keys}
 
-    def changed(self) -> None:
-        """Bookings changed: the offers are computed again when next needed."""
-        self._offers = None
+    def _prepare(self, table: ComplexTable) -> None:
+        if self._table is table:
+            return
+        self._table = table
+        self._offers = {}
+        self._views.clear()
+        self._keys = {}
+        sources = (
+            ("complex_values", self.complex_values),
+            ("builtin", self.builtin),
+            ("load_values", self.load_values),
+        )
+        for kind, values in sources:
+            for key in values:
+                self._keys.setdefault(table.resolve(key).name, []).append((kind, key))
+        candidates = [
+            name
+            for name in self._keys
+            if table[name].requestable is Requestable.FORCED or table[name].is_consumable
+        ]
+        self._compute(candidates)
+        self._always = tuple(
+            name
+            for name in candidates
+            if table[name].requestable is Requestable.FORCED
+            or self._offers[name][0].capacity is not None
+        )
 
-    def level_object(self) -> LevelObject:
-        return LevelObject(
+    def _compute(self, names: Iterable[str]) -> None:
+        """level_offers of the named attributes (it decides each attribute from its own
+        values and usage, so a part of the object gives the same offers)."""
+        assert self._table is not None
+        parts: dict[str, dict[str, str]] = {
+            "complex_values": {},
+            "builtin": {},
+            "load_values": {},
+        }
+        for name in names:
+            for kind, key in self._keys.get(name, ()):
+                parts[kind][key] = getattr(self, kind)[key]
+        if not any(parts.values()):
+            return
+        partial = LevelObject(
             self.name,
-            complex_values=self.complex_values,
-            load_values=self.load_values,
-            builtin=self.builtin,
+            complex_values=parts["complex_values"],
+            load_values=parts["load_values"],
+            builtin=parts["builtin"],
             used=self.used,
             used_nonexclusive=self.used_nonexclusive,
         )
+        self._offers.update(level_offers(self._table, partial, self.level))
+
+    def offers_for(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> Offers:
+        """The object's offers cut down to what the evaluator reads for these lists: the
+        FORCED attributes and the consumables with a capacity here (checked for every
+        job, in the object's order) and the requested attributes. evaluate_level and
+        count_soft_violations skip every other attribute (a FORCED check or a default
+        only concerns unrequested FORCED attributes and consumables), so their verdicts
+        are the same as on all offers, at the cost of a few attributes instead of all
+        the built-in queue attributes and values of the object."""
+        return self._view(table, hard, soft).offers
+
+    def level_fit(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> LevelFit:
+        """evaluate_level of this object for the hard list, kept until its offers change
+        (the global host's verdict for a category holds for a whole run without global
+        consumables)."""
+        view = self._view(table, hard, soft)
+        if view.fit is None:
+            view.fit = evaluate_level(
+                table, self.level, self.level_object(), hard, offers=view.offers
+            )
+        return view.fit
+
+    def _view(self, table: ComplexTable, hard: RequestList, soft: RequestList) -> _View:
+        self._prepare(table)
+        key = (id(hard), id(soft))
+        view = self._views.get(key)
+        if view is not None and view.hard is hard and view.soft is soft:
+            return view
+        offers = self._offers
+        requested = [
+            request.name
+            for request in (*hard.requests, *soft.requests)
+            if request.name in self._keys
+        ]
+        missing = [name for name in requested if name not in offers]
+        if missing:
+            self._compute(missing)
+        cut = {name: offers[name] for name in self._always}
+        for name in requested:
+            cut[name] = offers[name]
+        if len(self._views) > 4096:
+            self._views.clear()
+        view = self._views[key] = _View(hard, soft, cut)
+        return view
+
+    def changed(self, names: Iterable[str] | None = None) -> None:
+        """Bookings of ``names`` (None: anything) changed: their offers are computed
+        again (the others still hold)."""
+        if self._table is None:
+            return
+        if names is None:
+            self._table = None
+            self._offers = {}
+            self._views.clear()
+            return
+        self._compute([name for name in names if name in self._offers])
+        self._views.clear()
+
+    def level_object(self) -> LevelObject:
+        # The dicts are shared, so the object always shows the current usage.
+        if self._object is None:
+            self._object = LevelObject(
+                self.name,
+                complex_values=self.complex_values,
+                load_values=self.load_values,
+                builtin=self.builtin,
+                used=self.used,
+                used_nonexclusive=self.used_nonexclusive,
+            )
+        return self._object
 
 
 @dataclass
@@ -130,58 +307,136 @@ class ClusterState:
         return self.queues[slot.id].used.get("slots", 0.0) >= slot.capacity
 
     def evaluate(self, slot: QueueSlot, hard: RequestList, soft: RequestList) -> QueueFit:
-        global_host, host, queue = (
-            self.global_host,
-            self.hosts[slot.worker_id],
-            self.queues[slot.id],
+        """evaluate_queue_instance on the three objects, each level's verdict memoised
+        until its object's offers change. A fitting instance is put together here as the
+        evaluator does it; any refusal is left to the evaluator itself (its message)."""
+        table = self.table
+        objects = (self.global_host, self.hosts[slot.worker_id], self.queues[slot.id])
+        fits = [state.level_fit(table, hard, soft) for state in objects]
+        views = (
+            objects[0].offers_for(table, hard, soft),
+            objects[1].offers_for(table, hard, soft),
+            objects[2].offers_for(table, hard, soft),
         )
-        return evaluate_queue_instance(
-            self.table,
-            global_host.level_object(),
-            host.level_object(),
-            queue.level_object(),
-            hard,
-            soft,
-            offers=(
-                global_host.offers(self.table),
-                host.offers(self.table),
-                queue.offers(self.table),
-            ),
+        levels = (objects[0].level_object(), objects[1].level_object(), objects[2].level_object())
+        found = fits[0].found | fits[1].found | fits[2].found
+        if not all(fit.ok for fit in fits) or any(r.name not in found for r in hard):
+            return evaluate_queue_instance(table, *levels, hard, soft, offers=views)
+        faithful, naive = count_soft_violations(table, levels, soft, offers=views)
+        return QueueFit(
+            levels[2].name,
+            True,
+            global_slots=fits[0].slots,
+            host_slots=fits[1].slots,
+            queue_slots=fits[2].slots,
+            soft_violations=faithful,
+            soft_violations_naive=naive,
         )
 
 
 def load_state(
     session: Session,
-    table: ComplexTable,
+    table: ComplexTable | None,
     worker_ids: Sequence[int] | None = None,
     *,
     names: Mapping[int, str] | None = None,
 ) -> ClusterState:
     """The values of the global host and of the given workers (all when None).
     ``names`` (worker id -> name of the given workers) saves a query when the caller
-    has the workers loaded already (a pull)."""
-    qi_query = (
-        select(
-            QueueInstance.id,
-            QueueInstance.worker_id,
-            QueueInstance.slots,
-            QueueInstance.used_slots,
-            Queue.name,
-            Queue.seq_no,
-            Worker.name,
-        )
-        .join(Queue, Queue.id == QueueInstance.queue_id)
-        .join(Worker, Worker.id == QueueInstance.worker_id)
-    )
-    host_query = select(Worker.id, Worker.name)
-    value_query = select(
+    has the workers loaded already (a pull). ``table`` None: the attribute table is
+    read too, for given workers in the same statement as their values (what
+    ``load_table(session)`` would give)."""
+    global_host = ObjectState(Level.GLOBAL, 0, "global")
+    if worker_ids is None or names is None:
+        host_query = select(Worker.id, Worker.name)
+        if worker_ids is not None:
+            host_query = host_query.where(Worker.id.in_(worker_ids))
+        names = {wid: name for wid, name in session.execute(host_query)}
+    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in names.items()}
+    queues: dict[int, ObjectState] = {}
+    slots: dict[int, QueueSlot] = {}
+    objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
+    columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
+
+    def add_queue(
+        qi_id: int, worker_id: int, capacity: int, used_slots: int, queue: str, seq_no: int
+    ) -> None:
+        name = f"{queue}@{names[worker_id]}"
+        qi_state = ObjectState(Level.QUEUE, qi_id, name)
+        qi_state.builtin["slots"] = str(capacity)
+        qi_state.used["slots"] = float(used_slots)
+        queues[qi_id] = qi_state
+        slots[qi_id] = QueueSlot(qi_id, name, worker_id, names[worker_id], seq_no, capacity)
+
+    def add_value(level: str, key: int, kind: str, text: str, name: str) -> None:
+        target = objects[level].get(key)
+        if target is not None:
+            getattr(target, columns[kind])[name] = text
+
+    def add_usage(
+        usage_id: int, level: str, key: int, used: float, nonexclusive: float, name: str
+    ) -> None:
+        target = objects[level].get(key)
+        if target is not None:
+            target.used[name] = float(used)
+            target.used_nonexclusive[name] = float(nonexclusive)
+            target.usage_ids[name] = usage_id
+
+    if worker_ids is None:
+        if table is None:
+            table = load_table(session)
+        for qi_row in session.execute(_queue_rows()):
+            add_queue(*qi_row)
+        for value_row in session.execute(_value_rows()):
+            add_value(*value_row)
+        for usage_row in session.execute(_usage_rows()):
+            add_usage(*usage_row)
+    else:
+        # A pull: the three reads in one statement (three round trips were a sixth of
+        # the pull's statements). UNION ALL promises no order: queue instances are
+        # added first so that their values find them.
+        rows = session.execute(
+            _worker_rows(with_table=table is None), {"sge_worker_ids": list(worker_ids)}
+        ).all()
+        if table is None:
+            attributes = sorted((row for row in rows if row.part == 3), key=lambda row: row.i1)
+            table = table_of_rows(
+                (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
+            )
+        for row in rows:
+            if row.part == 0:
+                add_queue(row.i1, row.i2, row.i3, row.i4, row.s1, row.i5)
+        for row in rows:
+            if row.part == 1:
+                add_value(row.s1, row.i2, row.s2, row.s3, row.s4)
+            elif row.part == 2:
+                add_usage(row.i1, row.s1, row.i2, row.f1, row.f2, row.s4)
+    return ClusterState(table, global_host, hosts, queues, slots)
+
+
+def _queue_rows() -> Select[int, int, int, int, str, int]:
+    return select(
+        QueueInstance.id,
+        QueueInstance.worker_id,
+        QueueInstance.slots,
+        QueueInstance.used_slots,
+        Queue.name,
+        Queue.seq_no,
+    ).join(Queue, Queue.id == QueueInstance.queue_id)
+
+
+def _value_rows() -> Select[str, int, str, str, str]:
+    return select(
         AttributeValue.level,
         AttributeValue.object_key,
         AttributeValue.kind,
         AttributeValue.text,
         Attribute.name,
     ).join(Attribute, Attribute.id == AttributeValue.attribute_id)
-    usage_query = select(
+
+
+def _usage_rows() -> Select[int, str, int, float, float, str]:
+    return select(
         ConsumableUsage.id,
         ConsumableUsage.level,
         ConsumableUsage.object_key,
@@ -189,40 +444,88 @@ def load_state(
         ConsumableUsage.used_nonexclusive,
         Attribute.name,
     ).join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
-    if worker_ids is not None:
-        qi_query = qi_query.where(QueueInstance.worker_id.in_(worker_ids))
-        host_query = host_query.where(Worker.id.in_(worker_ids))
-        value_query = value_query.where(
-            or_(AttributeValue.level == "global", AttributeValue.worker_id.in_(worker_ids))
+
+
+@lru_cache(maxsize=2)
+def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
+    """Queue instances (part 0), values (1) and consumable rows (2) of the global host
+    and the workers in the parameter ``sge_worker_ids``, and with ``with_table`` the
+    attribute table (3, i1 its order by name as the database sorts), as one UNION ALL
+    with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7. Built once
+    (building it cost more than a pull's evaluation)."""
+    worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
+
+    def columns(**given: Any) -> list[ColumnElement[Any]]:
+        types: dict[str, Any] = {
+            **{f"i{n}": Integer() for n in range(1, 6)},
+            "f1": Float(),
+            "f2": Float(),
+            **{f"s{n}": Text() for n in range(1, 8)},
+        }
+        return [given.get(name, cast(null(), kind)).label(name) for name, kind in types.items()]
+
+    queues = (
+        select(
+            literal(0).label("part"),
+            *columns(
+                i1=QueueInstance.id,
+                i2=QueueInstance.worker_id,
+                i3=QueueInstance.slots,
+                i4=QueueInstance.used_slots,
+                i5=Queue.seq_no,
+                s1=cast(Queue.name, Text()),
+            ),
         )
-        usage_query = usage_query.where(
-            or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids))
+        .join(Queue, Queue.id == QueueInstance.queue_id)
+        .where(QueueInstance.worker_id.in_(worker_ids))
+    )
+    values = (
+        select(
+            literal(1).label("part"),
+            *columns(
+                i2=AttributeValue.object_key,
+                s1=cast(AttributeValue.level, Text()),
+                s2=cast(AttributeValue.kind, Text()),
+                s3=AttributeValue.text,
+                s4=cast(Attribute.name, Text()),
+            ),
         )
-    global_host = ObjectState(Level.GLOBAL, 0, "global")
-    host_rows = names.items() if names is not None else session.execute(host_query)
-    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in host_rows}
-    queues: dict[int, ObjectState] = {}
-    slots: dict[int, QueueSlot] = {}
-    for qi_id, worker_id, capacity, used_slots, queue, seq_no, host in session.execute(qi_query):
-        name = f"{queue}@{host}"
-        qi_state = ObjectState(Level.QUEUE, qi_id, name)
-        qi_state.builtin["slots"] = str(capacity)
-        qi_state.used["slots"] = float(used_slots)
-        queues[qi_id] = qi_state
-        slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity)
-    objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
-    columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
-    for level, key, kind, text, name in session.execute(value_query):
-        target = objects[level].get(key)
-        if target is not None:
-            getattr(target, columns[kind])[name] = text
-    for usage_id, level, key, used, nonexclusive, name in session.execute(usage_query):
-        target = objects[level].get(key)
-        if target is not None:
-            target.used[name] = float(used)
-            target.used_nonexclusive[name] = float(nonexclusive)
-            target.usage_ids[name] = usage_id
-    return ClusterState(table, global_host, hosts, queues, slots)
+        .join(Attribute, Attribute.id == AttributeValue.attribute_id)
+        .where(or_(AttributeValue.level == "global", AttributeValue.worker_id.in_(worker_ids)))
+    )
+    usage = (
+        select(
+            literal(2).label("part"),
+            *columns(
+                i1=ConsumableUsage.id,
+                i2=ConsumableUsage.object_key,
+                f1=ConsumableUsage.used,
+                f2=ConsumableUsage.used_nonexclusive,
+                s1=cast(ConsumableUsage.level, Text()),
+                s4=cast(Attribute.name, Text()),
+            ),
+        )
+        .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
+        .where(or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids)))
+    )
+    if not with_table:
+        return union_all(queues, values, usage)
+    name, shortcut, kind, relop, requestable, consumable, default, urgency, builtin = table_rows()
+    attributes = select(
+        literal(3).label("part"),
+        *columns(
+            i1=func.row_number().over(order_by=name),
+            i2=case((builtin, 1), else_=0),
+            f1=urgency,
+            **{
+                f"s{n}": cast(column, Text())
+                for n, column in enumerate(
+                    (name, shortcut, kind, relop, requestable, consumable, default), start=1
+                )
+            },
+        ),
+    )
+    return union_all(queues, values, usage, attributes)
 
 
 @dataclass(frozen=True)
@@ -259,7 +562,7 @@ def decide(
         if first_only and state.full(slot):
             # The same verdict without evaluating three levels: late in a run most
             # instances are full, and a category scans them all before it is rejected.
-            fits.append((slot, _full_fit(slot)))
+            fits.append((slot, slot.full_fit()))
             continue
         fit = state.evaluate(slot, hard, soft)
         fits.append((slot, fit))
@@ -292,10 +595,6 @@ def decide(
         return Decision(fits, None, None)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
     return Decision(fits, assignment, master)
-
-
-def _full_fit(slot: QueueSlot) -> QueueFit:
-    return QueueFit(slot.name, False, Level.QUEUE, FitCode.NO_FREE_SLOTS, "slots")
 
 
 def _cap(value: int) -> int:
@@ -342,7 +641,7 @@ def bookings_for(
                 else:
                     result.append(Booking(usage_id, queue_key, name, 1.0, True, target))
                 continue
-            amount = request.parsed if request is not None else definition.default_value
+            amount = request.parsed if request is not None else _default(definition)
             assert isinstance(amount, float)
             if amount == 0:
                 continue
@@ -354,11 +653,53 @@ def bookings_for(
     return result
 
 
+@lru_cache(maxsize=1024)
+def _default(definition: ComplexDefinition) -> Value:
+    """The attribute's parsed default (definitions are immutable; the property parses
+    the text on every use, some 50,000 times in a full-size run)."""
+    return definition.default_value
+
+
 def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
+    changed: dict[int, tuple[ObjectState, set[str]]] = {}
     for booking in bookings:
         counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
         counter[booking.attribute] = counter.get(booking.attribute, 0.0) + sign * booking.amount
-        booking.target.changed()
+        changed.setdefault(id(booking.target), (booking.target, set()))[1].add(booking.attribute)
+    for target, names in changed.values():
+        target.changed(names)
+
+
+_ALLOCATIONS = typing.cast(Table, Allocation.__table__)
+_JOB_BOOKINGS = typing.cast(Table, JobBooking.__table__)
+_QUEUE_INSTANCES = typing.cast(Table, QueueInstance.__table__)
+_USAGE = typing.cast(Table, ConsumableUsage.__table__)
+
+# book()'s guarded updates, built once (Core tables: nothing in a pull's session holds
+# these rows as objects). A slot booking needs used + count <= slots; a consumable one
+# used + amount <= capacity, an exclusive use nobody else there, a non-exclusive use
+# of an EXCL attribute no exclusive user.
+_BOOK_SLOTS = (
+    update(_QUEUE_INSTANCES)
+    .where(
+        _QUEUE_INSTANCES.c.id == bindparam("qi_key"),
+        _QUEUE_INSTANCES.c.used_slots + bindparam("count") <= _QUEUE_INSTANCES.c.slots,
+    )
+    .values(used_slots=_QUEUE_INSTANCES.c.used_slots + bindparam("count"))
+)
+_USAGE_ROW = _USAGE.c.id == bindparam("usage_key")
+_BOOK_USAGE = {
+    # (nonexclusive, exclusive)
+    (True, False): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used == 0)
+    .values(used_nonexclusive=_USAGE.c.used_nonexclusive + bindparam("amount")),
+    (False, False): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used + bindparam("amount") <= _USAGE.c.capacity)
+    .values(used=_USAGE.c.used + bindparam("amount")),
+    (False, True): update(_USAGE)
+    .where(_USAGE_ROW, _USAGE.c.used == 0, _USAGE.c.used_nonexclusive == 0)
+    .values(used=_USAGE.c.used + bindparam("amount")),
+}
 
 
 def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
@@ -371,14 +712,7 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     # Queue instances first (lock order worker -> job -> queue instances), then the
     # consumable rows in id order.
     for qi_id in sorted(assignment):
-        count = assignment[qi_id]
-        booked = session.execute(
-            update(QueueInstance)
-            .where(
-                QueueInstance.id == qi_id, QueueInstance.used_slots + count <= QueueInstance.slots
-            )
-            .values(used_slots=QueueInstance.used_slots + count)
-        )
+        booked = session.execute(_BOOK_SLOTS, {"qi_key": qi_id, "count": assignment[qi_id]})
         if booked.rowcount != 1:  # type: ignore[attr-defined]
             if savepoint is not None:
                 savepoint.rollback()
@@ -387,21 +721,10 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     for booking in sorted(
         (b for b in bookings if b.usage_id is not None), key=lambda b: b.usage_id or 0
     ):
-        if booking.nonexclusive:
-            result = session.execute(
-                update(ConsumableUsage)
-                .where(ConsumableUsage.id == booking.usage_id, ConsumableUsage.used == 0)
-                .values(used_nonexclusive=ConsumableUsage.used_nonexclusive + booking.amount)
-            )
-        else:
-            guard = [ConsumableUsage.used + booking.amount <= ConsumableUsage.capacity]
-            if booking.exclusive:
-                guard = [ConsumableUsage.used == 0, ConsumableUsage.used_nonexclusive == 0]
-            result = session.execute(
-                update(ConsumableUsage)
-                .where(ConsumableUsage.id == booking.usage_id, *guard)
-                .values(used=ConsumableUsage.used + booking.amount)
-            )
+        statement = _BOOK_USAGE[booking.nonexclusive, booking.exclusive]
+        result = session.execute(
+            statement, {"usage_key": booking.usage_id, "amount": booking.amount}
+        )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             if savepoint is not None:
                 savepoint.rollback()
@@ -414,13 +737,17 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
                 "nonexclusive": booking.nonexclusive,
             }
         )
-    session.add_all(
-        Allocation(job_id=job.id, queue_instance_id=qi_id, slots=count)
-        for qi_id, count in assignment.items()
+    # Core inserts: nothing reads these rows through the session in this transaction,
+    # and the unit of work cost more CPU than the two statements themselves.
+    session.execute(
+        insert(_ALLOCATIONS),
+        [
+            {"job_id": job.id, "queue_instance_id": qi_id, "slots": count}
+            for qi_id, count in assignment.items()
+        ],
     )
     if rows:
-        session.add_all(JobBooking(**row) for row in rows)
-    session.flush()
+        session.execute(insert(_JOB_BOOKINGS), rows)
     if savepoint is not None:
         savepoint.commit()
     return True
@@ -477,20 +804,18 @@ def pe_slots_in_use(session: Session, pe: str) -> int:
 
 def has_complex_values(session: Session, worker_id: int) -> bool:
     """Whether the global host or the worker carries any complex value or capacity (then
-    every job is checked by the evaluator: FORCED attributes, defaults, slot capacities)."""
-    return (
-        session.scalar(
-            select(AttributeValue.id)
-            .where(
-                or_(
-                    AttributeValue.level == "global",
-                    and_(AttributeValue.worker_id == worker_id, AttributeValue.kind != "builtin"),
-                )
-            )
-            .limit(1)
+    every job is checked by the evaluator: FORCED attributes, defaults, slot capacities).
+    Read with the attribute table, which the transaction's next load_table then reuses."""
+    flag = exists().where(
+        or_(
+            AttributeValue.level == "global",
+            and_(AttributeValue.worker_id == worker_id, AttributeValue.kind != "builtin"),
         )
-        is not None
     )
+    found = prefetch_table(session, flag)
+    if found is not None:
+        return found
+    return bool(session.scalar(select(flag)))
 
 
 #: A parallel environment's allocation rule and free slots, or None when it is unknown.

@@ -11,10 +11,11 @@ misfit rows are recomputed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.orm import Session
 
 from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
@@ -33,21 +34,38 @@ _COLUMNS = ("name", "shortcut", "type", "relop", "requestable", "consumable", "d
 RowKey = tuple[tuple[str, str, str, str, str, str, str, float, bool], ...]
 
 
+_ROW_COLUMNS = (
+    Attribute.name,
+    Attribute.shortcut,
+    Attribute.type,
+    Attribute.relop,
+    Attribute.requestable,
+    Attribute.consumable,
+    Attribute.default,
+    Attribute.urgency,
+    Attribute.builtin,
+)
+
+#: session.info key: (root transaction, rows) read by :func:`prefetch_table`.
+_PREFETCHED = "jobmatch.complex_table.prefetched"
+
+
 def _row_key(session: Session) -> RowKey:
-    rows = session.execute(
-        select(
-            Attribute.name,
-            Attribute.shortcut,
-            Attribute.type,
-            Attribute.relop,
-            Attribute.requestable,
-            Attribute.consumable,
-            Attribute.default,
-            Attribute.urgency,
-            Attribute.builtin,
-        ).order_by(Attribute.name)
-    ).all()
+    rows = session.execute(select(*_ROW_COLUMNS).order_by(Attribute.name)).all()
     return tuple(tuple(row) for row in rows)  # type: ignore[misc]
+
+
+def prefetch_table(session: Session, flag: ColumnElement[bool]) -> bool | None:
+    """Evaluate ``flag`` (an uncorrelated condition) in the statement that reads the
+    attribute table, and keep the rows for the next :func:`load_table` of this
+    transaction: a pull asks whether the worker has complex values and then needs the
+    table, one round trip instead of two. None when the table is empty."""
+    rows = session.execute(select(*_ROW_COLUMNS, flag.label("flag")).order_by(Attribute.name)).all()
+    if not rows:
+        return None
+    key = tuple(tuple(row)[:-1] for row in rows)
+    session.info[_PREFETCHED] = (session.get_transaction(), key)
+    return bool(rows[0][-1])
 
 
 @lru_cache(maxsize=64)
@@ -74,8 +92,25 @@ def _table_of(key: RowKey) -> ComplexTable:
     return ComplexTable(tuple(definitions), builtin_names=frozenset(builtin))
 
 
+def table_rows() -> tuple[Any, ...]:
+    """The columns :func:`table_of_rows` expects, for a caller that reads the table in
+    one of its own statements."""
+    return _ROW_COLUMNS
+
+
+def table_of_rows(rows: Iterable[Sequence[Any]]) -> ComplexTable:
+    """The table of attribute rows read with :func:`table_rows`, in name order as the
+    database sorts (the same rows give the same table object as :func:`load_table`)."""
+    return _table_of(tuple(tuple(row) for row in rows))
+
+
 def load_table(session: Session) -> ComplexTable:
-    """The current attribute table (parsed once per distinct content)."""
+    """The current attribute table (parsed once per distinct content). Rows read by
+    :func:`prefetch_table` in this transaction serve once (a pull's next statements do
+    not change the table; a later caller reads it again)."""
+    prefetched = session.info.pop(_PREFETCHED, None)
+    if prefetched is not None and prefetched[0] is session.get_transaction():
+        return _table_of(prefetched[1])
     return _table_of(_row_key(session))
 
 

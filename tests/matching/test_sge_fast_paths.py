@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from app.db.base import utcnow
 from app.db.engine import Database
@@ -30,7 +30,13 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching.complex_dispatch import category_lists, load_state
+from app.matching.complex_dispatch import (
+    apply_in_memory,
+    category_lists,
+    has_complex_values,
+    load_state,
+    plan_job,
+)
 from app.matching.complex_sql import Scope
 from app.matching.complex_table import load_table
 from app.matching.complex_values import Target, set_values
@@ -41,6 +47,7 @@ from app.matching.run_bookings import RunBookings
 from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.notations.complex_matching import evaluate_queue_instance, level_offers
 from tests.matching.test_sge_sql_oracle import PATTERNS, _attributes, give_random_values
 
 
@@ -192,3 +199,157 @@ def test_a_batched_guard_that_fails_raises_instead_of_overbooking(database: Data
     with database.transaction() as session:
         assert session.scalar(select(QueueInstance.used_slots)) == 0
         assert session.scalar(select(Job.state)) is JobState.CANCELLED
+
+
+def _evaluator_cluster(session, rng: random.Random) -> list[Worker]:  # type: ignore[no-untyped-def]
+    _attributes(session)
+    set_values(session, Target("global"), "complex_values", {"rank_gt": "0.5", "lic": "9"})
+    workers = []
+    for index in range(6):
+        worker, _ = upsert_worker(
+            session,
+            WorkerSpec(
+                name=f"h{index}",
+                queues=tuple(QueueSpec(f"q{n}", rng.randint(1, 3)) for n in range(2)),
+            ),
+        )
+        give_random_values(session, rng, worker)
+        workers.append(worker)
+    session.flush()
+    return workers
+
+
+def test_cut_offers_memoised_verdicts_and_partial_recomputes_decide_as_the_evaluator(
+    database: Database,
+) -> None:
+    """ClusterState.evaluate (offers cut to the lists, level verdicts kept until a booking,
+    only the booked attributes' offers recomputed) gives the evaluator's own QueueFit on
+    all offers, as bookings accumulate."""
+    rng = random.Random(63)
+    with database.transaction() as session:
+        _evaluator_cluster(session, rng)
+        table = load_table(session)
+        state = load_state(session, table)
+        lists = [
+            category_lists(
+                table,
+                _random_requests(rng),
+                rng.choice(["NONE", "rle=2", "os=bsd,rne=1", "arch=lx*,rgt=1"]),
+            )
+            for _ in range(25)
+        ]
+        compared = fitting = 0
+        for _round in range(6):
+            for hard, soft in lists:
+                for slot in state.queue_order():
+                    objects = (
+                        state.global_host,
+                        state.hosts[slot.worker_id],
+                        state.queues[slot.id],
+                    )
+                    reference = evaluate_queue_instance(
+                        table, *(o.level_object() for o in objects), hard, soft
+                    )
+                    assert state.evaluate(slot, hard, soft) == reference
+                    compared += 1
+                    fitting += reference.fits
+            # Book a fitting job somewhere, as a run would, and compare again.
+            for hard, soft in rng.sample(lists, 8):
+                _decision, bookings = plan_job(
+                    state,
+                    Category(hard=hard.category_text(), soft=soft.category_text(), pe=None),
+                    state.queue_order(),
+                    lambda name: None,
+                )
+                if bookings:
+                    apply_in_memory(bookings)
+                    for target in {id(b.target): b.target for b in bookings}.values():
+                        assert dict(target.offers(table)) == level_offers(
+                            table, target.level_object(), target.level
+                        )
+        assert 0 < fitting < compared
+
+
+def test_a_pull_loads_one_worker_in_one_statement_as_the_whole_cluster_load_has_it(
+    database: Database,
+) -> None:
+    rng = random.Random(64)
+    with database.transaction() as session:
+        workers = _evaluator_cluster(session, rng)
+        worker = workers[2]
+        table = load_table(session)
+        whole = load_state(session, table)
+        statements: list[str] = []
+
+        def count(*args: object) -> None:
+            statements.append(str(args[2]))
+
+        engine = session.get_bind()
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            one = load_state(session, table, [worker.id], names={worker.id: worker.name})
+            assert len(statements) == 1
+            # Without a table: the attribute table comes in the same statement.
+            with_table = load_state(session, None, [worker.id], names={worker.id: worker.name})
+            assert len(statements) == 2
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        assert with_table.table is table
+
+        def picture(obj):  # type: ignore[no-untyped-def]
+            return (
+                obj.name,
+                obj.complex_values,
+                obj.load_values,
+                obj.builtin,
+                obj.used,
+                obj.used_nonexclusive,
+                obj.usage_ids,
+            )
+
+        assert picture(one.global_host) == picture(whole.global_host)
+        assert one.hosts.keys() == {worker.id}
+        assert picture(one.hosts[worker.id]) == picture(whole.hosts[worker.id])
+        assert one.slots == {k: s for k, s in whole.slots.items() if s.worker_id == worker.id}
+        assert {k: picture(q) for k, q in one.queues.items()} == {
+            k: picture(whole.queues[k]) for k in one.slots
+        }
+        for other in (one, with_table):
+            assert picture(other.global_host) == picture(whole.global_host)
+            assert picture(other.hosts[worker.id]) == picture(whole.hosts[worker.id])
+            assert {k: picture(q) for k, q in other.queues.items()} == {
+                k: picture(whole.queues[k]) for k in one.slots
+            }
+
+
+def test_the_table_read_with_has_complex_values_serves_the_next_load_once(
+    database: Database,
+) -> None:
+    with database.transaction() as session:
+        workers = _evaluator_cluster(session, random.Random(65))
+        bare, _ = upsert_worker(session, WorkerSpec(name="bare", queues=(QueueSpec("a", 1),)))
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        with database.transaction() as session:
+            expected = load_table(session)
+            statements.clear()
+            assert has_complex_values(session, workers[0].id)
+            assert load_table(session) is expected
+            assert len(statements) == 1
+            assert load_table(session) is expected
+            assert len(statements) == 2  # served once, then read again
+            set_values(session, Target("global"), "complex_values", {})
+            assert has_complex_values(session, workers[0].id)
+            assert not has_complex_values(session, bare.id)
+        with database.transaction() as session:
+            # A new transaction never sees rows read in an earlier one.
+            statements.clear()
+            assert load_table(session) is expected
+            assert len(statements) == 1
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
