@@ -48,7 +48,6 @@ from app.matching.complex_dispatch import (
     load_state,
     release_bookings,
 )
-from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.finish_statements import finish_slots_only
 from app.matching.pull_statements import Puller, lock_puller
@@ -178,9 +177,8 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
                 # Grid Engine rules: load values and consumables now, bookings (sge.md d).
                 if state is None:
-                    state = load_state(
-                        session, load_table(session), [puller.id], names={puller.id: puller.name}
-                    )
+                    # The attribute table comes in the same statement as the values.
+                    state = load_state(session, None, [puller.id], names={puller.id: puller.name})
                 _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
                 if not booked:
                     continue
