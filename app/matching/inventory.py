@@ -364,31 +364,33 @@ class _Loader:
             wanted = [worker_id, *following[: self.batch - 1]]
             rows: dict[int, list[Any]] = {w: [] for w in wanted}
             for row in self.session.connection().execute(_BELOW_NODES, {"worker_ids": wanted}):
-                rows[row.worker_id].append(row)
+                rows[row[1]].append(row)
             for w, found in rows.items():
                 self.loaded[w] = _build_children(found, self.nodes[w])
         return self.loaded.pop(worker_id)
 
 
 def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
+    """The vertices below a node from its rows (in position order, so parents first),
+    each told where it lies. Rows are unpacked once: attribute access on them is slow."""
     built: dict[int, Vertex] = {}
     kids: dict[int, list[Vertex]] = {0: []}
+    parents: list[tuple[int, int]] = []
     worker, rank = node.worker, node.rank
-    for row in rows:
-        (
-            vertex_id,
-            worker_id,
-            position,
-            last_position,
-            _parent,
-            type_,
-            logical_id,
-            unit,
-            size,
-            used,
-            held_by,
-            shared,
-        ) = row
+    for (
+        vertex_id,
+        worker_id,
+        position,
+        last_position,
+        parent,
+        type_,
+        logical_id,
+        unit,
+        size,
+        used,
+        held_by,
+        shared,
+    ) in rows:
         built[position] = Vertex(
             vertex_id,
             type_,
@@ -403,8 +405,9 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
             place=(worker_id, position, last_position),
         )
         kids[position] = []
-    for row in rows:
-        kids[row.parent_position or 0].append(built[row.position])
+        parents.append((position, parent or 0))
+    for position, parent in parents:
+        kids[parent].append(built[position])
     for position in sorted(built, reverse=True):
         built[position]._adopt(kids[position])
     return kids[0]
