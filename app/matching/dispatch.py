@@ -16,9 +16,9 @@ import json
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select, true, update
+from sqlalchemy import ColumnElement, Select, Table, and_, bindparam, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -309,6 +309,21 @@ class _PluginVerdicts:
         return self._verdicts[task_id]
 
 
+_QUEUE_INSTANCES = cast(Table, QueueInstance.__table__)
+_BOOKINGS = cast(Table, InventoryBooking.__table__)
+# Built once: building a statement costs more than running it (issue 9).
+_RETURN_SLOTS = (
+    update(_QUEUE_INSTANCES)
+    .where(_QUEUE_INSTANCES.c.id == bindparam("qi_id"))
+    .values(used_slots=_QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
+)
+_BOOKED_WORKERS = (
+    select(_BOOKINGS.c.worker_id)
+    .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
+    .distinct()
+)
+
+
 def release_allocations(session: Session, job: Job) -> None:
     """Free what a job holds: its allocations end and their slots return."""
     allocations = session.scalars(
@@ -318,10 +333,8 @@ def release_allocations(session: Session, job: Job) -> None:
     ).all()
     now = utcnow()
     for allocation in allocations:
-        session.execute(
-            update(QueueInstance)
-            .where(QueueInstance.id == allocation.queue_instance_id)
-            .values(used_slots=QueueInstance.used_slots - allocation.slots)
+        session.connection().execute(
+            _RETURN_SLOTS, {"qi_id": allocation.queue_instance_id, "b_slots": allocation.slots}
         )
         allocation.released_at = now
     release_bookings(session, job.id)
@@ -331,13 +344,7 @@ def release_allocations(session: Session, job: Job) -> None:
 
 def booked_workers(session: Session, job_id: int) -> set[int]:
     """The workers the job holds vertices on (a running job's set does not change)."""
-    return set(
-        session.scalars(
-            select(InventoryBooking.worker_id)
-            .where(InventoryBooking.job_id == job_id, InventoryBooking.released_at.is_(None))
-            .distinct()
-        )
-    )
+    return set(session.connection().execute(_BOOKED_WORKERS, {"job_id": job_id}).scalars())
 
 
 def lock_workers(session: Session, worker_ids: set[int]) -> set[int]:
