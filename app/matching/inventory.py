@@ -371,11 +371,11 @@ class _Loader:
 
 
 def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
-    """The vertices below a node from its rows (in position order, so parents first),
-    each told where it lies. Rows are unpacked once: attribute access on them is slow."""
-    built: dict[int, Vertex] = {}
-    kids: dict[int, list[Vertex]] = {0: []}
-    parents: list[tuple[int, int]] = []
+    """The vertices below a node from its rows, each told where it lies. The rows come in
+    position order (parents before children), so walking them backwards builds every
+    vertex after its children, and each vertex sums its children's free units once.
+    Rows are unpacked once: attribute access on them is slow."""
+    kids: dict[int, list[Vertex]] = {}
     worker, rank = node.worker, node.rank
     for (
         vertex_id,
@@ -390,27 +390,28 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
         used,
         held_by,
         shared,
-    ) in rows:
-        built[position] = Vertex(
-            vertex_id,
-            type_,
-            logical_id,
-            unit=unit,
-            size=size,
-            used=used,
-            held=held_by is not None,
-            shared=shared,
-            worker=worker,
-            rank=rank,
-            place=(worker_id, position, last_position),
+    ) in reversed(rows):
+        children = kids.pop(position, [])
+        children.reverse()
+        kids.setdefault(parent or 0, []).append(
+            Vertex(
+                vertex_id,
+                type_,
+                logical_id,
+                unit=unit,
+                size=size,
+                used=used,
+                held=held_by is not None,
+                shared=shared,
+                worker=worker,
+                rank=rank,
+                children=children,
+                place=(worker_id, position, last_position),
+            )
         )
-        kids[position] = []
-        parents.append((position, parent or 0))
-    for position, parent in parents:
-        kids[parent].append(built[position])
-    for position in sorted(built, reverse=True):
-        built[position]._adopt(kids[position])
-    return kids[0]
+    top = kids.get(0, [])
+    top.reverse()
+    return top
 
 
 def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) -> Vertex:
