@@ -23,6 +23,7 @@ from sqlalchemy import Integer, Select, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
@@ -48,6 +49,7 @@ _CATEGORIES = cast(Table, Category.__table__)
 _ALLOCATIONS = cast(Table, Allocation.__table__)
 
 # Statements of the hot path, built once (building one costs more than running it).
+_JOB = select(Job).where(Job.id == bindparam("job_id"))
 _JOBSPEC = select(_CATEGORIES.c.id, _CATEGORIES.c.jobspec).where(
     _CATEGORIES.c.id == bindparam("category_id")
 )
@@ -125,7 +127,7 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     """Allocate a waiting job's vertices on as many workers as it needs and start it; the
     first node is the job's worker (it reports the end). ConflictError when it cannot be
     placed now (GET /v1/jobs/{id}/explain says why)."""
-    job = session.get(Job, job_id)
+    job = session.execute(_JOB, {"job_id": job_id}).scalar_one_or_none()
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
     if job.state is not JobState.WAITING:
@@ -137,11 +139,14 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     # Nodes of a tree built from rows know their worker's id.
     worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
     connection = session.connection()
-    connection.execute(_LOCK_WORKERS, {"worker_ids": sorted(set(worker_ids))}).all()
-    state = connection.execute(_LOCK_JOB, {"job_id": job_id}).scalar_one()
-    if state != JobState.WAITING:
-        session.refresh(job)
-        raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
+    if dialect.supports_skip_locked(connection):
+        # Row locks (PostgreSQL), in the usual order. SQLite serialises writers at BEGIN
+        # (IMMEDIATE): nothing changed since the job was read, and there are no row locks.
+        connection.execute(_LOCK_WORKERS, {"worker_ids": sorted(set(worker_ids))}).all()
+        state = connection.execute(_LOCK_JOB, {"job_id": job_id}).scalar_one()
+        if state != JobState.WAITING:
+            session.refresh(job)
+            raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
     leader = worker_ids[0]
     slots = dispatch.free_slots(session, leader)
     queue_instance_id = dispatch._book(session, job, slots)
