@@ -317,6 +317,12 @@ _RETURN_SLOTS = (
     .where(_QUEUE_INSTANCES.c.id == bindparam("qi_id"))
     .values(used_slots=_QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
 )
+_HELD_ALLOCATIONS = (
+    select(Allocation)
+    .where(Allocation.job_id == bindparam("job_id"), Allocation.released_at.is_(None))
+    .with_for_update()
+)
+_LOCK_JOB = select(Job).where(Job.id == bindparam("job_id")).with_for_update()
 _BOOKED_WORKERS = (
     select(_BOOKINGS.c.worker_id)
     .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
@@ -326,11 +332,7 @@ _BOOKED_WORKERS = (
 
 def release_allocations(session: Session, job: Job) -> None:
     """Free what a job holds: its allocations end and their slots return."""
-    allocations = session.scalars(
-        select(Allocation)
-        .where(Allocation.job_id == job.id, Allocation.released_at.is_(None))
-        .with_for_update()
-    ).all()
+    allocations = session.scalars(_HELD_ALLOCATIONS, {"job_id": job.id}).all()
     now = utcnow()
     for allocation in allocations:
         session.connection().execute(
@@ -374,7 +376,7 @@ def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Wo
     # their free counts, whose foreign key waits for any pull that holds their row.
     worker = worker_by_name(session, worker_name)
     locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
-    job = session.get(Job, job_id, with_for_update=True)
+    job = session.scalars(_LOCK_JOB, {"job_id": job_id}).one_or_none()
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
     if job.worker_id != worker.id:
