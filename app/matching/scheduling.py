@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Integer, Select, Table, bindparam, insert, select, update
+from sqlalchemy import ColumnElement, Integer, Select, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -76,25 +76,41 @@ _START = (
 def _survivors(policy: Policy, whole: frozenset[str] = frozenset()) -> Select[*tuple[Any, ...]]:
     """The workers that pass the filter for the category ``:category_id``, in policy order,
     at most ``:limit``, as rows of inventory.node_select (built once per policy and set of
-    whole types)."""
+    whole types).
+
+    The filter picks the ids in a subquery of its own, as a query of ids only, and only
+    those few rows are joined to their nodes: with the node's rows joined inside the
+    filter, PostgreSQL evaluated the whole-vertex conditions for every worker."""
     category_id = bindparam("category_id", type_=Integer)
-    query = inventory.node_select().where(
-        Worker.state == WorkerState.ACTIVE,
-        fits(category_id, Worker.id, Worker.generation),
-        inventory.has_room(category_id, Worker.id),
-        *inventory.whole_room(whole),
-    )
+    order: tuple[ColumnElement[Any], ...]
     if policy == "pack":
         # Most used first: partly used nodes before untouched ones.
-        query = query.order_by(
-            (WorkerInventory.untouched == WorkerInventory.vertices),
-            WorkerInventory.untouched,
-            Worker.rank,
-            Worker.id,
+        order = (
+            (WorkerInventory.untouched == WorkerInventory.vertices).label("k0"),
+            WorkerInventory.untouched.label("k1"),
+            Worker.rank.label("k2"),
+            Worker.id.label("k3"),
         )
     else:
-        query = query.order_by(Worker.rank, Worker.id)
-    return query.limit(bindparam("limit"))
+        order = (Worker.rank.label("k0"), Worker.id.label("k1"))
+    ids = (
+        select(Worker.id.label("id"), *order)
+        .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
+        .where(
+            Worker.state == WorkerState.ACTIVE,
+            fits(category_id, Worker.id, Worker.generation),
+            inventory.has_room(category_id, Worker.id),
+            *inventory.whole_room(whole),
+        )
+        .order_by(*order)
+        .limit(bindparam("limit"))
+        .subquery("survivors")
+    )
+    return (
+        inventory.node_select()
+        .join(ids, ids.c.id == Worker.id)
+        .order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
+    )
 
 
 @dataclass(frozen=True)
