@@ -6,7 +6,9 @@ Run ``python bench/allocation.py [--backend sqlite|postgresql] [--nodes N] [--jo
 from the repository root; PostgreSQL uses JOBMATCH_BENCH_POSTGRES_URL or
 JOBMATCH_TEST_POSTGRES_URL and works in a database of its own that it drops afterwards.
 It prints the median and 95th percentile of one allocation (SQL filter, allocator walk,
-booking and commit), of one release, and the jobs allocated and freed per second.
+booking and commit), its median CPU time in this process (SQLite's work included; a
+steadier guide than wall time on a shared machine), the SQL statements per allocation and
+per release, the median of one release, and the jobs allocated and freed per second.
 Fluxion's reference: about 22 ms per match at 256 nodes x 32 cores (research/flux.md).
 
 The nodes are registered in bulk: one node through ``upsert_worker``, then its rows copied
@@ -31,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import Table, delete, func, insert, select
+from sqlalchemy import Table, delete, event, func, insert, select
 
 from app.db import migrate
 from app.db.engine import Database
@@ -176,30 +178,36 @@ def run(database: Database, nodes: int, jobs: int, policy: str) -> dict[str, flo
     weights = [w for _, w in SHAPES]
     running: deque[tuple[int, str]] = deque()
     allocate_ms: list[float] = []
+    allocate_cpu_ms: list[float] = []
     free_ms: list[float] = []
     unplaced = 0
+    statements = _Statements(database)
     for _ in range(jobs):
         with database.transaction() as session:
             job_id = submission.submit_job(
                 session, JobSpec(shape=rng.choices(shapes, weights)[0]), submitter="bench"
             ).id
-        start = time.perf_counter()
+        statements.start("allocate")
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             with database.transaction() as session:
                 job = scheduling.schedule_job(session, job_id, policy)  # type: ignore[arg-type]
+                statements.start(None)
                 leader = session.scalar(select(Worker.name).where(Worker.id == job.worker_id))
         except ConflictError:
+            statements.start(None)
             unplaced += 1
             with database.transaction() as session:
                 submission.cancel_job(session, job_id)
             continue
         allocate_ms.append((time.perf_counter() - start) * 1000)
+        allocate_cpu_ms.append((time.process_time() - cpu) * 1000)
         assert leader is not None
         running.append((job_id, leader))
         while len(running) > WINDOW_PER_NODE * nodes:
-            _free(database, running.popleft(), free_ms)
+            _free(database, running.popleft(), free_ms, statements)
     while running:
-        _free(database, running.popleft(), free_ms)
+        _free(database, running.popleft(), free_ms, statements)
     with database.transaction(write=False) as session:
         left = session.scalar(
             select(func.count()).where(InventoryCount.free != InventoryCount.total)
@@ -213,16 +221,40 @@ def run(database: Database, nodes: int, jobs: int, policy: str) -> dict[str, flo
         "unplaced": float(unplaced),
         "allocate_median_ms": statistics.median(allocate_ms),
         "allocate_p95_ms": statistics.quantiles(allocate_ms, n=20)[-1],
+        "allocate_cpu_median_ms": statistics.median(allocate_cpu_ms),
+        "allocate_statements": statements.counts["allocate"] / len(allocate_ms),
+        "free_statements": statements.counts["free"] / len(free_ms),
         "free_median_ms": statistics.median(free_ms),
         "jobs_per_s": len(allocate_ms) / total_seconds,
     }
 
 
-def _free(database: Database, item: tuple[int, str], times: list[float]) -> None:
+class _Statements:
+    """Counts the SQL statements sent while a phase is on (BEGIN included, COMMIT not;
+    the bench's own query of the leader's name not)."""
+
+    def __init__(self, database: Database) -> None:
+        self.counts = {"allocate": 0, "free": 0}
+        self.phase: str | None = None
+        event.listen(database.engine, "before_cursor_execute", self._count)
+
+    def start(self, phase: str | None) -> None:
+        self.phase = phase
+
+    def _count(self, *_args: Any) -> None:
+        if self.phase is not None:
+            self.counts[self.phase] += 1
+
+
+def _free(
+    database: Database, item: tuple[int, str], times: list[float], statements: _Statements
+) -> None:
+    statements.start("free")
     start = time.perf_counter()
     with database.transaction() as session:
         dispatch.finish(session, item[0], item[1], "finished")
     times.append((time.perf_counter() - start) * 1000)
+    statements.start(None)
 
 
 def main() -> None:
@@ -260,9 +292,14 @@ def main() -> None:
     )
     print(
         f"  allocate: median {result['allocate_median_ms']:.2f} ms, "
-        f"p95 {result['allocate_p95_ms']:.2f} ms; free: median "
+        f"p95 {result['allocate_p95_ms']:.2f} ms, CPU median "
+        f"{result['allocate_cpu_median_ms']:.2f} ms; free: median "
         f"{result['free_median_ms']:.2f} ms; {result['jobs_per_s']:.0f} jobs/s "
         "(allocated and freed)"
+    )
+    print(
+        f"  SQL statements: {result['allocate_statements']:.1f} per allocation, "
+        f"{result['free_statements']:.1f} per release"
     )
 
 

@@ -54,7 +54,9 @@ class Vertex:
     ``held`` means another job holds it exclusively, ``shared`` how many other jobs hold it
     shared, ``used`` the amount other jobs drew from a pool. A node may be lazy: its
     children come from ``loader`` on first use, and ``summary`` (free units per key, and
-    whether it is entirely free) stands in for them until then.
+    whether it is entirely free) stands in for them until then. ``place`` is where a
+    vertex built from inventory rows lies: (worker id, its position, the last position of
+    its subtree), so that booking needs no query to find it.
     """
 
     __slots__ = (
@@ -65,6 +67,7 @@ class Vertex:
         "key",
         "loader",
         "parent",
+        "place",
         "pristine",
         "rank",
         "shared",
@@ -91,6 +94,7 @@ class Vertex:
         children: Sequence[Vertex] = (),
         loader: Callable[[], list[Vertex]] | None = None,
         summary: tuple[dict[Key, int], bool] | None = None,
+        place: tuple[int, int, int] | None = None,
     ) -> None:
         self.key = key
         self.type = type
@@ -104,6 +108,7 @@ class Vertex:
         self.rank = rank
         self.parent: Vertex | None = None
         self.loader = loader
+        self.place = place
         self._children: list[Vertex] = []
         self.free: dict[Key, int] = {}
         self.pristine = True

@@ -17,12 +17,9 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import (
-    select,
-    update,
-)
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -250,19 +247,34 @@ class _PluginVerdicts:
         return self._verdicts[task_id]
 
 
+_QUEUE_INSTANCES = cast(Table, QueueInstance.__table__)
+_BOOKINGS = cast(Table, InventoryBooking.__table__)
+# Built once: building a statement costs more than running it (issue 9).
+_RETURN_SLOTS = (
+    update(_QUEUE_INSTANCES)
+    .where(_QUEUE_INSTANCES.c.id == bindparam("qi_id"))
+    .values(used_slots=_QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
+)
+_HELD_ALLOCATIONS = (
+    select(Allocation)
+    .where(Allocation.job_id == bindparam("job_id"), Allocation.released_at.is_(None))
+    .with_for_update()
+)
+_LOCK_JOB = select(Job).where(Job.id == bindparam("job_id")).with_for_update()
+_BOOKED_WORKERS = (
+    select(_BOOKINGS.c.worker_id)
+    .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
+    .distinct()
+)
+
+
 def release_allocations(session: Session, job: Job) -> None:
     """Free what a job holds: its allocations end and their slots return."""
-    allocations = session.scalars(
-        select(Allocation)
-        .where(Allocation.job_id == job.id, Allocation.released_at.is_(None))
-        .with_for_update()
-    ).all()
+    allocations = session.scalars(_HELD_ALLOCATIONS, {"job_id": job.id}).all()
     now = utcnow()
     for allocation in allocations:
-        session.execute(
-            update(QueueInstance)
-            .where(QueueInstance.id == allocation.queue_instance_id)
-            .values(used_slots=QueueInstance.used_slots - allocation.slots)
+        session.connection().execute(
+            _RETURN_SLOTS, {"qi_id": allocation.queue_instance_id, "b_slots": allocation.slots}
         )
         allocation.released_at = now
     release_bookings(session, job.id)
@@ -272,13 +284,7 @@ def release_allocations(session: Session, job: Job) -> None:
 
 def booked_workers(session: Session, job_id: int) -> set[int]:
     """The workers the job holds vertices on (a running job's set does not change)."""
-    return set(
-        session.scalars(
-            select(InventoryBooking.worker_id)
-            .where(InventoryBooking.job_id == job_id, InventoryBooking.released_at.is_(None))
-            .distinct()
-        )
-    )
+    return set(session.connection().execute(_BOOKED_WORKERS, {"job_id": job_id}).scalars())
 
 
 def lock_workers(session: Session, worker_ids: set[int]) -> set[int]:
@@ -308,7 +314,7 @@ def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Wo
     # their free counts, whose foreign key waits for any pull that holds their row.
     worker = worker_by_name(session, worker_name)
     locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
-    job = session.get(Job, job_id, with_for_update=True)
+    job = session.scalars(_LOCK_JOB, {"job_id": job_id}).one_or_none()
     if job is None:
         raise NotFoundError(f"no job with id {job_id}")
     if job.worker_id != worker.id:

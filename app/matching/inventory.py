@@ -18,6 +18,7 @@ from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
     FromClause,
+    Select,
     Table,
     and_,
     bindparam,
@@ -276,19 +277,65 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
 # -- trees -----------------------------------------------------------------------------------
 
 
+_BOOKINGS = cast(Table, InventoryBooking.__table__)
+
 _TREE_COLUMNS = (
-    InventoryVertex.id,
-    InventoryVertex.worker_id,
-    InventoryVertex.position,
-    InventoryVertex.parent_position,
-    InventoryVertex.type,
-    InventoryVertex.logical_id,
-    InventoryVertex.unit,
-    InventoryVertex.size,
-    InventoryVertex.used,
-    InventoryVertex.held_by,
-    InventoryVertex.shared,
+    _VERTICES.c.id,
+    _VERTICES.c.worker_id,
+    _VERTICES.c.position,
+    _VERTICES.c.last_position,
+    _VERTICES.c.parent_position,
+    _VERTICES.c.type,
+    _VERTICES.c.logical_id,
+    _VERTICES.c.unit,
+    _VERTICES.c.size,
+    _VERTICES.c.used,
+    _VERTICES.c.held_by,
+    _VERTICES.c.shared,
 )
+
+#: The rows below the nodes of some workers (built once: building a statement costs more
+#: than running it).
+_BELOW_NODES = (
+    select(*_TREE_COLUMNS)
+    .where(
+        _VERTICES.c.worker_id.in_(bindparam("worker_ids", expanding=True)),
+        _VERTICES.c.position > 0,
+    )
+    .order_by(_VERTICES.c.worker_id, _VERTICES.c.position)
+)
+
+#: The free counts of some workers, the summaries of their nodes until they are loaded.
+_FREE_COUNTS = select(_COUNTS.c.worker_id, _COUNTS.c.type, _COUNTS.c.unit, _COUNTS.c.free).where(
+    _COUNTS.c.worker_id.in_(bindparam("worker_ids", expanding=True))
+)
+
+
+def node_select() -> Select[*tuple[Any, ...]]:
+    """What a tree needs of each worker's node, one row per worker with an inventory:
+    the columns :func:`tree_of` reads, for callers to filter, order and limit."""
+    return (
+        select(
+            Worker.id,
+            Worker.name,
+            Worker.rank,
+            WorkerInventory.upper,
+            WorkerInventory.untouched,
+            WorkerInventory.vertices,
+            InventoryVertex.id,
+            InventoryVertex.held_by,
+            InventoryVertex.shared,
+            InventoryVertex.last_position,
+        )
+        .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
+        .join(
+            InventoryVertex,
+            and_(InventoryVertex.worker_id == Worker.id, InventoryVertex.position == 0),
+        )
+    )
+
+
+_NODES_OF = node_select().where(Worker.id.in_(bindparam("worker_ids", expanding=True)))
 
 
 class _Loader:
@@ -316,39 +363,55 @@ class _Loader:
             ]
             wanted = [worker_id, *following[: self.batch - 1]]
             rows: dict[int, list[Any]] = {w: [] for w in wanted}
-            for row in self.session.execute(
-                select(*_TREE_COLUMNS)
-                .where(InventoryVertex.worker_id.in_(wanted), InventoryVertex.position > 0)
-                .order_by(InventoryVertex.worker_id, InventoryVertex.position)
-            ):
-                rows[row.worker_id].append(row)
+            for row in self.session.connection().execute(_BELOW_NODES, {"worker_ids": wanted}):
+                rows[row[1]].append(row)
             for w, found in rows.items():
                 self.loaded[w] = _build_children(found, self.nodes[w])
         return self.loaded.pop(worker_id)
 
 
 def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
-    built: dict[int, Vertex] = {}
-    kids: dict[int, list[Vertex]] = {0: []}
-    for row in rows:
-        built[row.position] = Vertex(
-            row.id,
-            row.type,
-            row.logical_id,
-            unit=row.unit,
-            size=row.size,
-            used=row.used,
-            held=row.held_by is not None,
-            shared=row.shared,
-            worker=node.worker,
-            rank=node.rank,
+    """The vertices below a node from its rows, each told where it lies. The rows come in
+    position order (parents before children), so walking them backwards builds every
+    vertex after its children, and each vertex sums its children's free units once.
+    Rows are unpacked once: attribute access on them is slow."""
+    kids: dict[int, list[Vertex]] = {}
+    worker, rank = node.worker, node.rank
+    for (
+        vertex_id,
+        worker_id,
+        position,
+        last_position,
+        parent,
+        type_,
+        logical_id,
+        unit,
+        size,
+        used,
+        held_by,
+        shared,
+    ) in reversed(rows):
+        children = kids.pop(position, [])
+        children.reverse()
+        kids.setdefault(parent or 0, []).append(
+            Vertex(
+                vertex_id,
+                type_,
+                logical_id,
+                unit=unit,
+                size=size,
+                used=used,
+                held=held_by is not None,
+                shared=shared,
+                worker=worker,
+                rank=rank,
+                children=children,
+                place=(worker_id, position, last_position),
+            )
         )
-        kids[row.position] = []
-    for row in rows:
-        kids[row.parent_position or 0].append(built[row.position])
-    for position in sorted(built, reverse=True):
-        built[position]._adopt(kids[position])
-    return kids[0]
+    top = kids.get(0, [])
+    top.reverse()
+    return top
 
 
 def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) -> Vertex:
@@ -356,39 +419,30 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
     below the nodes are loaded ``batch`` workers per query, when first looked into)."""
     if not worker_ids:
         return upper_tree([], [])
-    rows = session.execute(
-        select(
-            Worker.id,
-            Worker.name,
-            Worker.rank,
-            WorkerInventory.upper,
-            WorkerInventory.untouched,
-            WorkerInventory.vertices,
-            InventoryVertex.id,
-            InventoryVertex.held_by,
-            InventoryVertex.shared,
-        )
-        .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
-        .join(
-            InventoryVertex,
-            and_(InventoryVertex.worker_id == Worker.id, InventoryVertex.position == 0),
-        )
-        .where(Worker.id.in_(worker_ids))
-    ).all()
+    session.flush()
+    by_id = {
+        row[0]: row
+        for row in session.connection().execute(_NODES_OF, {"worker_ids": list(worker_ids)})
+    }
+    return tree_of(session, [by_id[w] for w in dict.fromkeys(worker_ids) if w in by_id], batch)
+
+
+def tree_of(session: Session, rows: Sequence[Any], batch: int = 1) -> Vertex:
+    """The cluster tree of the workers whose rows of :func:`node_select` are given (nodes
+    lazy, in the rows' order, each worker once)."""
+    if not rows:
+        return upper_tree([], [])
     counts: dict[int, dict[Key, int]] = {}
-    for worker_id, type_, unit, free in session.execute(
-        select(
-            InventoryCount.worker_id, InventoryCount.type, InventoryCount.unit, InventoryCount.free
-        ).where(InventoryCount.worker_id.in_(worker_ids))
+    for worker_id, type_, unit, free in session.connection().execute(
+        _FREE_COUNTS, {"worker_ids": [row[0] for row in rows]}
     ):
         counts.setdefault(worker_id, {})[(type_, unit or None)] = free
-    by_id = {row[0]: row for row in rows}
     nodes: dict[int, Vertex] = {}
     chains: list[tuple[tuple[str, str], ...]] = []
-    for worker_id in worker_ids:
-        if worker_id not in by_id or worker_id in nodes:
+    for row in rows:
+        worker_id, name, rank, upper, untouched, vertices, node_id, held_by, shared, last = row
+        if worker_id in nodes:
             continue
-        _, name, rank, upper, untouched, vertices, node_id, held_by, shared = by_id[worker_id]
         nodes[worker_id] = Vertex(
             node_id,
             "node",
@@ -399,6 +453,7 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
             rank=rank,
             loader=None,
             summary=(counts.get(worker_id, {}), untouched == vertices),
+            place=(worker_id, 0, last),
         )
         chains.append(tuple((t, i) for t, i in json.loads(upper)))
     loader = _Loader(session, nodes, batch)
@@ -410,10 +465,11 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
 # -- booking ---------------------------------------------------------------------------------
 
 
-def _places(session: Session, vertex_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
-    """Worker, position and last position of each vertex (one query)."""
-    places: dict[int, tuple[int, int, int]] = {}
-    unique = sorted(set(vertex_ids))
+def _places(session: Session, vertices: Sequence[Vertex]) -> dict[int, tuple[int, int, int]]:
+    """Worker, position and last position of each vertex: where the tree recorded it, and
+    one query for the vertices it did not (trees not built from rows)."""
+    places = {v.key: v.place for v in vertices if v.place is not None}
+    unique = sorted({v.key for v in vertices if v.place is None})
     for chunk in range(0, len(unique), 500):
         for vertex_id, worker_id, first, last in session.execute(
             select(
@@ -452,47 +508,72 @@ def _conflict(job: Job) -> ConflictError:
     return ConflictError(f"job {job.id}: resources were taken by another job; retry")
 
 
+_v = _VERTICES.c
+
+#: Shared holds on vertices not held exclusively; the rows changed.
+_SHARE = (
+    update(_VERTICES)
+    .where(_v.id.in_(bindparam("vertex_ids", expanding=True)), _v.held_by.is_(None))
+    .values(shared=_v.shared + 1)
+    .returning(_v.id, _v.shared, _v.used)
+)
+
+#: An amount drawn from a pool that has it.
+_DRAW = (
+    update(_VERTICES)
+    .where(
+        _v.id == bindparam("vertex_id"),
+        _v.held_by.is_(None),
+        _v.used + bindparam("amount") <= _v.size,
+    )
+    .values(used=_v.used + bindparam("amount"))
+    .returning(_v.type, _v.unit, _v.shared, _v.used)
+)
+
+#: An exclusive hold on a run of positions of one worker, every row entirely free.
+_HOLD = (
+    update(_VERTICES)
+    .where(
+        _v.worker_id == bindparam("b_worker"),
+        _v.position.between(bindparam("first"), bindparam("last")),
+        _v.held_by.is_(None),
+        _v.shared == 0,
+        _v.used == 0,
+    )
+    .values(held_by=bindparam("job_id"))
+    .returning(_v.type, _v.unit, _v.size)
+)
+
+_ADD_BOOKINGS = insert(_BOOKINGS)
+
+
 def book(session: Session, job: Job, placement: Placement) -> list[int]:
     """Book what the placement selected for the job; the worker ids touched. Raises
     ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
 
-    Exclusive subtrees are booked with one conditional UPDATE per worker over the merged
-    position ranges: it must change every row of them, or some row was taken. The UPDATEs
-    return the rows they changed, and the free counts and untouched counters move by
-    what those rows held (no recount)."""
+    Shared holds are one conditional UPDATE, which must change every vertex; exclusive
+    subtrees one conditional UPDATE per run of merged position ranges (per worker), which
+    must change every row of the run, or some row was taken. The UPDATEs return the rows
+    they changed, and the free counts and untouched counters move by what those rows held
+    (no recount). The positions come from the tree the placement was made on."""
+    session.flush()
     bookings = placement.bookings()
-    places = _places(session, [b.vertex.key for b in bookings])
-    v = _VERTICES.c
-    table = _VERTICES
+    places = _places(session, [b.vertex for b in bookings])
+    connection = session.connection()
     free: _FreeDelta = {}
     untouched: _UntouchedDelta = {}
     exclusive: dict[int, list[tuple[int, int]]] = {}
+    shared: list[int] = []
     rows = []
     for booking in bookings:
         worker_id, first, last = places[booking.vertex.key]
         if booking.mode == "exclusive":
             exclusive.setdefault(worker_id, []).append((first, last))
         elif booking.mode == "shared":
-            shared = session.execute(
-                update(table)
-                .where(v.id == booking.vertex.key, v.held_by.is_(None))
-                .values(shared=v.shared + 1)
-                .returning(v.shared, v.used)
-            ).one_or_none()
-            if shared is None:
-                raise _conflict(job)
-            if shared.shared == 1 and shared.used == 0:
-                untouched[worker_id] = untouched.get(worker_id, 0) - 1
+            shared.append(booking.vertex.key)
         else:
-            drawn = session.execute(
-                update(table)
-                .where(
-                    v.id == booking.vertex.key,
-                    v.held_by.is_(None),
-                    v.used + booking.amount <= v.size,
-                )
-                .values(used=v.used + booking.amount)
-                .returning(v.type, v.unit, v.shared, v.used)
+            drawn = connection.execute(
+                _DRAW, {"vertex_id": booking.vertex.key, "amount": booking.amount}
             ).one_or_none()
             if drawn is None:
                 raise _conflict(job)
@@ -509,93 +590,123 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
                 "amount": booking.amount,
             }
         )
-    for worker_id, ranges in sorted(exclusive.items()):
-        runs = _runs(ranges)
-        held = session.execute(
-            update(table)
-            .where(
-                v.worker_id == worker_id,
-                or_(*(v.position.between(first, last) for first, last in runs)),
-                v.held_by.is_(None),
-                v.shared == 0,
-                v.used == 0,
-            )
-            .values(held_by=job.id)
-            .returning(v.type, v.unit, v.size)
-        ).all()
-        if len(held) != sum(last - first + 1 for first, last in runs):
+    if shared:
+        # bookings() gives each shared vertex once.
+        changed = connection.execute(_SHARE, {"vertex_ids": shared}).all()
+        if len(changed) != len(shared):
             raise _conflict(job)
-        # Every row held was entirely free (shared = 0, used = 0, not held).
-        for row in held:
-            key = (worker_id, row.type, row.unit or "")
-            free[key] = free.get(key, 0) - _units(row.unit, row.size)
-        untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
+        for row in changed:
+            if row.shared == 1 and row.used == 0:
+                worker_id = places[row.id][0]
+                untouched[worker_id] = untouched.get(worker_id, 0) - 1
+    for worker_id, ranges in sorted(exclusive.items()):
+        for first, last in _runs(ranges):
+            held = connection.execute(
+                _HOLD, {"b_worker": worker_id, "first": first, "last": last, "job_id": job.id}
+            ).all()
+            if len(held) != last - first + 1:
+                raise _conflict(job)
+            # Every row held was entirely free (shared = 0, used = 0, not held).
+            for row in held:
+                key = (worker_id, row.type, row.unit or "")
+                free[key] = free.get(key, 0) - _units(row.unit, row.size)
+            untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
     if rows:
-        session.execute(insert(InventoryBooking), rows)
+        connection.execute(_ADD_BOOKINGS, rows)
     _apply(session, free, untouched)
     return sorted({places[b.vertex.key][0] for b in bookings})
+
+
+_MOVE_FREE = (
+    update(_COUNTS)
+    .where(
+        _COUNTS.c.worker_id == bindparam("w_id"),
+        _COUNTS.c.type == bindparam("w_type"),
+        _COUNTS.c.unit == bindparam("w_unit"),
+    )
+    .values(free=_COUNTS.c.free + bindparam("delta"))
+)
+
+_MOVE_UNTOUCHED = (
+    update(_INVENTORIES)
+    .where(_INVENTORIES.c.worker_id == bindparam("w_id"))
+    .values(untouched=_INVENTORIES.c.untouched + bindparam("delta"))
+)
 
 
 def _apply(session: Session, free: _FreeDelta, untouched: _UntouchedDelta) -> None:
     """Move the free counts and untouched counters by the deltas (one executemany each,
     in key order so that concurrent transactions lock rows in the same order)."""
-    counts = _COUNTS
     changes = [
         {"w_id": w, "w_type": t, "w_unit": u, "delta": d}
         for (w, t, u), d in sorted(free.items())
         if d
     ]
+    connection = session.connection()
     if changes:
-        session.execute(
-            update(counts)
-            .where(
-                counts.c.worker_id == bindparam("w_id"),
-                counts.c.type == bindparam("w_type"),
-                counts.c.unit == bindparam("w_unit"),
-            )
-            .values(free=counts.c.free + bindparam("delta")),
-            changes,
-        )
-    inventories = _INVENTORIES
+        connection.execute(_MOVE_FREE, changes)
     moved = [{"w_id": w, "delta": d} for w, d in sorted(untouched.items()) if d]
     if moved:
-        session.execute(
-            update(inventories)
-            .where(inventories.c.worker_id == bindparam("w_id"))
-            .values(untouched=inventories.c.untouched + bindparam("delta")),
-            moved,
-        )
+        connection.execute(_MOVE_UNTOUCHED, moved)
+
+
+_ACTIVE_BOOKINGS = (
+    select(
+        _BOOKINGS.c.id,
+        _BOOKINGS.c.vertex_id,
+        _BOOKINGS.c.worker_id,
+        _BOOKINGS.c.mode,
+        _BOOKINGS.c.amount,
+    )
+    .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
+    .order_by(_BOOKINGS.c.vertex_id)
+    .with_for_update()
+)
+
+_UNHOLD = (
+    update(_VERTICES)
+    .where(
+        _v.worker_id.in_(bindparam("worker_ids", expanding=True)),
+        _v.held_by == bindparam("job_id"),
+    )
+    .values(held_by=None)
+    .returning(_v.worker_id, _v.type, _v.unit, _v.size)
+)
+
+_UNSHARE = (
+    update(_VERTICES)
+    .where(_v.id == bindparam("vertex_id"))
+    .values(shared=_v.shared - 1)
+    .returning(_v.type, _v.unit, _v.shared, _v.used, _v.held_by)
+)
+
+_UNDRAW = (
+    update(_VERTICES)
+    .where(_v.id == bindparam("vertex_id"))
+    .values(used=_v.used - bindparam("amount"))
+    .returning(_v.type, _v.unit, _v.shared, _v.used, _v.held_by)
+)
+
+_END_BOOKINGS = (
+    update(_BOOKINGS)
+    .where(_BOOKINGS.c.job_id == bindparam("b_job"), _BOOKINGS.c.released_at.is_(None))
+    .values(released_at=bindparam("now"))
+)
 
 
 def release(session: Session, job: Job) -> None:
     """Free everything the job holds in inventories: its exclusive holds in one UPDATE,
     shared holds and draws one by one; the counts move by what the UPDATEs returned."""
-    bookings = session.execute(
-        select(
-            InventoryBooking.id,
-            InventoryBooking.vertex_id,
-            InventoryBooking.worker_id,
-            InventoryBooking.mode,
-            InventoryBooking.amount,
-        )
-        .where(InventoryBooking.job_id == job.id, _active())
-        .order_by(InventoryBooking.vertex_id)
-        .with_for_update()
-    ).all()
+    session.flush()
+    connection = session.connection()
+    bookings = connection.execute(_ACTIVE_BOOKINGS, {"job_id": job.id}).all()
     if not bookings:
         return
-    table = _VERTICES
-    v = table.c
     free: _FreeDelta = {}
     untouched: _UntouchedDelta = {}
     touched = sorted({b.worker_id for b in bookings})
     if any(b.mode == "exclusive" for b in bookings):
-        for row in session.execute(
-            update(table)
-            .where(v.worker_id.in_(touched), v.held_by == job.id)
-            .values(held_by=None)
-            .returning(v.worker_id, v.type, v.unit, v.size)
-        ):
+        for row in connection.execute(_UNHOLD, {"worker_ids": touched, "job_id": job.id}):
             # A held row has shared = 0 and used = 0 (held_alone): it is entirely free now.
             key = (row.worker_id, row.type, row.unit or "")
             free[key] = free.get(key, 0) + _units(row.unit, row.size)
@@ -604,28 +715,16 @@ def release(session: Session, job: Job) -> None:
         if b.mode == "exclusive":
             continue
         if b.mode == "shared":
-            after = session.execute(
-                update(table)
-                .where(v.id == b.vertex_id)
-                .values(shared=v.shared - 1)
-                .returning(v.type, v.unit, v.shared, v.used, v.held_by)
-            ).one()
+            after = connection.execute(_UNSHARE, {"vertex_id": b.vertex_id}).one()
         else:
-            after = session.execute(
-                update(table)
-                .where(v.id == b.vertex_id)
-                .values(used=v.used - b.amount)
-                .returning(v.type, v.unit, v.shared, v.used, v.held_by)
+            after = connection.execute(
+                _UNDRAW, {"vertex_id": b.vertex_id, "amount": b.amount}
             ).one()
             key = (b.worker_id, after.type, after.unit or "")
             free[key] = free.get(key, 0) + b.amount
         if after.shared == 0 and after.used == 0 and after.held_by is None:
             untouched[b.worker_id] = untouched.get(b.worker_id, 0) + 1
-    session.execute(
-        update(InventoryBooking)
-        .where(InventoryBooking.job_id == job.id, _active())
-        .values(released_at=utcnow())
-    )
+    connection.execute(_END_BOOKINGS, {"b_job": job.id, "now": utcnow()})
     _apply(session, free, untouched)
 
 
