@@ -100,24 +100,6 @@ def _claim(session: Session, job_id: int) -> Job | None:
     return session.scalar(query)
 
 
-def _book(session: Session, job: Job, slots: list[FreeSlots]) -> int | None:
-    """Book the job's slots on the first queue instance with room; its id, or None."""
-    for candidate in slots:
-        if candidate.free < job.slots:
-            continue
-        booked = session.execute(
-            update(QueueInstance)
-            .where(
-                QueueInstance.id == candidate.queue_instance_id,
-                QueueInstance.used_slots + job.slots <= QueueInstance.slots,
-            )
-            .values(used_slots=QueueInstance.used_slots + job.slots)
-        )
-        if booked.rowcount == 1:  # type: ignore[attr-defined]
-            return candidate.queue_instance_id
-    return None
-
-
 def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | None:
     """Give the worker its next job (running, slots booked), or None when there is none.
     A job with a jobspec given to a worker with an inventory gets its vertices on that
@@ -146,7 +128,6 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
     plugins = _PluginVerdicts(session, puller.id)
     skipped: set[int] = set()
     state: ClusterState | None = None
-    slots: list[FreeSlots] | None = None
     rounds = 0
     while rounds < ROUNDS:
         heads = statements.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
@@ -191,9 +172,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                     skipped.add(job_id)
                     continue
                 placement = outcome.placement
-            if slots is None:
-                slots = free_slots(session, puller.id)
-            queue_instance_id = _book(session, job, slots)
+            queue_instance_id = statements.book_first_room(session, puller.id, job.slots)
             if queue_instance_id is None:
                 return None
             session.add(

@@ -310,6 +310,14 @@ _BOOK = (
     .returning(_QUEUE_INSTANCES.c.id)
 )
 
+
+def book_first_room(session: Session, worker_id: int, slots: int) -> int | None:
+    """Book ``slots`` on the worker's first queue instance (in queue order) with room:
+    its id, or None when none has room. One conditional UPDATE."""
+    booked: int | None = session.scalar(_BOOK, {"p_worker_id": worker_id, "p_slots": slots})
+    return booked
+
+
 _ALLOCATE = insert(_ALLOCATIONS).values(
     job_id=bindparam("p_job_id"),
     queue_instance_id=bindparam("p_queue_instance_id"),
@@ -413,7 +421,7 @@ def take_plain(
     ).scalar_one_or_none()
     if claimed is None:
         return False, None
-    queue_instance_id = session.scalar(_BOOK, {"p_worker_id": puller.id, "p_slots": claimed.slots})
+    queue_instance_id = book_first_room(session, puller.id, claimed.slots)
     if queue_instance_id is None:
         # Another pull of this worker booked the room this one counted on (its count was
         # read before the worker's lock was granted): the job waits again as it was.

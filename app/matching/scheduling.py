@@ -38,6 +38,7 @@ from app.matching import dispatch, inventory
 from app.matching.allocation import Outcome, Policy, allocate, min_nodes, whole_types
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
+from app.matching.pull_statements import book_first_room
 
 #: Survivors loaded beyond the nodes a job needs at least, in the first batch: the filter
 #: below is close to exact, so the first batch nearly always holds the placement.
@@ -164,8 +165,7 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
             session.refresh(job)
             raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
     leader = worker_ids[0]
-    slots = dispatch.free_slots(session, leader)
-    queue_instance_id = dispatch._book(session, job, slots)
+    queue_instance_id = book_first_room(session, leader, job.slots)
     if queue_instance_id is None:
         name = session.scalar(select(Worker.name).where(Worker.id == leader))
         raise ConflictError(f"worker {name!r} has no free slot for job {job_id}")
