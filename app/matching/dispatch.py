@@ -22,11 +22,9 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
-    Category,
     InventoryBooking,
     Job,
     JobEventKind,
@@ -92,14 +90,6 @@ def category_requests(jobspec_json: str) -> tuple[Request, ...]:
     return build_requests(validate_resources(json.loads(jobspec_json)))
 
 
-def _claim(session: Session, job_id: int) -> Job | None:
-    """Lock a waiting job for this transaction, or None when another pull holds or took it."""
-    query = select(Job).where(Job.id == job_id, Job.state == JobState.WAITING)
-    if dialect.supports_skip_locked(session.connection()):
-        query = query.with_for_update(skip_locked=True)
-    return session.scalar(query)
-
-
 def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | None:
     """Give the worker its next job (running, slots booked), or None when there is none.
     A job with a jobspec given to a worker with an inventory gets its vertices on that
@@ -147,11 +137,10 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 if claimed:
                     return taken
                 continue
-            job = _claim(session, job_id)
-            if job is None:
+            held = statements.claim_with_category(session, job_id)
+            if held is None:
                 continue
-            category = session.get(Category, job.category_id)
-            assert category is not None
+            job, category = held
             if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
                 # Grid Engine rules: load values and consumables now, bookings (sge.md d).
                 if state is None:
@@ -160,7 +149,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
                 if not booked:
                     continue
-                return _running(session, job, puller.name)
+                return statements.start(session, job, job.worker_id or puller.id, puller.name)
             placement = None
             if puller.managed and category.jobspec is not None:
                 outcome = allocate(
@@ -175,29 +164,14 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             queue_instance_id = statements.book_first_room(session, puller.id, job.slots)
             if queue_instance_id is None:
                 return None
-            session.add(
-                Allocation(job_id=job.id, queue_instance_id=queue_instance_id, slots=job.slots)
-            )
+            statements.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
             if placement is not None:
                 inventory.book(session, job, placement)
-            job.worker_id = puller.id
-            return _running(session, job, puller.name)
+            return statements.start(session, job, puller.id, puller.name)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.
             rounds += 1
     return None
-
-
-def _running(session: Session, job: Job, worker_name: str) -> Job:
-    """The job's state change that goes with its bookings, and its history."""
-    job.state = JobState.RUNNING
-    job.started_at = utcnow()
-    job.attempts += 1
-    history.record(
-        session, job, JobEventKind.DISPATCHED, worker=worker_name, detail=f"attempt {job.attempts}"
-    )
-    session.flush()
-    return job
 
 
 class _PluginVerdicts:

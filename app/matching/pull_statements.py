@@ -38,8 +38,10 @@ from sqlalchemy import (
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.db import dialect
+from app.db.base import utcnow
 from app.db.models import (
     Allocation,
     AttributeValue,
@@ -392,6 +394,100 @@ _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instan
 )
 
 
+def _claim_with_category(skip_locked: bool) -> Select[Job, Category]:
+    claim = (
+        select(Job, Category)
+        .join(Category, Category.id == Job.category_id)
+        .where(Job.id == bindparam("p_job_id"), Job.state == JobState.WAITING)
+    )
+    if skip_locked:
+        claim = claim.with_for_update(of=Job, skip_locked=True)
+    return claim
+
+
+_CLAIM_WITH_CATEGORY = {key: _claim_with_category(key) for key in (False, True)}
+
+
+def claim_with_category(session: Session, job_id: int) -> tuple[Job, Category] | None:
+    """Lock a waiting job (skipping it when a concurrent pull holds it) and read its
+    category in the same statement; None when another pull holds or took it."""
+    skip_locked = dialect.supports_skip_locked(session.connection())
+    row = session.execute(_CLAIM_WITH_CATEGORY[skip_locked], {"p_job_id": job_id}).one_or_none()
+    return None if row is None else (row[0], row[1])
+
+
+_START = (
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("p_job_id"))
+    .values(
+        state=JobState.RUNNING,
+        worker_id=bindparam("p_worker_id"),
+        slots=bindparam("p_slots"),
+        started_at=bindparam("p_now"),
+        attempts=bindparam("p_attempts"),
+    )
+)
+
+
+def start(session: Session, job: Job, worker_id: int, worker_name: str) -> Job:
+    """Mark a claimed and booked job running on the worker and record it, in two Core
+    statements; the Job object is told the new values without another flush."""
+    now = utcnow()
+    attempts = job.attempts + 1
+    slots = job.slots
+    # The object first: values set on it by the booking (slots, worker) would otherwise
+    # be flushed by an UPDATE of their own before this statement.
+    for key, value in (
+        ("state", JobState.RUNNING),
+        ("worker_id", worker_id),
+        ("slots", slots),
+        ("started_at", now),
+        ("attempts", attempts),
+    ):
+        set_committed_value(job, key, value)
+    session.execute(
+        _START,
+        {
+            "p_job_id": job.id,
+            "p_worker_id": worker_id,
+            "p_slots": slots,
+            "p_now": now,
+            "p_attempts": attempts,
+        },
+    )
+    record_dispatch(session, job.id, worker_name, attempts, now)
+    return job
+
+
+def allocate_slots(
+    session: Session, job_id: int, queue_instance_id: int, slots: int, now: datetime
+) -> None:
+    """The allocation row of slots booked on a queue instance."""
+    session.execute(
+        _ALLOCATE,
+        {
+            "p_job_id": job_id,
+            "p_queue_instance_id": queue_instance_id,
+            "p_slots": slots,
+            "p_now": now,
+        },
+    )
+
+
+def record_dispatch(
+    session: Session, job_id: int, worker_name: str, attempts: int, now: datetime
+) -> None:
+    session.execute(
+        _RECORD,
+        {
+            "p_job_id": job_id,
+            "p_worker": worker_name,
+            "p_detail": f"attempt {attempts}",
+            "p_now": now,
+        },
+    )
+
+
 def take_plain(
     session: Session, job_id: int, puller: Puller, now: datetime
 ) -> tuple[bool, Job | None]:
@@ -428,22 +524,6 @@ def take_plain(
         session.execute(_UNCLAIM, {"p_job_id": job_id})
         session.expire(claimed)
         return True, None
-    session.execute(
-        _ALLOCATE,
-        {
-            "p_job_id": job_id,
-            "p_queue_instance_id": queue_instance_id,
-            "p_slots": claimed.slots,
-            "p_now": now,
-        },
-    )
-    session.execute(
-        _RECORD,
-        {
-            "p_job_id": job_id,
-            "p_worker": puller.name,
-            "p_detail": f"attempt {claimed.attempts}",
-            "p_now": now,
-        },
-    )
+    allocate_slots(session, job_id, queue_instance_id, claimed.slots, now)
+    record_dispatch(session, job_id, puller.name, claimed.attempts, now)
     return True, claimed
