@@ -201,6 +201,13 @@ def main() -> None:
     migrate.upgrade(args.url)
     database = Database(args.url)
     build(database, args.hosts, args.categories, args.jobs)
+    if database.dialect_name == "postgresql":
+        # Fresh statistics and visibility after the bulk load, as autovacuum would give
+        # (bench/dispatch.py does the same); without it the misfit lookups read the heap.
+        with database.engine.connect().execution_options(
+            isolation_level="AUTOCOMMIT"
+        ) as connection:
+            connection.exec_driver_sql("VACUUM ANALYZE")
     started = time.perf_counter()
     with database.transaction() as session:
         report = schedule(session)

@@ -506,7 +506,9 @@ def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
             ),
         )
         .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
-        .where(or_(ConsumableUsage.level == "global", ConsumableUsage.worker_id.in_(worker_ids)))
+        # Global rows are exactly those without a worker (CHECK object_matches_level):
+        # "worker_id IS NULL" uses the worker index, "level = 'global'" scanned the table.
+        .where(or_(ConsumableUsage.worker_id.is_(None), ConsumableUsage.worker_id.in_(worker_ids)))
     )
     if not with_table:
         return union_all(queues, values, usage)
