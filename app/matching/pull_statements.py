@@ -290,27 +290,33 @@ _UNCLAIM = (
 
 _SLOTS: Any = bindparam("p_slots")
 
-_BOOK = (
-    update(_QUEUE_INSTANCES)
-    .where(
-        _QUEUE_INSTANCES.c.id
-        == (
-            # The worker's first queue instance, in queue order, with room for the job.
-            select(QueueInstance.id)
-            .join(Queue, Queue.id == QueueInstance.queue_id)
-            .where(
-                QueueInstance.worker_id == bindparam("p_worker_id"),
-                QueueInstance.used_slots + _SLOTS <= QueueInstance.slots,
-            )
-            .order_by(Queue.seq_no, QueueInstance.id)
-            .limit(1)
-            .scalar_subquery()
-        ),
-        _QUEUE_INSTANCES.c.used_slots + _SLOTS <= _QUEUE_INSTANCES.c.slots,
+
+def _book(slots: Any) -> Update:
+    """Add ``slots`` to the worker's first queue instance, in queue order, with room for
+    them (``p_worker_id``); conditional, so it books nothing when none has room."""
+    first_room = (
+        select(QueueInstance.id)
+        .join(Queue, Queue.id == QueueInstance.queue_id)
+        .where(
+            QueueInstance.worker_id == bindparam("p_worker_id"),
+            QueueInstance.used_slots + slots <= QueueInstance.slots,
+        )
+        .order_by(Queue.seq_no, QueueInstance.id)
+        .limit(1)
+        .scalar_subquery()
     )
-    .values(used_slots=_QUEUE_INSTANCES.c.used_slots + _SLOTS)
-    .returning(_QUEUE_INSTANCES.c.id)
-)
+    return (
+        update(_QUEUE_INSTANCES)
+        .where(
+            _QUEUE_INSTANCES.c.id == first_room,
+            _QUEUE_INSTANCES.c.used_slots + slots <= _QUEUE_INSTANCES.c.slots,
+        )
+        .values(used_slots=_QUEUE_INSTANCES.c.used_slots + slots)
+        .returning(_QUEUE_INSTANCES.c.id)
+    )
+
+
+_BOOK = _book(_SLOTS)
 
 
 def book_first_room(session: Session, worker_id: int, slots: int) -> int | None:
@@ -344,28 +350,7 @@ def _take_in_one() -> Select[Any]:
     ``used_slots``; when it finds no room, nothing is allocated or recorded and the
     caller puts the claimed job back."""
     claimed = _CLAIM[True].cte("claimed")
-    slots = select(claimed.c.slots).scalar_subquery()
-    room = (
-        select(QueueInstance.id)
-        .join(Queue, Queue.id == QueueInstance.queue_id)
-        .where(
-            QueueInstance.worker_id == bindparam("p_worker_id"),
-            QueueInstance.used_slots + slots <= QueueInstance.slots,
-        )
-        .order_by(Queue.seq_no, QueueInstance.id)
-        .limit(1)
-        .scalar_subquery()
-    )
-    booked = (
-        update(_QUEUE_INSTANCES)
-        .where(
-            _QUEUE_INSTANCES.c.id == room,
-            _QUEUE_INSTANCES.c.used_slots + slots <= _QUEUE_INSTANCES.c.slots,
-        )
-        .values(used_slots=_QUEUE_INSTANCES.c.used_slots + slots)
-        .returning(_QUEUE_INSTANCES.c.id)
-        .cte("booked")
-    )
+    booked = _book(select(claimed.c.slots).scalar_subquery()).cte("booked")
     both = claimed.join(booked, true())
     allocate = insert(_ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
