@@ -19,7 +19,6 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,7 +31,6 @@ from sqlalchemy import (
     Float,
     Integer,
     Select,
-    Table,
     Text,
     and_,
     bindparam,
@@ -64,6 +62,7 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
+from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
 from app.matching.complex_table import load_table, prefetch_table, table_of_rows, table_rows
 from app.matching.parallel import UNLIMITED, Offered, allocate
 from app.notations.complex_matching import (
@@ -672,35 +671,30 @@ def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
         target.changed(names)
 
 
-_ALLOCATIONS = typing.cast(Table, Allocation.__table__)
-_JOB_BOOKINGS = typing.cast(Table, JobBooking.__table__)
-_QUEUE_INSTANCES = typing.cast(Table, QueueInstance.__table__)
-_USAGE = typing.cast(Table, ConsumableUsage.__table__)
-
 # book()'s guarded updates, built once (Core tables: nothing in a pull's session holds
 # these rows as objects). A slot booking needs used + count <= slots; a consumable one
 # used + amount <= capacity, an exclusive use nobody else there, a non-exclusive use
 # of an EXCL attribute no exclusive user.
 _BOOK_SLOTS = (
-    update(_QUEUE_INSTANCES)
+    update(QUEUE_INSTANCES)
     .where(
-        _QUEUE_INSTANCES.c.id == bindparam("qi_key"),
-        _QUEUE_INSTANCES.c.used_slots + bindparam("count") <= _QUEUE_INSTANCES.c.slots,
+        QUEUE_INSTANCES.c.id == bindparam("qi_key"),
+        QUEUE_INSTANCES.c.used_slots + bindparam("count") <= QUEUE_INSTANCES.c.slots,
     )
-    .values(used_slots=_QUEUE_INSTANCES.c.used_slots + bindparam("count"))
+    .values(used_slots=QUEUE_INSTANCES.c.used_slots + bindparam("count"))
 )
-_USAGE_ROW = _USAGE.c.id == bindparam("usage_key")
+_USAGE_ROW = CONSUMABLE_USAGE.c.id == bindparam("usage_key")
 _BOOK_USAGE = {
     # (nonexclusive, exclusive)
-    (True, False): update(_USAGE)
-    .where(_USAGE_ROW, _USAGE.c.used == 0)
-    .values(used_nonexclusive=_USAGE.c.used_nonexclusive + bindparam("amount")),
-    (False, False): update(_USAGE)
-    .where(_USAGE_ROW, _USAGE.c.used + bindparam("amount") <= _USAGE.c.capacity)
-    .values(used=_USAGE.c.used + bindparam("amount")),
-    (False, True): update(_USAGE)
-    .where(_USAGE_ROW, _USAGE.c.used == 0, _USAGE.c.used_nonexclusive == 0)
-    .values(used=_USAGE.c.used + bindparam("amount")),
+    (True, False): update(CONSUMABLE_USAGE)
+    .where(_USAGE_ROW, CONSUMABLE_USAGE.c.used == 0)
+    .values(used_nonexclusive=CONSUMABLE_USAGE.c.used_nonexclusive + bindparam("amount")),
+    (False, False): update(CONSUMABLE_USAGE)
+    .where(_USAGE_ROW, CONSUMABLE_USAGE.c.used + bindparam("amount") <= CONSUMABLE_USAGE.c.capacity)
+    .values(used=CONSUMABLE_USAGE.c.used + bindparam("amount")),
+    (False, True): update(CONSUMABLE_USAGE)
+    .where(_USAGE_ROW, CONSUMABLE_USAGE.c.used == 0, CONSUMABLE_USAGE.c.used_nonexclusive == 0)
+    .values(used=CONSUMABLE_USAGE.c.used + bindparam("amount")),
 }
 
 
@@ -742,14 +736,14 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     # Core inserts: nothing reads these rows through the session in this transaction,
     # and the unit of work cost more CPU than the two statements themselves.
     session.execute(
-        insert(_ALLOCATIONS),
+        insert(ALLOCATIONS),
         [
             {"job_id": job.id, "queue_instance_id": qi_id, "slots": count}
             for qi_id, count in assignment.items()
         ],
     )
     if rows:
-        session.execute(insert(_JOB_BOOKINGS), rows)
+        session.execute(insert(JOB_BOOKINGS), rows)
     if savepoint is not None:
         savepoint.commit()
     return True

@@ -17,15 +17,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
-    InventoryBooking,
     Job,
     JobEventKind,
     JobState,
@@ -34,6 +33,7 @@ from app.db.models import (
     Task,
     Worker,
 )
+from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
 from app.matching import history, inventory
 from app.matching import pull_statements as statements
 from app.matching.allocation import Policy, Request, allocate, build_requests
@@ -200,13 +200,11 @@ class _PluginVerdicts:
         return self._verdicts[task_id]
 
 
-_QUEUE_INSTANCES = cast(Table, QueueInstance.__table__)
-_BOOKINGS = cast(Table, InventoryBooking.__table__)
 # Built once: building a statement costs more than running it (issue 9).
 _RETURN_SLOTS = (
-    update(_QUEUE_INSTANCES)
-    .where(_QUEUE_INSTANCES.c.id == bindparam("qi_id"))
-    .values(used_slots=_QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
+    update(QUEUE_INSTANCES)
+    .where(QUEUE_INSTANCES.c.id == bindparam("qi_id"))
+    .values(used_slots=QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
 )
 _HELD_ALLOCATIONS = (
     select(Allocation)
@@ -215,8 +213,11 @@ _HELD_ALLOCATIONS = (
 )
 _LOCK_JOB = select(Job).where(Job.id == bindparam("job_id")).with_for_update()
 _BOOKED_WORKERS = (
-    select(_BOOKINGS.c.worker_id)
-    .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
+    select(INVENTORY_BOOKINGS.c.worker_id)
+    .where(
+        INVENTORY_BOOKINGS.c.job_id == bindparam("job_id"),
+        INVENTORY_BOOKINGS.c.released_at.is_(None),
+    )
     .distinct()
 )
 

@@ -12,31 +12,22 @@ general way (``dispatch.finish``), which also words the errors.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, exists, func, insert, select, update
+from sqlalchemy import bindparam, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
 from app.db.models import (
-    Allocation,
     InventoryBooking,
     Job,
     JobBooking,
-    JobEvent,
     JobEventKind,
     JobState,
-    QueueInstance,
-    Worker,
 )
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching.complex_dispatch import release_bookings
 from app.matching.errors import ConflictError
-
-_WORKERS = cast(Table, Worker.__table__)
-_JOBS = cast(Table, Job.__table__)
-_QUEUE_INSTANCES = cast(Table, QueueInstance.__table__)
-_ALLOCATIONS = cast(Table, Allocation.__table__)
-_EVENTS = cast(Table, JobEvent.__table__)
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")
@@ -49,10 +40,10 @@ def _holds_vertices() -> Any:
 # Lock the worker and learn whether the job holds vertices. The answer may predate a
 # commit that this statement waited for; the check after the job's lock decides.
 _LOCK_WORKER = (
-    update(_WORKERS)
-    .where(_WORKERS.c.name == bindparam("p_name"))
+    update(WORKERS)
+    .where(WORKERS.c.name == bindparam("p_name"))
     .values(last_seen=_NOW, updated_at=_NOW)
-    .returning(_WORKERS.c.id, _holds_vertices())
+    .returning(WORKERS.c.id, _holds_vertices())
 )
 
 
@@ -66,14 +57,14 @@ def _end(failed: bool) -> Any:
     if failed:
         values["failure_reason"] = bindparam("p_reason")
     return (
-        update(_JOBS)
+        update(JOBS)
         .where(
-            _JOBS.c.id == _JOB,
-            _JOBS.c.worker_id == bindparam("p_worker_id"),
-            _JOBS.c.state == JobState.RUNNING,
+            JOBS.c.id == _JOB,
+            JOBS.c.worker_id == bindparam("p_worker_id"),
+            JOBS.c.state == JobState.RUNNING,
         )
         .values(**values)
-        .returning(*_JOBS.c)
+        .returning(*JOBS.c)
     )
 
 
@@ -82,16 +73,16 @@ _END = {failed: select(Job).from_statement(_end(failed)) for failed in (False, T
 # After the job's lock nothing can book for it any more: this answer is exact.
 _HOLDINGS = select(_holds_vertices(), exists().where(JobBooking.job_id == _JOB))
 
-_OPEN = (_ALLOCATIONS.c.job_id == _JOB) & _ALLOCATIONS.c.released_at.is_(None)
+_OPEN = (ALLOCATIONS.c.job_id == _JOB) & ALLOCATIONS.c.released_at.is_(None)
 
 
 def _release_in_one() -> Any:
     """PostgreSQL: end the allocations and give their slots back in one statement."""
     released = (
-        update(_ALLOCATIONS)
+        update(ALLOCATIONS)
         .where(_OPEN)
         .values(released_at=_NOW)
-        .returning(_ALLOCATIONS.c.queue_instance_id, _ALLOCATIONS.c.slots)
+        .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
         .cte("released")
     )
     freed = (
@@ -100,9 +91,9 @@ def _release_in_one() -> Any:
         .subquery("freed")
     )
     return (
-        update(_QUEUE_INSTANCES)
-        .where(_QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
-        .values(used_slots=_QUEUE_INSTANCES.c.used_slots - freed.c.slots)
+        update(QUEUE_INSTANCES)
+        .where(QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
+        .values(used_slots=QUEUE_INSTANCES.c.used_slots - freed.c.slots)
     )
 
 
@@ -110,18 +101,18 @@ _RELEASE_IN_ONE = _release_in_one()
 
 # SQLite: the slots first (read from the open allocations), then the allocations.
 _GIVE_BACK_SLOTS = (
-    update(_QUEUE_INSTANCES)
-    .where(_QUEUE_INSTANCES.c.id.in_(select(_ALLOCATIONS.c.queue_instance_id).where(_OPEN)))
+    update(QUEUE_INSTANCES)
+    .where(QUEUE_INSTANCES.c.id.in_(select(ALLOCATIONS.c.queue_instance_id).where(_OPEN)))
     .values(
-        used_slots=_QUEUE_INSTANCES.c.used_slots
-        - select(func.sum(_ALLOCATIONS.c.slots))
-        .where(_OPEN, _ALLOCATIONS.c.queue_instance_id == _QUEUE_INSTANCES.c.id)
+        used_slots=QUEUE_INSTANCES.c.used_slots
+        - select(func.sum(ALLOCATIONS.c.slots))
+        .where(_OPEN, ALLOCATIONS.c.queue_instance_id == QUEUE_INSTANCES.c.id)
         .scalar_subquery()
     )
 )
-_END_ALLOCATIONS = update(_ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
+_END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
 
-_RECORD = insert(_EVENTS).values(
+_RECORD = insert(JOB_EVENTS).values(
     job_id=_JOB,
     kind=bindparam("p_kind"),
     worker=bindparam("p_worker"),

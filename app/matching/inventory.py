@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
     FromClause,
     Select,
-    Table,
     and_,
     bindparam,
     case,
@@ -44,6 +43,12 @@ from app.db.models import (
     Worker,
     WorkerInventory,
 )
+from app.db.tables import (
+    INVENTORY_BOOKINGS,
+    INVENTORY_COUNTS,
+    INVENTORY_VERTICES,
+    WORKER_INVENTORIES,
+)
 from app.matching.allocation import (
     Key,
     Placement,
@@ -59,9 +64,6 @@ from app.notations.errors import NotationError
 from app.notations.idset import encode_idset
 
 # Core tables for the statements that need neither ORM objects nor ORM synchronisation.
-_VERTICES = cast(Table, InventoryVertex.__table__)
-_COUNTS = cast(Table, InventoryCount.__table__)
-_INVENTORIES = cast(Table, WorkerInventory.__table__)
 
 
 def parse_worker_inventory(value: str | list[object]) -> Inventory:
@@ -251,7 +253,7 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
                 .correlate_except(WorkerInventory)
             )
             continue
-        table = _VERTICES
+        table = INVENTORY_VERTICES
         top = table.alias("whole_top")
         inner = table.alias("whole_inner")
         conditions.append(
@@ -277,21 +279,19 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
 # -- trees -----------------------------------------------------------------------------------
 
 
-_BOOKINGS = cast(Table, InventoryBooking.__table__)
-
 _TREE_COLUMNS = (
-    _VERTICES.c.id,
-    _VERTICES.c.worker_id,
-    _VERTICES.c.position,
-    _VERTICES.c.last_position,
-    _VERTICES.c.parent_position,
-    _VERTICES.c.type,
-    _VERTICES.c.logical_id,
-    _VERTICES.c.unit,
-    _VERTICES.c.size,
-    _VERTICES.c.used,
-    _VERTICES.c.held_by,
-    _VERTICES.c.shared,
+    INVENTORY_VERTICES.c.id,
+    INVENTORY_VERTICES.c.worker_id,
+    INVENTORY_VERTICES.c.position,
+    INVENTORY_VERTICES.c.last_position,
+    INVENTORY_VERTICES.c.parent_position,
+    INVENTORY_VERTICES.c.type,
+    INVENTORY_VERTICES.c.logical_id,
+    INVENTORY_VERTICES.c.unit,
+    INVENTORY_VERTICES.c.size,
+    INVENTORY_VERTICES.c.used,
+    INVENTORY_VERTICES.c.held_by,
+    INVENTORY_VERTICES.c.shared,
 )
 
 #: The rows below the nodes of some workers (built once: building a statement costs more
@@ -299,16 +299,19 @@ _TREE_COLUMNS = (
 _BELOW_NODES = (
     select(*_TREE_COLUMNS)
     .where(
-        _VERTICES.c.worker_id.in_(bindparam("worker_ids", expanding=True)),
-        _VERTICES.c.position > 0,
+        INVENTORY_VERTICES.c.worker_id.in_(bindparam("worker_ids", expanding=True)),
+        INVENTORY_VERTICES.c.position > 0,
     )
-    .order_by(_VERTICES.c.worker_id, _VERTICES.c.position)
+    .order_by(INVENTORY_VERTICES.c.worker_id, INVENTORY_VERTICES.c.position)
 )
 
 #: The free counts of some workers, the summaries of their nodes until they are loaded.
-_FREE_COUNTS = select(_COUNTS.c.worker_id, _COUNTS.c.type, _COUNTS.c.unit, _COUNTS.c.free).where(
-    _COUNTS.c.worker_id.in_(bindparam("worker_ids", expanding=True))
-)
+_FREE_COUNTS = select(
+    INVENTORY_COUNTS.c.worker_id,
+    INVENTORY_COUNTS.c.type,
+    INVENTORY_COUNTS.c.unit,
+    INVENTORY_COUNTS.c.free,
+).where(INVENTORY_COUNTS.c.worker_id.in_(bindparam("worker_ids", expanding=True)))
 
 
 def node_select() -> Select[*tuple[Any, ...]]:
@@ -508,11 +511,11 @@ def _conflict(job: Job) -> ConflictError:
     return ConflictError(f"job {job.id}: resources were taken by another job; retry")
 
 
-_v = _VERTICES.c
+_v = INVENTORY_VERTICES.c
 
 #: Shared holds on vertices not held exclusively; the rows changed.
 _SHARE = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(_v.id.in_(bindparam("vertex_ids", expanding=True)), _v.held_by.is_(None))
     .values(shared=_v.shared + 1)
     .returning(_v.id, _v.shared, _v.used)
@@ -520,7 +523,7 @@ _SHARE = (
 
 #: An amount drawn from a pool that has it.
 _DRAW = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(
         _v.id == bindparam("vertex_id"),
         _v.held_by.is_(None),
@@ -532,7 +535,7 @@ _DRAW = (
 
 #: An exclusive hold on a run of positions of one worker, every row entirely free.
 _HOLD = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(
         _v.worker_id == bindparam("b_worker"),
         _v.position.between(bindparam("first"), bindparam("last")),
@@ -544,7 +547,7 @@ _HOLD = (
     .returning(_v.type, _v.unit, _v.size)
 )
 
-_ADD_BOOKINGS = insert(_BOOKINGS)
+_ADD_BOOKINGS = insert(INVENTORY_BOOKINGS)
 
 
 def book(session: Session, job: Job, placement: Placement) -> list[int]:
@@ -618,19 +621,19 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
 
 
 _MOVE_FREE = (
-    update(_COUNTS)
+    update(INVENTORY_COUNTS)
     .where(
-        _COUNTS.c.worker_id == bindparam("w_id"),
-        _COUNTS.c.type == bindparam("w_type"),
-        _COUNTS.c.unit == bindparam("w_unit"),
+        INVENTORY_COUNTS.c.worker_id == bindparam("w_id"),
+        INVENTORY_COUNTS.c.type == bindparam("w_type"),
+        INVENTORY_COUNTS.c.unit == bindparam("w_unit"),
     )
-    .values(free=_COUNTS.c.free + bindparam("delta"))
+    .values(free=INVENTORY_COUNTS.c.free + bindparam("delta"))
 )
 
 _MOVE_UNTOUCHED = (
-    update(_INVENTORIES)
-    .where(_INVENTORIES.c.worker_id == bindparam("w_id"))
-    .values(untouched=_INVENTORIES.c.untouched + bindparam("delta"))
+    update(WORKER_INVENTORIES)
+    .where(WORKER_INVENTORIES.c.worker_id == bindparam("w_id"))
+    .values(untouched=WORKER_INVENTORIES.c.untouched + bindparam("delta"))
 )
 
 
@@ -652,19 +655,22 @@ def _apply(session: Session, free: _FreeDelta, untouched: _UntouchedDelta) -> No
 
 _ACTIVE_BOOKINGS = (
     select(
-        _BOOKINGS.c.id,
-        _BOOKINGS.c.vertex_id,
-        _BOOKINGS.c.worker_id,
-        _BOOKINGS.c.mode,
-        _BOOKINGS.c.amount,
+        INVENTORY_BOOKINGS.c.id,
+        INVENTORY_BOOKINGS.c.vertex_id,
+        INVENTORY_BOOKINGS.c.worker_id,
+        INVENTORY_BOOKINGS.c.mode,
+        INVENTORY_BOOKINGS.c.amount,
     )
-    .where(_BOOKINGS.c.job_id == bindparam("job_id"), _BOOKINGS.c.released_at.is_(None))
-    .order_by(_BOOKINGS.c.vertex_id)
+    .where(
+        INVENTORY_BOOKINGS.c.job_id == bindparam("job_id"),
+        INVENTORY_BOOKINGS.c.released_at.is_(None),
+    )
+    .order_by(INVENTORY_BOOKINGS.c.vertex_id)
     .with_for_update()
 )
 
 _UNHOLD = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(
         _v.worker_id.in_(bindparam("worker_ids", expanding=True)),
         _v.held_by == bindparam("job_id"),
@@ -674,22 +680,25 @@ _UNHOLD = (
 )
 
 _UNSHARE = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(_v.id == bindparam("vertex_id"))
     .values(shared=_v.shared - 1)
     .returning(_v.type, _v.unit, _v.shared, _v.used, _v.held_by)
 )
 
 _UNDRAW = (
-    update(_VERTICES)
+    update(INVENTORY_VERTICES)
     .where(_v.id == bindparam("vertex_id"))
     .values(used=_v.used - bindparam("amount"))
     .returning(_v.type, _v.unit, _v.shared, _v.used, _v.held_by)
 )
 
 _END_BOOKINGS = (
-    update(_BOOKINGS)
-    .where(_BOOKINGS.c.job_id == bindparam("b_job"), _BOOKINGS.c.released_at.is_(None))
+    update(INVENTORY_BOOKINGS)
+    .where(
+        INVENTORY_BOOKINGS.c.job_id == bindparam("b_job"),
+        INVENTORY_BOOKINGS.c.released_at.is_(None),
+    )
     .values(released_at=bindparam("now"))
 )
 

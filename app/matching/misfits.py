@@ -42,13 +42,11 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import cast
 
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
     ScalarSelect,
-    Table,
     and_,
     case,
     delete,
@@ -78,6 +76,7 @@ from app.db.models import (
     WorkerInventory,
     WorkerTag,
 )
+from app.db.tables import CATEGORY_MISFITS
 from app.matching.complex_sql import REASONS as COMPLEX_REASONS
 from app.matching.complex_sql import Scope, complex_reasons
 from app.matching.constraint_sql import compile_constraint
@@ -253,7 +252,7 @@ def _insert_misfits(
     rows = pairs.subquery()
     session.execute(
         # The Core table: an ORM insert given parameters would be a bulk insert.
-        insert(cast(Table, CategoryMisfit.__table__)).from_select(
+        insert(CATEGORY_MISFITS).from_select(
             ["category_id", "worker_id", "generation", "reason"],
             select(rows.c.category_id, rows.c.worker_id, rows.c.generation, rows.c.reason).where(
                 rows.c.reason.is_not(None)

@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Select,
     String,
-    Table,
     Update,
     and_,
     bindparam,
@@ -43,28 +42,20 @@ from sqlalchemy.orm.attributes import set_committed_value
 from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
-    Allocation,
     AttributeValue,
     Category,
     CategoryTask,
     Job,
-    JobEvent,
     JobEventKind,
     JobState,
     Queue,
     QueueInstance,
-    Worker,
     WorkerInventory,
     WorkerState,
 )
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching import inventory
 from app.matching.misfits import worker_fits
-
-_WORKERS = cast(Table, Worker.__table__)
-_JOBS = cast(Table, Job.__table__)
-_QUEUE_INSTANCES = cast(Table, QueueInstance.__table__)
-_ALLOCATIONS = cast(Table, Allocation.__table__)
-_EVENTS = cast(Table, JobEvent.__table__)
 
 
 @dataclass(frozen=True)
@@ -99,22 +90,22 @@ def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
 # The worker's id by name, not a correlation with the updated row: SQLite's RETURNING
 # clause is compiled without table qualifiers, so a correlated ``worker_id = workers.id``
 # inside it would read ``worker_id = id`` and compare the subquery's own columns.
-_PULLER_ID = select(_WORKERS.c.id).where(_WORKERS.c.name == bindparam("p_name")).scalar_subquery()
+_PULLER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).scalar_subquery()
 
 _LOCK_PULLER = (
-    update(_WORKERS)
-    .where(_WORKERS.c.name == bindparam("p_name"))
+    update(WORKERS)
+    .where(WORKERS.c.name == bindparam("p_name"))
     .values(last_seen=bindparam("p_now"), updated_at=bindparam("p_now"))
     .returning(
-        _WORKERS.c.id,
-        _WORKERS.c.generation,
-        _WORKERS.c.state == WorkerState.ACTIVE,
+        WORKERS.c.id,
+        WORKERS.c.generation,
+        WORKERS.c.state == WorkerState.ACTIVE,
         select(func.max(QueueInstance.slots - QueueInstance.used_slots))
         .where(QueueInstance.worker_id == _PULLER_ID)
         .scalar_subquery(),
         select(WorkerInventory.worker_id).where(WorkerInventory.worker_id == _PULLER_ID).exists(),
         _complex_values_exist(_PULLER_ID),
-        _WORKERS.c.metadata_reported_at,
+        WORKERS.c.metadata_reported_at,
     )
 )
 
@@ -251,16 +242,14 @@ def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int])
 
 
 def _claim(skip_locked: bool) -> Update:
-    claim = update(_JOBS).where(
-        _JOBS.c.id == bindparam("p_job_id"), _JOBS.c.state == JobState.WAITING
-    )
+    claim = update(JOBS).where(JOBS.c.id == bindparam("p_job_id"), JOBS.c.state == JobState.WAITING)
     if skip_locked:
         # The job's lock without waiting: a concurrent pull holding it makes this one
         # move on to the next head (SQLite's BEGIN IMMEDIATE already serialises pulls).
         claim = claim.where(
-            _JOBS.c.id.in_(
-                select(_JOBS.c.id)
-                .where(_JOBS.c.id == bindparam("p_job_id"), _JOBS.c.state == JobState.WAITING)
+            JOBS.c.id.in_(
+                select(JOBS.c.id)
+                .where(JOBS.c.id == bindparam("p_job_id"), JOBS.c.state == JobState.WAITING)
                 .with_for_update(skip_locked=True)
             )
         )
@@ -268,8 +257,8 @@ def _claim(skip_locked: bool) -> Update:
         state=JobState.RUNNING,
         worker_id=bindparam("p_worker_id"),
         started_at=bindparam("p_now"),
-        attempts=_JOBS.c.attempts + 1,
-    ).returning(*_JOBS.c)
+        attempts=JOBS.c.attempts + 1,
+    ).returning(*JOBS.c)
 
 
 _CLAIM = {skip_locked: _claim(skip_locked) for skip_locked in (False, True)}
@@ -278,13 +267,13 @@ _CLAIM = {skip_locked: _claim(skip_locked) for skip_locked in (False, True)}
 _CLAIM_JOB = {key: select(Job).from_statement(claim) for key, claim in _CLAIM.items()}
 
 _UNCLAIM = (
-    update(_JOBS)
-    .where(_JOBS.c.id == bindparam("p_job_id"))
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("p_job_id"))
     .values(
         state=JobState.WAITING,
         worker_id=None,
         started_at=None,
-        attempts=_JOBS.c.attempts - 1,
+        attempts=JOBS.c.attempts - 1,
     )
 )
 
@@ -306,13 +295,13 @@ def _book(slots: Any) -> Update:
         .scalar_subquery()
     )
     return (
-        update(_QUEUE_INSTANCES)
+        update(QUEUE_INSTANCES)
         .where(
-            _QUEUE_INSTANCES.c.id == first_room,
-            _QUEUE_INSTANCES.c.used_slots + slots <= _QUEUE_INSTANCES.c.slots,
+            QUEUE_INSTANCES.c.id == first_room,
+            QUEUE_INSTANCES.c.used_slots + slots <= QUEUE_INSTANCES.c.slots,
         )
-        .values(used_slots=_QUEUE_INSTANCES.c.used_slots + slots)
-        .returning(_QUEUE_INSTANCES.c.id)
+        .values(used_slots=QUEUE_INSTANCES.c.used_slots + slots)
+        .returning(QUEUE_INSTANCES.c.id)
     )
 
 
@@ -326,14 +315,14 @@ def book_first_room(session: Session, worker_id: int, slots: int) -> int | None:
     return booked
 
 
-_ALLOCATE = insert(_ALLOCATIONS).values(
+_ALLOCATE = insert(ALLOCATIONS).values(
     job_id=bindparam("p_job_id"),
     queue_instance_id=bindparam("p_queue_instance_id"),
     slots=bindparam("p_slots"),
     allocated_at=bindparam("p_now"),
 )
 
-_RECORD = insert(_EVENTS).values(
+_RECORD = insert(JOB_EVENTS).values(
     job_id=bindparam("p_job_id"),
     kind=JobEventKind.DISPATCHED,
     worker=bindparam("p_worker"),
@@ -352,16 +341,16 @@ def _take_in_one() -> Select[Any]:
     claimed = _CLAIM[True].cte("claimed")
     booked = _book(select(claimed.c.slots).scalar_subquery()).cte("booked")
     both = claimed.join(booked, true())
-    allocate = insert(_ALLOCATIONS).from_select(
+    allocate = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
         select(claimed.c.id, booked.c.id, claimed.c.slots, bindparam("p_now")).select_from(both),
     )
-    record = insert(_EVENTS).from_select(
+    record = insert(JOB_EVENTS).from_select(
         ["job_id", "kind", "worker", "detail", "at"],
         select(
             claimed.c.id,
-            literal(JobEventKind.DISPATCHED, _EVENTS.c.kind.type),
-            bindparam("p_worker", type_=_EVENTS.c.worker.type),
+            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
+            bindparam("p_worker", type_=JOB_EVENTS.c.worker.type),
             literal("attempt ", String) + sql_cast(claimed.c.attempts, String),
             bindparam("p_now"),
         ).select_from(both),
@@ -402,8 +391,8 @@ def claim_with_category(session: Session, job_id: int) -> tuple[Job, Category] |
 
 
 _START = (
-    update(_JOBS)
-    .where(_JOBS.c.id == bindparam("p_job_id"))
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("p_job_id"))
     .values(
         state=JobState.RUNNING,
         worker_id=bindparam("p_worker_id"),

@@ -36,15 +36,11 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
 from app.db.models import (
-    Allocation,
     Category,
-    ConsumableUsage,
-    Job,
-    JobBooking,
     JobState,
     ParallelEnvironment,
-    QueueInstance,
 )
+from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, JOBS, QUEUE_INSTANCES
 from app.matching.complex_dispatch import (
     Booking,
     ClusterState,
@@ -59,10 +55,6 @@ from app.matching.errors import ConflictError
 
 #: (usage row id, counts in used_nonexclusive, exclusive use)
 _UsageKey = tuple[int, bool, bool]
-
-
-def _table(model: type[object]) -> Table:
-    return cast(Table, model.__table__)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -138,7 +130,7 @@ class RunBookings:
         """The run's bookings in a few guarded statements, one per statement shape
         (rows in id order)."""
         session.flush()
-        jobs = _table(Job)
+        jobs = JOBS
         by_start: dict[object, list[tuple[object, ...]]] = {}
         for row in self.started:
             by_start.setdefault(row["new_started"], []).append(
@@ -154,7 +146,7 @@ class RunBookings:
                 _job_values(started_at),
                 "a job left the waiting state during the scheduling run",
             )
-        queues = _table(QueueInstance)
+        queues = QUEUE_INSTANCES
         _update_from(
             session,
             queues,
@@ -164,7 +156,7 @@ class RunBookings:
             lambda rows: {"used_slots": queues.c.used_slots + rows.a},
             "a queue instance's slots changed during the scheduling run",
         )
-        usage = _table(ConsumableUsage)
+        usage = CONSUMABLE_USAGE
         shapes: dict[tuple[bool, bool], tuple[_Guard, _Values]] = {
             # (nonexclusive, exclusive): guard and new value, as book() has them
             (True, False): (
@@ -195,9 +187,9 @@ class RunBookings:
                 "a consumable capacity changed during the scheduling run",
             )
         if self.allocations:
-            session.execute(insert(_table(Allocation)), self.allocations)
+            session.execute(insert(ALLOCATIONS), self.allocations)
         if self.job_bookings:
-            session.execute(insert(_table(JobBooking)), self.job_bookings)
+            session.execute(insert(JOB_BOOKINGS), self.job_bookings)
         # Core statements bypass the identity map: loaded jobs and rows are stale now.
         session.expire_all()
 

@@ -17,23 +17,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Select, Table, bindparam, insert, select, update
+from sqlalchemy import ColumnElement, Integer, Select, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
-    Allocation,
-    Category,
     Job,
     JobState,
     Worker,
     WorkerInventory,
     WorkerState,
 )
+from app.db.tables import ALLOCATIONS, CATEGORIES, JOBS, WORKERS
 from app.matching import dispatch, inventory
 from app.matching.allocation import Outcome, Policy, allocate, min_nodes, whole_types
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -44,27 +43,23 @@ from app.matching.pull_statements import book_first_room
 #: below is close to exact, so the first batch nearly always holds the placement.
 MARGIN = 4
 
-_JOBS = cast(Table, Job.__table__)
-_WORKERS = cast(Table, Worker.__table__)
-_CATEGORIES = cast(Table, Category.__table__)
-_ALLOCATIONS = cast(Table, Allocation.__table__)
 
 # Statements of the hot path, built once (building one costs more than running it).
 _JOB = select(Job).where(Job.id == bindparam("job_id"))
-_JOBSPEC = select(_CATEGORIES.c.id, _CATEGORIES.c.jobspec).where(
-    _CATEGORIES.c.id == bindparam("category_id")
+_JOBSPEC = select(CATEGORIES.c.id, CATEGORIES.c.jobspec).where(
+    CATEGORIES.c.id == bindparam("category_id")
 )
 _LOCK_WORKERS = (
-    select(_WORKERS.c.id)
-    .where(_WORKERS.c.id.in_(bindparam("worker_ids", expanding=True)))
-    .order_by(_WORKERS.c.id)
+    select(WORKERS.c.id)
+    .where(WORKERS.c.id.in_(bindparam("worker_ids", expanding=True)))
+    .order_by(WORKERS.c.id)
     .with_for_update()
 )
-_LOCK_JOB = select(_JOBS.c.state).where(_JOBS.c.id == bindparam("job_id")).with_for_update()
-_ALLOCATE = insert(_ALLOCATIONS)
+_LOCK_JOB = select(JOBS.c.state).where(JOBS.c.id == bindparam("job_id")).with_for_update()
+_ALLOCATE = insert(ALLOCATIONS)
 _START = (
-    update(_JOBS)
-    .where(_JOBS.c.id == bindparam("job_id"))
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("job_id"))
     .values(
         state=bindparam("b_state"),
         worker_id=bindparam("b_worker"),
