@@ -1,0 +1,452 @@
+"""The Grid Engine branch of a pull in Core statements, built once (issue 6, speed).
+
+A Grid Engine pull used to claim the job as ORM objects, read the cluster state, then book
+in up to nine statements (savepoint, queue instance, each consumable row, allocation,
+bookings, release, job, event). Here it takes two round trips after the heads query:
+
+1. the claim (the job's lock, skipping a job a concurrent pull holds, with its category's
+   ``-l`` lists) in the statement that reads the worker's values, usage and the attribute
+   table (app/matching/complex_dispatch.py ``worker_row_parts``);
+2. on PostgreSQL, every write in one statement of data-modifying CTEs (:func:`_take`):
+   the queue instance and consumable rows are locked in id order and their guards checked
+   on the locked rows first; only when every guard holds are the rows updated and the
+   allocations, bookings, job start and event written. A guard that fails writes nothing,
+   so no savepoint is needed: the savepoint pair of ``book()`` existed because undoing a
+   float consumable by subtraction is inexact, and here nothing is ever undone.
+
+The decision is the evaluator's, as in the ORM path (``plan_job``); nothing about what is
+booked changes. SQLite (no concurrent writers: BEGIN IMMEDIATE) keeps ``book()`` and
+starts the job with one UPDATE ... RETURNING.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    CompoundSelect,
+    Float,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    union_all,
+    update,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.base import utcnow
+from app.db.models import Job, JobEventKind, JobState
+from app.db.tables import (
+    ALLOCATIONS,
+    CATEGORIES,
+    CONSUMABLE_USAGE,
+    JOB_BOOKINGS,
+    JOB_EVENTS,
+    JOBS,
+    QUEUE_INSTANCES,
+)
+from app.matching.complex_dispatch import (
+    Booking,
+    ClusterState,
+    book,
+    pe_from_database,
+    plan_job,
+    row_columns,
+    state_of_rows,
+    worker_row_parts,
+)
+from app.matching.errors import ConflictError
+from app.matching.pull_statements import Puller, record_dispatch
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A locked waiting job with what deciding it reads of its category."""
+
+    id: int
+    attempts: int
+    hard: str
+    soft: str
+    pe: str | None
+    pe_min: int
+    pe_max: int
+
+
+#: The claim's part of the state statement (see complex_dispatch.worker_row_parts).
+_CLAIM_PART = 4
+
+
+def _claim(skip_locked: bool) -> Select[Any]:
+    claim = (
+        select(
+            JOBS.c.id,
+            JOBS.c.attempts,
+            CATEGORIES.c.hard,
+            CATEGORIES.c.soft,
+            CATEGORIES.c.pe,
+            CATEGORIES.c.pe_min,
+            CATEGORIES.c.pe_max,
+        )
+        .join_from(JOBS, CATEGORIES, CATEGORIES.c.id == JOBS.c.category_id)
+        .where(JOBS.c.id == bindparam("p_job_id"), JOBS.c.state == JobState.WAITING)
+    )
+    if skip_locked:
+        # The job's lock without waiting: a concurrent pull holding it makes this one
+        # move on to the next head (SQLite's BEGIN IMMEDIATE already serialises pulls).
+        claim = claim.with_for_update(of=JOBS, skip_locked=True)
+    return claim
+
+
+def _claim_with_state(skip_locked: bool) -> CompoundSelect[Any]:
+    """The claim as one more part of the worker's state rows: the job's lock is taken in
+    a CTE (PostgreSQL allows no FOR UPDATE beside a UNION)."""
+    claimed = _claim(skip_locked).cte("claimed")
+    part = select(
+        literal(_CLAIM_PART).label("part"),
+        *row_columns(
+            i1=claimed.c.id,
+            i2=claimed.c.attempts,
+            i3=claimed.c.pe_min,
+            i4=claimed.c.pe_max,
+            s1=claimed.c.hard,
+            s2=claimed.c.soft,
+            s3=claimed.c.pe,
+        ),
+    )
+    return union_all(*worker_row_parts(with_table=True), part)
+
+
+_CLAIMS = {skip_locked: _claim(skip_locked) for skip_locked in (False, True)}
+_CLAIMS_WITH_STATE = {skip_locked: _claim_with_state(skip_locked) for skip_locked in (False, True)}
+
+
+class GridEnginePull:
+    """One pull's Grid Engine decisions: the worker's state is read with the first claim
+    and kept for the next heads of the same pull, as the ORM path kept it."""
+
+    def __init__(self, session: Session, puller: Puller) -> None:
+        self._session = session
+        self._puller = puller
+        self._skip_locked = dialect.supports_skip_locked(session.connection())
+        self._in_one = self._skip_locked and dialect.supports_writing_ctes(session.connection())
+        self.state: ClusterState | None = None
+
+    def claim(self, job_id: int) -> ClaimedJob | None:
+        """Lock a waiting job and read its category (and, the first time, the state);
+        None when another pull holds or took it."""
+        parameters: dict[str, Any] = {"p_job_id": job_id}
+        if self.state is None:
+            parameters["sge_worker_ids"] = [self._puller.id]
+            rows = self._session.execute(_CLAIMS_WITH_STATE[self._skip_locked], parameters).all()
+            # The attribute table comes in the same statement as the values.
+            self.state = state_of_rows(rows, {self._puller.id: self._puller.name}, None)
+            found = [row for row in rows if row.part == _CLAIM_PART]
+            if not found:
+                return None
+            row = found[0]
+            return ClaimedJob(row.i1, row.i2, row.s1, row.s2, row.s3, row.i3, row.i4)
+        claimed = self._session.execute(_CLAIMS[self._skip_locked], parameters).one_or_none()
+        return None if claimed is None else ClaimedJob(*claimed)
+
+    def take(self, job_id: int) -> Job | None:
+        """Claim, decide and start the job on this worker: the running job, or None when
+        another pull holds it, it does not fit now, or a guard failed (nothing written)."""
+        claimed = self.claim(job_id)
+        if claimed is None:
+            return None
+        state = self.state
+        assert state is not None
+        decision, bookings = plan_job(
+            state, claimed, state.queue_order(), pe_from_database(self._session)
+        )
+        if decision.assignment is None or decision.master is None:
+            return None
+        worker_id = state.slots[decision.master].worker_id
+        if self._in_one:
+            return take_in_one(
+                self._session,
+                claimed.id,
+                decision.assignment,
+                bookings,
+                worker_id,
+                self._puller.name,
+            )
+        if not book(self._session, claimed.id, decision.assignment, bookings):
+            return None
+        return _start(
+            self._session, claimed, sum(decision.assignment.values()), worker_id, self._puller.name
+        )
+
+
+_START = select(Job).from_statement(
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("p_job_id"))
+    .values(
+        state=JobState.RUNNING,
+        worker_id=bindparam("p_worker_id"),
+        slots=bindparam("p_slots"),
+        started_at=bindparam("p_now"),
+        attempts=JOBS.c.attempts + 1,
+    )
+    .returning(*JOBS.c)
+)
+
+
+def _start(
+    session: Session, claimed: ClaimedJob, slots: int, worker_id: int, worker_name: str
+) -> Job:
+    """Mark a booked job running and record it (SQLite: two statements in process)."""
+    now = utcnow()
+    job: Job = session.execute(
+        _START,
+        {"p_job_id": claimed.id, "p_worker_id": worker_id, "p_slots": slots, "p_now": now},
+        execution_options={"populate_existing": True},
+    ).scalar_one()
+    record_dispatch(session, claimed.id, worker_name, job.attempts, now)
+    return job
+
+
+@lru_cache(maxsize=1)
+def _take() -> Any:
+    """PostgreSQL: book, allocate, start and record in one statement (see the module
+    docstring). The rows come as arrays (one statement text whatever their number, so
+    the driver prepares it once): queue instances ``t_qi``/``t_count``, consumable rows
+    ``t_usage``/``t_amount``/``t_nonexclusive``/``t_exclusive``, each in id order."""
+    qi, usage = QUEUE_INSTANCES, CONSUMABLE_USAGE
+    slot_arrays = (
+        bindparam("t_qi", type_=ARRAY(Integer())),
+        bindparam("t_count", type_=ARRAY(Integer())),
+    )
+    usage_arrays = (
+        bindparam("t_usage", type_=ARRAY(Integer())),
+        bindparam("t_amount", type_=ARRAY(Float())),
+        bindparam("t_nonexclusive", type_=ARRAY(Boolean())),
+        bindparam("t_exclusive", type_=ARRAY(Boolean())),
+    )
+    n_slots, n_usage = (
+        bindparam("t_n_slots", type_=Integer()),
+        bindparam("t_n_usage", type_=Integer()),
+    )
+    job_id, now = (
+        bindparam("t_job", type_=Integer()),
+        bindparam("t_now", type_=JOBS.c.started_at.type),
+    )
+
+    def slot_rows(name: str) -> Any:
+        return func.unnest(*slot_arrays).table_valued("id", "n").render_derived(name=name)
+
+    def usage_rows(name: str) -> Any:
+        return (
+            func.unnest(*usage_arrays)
+            .table_valued("id", "amount", "nonexclusive", "exclusive")
+            .render_derived(name=name)
+        )
+
+    def usage_guard(row: Any) -> Any:
+        # book()'s guards: a non-exclusive use of an EXCL attribute needs no exclusive
+        # user, an exclusive use nobody there, any other use room below the capacity.
+        return case(
+            (row.c.nonexclusive, usage.c.used == 0),
+            (row.c.exclusive, and_(usage.c.used == 0, usage.c.used_nonexclusive == 0)),
+            else_=usage.c.used + row.c.amount <= usage.c.capacity,
+        )
+
+    # 1. Lock the rows in id order (the order of every writer: queue instances, then
+    #    consumable rows) and check every guard on the locked rows, which READ COMMITTED
+    #    gives in their latest committed version.
+    given = slot_rows("t_slots_given")
+    locked_slots = (
+        select(qi.c.used_slots, qi.c.slots, given.c.n)
+        .join_from(qi, given, qi.c.id == given.c.id)
+        .order_by(qi.c.id)
+        .with_for_update(of=qi)
+        .subquery("t_locked_slots")
+    )
+    slots_ok = (
+        select(
+            and_(
+                func.coalesce(
+                    func.bool_and(
+                        locked_slots.c.used_slots + locked_slots.c.n <= locked_slots.c.slots
+                    ),
+                    True,
+                ),
+                func.count() == n_slots,
+            )
+        )
+        .select_from(locked_slots)
+        .scalar_subquery()
+    )
+    given_usage = usage_rows("t_usage_given")
+    locked_usage = (
+        select(
+            usage.c.used,
+            usage.c.used_nonexclusive,
+            usage.c.capacity,
+            given_usage.c.amount,
+            given_usage.c.nonexclusive,
+            given_usage.c.exclusive,
+        )
+        .join_from(usage, given_usage, usage.c.id == given_usage.c.id)
+        # No consumable row is locked when the slots cannot be booked.
+        .where(slots_ok)
+        .order_by(usage.c.id)
+        .with_for_update(of=usage)
+        .subquery("t_locked_usage")
+    )
+    locked_guard = case(
+        (locked_usage.c.nonexclusive, locked_usage.c.used == 0),
+        (
+            locked_usage.c.exclusive,
+            and_(locked_usage.c.used == 0, locked_usage.c.used_nonexclusive == 0),
+        ),
+        else_=locked_usage.c.used + locked_usage.c.amount <= locked_usage.c.capacity,
+    )
+    usage_ok = (
+        select(and_(func.coalesce(func.bool_and(locked_guard), True), func.count() == n_usage))
+        .select_from(locked_usage)
+        .scalar_subquery()
+    )
+    go = select(and_(slots_ok, usage_ok).label("ok")).cte("t_go")
+    ok = select(go.c.ok).scalar_subquery()
+    # 2. Only then write, each statement guarded again (the rows are locked now).
+    booked_rows = slot_rows("t_slots_booked")
+    booked_slots = (
+        update(qi)
+        .where(
+            qi.c.id == booked_rows.c.id,
+            ok,
+            qi.c.used_slots + booked_rows.c.n <= qi.c.slots,
+        )
+        .values(used_slots=qi.c.used_slots + booked_rows.c.n)
+        .returning(qi.c.id)
+        .cte("t_booked_slots")
+    )
+    booked_usage_rows = usage_rows("t_usage_booked")
+    booked_usage = (
+        update(usage)
+        .where(usage.c.id == booked_usage_rows.c.id, ok, usage_guard(booked_usage_rows))
+        .values(
+            used=case(
+                (booked_usage_rows.c.nonexclusive, usage.c.used),
+                else_=usage.c.used + booked_usage_rows.c.amount,
+            ),
+            used_nonexclusive=case(
+                (
+                    booked_usage_rows.c.nonexclusive,
+                    usage.c.used_nonexclusive + booked_usage_rows.c.amount,
+                ),
+                else_=usage.c.used_nonexclusive,
+            ),
+        )
+        .returning(usage.c.id)
+        .cte("t_booked_usage")
+    )
+    allocated_rows = slot_rows("t_slots_allocated")
+    allocate = insert(ALLOCATIONS).from_select(
+        ["job_id", "queue_instance_id", "slots", "allocated_at"],
+        select(job_id, allocated_rows.c.id, allocated_rows.c.n, now).where(ok),
+    )
+    recorded_rows = usage_rows("t_usage_recorded")
+    record_bookings = insert(JOB_BOOKINGS).from_select(
+        ["job_id", "usage_id", "amount", "nonexclusive"],
+        select(
+            job_id, recorded_rows.c.id, recorded_rows.c.amount, recorded_rows.c.nonexclusive
+        ).where(ok),
+    )
+    started = (
+        update(JOBS)
+        .where(JOBS.c.id == job_id, ok)
+        .values(
+            state=JobState.RUNNING,
+            worker_id=bindparam("t_worker_id", type_=Integer()),
+            slots=bindparam("t_slots", type_=Integer()),
+            started_at=now,
+            attempts=JOBS.c.attempts + 1,
+        )
+        .returning(*JOBS.c)
+        .cte("t_started")
+    )
+    record = insert(JOB_EVENTS).from_select(
+        ["job_id", "kind", "worker", "detail", "at"],
+        select(
+            started.c.id,
+            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
+            bindparam("t_worker", type_=JOB_EVENTS.c.worker.type),
+            literal("attempt ", String) + sql_cast(started.c.attempts, String),
+            now,
+        ).select_from(started),
+    )
+    statement = (
+        select(
+            *started.c,
+            go.c.ok.label("t_ok"),
+            select(func.count()).select_from(booked_slots).scalar_subquery().label("t_slots_n"),
+            select(func.count()).select_from(booked_usage).scalar_subquery().label("t_usage_n"),
+        )
+        .select_from(go.outerjoin(started, true()))
+        .add_cte(
+            allocate.cte("t_allocated"),
+            record_bookings.cte("t_bookings"),
+            record.cte("t_record"),
+        )
+    )
+    columns = statement.selected_columns
+    return select(Job, columns.t_ok, columns.t_slots_n, columns.t_usage_n).from_statement(statement)
+
+
+def take_in_one(
+    session: Session,
+    job_id: int,
+    assignment: dict[int, int],
+    bookings: list[Booking],
+    worker_id: int,
+    worker_name: str,
+) -> Job | None:
+    """Write a decided job's bookings and start it, in one statement (PostgreSQL): the
+    running job, or None when a guard failed because a concurrent dispatch took the
+    capacity first (then nothing was written)."""
+    slots = sorted(assignment.items())
+    usage = sorted((b for b in bookings if b.usage_id is not None), key=lambda b: b.usage_id or 0)
+    if len({b.usage_id for b in usage}) != len(usage):
+        # One UPDATE changes a row once; bookings_for gives each row one booking.
+        raise ValueError("a consumable row booked twice in one dispatch")
+    parameters = {
+        "t_qi": [qi_id for qi_id, _count in slots],
+        "t_count": [count for _qi_id, count in slots],
+        "t_usage": [b.usage_id for b in usage],
+        "t_amount": [b.amount for b in usage],
+        "t_nonexclusive": [b.nonexclusive for b in usage],
+        "t_exclusive": [b.exclusive for b in usage],
+        "t_n_slots": len(slots),
+        "t_n_usage": len(usage),
+        "t_job": job_id,
+        "t_now": utcnow(),
+        "t_worker_id": worker_id,
+        "t_slots": sum(assignment.values()),
+        "t_worker": worker_name,
+    }
+    row = session.execute(_take(), parameters, execution_options={"populate_existing": True}).one()
+    job: Job | None = row[0]
+    ok, slots_booked, usage_booked = row[1:]
+    if ok and job is not None and (slots_booked, usage_booked) == (len(slots), len(usage)):
+        return job
+    if not ok and (slots_booked, usage_booked) == (0, 0):
+        return None
+    # Cannot happen (the guards were checked on the locked rows): refuse rather than
+    # keep a partial booking; the transaction rolls back.
+    raise ConflictError(f"job {job_id}: its bookings changed while they were written; retry")
