@@ -80,12 +80,10 @@ from app.notations.complex_matching import (
 )
 from app.notations.complex_requests import RequestList, parse_request_list
 from app.notations.complexes import (
-    ComplexDefinition,
     ComplexTable,
     Consumable,
     Relop,
     Requestable,
-    Value,
 )
 
 
@@ -683,7 +681,7 @@ def bookings_for(
                 else:
                     result.append(Booking(usage_id, queue_key, name, 1.0, True, target))
                 continue
-            amount = request.parsed if request is not None else _default(definition)
+            amount = request.parsed if request is not None else definition.default_value
             assert isinstance(amount, float)
             if amount == 0:
                 continue
@@ -693,13 +691,6 @@ def bookings_for(
             else:
                 result.append(Booking(usage_id, queue_key, name, amount * count, False, target))
     return result
-
-
-@lru_cache(maxsize=1024)
-def _default(definition: ComplexDefinition) -> Value:
-    """The attribute's parsed default (definitions are immutable; the property parses
-    the text on every use, some 50,000 times in a full-size run)."""
-    return definition.default_value
 
 
 def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
