@@ -119,6 +119,35 @@ class _View:
     fit: LevelFit | None = None
 
 
+@dataclass(frozen=True)
+class _TableFacts:
+    """What every object's preparation asks of the attribute table, per table: the
+    attribute name of each name or shortcut, and which attributes are FORCED or
+    consumable (a pull prepares three objects of some sixty values each)."""
+
+    table: ComplexTable
+    names: Mapping[str, str]
+    forced: frozenset[str]
+    forced_or_consumable: frozenset[str]
+
+
+_FACTS: dict[int, _TableFacts] = {}
+
+
+def _facts(table: ComplexTable) -> _TableFacts:
+    facts = _FACTS.get(id(table))
+    if facts is None or facts.table is not table:
+        if len(_FACTS) > 64:
+            _FACTS.clear()
+        names = {word: table.resolve(word).name for d in table for word in (d.shortcut, d.name)}
+        forced = frozenset(d.name for d in table if d.requestable is Requestable.FORCED)
+        facts = _TableFacts(
+            table, names, forced, forced | {d.name for d in table if d.is_consumable}
+        )
+        _FACTS[id(table)] = facts
+    return facts
+
+
 @dataclass
 class ObjectState:
     """Values of one object, with the mutable booking picture."""
@@ -167,20 +196,19 @@ class ObjectState:
             ("builtin", self.builtin),
             ("load_values", self.load_values),
         )
+        facts = _facts(table)
         for kind, values in sources:
             for key in values:
-                self._keys.setdefault(table.resolve(key).name, []).append((kind, key))
-        candidates = [
-            name
-            for name in self._keys
-            if table[name].requestable is Requestable.FORCED or table[name].is_consumable
-        ]
+                name = facts.names.get(key)
+                if name is None:
+                    name = table.resolve(key).name  # raises: an unknown attribute
+                self._keys.setdefault(name, []).append((kind, key))
+        candidates = [name for name in self._keys if name in facts.forced_or_consumable]
         self._compute(candidates)
         self._always = tuple(
             name
             for name in candidates
-            if table[name].requestable is Requestable.FORCED
-            or self._offers[name][0].capacity is not None
+            if name in facts.forced or self._offers[name][0].capacity is not None
         )
 
     def _compute(self, names: Iterable[str]) -> None:
