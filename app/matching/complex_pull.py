@@ -39,6 +39,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     true,
     union_all,
@@ -225,73 +226,65 @@ def _take() -> Any:
     """PostgreSQL: book, allocate, start and record in one statement (see the module
     docstring). The rows come as arrays (one statement text whatever their number, so
     the driver prepares it once): queue instances ``t_qi``/``t_count``, consumable rows
-    ``t_usage``/``t_amount``/``t_nonexclusive``/``t_exclusive``, each in id order."""
+    ``t_usage``/``t_amount``/``t_nonexclusive``/``t_exclusive``. The statement is the
+    job's UPDATE, returning the job and the numbers of rows booked, or no row when a
+    guard failed; every other write is a CTE. Names are short: psycopg parses a
+    statement longer than 4,096 characters again on every execution."""
     qi, usage = QUEUE_INSTANCES, CONSUMABLE_USAGE
-    slot_arrays = (
-        bindparam("t_qi", type_=ARRAY(Integer())),
-        bindparam("t_count", type_=ARRAY(Integer())),
-    )
-    usage_arrays = (
-        bindparam("t_usage", type_=ARRAY(Integer())),
-        bindparam("t_amount", type_=ARRAY(Float())),
-        bindparam("t_nonexclusive", type_=ARRAY(Boolean())),
-        bindparam("t_exclusive", type_=ARRAY(Boolean())),
-    )
-    n_slots, n_usage = (
-        bindparam("t_n_slots", type_=Integer()),
-        bindparam("t_n_usage", type_=Integer()),
-    )
-    job_id, now = (
-        bindparam("t_job", type_=Integer()),
-        bindparam("t_now", type_=JOBS.c.started_at.type),
-    )
-
-    def slot_rows(name: str) -> Any:
-        return func.unnest(*slot_arrays).table_valued("id", "n").render_derived(name=name)
-
-    def usage_rows(name: str) -> Any:
-        return (
-            func.unnest(*usage_arrays)
-            .table_valued("id", "amount", "nonexclusive", "exclusive")
-            .render_derived(name=name)
+    job_id = bindparam("t_job", type_=Integer())
+    now = bindparam("t_now", type_=JOBS.c.started_at.type)
+    zero: Any = literal_column("0")
+    given = select(
+        func.unnest(
+            bindparam("t_qi", type_=ARRAY(Integer())),
+            bindparam("t_count", type_=ARRAY(Integer())),
         )
+        .table_valued("id", "n")
+        .render_derived(name="r")
+    ).cte("s")
+    given_usage = select(
+        func.unnest(
+            bindparam("t_usage", type_=ARRAY(Integer())),
+            bindparam("t_amount", type_=ARRAY(Float())),
+            bindparam("t_nonexclusive", type_=ARRAY(Boolean())),
+            bindparam("t_exclusive", type_=ARRAY(Boolean())),
+        )
+        .table_valued("id", "amount", "nonexclusive", "exclusive")
+        .render_derived(name="r")
+    ).cte("u")
 
-    def usage_guard(row: Any) -> Any:
+    def usage_guard(used: Any, nonexclusive_used: Any, capacity: Any, row: Any) -> Any:
         # book()'s guards: a non-exclusive use of an EXCL attribute needs no exclusive
         # user, an exclusive use nobody there, any other use room below the capacity.
         return case(
-            (row.c.nonexclusive, usage.c.used == 0),
-            (row.c.exclusive, and_(usage.c.used == 0, usage.c.used_nonexclusive == 0)),
-            else_=usage.c.used + row.c.amount <= usage.c.capacity,
+            (row.nonexclusive, used == zero),
+            (row.exclusive, and_(used == zero, nonexclusive_used == zero)),
+            else_=used + row.amount <= capacity,
         )
 
     # 1. Lock the rows in id order (the order of every writer: queue instances, then
     #    consumable rows) and check every guard on the locked rows, which READ COMMITTED
     #    gives in their latest committed version.
-    given = slot_rows("t_slots_given")
-    locked_slots = (
+    locked = (
         select(qi.c.used_slots, qi.c.slots, given.c.n)
         .join_from(qi, given, qi.c.id == given.c.id)
         .order_by(qi.c.id)
         .with_for_update(of=qi)
-        .subquery("t_locked_slots")
+        .subquery("l")
     )
     slots_ok = (
         select(
             and_(
                 func.coalesce(
-                    func.bool_and(
-                        locked_slots.c.used_slots + locked_slots.c.n <= locked_slots.c.slots
-                    ),
-                    True,
+                    func.bool_and(locked.c.used_slots + locked.c.n <= locked.c.slots), true()
                 ),
-                func.count() == n_slots,
-            )
+                func.count() == bindparam("t_n_slots", type_=Integer()),
+            ).label("ok")
         )
-        .select_from(locked_slots)
-        .scalar_subquery()
+        .select_from(locked)
+        .cte("k")
     )
-    given_usage = usage_rows("t_usage_given")
+    slots_booked_ok = select(slots_ok.c.ok).scalar_subquery()
     locked_usage = (
         select(
             usage.c.used,
@@ -303,70 +296,72 @@ def _take() -> Any:
         )
         .join_from(usage, given_usage, usage.c.id == given_usage.c.id)
         # No consumable row is locked when the slots cannot be booked.
-        .where(slots_ok)
+        .where(slots_booked_ok)
         .order_by(usage.c.id)
         .with_for_update(of=usage)
-        .subquery("t_locked_usage")
+        .subquery("l")
     )
-    locked_guard = case(
-        (locked_usage.c.nonexclusive, locked_usage.c.used == 0),
-        (
-            locked_usage.c.exclusive,
-            and_(locked_usage.c.used == 0, locked_usage.c.used_nonexclusive == 0),
-        ),
-        else_=locked_usage.c.used + locked_usage.c.amount <= locked_usage.c.capacity,
-    )
+    c = locked_usage.c
     usage_ok = (
-        select(and_(func.coalesce(func.bool_and(locked_guard), True), func.count() == n_usage))
+        select(
+            and_(
+                func.coalesce(
+                    func.bool_and(usage_guard(c.used, c.used_nonexclusive, c.capacity, c)),
+                    true(),
+                ),
+                func.count() == bindparam("t_n_usage", type_=Integer()),
+            )
+        )
         .select_from(locked_usage)
         .scalar_subquery()
     )
-    go = select(and_(slots_ok, usage_ok).label("ok")).cte("t_go")
+    go = select(and_(slots_booked_ok, usage_ok).label("ok")).cte("g")
     ok = select(go.c.ok).scalar_subquery()
     # 2. Only then write, each statement guarded again (the rows are locked now).
-    booked_rows = slot_rows("t_slots_booked")
     booked_slots = (
         update(qi)
-        .where(
-            qi.c.id == booked_rows.c.id,
-            ok,
-            qi.c.used_slots + booked_rows.c.n <= qi.c.slots,
-        )
-        .values(used_slots=qi.c.used_slots + booked_rows.c.n)
+        .where(qi.c.id == given.c.id, ok, qi.c.used_slots + given.c.n <= qi.c.slots)
+        .values(used_slots=qi.c.used_slots + given.c.n)
         .returning(qi.c.id)
-        .cte("t_booked_slots")
+        .cte("bs")
     )
-    booked_usage_rows = usage_rows("t_usage_booked")
+    row = given_usage.c
     booked_usage = (
         update(usage)
-        .where(usage.c.id == booked_usage_rows.c.id, ok, usage_guard(booked_usage_rows))
+        .where(
+            usage.c.id == row.id,
+            ok,
+            usage_guard(usage.c.used, usage.c.used_nonexclusive, usage.c.capacity, row),
+        )
         .values(
-            used=case(
-                (booked_usage_rows.c.nonexclusive, usage.c.used),
-                else_=usage.c.used + booked_usage_rows.c.amount,
-            ),
+            used=case((row.nonexclusive, usage.c.used), else_=usage.c.used + row.amount),
             used_nonexclusive=case(
-                (
-                    booked_usage_rows.c.nonexclusive,
-                    usage.c.used_nonexclusive + booked_usage_rows.c.amount,
-                ),
+                (row.nonexclusive, usage.c.used_nonexclusive + row.amount),
                 else_=usage.c.used_nonexclusive,
             ),
         )
         .returning(usage.c.id)
-        .cte("t_booked_usage")
+        .cte("bu")
     )
-    allocated_rows = slot_rows("t_slots_allocated")
     allocate = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
-        select(job_id, allocated_rows.c.id, allocated_rows.c.n, now).where(ok),
+        select(job_id, given.c.id, given.c.n, now).where(ok),
     )
-    recorded_rows = usage_rows("t_usage_recorded")
     record_bookings = insert(JOB_BOOKINGS).from_select(
         ["job_id", "usage_id", "amount", "nonexclusive"],
+        select(job_id, row.id, row.amount, row.nonexclusive).where(ok),
+    )
+    # The event reads the job before this statement's update (one snapshot): its
+    # attempts plus the one this dispatch adds.
+    record = insert(JOB_EVENTS).from_select(
+        ["job_id", "kind", "worker", "detail", "at"],
         select(
-            job_id, recorded_rows.c.id, recorded_rows.c.amount, recorded_rows.c.nonexclusive
-        ).where(ok),
+            JOBS.c.id,
+            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
+            bindparam("t_worker", type_=JOB_EVENTS.c.worker.type),
+            literal("attempt ", String) + sql_cast(JOBS.c.attempts + 1, String),
+            now,
+        ).where(JOBS.c.id == job_id, ok),
     )
     started = (
         update(JOBS)
@@ -378,35 +373,15 @@ def _take() -> Any:
             started_at=now,
             attempts=JOBS.c.attempts + 1,
         )
-        .returning(*JOBS.c)
-        .cte("t_started")
-    )
-    record = insert(JOB_EVENTS).from_select(
-        ["job_id", "kind", "worker", "detail", "at"],
-        select(
-            started.c.id,
-            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
-            bindparam("t_worker", type_=JOB_EVENTS.c.worker.type),
-            literal("attempt ", String) + sql_cast(started.c.attempts, String),
-            now,
-        ).select_from(started),
-    )
-    statement = (
-        select(
-            *started.c,
-            go.c.ok.label("t_ok"),
+        .returning(
+            *JOBS.c,
             select(func.count()).select_from(booked_slots).scalar_subquery().label("t_slots_n"),
             select(func.count()).select_from(booked_usage).scalar_subquery().label("t_usage_n"),
         )
-        .select_from(go.outerjoin(started, true()))
-        .add_cte(
-            allocate.cte("t_allocated"),
-            record_bookings.cte("t_bookings"),
-            record.cte("t_record"),
-        )
+        .add_cte(allocate.cte("a"), record_bookings.cte("b"), record.cte("e"))
     )
-    columns = statement.selected_columns
-    return select(Job, columns.t_ok, columns.t_slots_n, columns.t_usage_n).from_statement(statement)
+    columns = started.exported_columns
+    return select(Job, columns.t_slots_n, columns.t_usage_n).from_statement(started)
 
 
 def take_in_one(
@@ -440,13 +415,15 @@ def take_in_one(
         "t_slots": sum(assignment.values()),
         "t_worker": worker_name,
     }
-    row = session.execute(_take(), parameters, execution_options={"populate_existing": True}).one()
-    job: Job | None = row[0]
-    ok, slots_booked, usage_booked = row[1:]
-    if ok and job is not None and (slots_booked, usage_booked) == (len(slots), len(usage)):
-        return job
-    if not ok and (slots_booked, usage_booked) == (0, 0):
+    row = session.execute(
+        _take(), parameters, execution_options={"populate_existing": True}
+    ).one_or_none()
+    if row is None:
+        # A guard failed: every write of the statement was conditional on all of them.
         return None
+    job: Job = row[0]
+    if tuple(row[1:]) == (len(slots), len(usage)):
+        return job
     # Cannot happen (the guards were checked on the locked rows): refuse rather than
     # keep a partial booking; the transaction rolls back.
     raise ConflictError(f"job {job_id}: its bookings changed while they were written; retry")
