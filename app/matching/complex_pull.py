@@ -68,6 +68,7 @@ from app.matching.complex_dispatch import (
     plan_job,
     row_columns,
     state_of_rows,
+    table_parameters,
     worker_row_parts,
 )
 from app.matching.errors import ConflictError
@@ -152,6 +153,7 @@ class GridEnginePull:
         parameters: dict[str, Any] = {"p_job_id": job_id}
         if self.state is None:
             parameters["sge_worker_ids"] = [self._puller.id]
+            parameters.update(table_parameters())
             rows = self._session.execute(_CLAIMS_WITH_STATE[self._skip_locked], parameters).all()
             # The attribute table comes in the same statement as the values.
             self.state = state_of_rows(rows, {self._puller.id: self._puller.name}, None)

@@ -15,22 +15,35 @@ import random
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text, union_all, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
-from app.matching import dispatch
-from app.matching.complex_dispatch import Booking, pe_from_database, plan_job
+from app.matching import complex_dispatch, dispatch
+from app.matching.complex_dispatch import (
+    Booking,
+    pe_from_database,
+    plan_job,
+    state_of_rows,
+    table_parameters,
+    worker_row_parts,
+)
 from app.matching.complex_pull import GridEnginePull, take_in_one
-from app.matching.complex_table import create_attribute, definition_from_body
+from app.matching.complex_table import (
+    change_attribute,
+    create_attribute,
+    definition_from_body,
+    load_table,
+)
 from app.matching.complex_values import Target, set_values
 from app.matching.parallel import upsert_pe
 from app.matching.pull_statements import lock_puller
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.notations.complexes import ComplexTable
 from tests.matching.test_sge_sql_oracle import _attributes
 
 
@@ -268,3 +281,63 @@ def test_a_failing_guard_writes_nothing(database: Database, taken: str) -> None:
         assert take_in_one(session, job_id, assignment, bookings, worker.id, "h0") is None
         session.execute(update(QueueInstance).values(slots=2))
         _nothing_written(session, job_id)
+
+
+def _table_rows_read(session: Session, worker_id: int) -> tuple[int, ComplexTable]:
+    """How many attribute rows a pull's state statement sent, and the table it gave."""
+    rows = session.execute(
+        union_all(*worker_row_parts(with_table=True)),
+        {"sge_worker_ids": [worker_id], **table_parameters()},
+    ).all()
+    state = state_of_rows(rows, {worker_id: "h0"}, None)
+    return sum(1 for row in rows if row.part == 3), state.table
+
+
+def test_the_table_rows_are_read_again_only_when_the_table_changed(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that has not read the table yet.
+    monkeypatch.setattr(complex_dispatch, "_KNOWN_TABLE", None)
+    with database.transaction() as session:
+        worker, _job_id = _one_job(session, "mem=1G")
+        read, table = _table_rows_read(session, worker.id)
+        assert read == len(table) > 50 and table is load_table(session)
+        # Unchanged: the digest alone, the same table object.
+        assert _table_rows_read(session, worker.id) == (0, table)
+        change_attribute(
+            session,
+            "mem",
+            definition_from_body(
+                {
+                    "name": "mem",
+                    "shortcut": "mem",
+                    "type": "MEMORY",
+                    "relop": "<=",
+                    "requestable": "YES",
+                    "consumable": "YES",
+                    "default": "1G",
+                    "urgency": 0,
+                }
+            ),
+        )
+        read, changed = _table_rows_read(session, worker.id)
+        assert read == len(changed) and changed["mem"].default_value == 2.0**30
+        assert changed is load_table(session)
+        create_attribute(
+            session,
+            definition_from_body(
+                {
+                    "name": "extra",
+                    "shortcut": "ex",
+                    "type": "INT",
+                    "relop": "<=",
+                    "requestable": "YES",
+                    "consumable": "NO",
+                    "default": "0",
+                    "urgency": 0,
+                }
+            ),
+        )
+        read, grown = _table_rows_read(session, worker.id)
+        assert read == len(grown) == len(changed) + 1 and "ex" in grown
+        assert _table_rows_read(session, worker.id) == (0, grown)
