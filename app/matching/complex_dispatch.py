@@ -530,11 +530,12 @@ def _table_digest() -> ColumnElement[str]:
     equal texts are equal tables (names, shortcuts and keywords cannot hold the
     separators, and no column is NULL). A changed row order only costs one reading of
     the rows. The urgency's text may round on SQLite; it decides nothing in a pull."""
-    columns: list[ColumnElement[Any]] = [cast(column, Text()) for column in table_rows()[:8]]
-    columns.append(case((table_rows()[8], "1"), else_="0"))
-    text: ColumnElement[str] = columns[0]
+    columns = table_rows()
+    separator = literal("\x1f", Text())
+    text: ColumnElement[Any] = columns[0]
     for column in columns[1:]:
-        text = text + literal("\x1f", Text()) + column
+        # || converts numbers and booleans to text on both databases.
+        text = text.op("||", return_type=Text())(separator).op("||", return_type=Text())(column)
     return func.aggregate_strings(text, "\x1e")
 
 
@@ -547,8 +548,15 @@ _ROW_TYPES: dict[str, Any] = {
 
 
 def row_columns(**given: Any) -> list[ColumnElement[Any]]:
-    """The columns i1..i5, f1, f2, s1..s7 of a part of :func:`worker_row_parts`: the
-    given expressions, typed NULLs in the others."""
+    """The columns i1..i5, f1, f2, s1..s7 of a part of :func:`worker_row_parts` other
+    than the first: the given expressions, untyped NULLs in the others (the database
+    takes a column's type from the parts that have one, and the statement stays under
+    psycopg's 4,096 characters, beyond which it is parsed again on every run)."""
+    return [given.get(name, null()).label(name) for name in _ROW_TYPES]
+
+
+def _first_row_columns(**given: Any) -> list[ColumnElement[Any]]:
+    """:func:`row_columns` of the UNION's first part: its NULLs typed."""
     return [given.get(name, cast(null(), kind)).label(name) for name, kind in _ROW_TYPES.items()]
 
 
@@ -572,7 +580,7 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     queues = (
         select(
             literal(0).label("part"),
-            *columns(
+            *_first_row_columns(
                 i1=QueueInstance.id,
                 i2=QueueInstance.worker_id,
                 i3=QueueInstance.slots,

@@ -30,7 +30,7 @@ from app.matching.complex_dispatch import (
     table_parameters,
     worker_row_parts,
 )
-from app.matching.complex_pull import GridEnginePull, take_in_one
+from app.matching.complex_pull import _CLAIMS_WITH_STATE, GridEnginePull, _take, take_in_one
 from app.matching.complex_table import (
     change_attribute,
     create_attribute,
@@ -341,3 +341,16 @@ def test_the_table_rows_are_read_again_only_when_the_table_changed(
         read, grown = _table_rows_read(session, worker.id)
         assert read == len(grown) == len(changed) + 1 and "ex" in grown
         assert _table_rows_read(session, worker.id) == (0, grown)
+
+
+def test_the_pull_statements_stay_within_psycopgs_query_cache() -> None:
+    """psycopg converts a statement's text again on every execution when it is longer
+    than 4,096 characters (or has more than 50 parameters): the Core pull's statements
+    stay below both."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
+    from sqlalchemy.dialects import postgresql
+
+    for statement in (*_CLAIMS_WITH_STATE.values(), _take()):
+        compiled = statement.compile(dialect=postgresql.psycopg.dialect())
+        assert len(str(compiled)) <= MAX_CACHED_STATEMENT_LENGTH
+        assert len(compiled.params) <= MAX_CACHED_STATEMENT_PARAMS
