@@ -450,18 +450,30 @@ def state_of_rows(
     with :func:`table_parameters`). Rows of other parts are ignored, so a caller may add
     its own to the statement."""
     builder = _StateBuilder(names)
+    values: list[Any] = []
+    usage: list[Any] = []
+    attributes: list[Any] = []
+    digest: str | None = None
+    # One pass, by position (part, i1..i5, f1, f2, s1..s7). UNION ALL promises no order:
+    # queue instances are added first so that their values find them.
+    for row in rows:
+        part = row[0]
+        if part == 0:
+            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5])
+        elif part == 1:
+            values.append(row)
+        elif part == 2:
+            usage.append(row)
+        elif part == 3:
+            attributes.append(row)
+        elif part == 5:
+            digest = row[8]
     if table is None:
-        table = _table_of_parts(rows)
-    # UNION ALL promises no order: queue instances are added first so that their values
-    # find them.
-    for row in rows:
-        if row.part == 0:
-            builder.add_queue(row.i1, row.i2, row.i3, row.i4, row.s1, row.i5)
-    for row in rows:
-        if row.part == 1:
-            builder.add_value(row.s1, row.i2, row.s2, row.s3, row.s4)
-        elif row.part == 2:
-            builder.add_usage(row.i1, row.s1, row.i2, row.f1, row.f2, row.s4)
+        table = _table_of_parts(digest, attributes)
+    for row in values:
+        builder.add_value(row[8], row[2], row[9], row[10], row[11])
+    for row in usage:
+        builder.add_usage(row[1], row[8], row[2], row[6], row[7], row[11])
     return builder.state(table)
 
 
@@ -508,21 +520,21 @@ def table_parameters() -> dict[str, Any]:
     return {"sge_known_table": None if _KNOWN_TABLE is None else _KNOWN_TABLE[0]}
 
 
-def _table_of_parts(rows: Sequence[Any]) -> ComplexTable:
+def _table_of_parts(digest: str | None, attributes: list[Any]) -> ComplexTable:
     """The table of a state statement's rows: the known one when the digest (part 5) is
     the known digest, else the one its rows (part 3) give, which becomes the known one.
     The digest and the rows come from one statement, so they agree."""
     global _KNOWN_TABLE
-    digest = next((row.s1 for row in rows if row.part == 5), None)
-    attributes = sorted((row for row in rows if row.part == 3), key=lambda row: row.i1)
-    if attributes or digest is None or _KNOWN_TABLE is None or _KNOWN_TABLE[0] != digest:
-        table = table_of_rows(
-            (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
-        )
-        if digest is not None:
-            _KNOWN_TABLE = (digest, table)
-        return table
-    return _KNOWN_TABLE[1]
+    known = _KNOWN_TABLE
+    if not attributes and digest is not None and known is not None and known[0] == digest:
+        return known[1]
+    attributes.sort(key=lambda row: row.i1)
+    table = table_of_rows(
+        (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
+    )
+    if digest is not None:
+        _KNOWN_TABLE = (digest, table)
+    return table
 
 
 def _table_digest() -> ColumnElement[str]:

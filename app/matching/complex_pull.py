@@ -151,10 +151,13 @@ class GridEnginePull:
         """Lock a waiting job and read its category (and, the first time, the state);
         None when another pull holds or took it."""
         parameters: dict[str, Any] = {"p_job_id": job_id}
+        connection = self._session.connection()
         if self.state is None:
             parameters["sge_worker_ids"] = [self._puller.id]
             parameters.update(table_parameters())
-            rows = self._session.execute(_CLAIMS_WITH_STATE[self._skip_locked], parameters).all()
+            # Core statements on the connection: nothing in the session is pending (the
+            # pull changed no object), and the ORM's result machinery adds nothing here.
+            rows = connection.execute(_CLAIMS_WITH_STATE[self._skip_locked], parameters).all()
             # The attribute table comes in the same statement as the values.
             self.state = state_of_rows(rows, {self._puller.id: self._puller.name}, None)
             found = [row for row in rows if row.part == _CLAIM_PART]
@@ -162,7 +165,7 @@ class GridEnginePull:
                 return None
             row = found[0]
             return ClaimedJob(row.i1, row.i2, row.s1, row.s2, row.s3, row.i3, row.i4)
-        claimed = self._session.execute(_CLAIMS[self._skip_locked], parameters).one_or_none()
+        claimed = connection.execute(_CLAIMS[self._skip_locked], parameters).one_or_none()
         return None if claimed is None else ClaimedJob(*claimed)
 
     def take(self, job_id: int) -> Job | None:
