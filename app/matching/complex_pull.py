@@ -8,11 +8,17 @@ bookings, release, job, event). Here it takes two round trips after the heads qu
    ``-l`` lists) in the statement that reads the worker's values, usage and the attribute
    table (app/matching/complex_dispatch.py ``worker_row_parts``);
 2. on PostgreSQL, every write in one statement of data-modifying CTEs (:func:`_take`):
-   the queue instance and consumable rows are locked in id order and their guards checked
-   on the locked rows first; only when every guard holds are the rows updated and the
-   allocations, bookings, job start and event written. A guard that fails writes nothing,
-   so no savepoint is needed: the savepoint pair of ``book()`` existed because undoing a
-   float consumable by subtraction is inexact, and here nothing is ever undone.
+   the guarded updates of the queue instances and consumable rows, and, only when every
+   one of them matched, the allocations, bookings, job start and event. When the job books
+   more than one guarded row, their rows are first locked in id order by one statement
+   (:func:`_lock_rows`: queue instances, then consumable rows, the order of every writer)
+   and the guards checked in Python on the latest values the locks return; a guard that
+   fails writes nothing, so no savepoint is needed (book()'s savepoint pair existed
+   because undoing a float consumable by subtraction is inexact: here nothing is undone).
+   The write statement then starts after the locks were granted, so it sees exactly the
+   values that were checked. (Checking the guards on rows locked inside the write
+   statement itself is not enough: under load on PostgreSQL, an update in the same
+   statement saw a later version than the lock had returned.)
 
 The decision is the evaluator's, as in the ORM path (``plan_job``); nothing about what is
 booked changes. SQLite (no concurrent writers: BEGIN IMMEDIATE) keeps ``book()`` and
@@ -40,8 +46,8 @@ from sqlalchemy import (
     insert,
     literal,
     literal_column,
+    null,
     select,
-    true,
     union_all,
     update,
 )
@@ -226,6 +232,82 @@ def _start(
     return job
 
 
+def _lock_rows() -> CompoundSelect[Any]:
+    """Lock the queue instances ``l_qi`` and consumable rows ``l_usage`` in id order,
+    queue instances first, and read their latest values: (part, id, a, b, c) with part
+    0 (used_slots, slots) or 1 (used, used_nonexclusive, capacity)."""
+    qi, usage = QUEUE_INSTANCES, CONSUMABLE_USAGE
+    slots = (
+        select(qi.c.id, qi.c.used_slots, qi.c.slots)
+        .where(qi.c.id == func.any(bindparam("l_qi", type_=ARRAY(Integer()))))
+        .order_by(qi.c.id)
+        .with_for_update()
+        .cte("q")
+    )
+    consumables = (
+        select(usage.c.id, usage.c.used, usage.c.used_nonexclusive, usage.c.capacity)
+        .where(usage.c.id == func.any(bindparam("l_usage", type_=ARRAY(Integer()))))
+        .order_by(usage.c.id)
+        .with_for_update()
+        .cte("c")
+    )
+    # UNION ALL runs its parts in order: the queue instances are locked first.
+    return union_all(
+        select(
+            literal(0).label("part"),
+            slots.c.id,
+            sql_cast(slots.c.used_slots, Float()).label("a"),
+            sql_cast(slots.c.slots, Float()).label("b"),
+            sql_cast(null(), Float()).label("c"),
+        ),
+        select(
+            literal(1),
+            consumables.c.id,
+            consumables.c.used,
+            consumables.c.used_nonexclusive,
+            consumables.c.capacity,
+        ),
+    )
+
+
+_LOCK_ROWS = _lock_rows()
+
+
+def _guards_hold(session: Session, slots: list[tuple[int, int]], usage: list[Booking]) -> bool:
+    """Lock the rows a dispatch books and check book()'s guards on their latest values."""
+    rows = session.connection().execute(
+        _LOCK_ROWS,
+        {"l_qi": [qi_id for qi_id, _count in slots], "l_usage": [b.usage_id for b in usage]},
+    )
+    locked_slots: dict[int, tuple[float, float]] = {}
+    locked_usage: dict[int, tuple[float, float, float]] = {}
+    for part, row_id, a, b, c in rows:
+        if part == 0:
+            locked_slots[row_id] = (a, b)
+        else:
+            locked_usage[row_id] = (a, b, c)
+    for qi_id, count in slots:
+        if qi_id not in locked_slots:
+            return False
+        used_slots, capacity = locked_slots[qi_id]
+        if not used_slots + count <= capacity:
+            return False
+    for booking in usage:
+        assert booking.usage_id is not None
+        if booking.usage_id not in locked_usage:
+            return False
+        used, nonexclusive_used, capacity = locked_usage[booking.usage_id]
+        if booking.nonexclusive:
+            fits = used == 0
+        elif booking.exclusive:
+            fits = used == 0 and nonexclusive_used == 0
+        else:
+            fits = used + booking.amount <= capacity
+        if not fits:
+            return False
+    return True
+
+
 @lru_cache(maxsize=1)
 def _take() -> Any:
     """PostgreSQL: book, allocate, start and record in one statement (see the module
@@ -233,12 +315,16 @@ def _take() -> Any:
     the driver prepares it once): queue instances ``t_qi``/``t_count``, consumable rows
     ``t_usage``/``t_amount``/``t_nonexclusive``/``t_exclusive``. The statement is the
     job's UPDATE, returning the job and the numbers of rows booked, or no row when a
-    guard failed; every other write is a CTE. Names are short: psycopg parses a
-    statement longer than 4,096 characters again on every execution."""
+    guarded update matched nothing (every other write is conditional on all of them;
+    the consumable rows are not even tried when a queue instance's guard failed). Names
+    are short: psycopg parses a statement longer than 4,096 characters again on every
+    execution."""
     qi, usage = QUEUE_INSTANCES, CONSUMABLE_USAGE
     job_id = bindparam("t_job", type_=Integer())
     now = bindparam("t_now", type_=JOBS.c.started_at.type)
     zero: Any = literal_column("0")
+    n_slots = bindparam("t_n_slots", type_=Integer())
+    n_usage = bindparam("t_n_usage", type_=Integer())
     given = select(
         func.unnest(
             bindparam("t_qi", type_=ARRAY(Integer())),
@@ -247,7 +333,7 @@ def _take() -> Any:
         .table_valued("id", "n")
         .render_derived(name="r")
     ).cte("s")
-    given_usage = select(
+    row = select(
         func.unnest(
             bindparam("t_usage", type_=ARRAY(Integer())),
             bindparam("t_amount", type_=ARRAY(Float())),
@@ -257,104 +343,49 @@ def _take() -> Any:
         .table_valued("id", "amount", "nonexclusive", "exclusive")
         .render_derived(name="r")
     ).cte("u")
-
-    def usage_guard(used: Any, nonexclusive_used: Any, capacity: Any, row: Any) -> Any:
-        # book()'s guards: a non-exclusive use of an EXCL attribute needs no exclusive
-        # user, an exclusive use nobody there, any other use room below the capacity.
-        return case(
-            (row.nonexclusive, used == zero),
-            (row.exclusive, and_(used == zero, nonexclusive_used == zero)),
-            else_=used + row.amount <= capacity,
-        )
-
-    # 1. Lock the rows in id order (the order of every writer: queue instances, then
-    #    consumable rows) and check every guard on the locked rows, which READ COMMITTED
-    #    gives in their latest committed version.
-    locked = (
-        select(qi.c.used_slots, qi.c.slots, given.c.n)
-        .join_from(qi, given, qi.c.id == given.c.id)
-        .order_by(qi.c.id)
-        .with_for_update(of=qi)
-        .subquery("l")
-    )
-    slots_ok = (
-        select(
-            and_(
-                func.coalesce(
-                    func.bool_and(locked.c.used_slots + locked.c.n <= locked.c.slots), true()
-                ),
-                func.count() == bindparam("t_n_slots", type_=Integer()),
-            ).label("ok")
-        )
-        .select_from(locked)
-        .cte("k")
-    )
-    slots_booked_ok = select(slots_ok.c.ok).scalar_subquery()
-    locked_usage = (
-        select(
-            usage.c.used,
-            usage.c.used_nonexclusive,
-            usage.c.capacity,
-            given_usage.c.amount,
-            given_usage.c.nonexclusive,
-            given_usage.c.exclusive,
-        )
-        .join_from(usage, given_usage, usage.c.id == given_usage.c.id)
-        # No consumable row is locked when the slots cannot be booked.
-        .where(slots_booked_ok)
-        .order_by(usage.c.id)
-        .with_for_update(of=usage)
-        .subquery("l")
-    )
-    c = locked_usage.c
-    usage_ok = (
-        select(
-            and_(
-                func.coalesce(
-                    func.bool_and(usage_guard(c.used, c.used_nonexclusive, c.capacity, c)),
-                    true(),
-                ),
-                func.count() == bindparam("t_n_usage", type_=Integer()),
-            )
-        )
-        .select_from(locked_usage)
-        .scalar_subquery()
-    )
-    go = select(and_(slots_booked_ok, usage_ok).label("ok")).cte("g")
-    ok = select(go.c.ok).scalar_subquery()
-    # 2. Only then write, each statement guarded again (the rows are locked now).
     booked_slots = (
         update(qi)
-        .where(qi.c.id == given.c.id, ok, qi.c.used_slots + given.c.n <= qi.c.slots)
+        .where(qi.c.id == given.c.id, qi.c.used_slots + given.c.n <= qi.c.slots)
         .values(used_slots=qi.c.used_slots + given.c.n)
         .returning(qi.c.id)
         .cte("bs")
     )
-    row = given_usage.c
+    slots_done = select(func.count()).select_from(booked_slots).scalar_subquery()
+    c = row.c
     booked_usage = (
         update(usage)
         .where(
-            usage.c.id == row.id,
-            ok,
-            usage_guard(usage.c.used, usage.c.used_nonexclusive, usage.c.capacity, row),
+            usage.c.id == c.id,
+            slots_done == n_slots,
+            # book()'s guards: a non-exclusive use of an EXCL attribute needs no
+            # exclusive user, an exclusive use nobody there, any other use room below
+            # the capacity.
+            case(
+                (c.nonexclusive, usage.c.used == zero),
+                (c.exclusive, and_(usage.c.used == zero, usage.c.used_nonexclusive == zero)),
+                else_=usage.c.used + c.amount <= usage.c.capacity,
+            ),
         )
         .values(
-            used=case((row.nonexclusive, usage.c.used), else_=usage.c.used + row.amount),
+            used=case((c.nonexclusive, usage.c.used), else_=usage.c.used + c.amount),
             used_nonexclusive=case(
-                (row.nonexclusive, usage.c.used_nonexclusive + row.amount),
+                (c.nonexclusive, usage.c.used_nonexclusive + c.amount),
                 else_=usage.c.used_nonexclusive,
             ),
         )
         .returning(usage.c.id)
         .cte("bu")
     )
+    usage_done = select(func.count()).select_from(booked_usage).scalar_subquery()
+    go = select(and_(slots_done == n_slots, usage_done == n_usage).label("ok")).cte("g")
+    ok = select(go.c.ok).scalar_subquery()
     allocate = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
         select(job_id, given.c.id, given.c.n, now).where(ok),
     )
     record_bookings = insert(JOB_BOOKINGS).from_select(
         ["job_id", "usage_id", "amount", "nonexclusive"],
-        select(job_id, row.id, row.amount, row.nonexclusive).where(ok),
+        select(job_id, c.id, c.amount, c.nonexclusive).where(ok),
     )
     # The event reads the job before this statement's update (one snapshot): its
     # attempts plus the one this dispatch adds.
@@ -378,15 +409,10 @@ def _take() -> Any:
             started_at=now,
             attempts=JOBS.c.attempts + 1,
         )
-        .returning(
-            *JOBS.c,
-            select(func.count()).select_from(booked_slots).scalar_subquery().label("t_slots_n"),
-            select(func.count()).select_from(booked_usage).scalar_subquery().label("t_usage_n"),
-        )
+        .returning(*JOBS.c)
         .add_cte(allocate.cte("a"), record_bookings.cte("b"), record.cte("e"))
     )
-    columns = started.exported_columns
-    return select(Job, columns.t_slots_n, columns.t_usage_n).from_statement(started)
+    return select(Job).from_statement(started)
 
 
 def take_in_one(
@@ -397,14 +423,17 @@ def take_in_one(
     worker_id: int,
     worker_name: str,
 ) -> Job | None:
-    """Write a decided job's bookings and start it, in one statement (PostgreSQL): the
-    running job, or None when a guard failed because a concurrent dispatch took the
-    capacity first (then nothing was written)."""
+    """Write a decided job's bookings and start it (PostgreSQL): the running job, or None
+    when a guard failed because a concurrent dispatch took the capacity first (then
+    nothing was written)."""
     slots = sorted(assignment.items())
     usage = sorted((b for b in bookings if b.usage_id is not None), key=lambda b: b.usage_id or 0)
     if len({b.usage_id for b in usage}) != len(usage):
         # One UPDATE changes a row once; bookings_for gives each row one booking.
         raise ValueError("a consumable row booked twice in one dispatch")
+    checked = len(slots) + len(usage) > 1
+    if checked and not _guards_hold(session, slots, usage):
+        return None
     parameters = {
         "t_qi": [qi_id for qi_id, _count in slots],
         "t_count": [count for _qi_id, count in slots],
@@ -420,15 +449,13 @@ def take_in_one(
         "t_slots": sum(assignment.values()),
         "t_worker": worker_name,
     }
-    row = session.execute(
+    job: Job | None = session.execute(
         _take(), parameters, execution_options={"populate_existing": True}
-    ).one_or_none()
-    if row is None:
-        # A guard failed: every write of the statement was conditional on all of them.
-        return None
-    job: Job = row[0]
-    if tuple(row[1:]) == (len(slots), len(usage)):
+    ).scalar_one_or_none()
+    if job is not None or not checked:
+        # Started, or the single guarded update (a queue instance's slots) matched
+        # nothing and so nothing was written.
         return job
-    # Cannot happen (the guards were checked on the locked rows): refuse rather than
+    # Cannot happen (the rows were locked and their guards checked): refuse rather than
     # keep a partial booking; the transaction rolls back.
     raise ConflictError(f"job {job_id}: its bookings changed while they were written; retry")

@@ -30,7 +30,13 @@ from app.matching.complex_dispatch import (
     table_parameters,
     worker_row_parts,
 )
-from app.matching.complex_pull import _CLAIMS_WITH_STATE, GridEnginePull, _take, take_in_one
+from app.matching.complex_pull import (
+    _CLAIMS_WITH_STATE,
+    _LOCK_ROWS,
+    GridEnginePull,
+    _take,
+    take_in_one,
+)
 from app.matching.complex_table import (
     change_attribute,
     create_attribute,
@@ -258,18 +264,21 @@ def _nothing_written(session: Session, job_id: int) -> None:
     assert session.scalar(text("SELECT count(*) FROM job_events WHERE kind = 'dispatched'")) == 0
 
 
-@pytest.mark.parametrize("taken", ["global", "slots"])
+@pytest.mark.parametrize("taken", ["global", "slots", "slots alone"])
 def test_a_failing_guard_writes_nothing(database: Database, taken: str) -> None:
     """A concurrent dispatch took the global memory (or the slots) between the decision
-    and the booking: the host's memory, booked in the same statement, stays untouched
-    although its own guard holds. PostgreSQL only (SQLite keeps book()'s savepoint)."""
+    and the booking: nothing is written, not even the host's memory, whose own guard
+    holds. With several guarded rows they are locked and checked before the write; with
+    the slots alone, the write statement's other parts depend on the slots' update.
+    PostgreSQL only (SQLite keeps book()'s savepoint)."""
     if database.dialect_name != "postgresql":
         pytest.skip("the one-statement booking is PostgreSQL's")
     with database.transaction() as session:
-        worker, job_id = _one_job(session, "mem=3G,key=1")
+        worker, job_id = _one_job(session, "key=1" if taken == "slots alone" else "mem=3G,key=1")
     with database.transaction() as session:
         assignment, bookings = _plan(session, worker, job_id)
-        assert {b.target.level.value for b in bookings if b.usage_id} == {"global", "host"}
+        levels = {b.target.level.value for b in bookings if b.usage_id}
+        assert levels == (set() if taken == "slots alone" else {"global", "host"})
         if taken == "global":
             session.execute(
                 update(ConsumableUsage)
@@ -350,7 +359,7 @@ def test_the_pull_statements_stay_within_psycopgs_query_cache() -> None:
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
     from sqlalchemy.dialects import postgresql
 
-    for statement in (*_CLAIMS_WITH_STATE.values(), _take()):
+    for statement in (*_CLAIMS_WITH_STATE.values(), _take(), _LOCK_ROWS):
         compiled = statement.compile(dialect=postgresql.psycopg.dialect())
         assert len(str(compiled)) <= MAX_CACHED_STATEMENT_LENGTH
         assert len(compiled.params) <= MAX_CACHED_STATEMENT_PARAMS
