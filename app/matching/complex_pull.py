@@ -2,7 +2,8 @@
 
 A Grid Engine pull used to claim the job as ORM objects, read the cluster state, then book
 in up to nine statements (savepoint, queue instance, each consumable row, allocation,
-bookings, release, job, event). Here it takes two round trips after the heads query:
+bookings, release, job, event). Here it takes two round trips after the heads query, or
+three when the job books consumables:
 
 1. the claim (the job's lock, skipping a job a concurrent pull holds, with its category's
    ``-l`` lists) in the statement that reads the worker's values, usage and the attribute
