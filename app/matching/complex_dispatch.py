@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     BindParameter,
@@ -80,12 +80,10 @@ from app.notations.complex_matching import (
 )
 from app.notations.complex_requests import RequestList, parse_request_list
 from app.notations.complexes import (
-    ComplexDefinition,
     ComplexTable,
     Consumable,
     Relop,
     Requestable,
-    Value,
 )
 
 
@@ -119,6 +117,35 @@ class _View:
     soft: RequestList
     offers: Offers
     fit: LevelFit | None = None
+
+
+@dataclass(frozen=True)
+class _TableFacts:
+    """What every object's preparation asks of the attribute table, per table: the
+    attribute name of each name or shortcut, and which attributes are FORCED or
+    consumable (a pull prepares three objects of some sixty values each)."""
+
+    table: ComplexTable
+    names: Mapping[str, str]
+    forced: frozenset[str]
+    forced_or_consumable: frozenset[str]
+
+
+_FACTS: dict[int, _TableFacts] = {}
+
+
+def _facts(table: ComplexTable) -> _TableFacts:
+    facts = _FACTS.get(id(table))
+    if facts is None or facts.table is not table:
+        if len(_FACTS) > 64:
+            _FACTS.clear()
+        names = {word: table.resolve(word).name for d in table for word in (d.shortcut, d.name)}
+        forced = frozenset(d.name for d in table if d.requestable is Requestable.FORCED)
+        facts = _TableFacts(
+            table, names, forced, forced | {d.name for d in table if d.is_consumable}
+        )
+        _FACTS[id(table)] = facts
+    return facts
 
 
 @dataclass
@@ -169,20 +196,19 @@ class ObjectState:
             ("builtin", self.builtin),
             ("load_values", self.load_values),
         )
+        facts = _facts(table)
         for kind, values in sources:
             for key in values:
-                self._keys.setdefault(table.resolve(key).name, []).append((kind, key))
-        candidates = [
-            name
-            for name in self._keys
-            if table[name].requestable is Requestable.FORCED or table[name].is_consumable
-        ]
+                name = facts.names.get(key)
+                if name is None:
+                    name = table.resolve(key).name  # raises: an unknown attribute
+                self._keys.setdefault(name, []).append((kind, key))
+        candidates = [name for name in self._keys if name in facts.forced_or_consumable]
         self._compute(candidates)
         self._always = tuple(
             name
             for name in candidates
-            if table[name].requestable is Requestable.FORCED
-            or self._offers[name][0].capacity is not None
+            if name in facts.forced or self._offers[name][0].capacity is not None
         )
 
     def _compute(self, names: Iterable[str]) -> None:
@@ -345,72 +371,110 @@ def load_state(
     has the workers loaded already (a pull). ``table`` None: the attribute table is
     read too, for given workers in the same statement as their values (what
     ``load_table(session)`` would give)."""
-    global_host = ObjectState(Level.GLOBAL, 0, "global")
     if worker_ids is None or names is None:
         host_query = select(Worker.id, Worker.name)
         if worker_ids is not None:
             host_query = host_query.where(Worker.id.in_(worker_ids))
         names = {wid: name for wid, name in session.execute(host_query)}
-    hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in names.items()}
-    queues: dict[int, ObjectState] = {}
-    slots: dict[int, QueueSlot] = {}
-    objects = {"global": {0: global_host}, "host": hosts, "queue_instance": queues}
-    columns = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
+    if worker_ids is not None:
+        # A pull: the three reads in one statement (three round trips were a sixth of
+        # the pull's statements).
+        parameters: dict[str, Any] = {"sge_worker_ids": list(worker_ids)}
+        if table is None:
+            parameters.update(table_parameters())
+        rows = session.execute(_worker_rows(with_table=table is None), parameters).all()
+        return state_of_rows(rows, names, table)
+    builder = _StateBuilder(names)
+    if table is None:
+        table = load_table(session)
+    for qi_row in session.execute(_queue_rows()):
+        builder.add_queue(*qi_row)
+    for value_row in session.execute(_value_rows()):
+        builder.add_value(*value_row)
+    for usage_row in session.execute(_usage_rows()):
+        builder.add_usage(*usage_row)
+    return builder.state(table)
+
+
+class _StateBuilder:
+    """The objects of a ClusterState, filled row by row."""
+
+    _COLUMNS = {"fixed": "complex_values", "load": "load_values", "builtin": "builtin"}
+
+    def __init__(self, names: Mapping[int, str]) -> None:
+        self.names = names
+        self.global_host = ObjectState(Level.GLOBAL, 0, "global")
+        self.hosts = {wid: ObjectState(Level.HOST, wid, name) for wid, name in names.items()}
+        self.queues: dict[int, ObjectState] = {}
+        self.slots: dict[int, QueueSlot] = {}
+        self.objects: dict[str, Mapping[int, ObjectState]] = {
+            "global": {0: self.global_host},
+            "host": self.hosts,
+            "queue_instance": self.queues,
+        }
 
     def add_queue(
-        qi_id: int, worker_id: int, capacity: int, used_slots: int, queue: str, seq_no: int
+        self, qi_id: int, worker_id: int, capacity: int, used_slots: int, queue: str, seq_no: int
     ) -> None:
-        name = f"{queue}@{names[worker_id]}"
+        host = self.names[worker_id]
+        name = f"{queue}@{host}"
         qi_state = ObjectState(Level.QUEUE, qi_id, name)
         qi_state.builtin["slots"] = str(capacity)
         qi_state.used["slots"] = float(used_slots)
-        queues[qi_id] = qi_state
-        slots[qi_id] = QueueSlot(qi_id, name, worker_id, names[worker_id], seq_no, capacity)
+        self.queues[qi_id] = qi_state
+        self.slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity)
 
-    def add_value(level: str, key: int, kind: str, text: str, name: str) -> None:
-        target = objects[level].get(key)
+    def add_value(self, level: str, key: int, kind: str, text: str, name: str) -> None:
+        target = self.objects[level].get(key)
         if target is not None:
-            getattr(target, columns[kind])[name] = text
+            getattr(target, self._COLUMNS[kind])[name] = text
 
     def add_usage(
-        usage_id: int, level: str, key: int, used: float, nonexclusive: float, name: str
+        self, usage_id: int, level: str, key: int, used: float, nonexclusive: float, name: str
     ) -> None:
-        target = objects[level].get(key)
+        target = self.objects[level].get(key)
         if target is not None:
             target.used[name] = float(used)
             target.used_nonexclusive[name] = float(nonexclusive)
             target.usage_ids[name] = usage_id
 
-    if worker_ids is None:
-        if table is None:
-            table = load_table(session)
-        for qi_row in session.execute(_queue_rows()):
-            add_queue(*qi_row)
-        for value_row in session.execute(_value_rows()):
-            add_value(*value_row)
-        for usage_row in session.execute(_usage_rows()):
-            add_usage(*usage_row)
-    else:
-        # A pull: the three reads in one statement (three round trips were a sixth of
-        # the pull's statements). UNION ALL promises no order: queue instances are
-        # added first so that their values find them.
-        rows = session.execute(
-            _worker_rows(with_table=table is None), {"sge_worker_ids": list(worker_ids)}
-        ).all()
-        if table is None:
-            attributes = sorted((row for row in rows if row.part == 3), key=lambda row: row.i1)
-            table = table_of_rows(
-                (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
-            )
-        for row in rows:
-            if row.part == 0:
-                add_queue(row.i1, row.i2, row.i3, row.i4, row.s1, row.i5)
-        for row in rows:
-            if row.part == 1:
-                add_value(row.s1, row.i2, row.s2, row.s3, row.s4)
-            elif row.part == 2:
-                add_usage(row.i1, row.s1, row.i2, row.f1, row.f2, row.s4)
-    return ClusterState(table, global_host, hosts, queues, slots)
+    def state(self, table: ComplexTable) -> ClusterState:
+        return ClusterState(table, self.global_host, self.hosts, self.queues, self.slots)
+
+
+def state_of_rows(
+    rows: Sequence[Any], names: Mapping[int, str], table: ComplexTable | None
+) -> ClusterState:
+    """The ClusterState of the rows of :func:`worker_row_parts` (the workers named in
+    ``names``); ``table`` None: the rows hold the attribute table (parts 3 and 5, read
+    with :func:`table_parameters`). Rows of other parts are ignored, so a caller may add
+    its own to the statement."""
+    builder = _StateBuilder(names)
+    values: list[Any] = []
+    usage: list[Any] = []
+    attributes: list[Any] = []
+    digest: str | None = None
+    # One pass, by position (part, i1..i5, f1, f2, s1..s7). UNION ALL promises no order:
+    # queue instances are added first so that their values find them.
+    for row in rows:
+        part = row[0]
+        if part == 0:
+            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5])
+        elif part == 1:
+            values.append(row)
+        elif part == 2:
+            usage.append(row)
+        elif part == 3:
+            attributes.append(row)
+        elif part == 5:
+            digest = row[8]
+    if table is None:
+        table = _table_of_parts(digest, attributes)
+    for row in values:
+        builder.add_value(row[8], row[2], row[9], row[10], row[11])
+    for row in usage:
+        builder.add_usage(row[1], row[8], row[2], row[6], row[7], row[11])
+    return builder.state(table)
 
 
 def _queue_rows() -> Select[int, int, int, int, str, int]:
@@ -445,28 +509,90 @@ def _usage_rows() -> Select[int, str, int, float, float, str]:
     ).join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
 
 
+#: The attribute table last read by a pull, with its digest (see :func:`_table_digest`).
+_KNOWN_TABLE: tuple[str, ComplexTable] | None = None
+
+
+def table_parameters() -> dict[str, Any]:
+    """The parameters of :func:`worker_row_parts` ``with_table``: the digest of the table
+    this process knows, so that the statement sends the table's rows only when the
+    table has changed (71 rows of 9 columns were a fifth of a pull's Python time)."""
+    return {"sge_known_table": None if _KNOWN_TABLE is None else _KNOWN_TABLE[0]}
+
+
+def _table_of_parts(digest: str | None, attributes: list[Any]) -> ComplexTable:
+    """The table of a state statement's rows: the known one when the digest (part 5) is
+    the known digest, else the one its rows (part 3) give, which becomes the known one.
+    The digest and the rows come from one statement, so they agree."""
+    global _KNOWN_TABLE
+    known = _KNOWN_TABLE
+    if not attributes and digest is not None and known is not None and known[0] == digest:
+        return known[1]
+    attributes.sort(key=lambda row: row.i1)
+    table = table_of_rows(
+        (r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.f1, bool(r.i2)) for r in attributes
+    )
+    if digest is not None:
+        _KNOWN_TABLE = (digest, table)
+    return table
+
+
+def _table_digest() -> ColumnElement[str]:
+    """Every column of every attribute row in one text, rows in no particular order:
+    equal texts are equal tables (names, shortcuts and keywords cannot hold the
+    separators, and no column is NULL). A changed row order only costs one reading of
+    the rows. The urgency's text may round on SQLite; it decides nothing in a pull."""
+    columns = table_rows()
+    separator = literal("\x1f", Text())
+    text: ColumnElement[Any] = columns[0]
+    for column in columns[1:]:
+        # || converts numbers and booleans to text on both databases.
+        text = text.op("||", return_type=Text())(separator).op("||", return_type=Text())(column)
+    return func.aggregate_strings(text, "\x1e")
+
+
+_ROW_TYPES: dict[str, Any] = {
+    **{f"i{n}": Integer() for n in range(1, 6)},
+    "f1": Float(),
+    "f2": Float(),
+    **{f"s{n}": Text() for n in range(1, 8)},
+}
+
+
+def row_columns(**given: Any) -> list[ColumnElement[Any]]:
+    """The columns i1..i5, f1, f2, s1..s7 of a part of :func:`worker_row_parts` other
+    than the first: the given expressions, untyped NULLs in the others (the database
+    takes a column's type from the parts that have one, and the statement stays under
+    psycopg's 4,096 characters, beyond which it is parsed again on every run)."""
+    return [given.get(name, null()).label(name) for name in _ROW_TYPES]
+
+
+def _first_row_columns(**given: Any) -> list[ColumnElement[Any]]:
+    """:func:`row_columns` of the UNION's first part: its NULLs typed."""
+    return [given.get(name, cast(null(), kind)).label(name) for name, kind in _ROW_TYPES.items()]
+
+
 @lru_cache(maxsize=2)
 def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
+    return union_all(*worker_row_parts(with_table=with_table))
+
+
+@lru_cache(maxsize=2)
+def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     """Queue instances (part 0), values (1) and consumable rows (2) of the global host
     and the workers in the parameter ``sge_worker_ids``, and with ``with_table`` the
-    attribute table (3, i1 its order by name as the database sorts), as one UNION ALL
-    with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7. Built once
-    (building it cost more than a pull's evaluation)."""
+    attribute table's digest (5) and, when it differs from the parameter
+    ``sge_known_table`` (:func:`table_parameters`), its rows (3, i1 their order by name
+    as the database sorts), for one UNION ALL
+    with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7 (see
+    :func:`row_columns`). Built once (building it cost more than a pull's evaluation)."""
     worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
-
-    def columns(**given: Any) -> list[ColumnElement[Any]]:
-        types: dict[str, Any] = {
-            **{f"i{n}": Integer() for n in range(1, 6)},
-            "f1": Float(),
-            "f2": Float(),
-            **{f"s{n}": Text() for n in range(1, 8)},
-        }
-        return [given.get(name, cast(null(), kind)).label(name) for name, kind in types.items()]
+    columns = row_columns
 
     queues = (
         select(
             literal(0).label("part"),
-            *columns(
+            *_first_row_columns(
                 i1=QueueInstance.id,
                 i2=QueueInstance.worker_id,
                 i3=QueueInstance.slots,
@@ -490,7 +616,10 @@ def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
             ),
         )
         .join(Attribute, Attribute.id == AttributeValue.attribute_id)
-        .where(or_(AttributeValue.level == "global", AttributeValue.worker_id.in_(worker_ids)))
+        # Global values are exactly those without a worker (CHECK object_matches_level),
+        # as for the consumable rows below: "level = 'global'" as a parameter of a
+        # prepared statement's generic plan is estimated at a third of the table.
+        .where(or_(AttributeValue.worker_id.is_(None), AttributeValue.worker_id.in_(worker_ids)))
     )
     usage = (
         select(
@@ -510,7 +639,13 @@ def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
         .where(or_(ConsumableUsage.worker_id.is_(None), ConsumableUsage.worker_id.in_(worker_ids)))
     )
     if not with_table:
-        return union_all(queues, values, usage)
+        return queues, values, usage
+    digest = select(_table_digest().label("digest")).cte("sge_table_digest")
+    changed = (
+        select(digest.c.digest)
+        .scalar_subquery()
+        .is_distinct_from(bindparam("sge_known_table", type_=Text()))
+    )
     name, shortcut, kind, relop, requestable, consumable, default, urgency, builtin = table_rows()
     attributes = select(
         literal(3).label("part"),
@@ -526,7 +661,13 @@ def _worker_rows(*, with_table: bool) -> CompoundSelect[Any]:
             },
         ),
     )
-    return union_all(queues, values, usage, attributes)
+    return (
+        queues,
+        values,
+        usage,
+        attributes.where(changed),
+        select(literal(5).label("part"), *columns(s1=digest.c.digest)),
+    )
 
 
 @dataclass(frozen=True)
@@ -642,7 +783,7 @@ def bookings_for(
                 else:
                     result.append(Booking(usage_id, queue_key, name, 1.0, True, target))
                 continue
-            amount = request.parsed if request is not None else _default(definition)
+            amount = request.parsed if request is not None else definition.default_value
             assert isinstance(amount, float)
             if amount == 0:
                 continue
@@ -652,13 +793,6 @@ def bookings_for(
             else:
                 result.append(Booking(usage_id, queue_key, name, amount * count, False, target))
     return result
-
-
-@lru_cache(maxsize=1024)
-def _default(definition: ComplexDefinition) -> Value:
-    """The attribute's parsed default (definitions are immutable; the property parses
-    the text on every use, some 50,000 times in a full-size run)."""
-    return definition.default_value
 
 
 def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
@@ -698,7 +832,9 @@ _BOOK_USAGE = {
 }
 
 
-def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[Booking]) -> bool:
+def book(
+    session: Session, job_id: int, assignment: dict[int, int], bookings: list[Booking]
+) -> bool:
     """Write the job's allocations and bookings; False (nothing changed) when a guard
     fails because a concurrent dispatch took the capacity first."""
     guarded = len(assignment) + sum(1 for b in bookings if b.usage_id is not None)
@@ -727,7 +863,7 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
             return False
         rows.append(
             {
-                "job_id": job.id,
+                "job_id": job_id,
                 "usage_id": booking.usage_id,
                 "amount": booking.amount,
                 "nonexclusive": booking.nonexclusive,
@@ -738,7 +874,7 @@ def book(session: Session, job: Job, assignment: dict[int, int], bookings: list[
     session.execute(
         insert(ALLOCATIONS),
         [
-            {"job_id": job.id, "queue_instance_id": qi_id, "slots": count}
+            {"job_id": job_id, "queue_instance_id": qi_id, "slots": count}
             for qi_id, count in assignment.items()
         ],
     )
@@ -838,9 +974,25 @@ def pe_from_database(session: Session) -> PeLookup:
     return lookup
 
 
+class CategoryRequests(Protocol):
+    """What deciding a job reads of its category (a Category row, or the columns a
+    Core pull read with the job's claim)."""
+
+    @property
+    def hard(self) -> str: ...
+    @property
+    def soft(self) -> str: ...
+    @property
+    def pe(self) -> str | None: ...
+    @property
+    def pe_min(self) -> int: ...
+    @property
+    def pe_max(self) -> int: ...
+
+
 def plan_job(
     state: ClusterState,
-    category: Category,
+    category: CategoryRequests,
     order: Sequence[QueueSlot],
     pe_lookup: PeLookup,
     *,
@@ -886,7 +1038,7 @@ def dispatch_on(
     decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
     if decision.assignment is None or decision.master is None:
         return decision, False
-    if not book(session, job, decision.assignment, bookings):
+    if not book(session, job.id, decision.assignment, bookings):
         return decision, False
     apply_in_memory(bookings)
     job.slots = sum(decision.assignment.values())

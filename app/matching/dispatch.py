@@ -43,6 +43,7 @@ from app.matching.complex_dispatch import (
     load_state,
     release_bookings,
 )
+from app.matching.complex_pull import GridEnginePull
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.finish_statements import finish_slots_only
 from app.matching.pull_statements import Puller, lock_puller
@@ -54,6 +55,11 @@ from app.task_plugins import can_run_on
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
 ROUNDS = 3
+
+#: Workers with Grid Engine values take every job through the Core statements of
+#: app/matching/complex_pull.py; off, they take the ORM path that workers without values
+#: keep for Grid Engine jobs (tests compare the two).
+CORE_GRID_ENGINE = True
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
     plugins = _PluginVerdicts(session, puller.id)
     skipped: set[int] = set()
     state: ClusterState | None = None
+    grid_engine: GridEnginePull | None = None
     rounds = 0
     while rounds < ROUNDS:
         heads = statements.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
@@ -137,6 +144,16 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 if claimed:
                     return taken
                 continue
+            if puller.complex_cluster and CORE_GRID_ENGINE:
+                # Every job of this worker meets the Grid Engine rules (its values, the
+                # global host's): claim with the state, decide, then book and start in
+                # one statement on PostgreSQL.
+                if grid_engine is None:
+                    grid_engine = GridEnginePull(session, puller)
+                started = grid_engine.take(job_id)
+                if started is None:
+                    continue
+                return started
             held = statements.claim_with_category(session, job_id)
             if held is None:
                 continue

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeVar
 
 from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
@@ -202,9 +203,13 @@ class ComplexDefinition:
     def is_consumable(self) -> bool:
         return self.consumable is not Consumable.NO
 
-    @property
+    @cached_property
     def default_value(self) -> Value:
-        """The default parsed for the type (a number for numeric types)."""
+        """The default parsed for the type (a number for numeric types); parsed once per
+        definition (definitions are immutable, and the evaluator asks for the default of
+        every consumable it checks). cached_property stores it in the instance dict, past
+        the frozen dataclass's __setattr__; it is no field, so equality and hashing do not
+        see it."""
         if self.type.is_numeric:
             return parse_number(self.default, self.type)
         return self.default
