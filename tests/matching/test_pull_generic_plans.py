@@ -1,0 +1,124 @@
+"""The pull's statements keep their indexes under a generic plan (issues 4 and 6).
+
+psycopg prepares a statement on its fifth use on a connection, and PostgreSQL then may
+run it with a generic plan, one that cannot see the parameters' values. Two predicates
+lost their index that way and turned index seeks into scans that grow with the cluster:
+
+* ``attribute_values.level = $n`` (is there any global value?) was estimated at a third
+  of the table and scanned every built-in value: 15 ms per pull at 5,000 hosts. It is
+  now ``worker_id IS NULL``, which the CHECK ``object_matches_level`` makes equivalent.
+* ``jobs.state = $n`` cannot prove the predicate of the partial index
+  ``ix_jobs_waiting_order``, so the heads query read the waiting jobs without it (25 ms
+  instead of 3 at 100,000 waiting jobs). The state is now a literal.
+
+Each statement is prepared here under ``plan_cache_mode = force_generic_plan`` with
+sequential scans priced out, and its plan must use the index: a scan left in such a plan
+is one the planner had no index for. Rows of a small cluster only matter for the
+statements to be valid; the plans do not depend on them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from app.db.engine import Database
+from app.matching import pull_statements
+
+pytestmark = pytest.mark.db
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+def _generic_plan(connection: Connection, statement: Any, values: dict[str, Any]) -> str:
+    """The generic plan of ``statement`` as psycopg would prepare it, with ``values``
+    (only their order and types matter to a generic plan)."""
+    compiled = statement.compile(dialect=connection.dialect)
+    sql = str(compiled)
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in order:
+            order.append(name)
+        return f"${order.index(name) + 1}"
+
+    prepared = _NAMED.sub(number, sql)
+    parameters = {**compiled.params, **values}
+    connection.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+    connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    connection.exec_driver_sql(f"PREPARE generic_probe AS {prepared}")
+    try:
+        arguments = ", ".join(_literal(parameters[name]) for name in order)
+        rows = connection.exec_driver_sql(f"EXPLAIN EXECUTE generic_probe({arguments})").scalars()
+        return "\n".join(rows)
+    finally:
+        connection.exec_driver_sql("DEALLOCATE generic_probe")
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+@pytest.fixture
+def postgres(database: Database) -> Database:
+    if database.dialect_name != "postgresql":
+        pytest.skip("generic plans of prepared statements are PostgreSQL's")
+    return database
+
+
+def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -> None:
+    with postgres.engine.connect() as connection:
+        plan = _generic_plan(
+            connection,
+            pull_statements._LOCK_PULLER,
+            {"p_name": "w1", "p_now": "2026-11-21T00:00:00+00:00"},
+        )
+        connection.rollback()
+    # The global EXISTS is keyed on the worker index: a seek, whatever the planner
+    # estimates for a level (with ``level = $n`` it was keyed on the level, and without
+    # the scan penalty of this test PostgreSQL preferred a sequential scan).
+    assert "Index Cond: (worker_id IS NULL)" in plan, plan
+    assert "Seq Scan on attribute_values" not in plan, plan
+
+
+@pytest.mark.parametrize("managed", [False, True])
+def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> None:
+    statement = pull_statements._heads(True, managed, False)
+    with postgres.engine.connect() as connection:
+        plan = _generic_plan(
+            connection,
+            statement,
+            {"p_worker_id": 1, "p_generation": 1, "p_max_free": 4, "p_limit": 8},
+        )
+        connection.rollback()
+    assert "ix_jobs_waiting_order" in plan, plan
+    assert "Seq Scan on jobs" not in plan, plan
+
+
+def test_waiting_is_a_literal_in_every_claim() -> None:
+    """The claims find the job by primary key either way; the literal keeps every
+    statement of the pull free of a parameter that a partial index would need."""
+    for statement in (*pull_statements._CLAIM.values(), pull_statements._TAKE_IN_ONE):
+        sql = str(statement.compile())
+        assert "state = 'waiting'" in sql, sql
+
+
+def test_the_literal_matches_the_partial_index_predicate(postgres: Database) -> None:
+    with postgres.engine.connect() as connection:
+        predicate = connection.scalar(
+            text(
+                "SELECT pg_get_expr(indpred, indrelid) FROM pg_index "
+                "WHERE indexrelid = 'ix_jobs_waiting_order'::regclass"
+            )
+        )
+    assert predicate is not None
+    assert "'waiting'" in predicate
