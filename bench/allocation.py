@@ -131,7 +131,13 @@ def register_bulk(database: Database, nodes: int) -> None:
                 if rows:
                     session.execute(
                         insert(model),
-                        [{**row, "worker_id": ids[f"n{i}"]} for i in indexes for row in rows],
+                        [
+                            # Inventory rows carry a copy of the worker's rank (0012).
+                            {**row, "worker_id": ids[f"n{i}"]}
+                            | ({"rank": i} if "rank" in row else {})
+                            for i in indexes
+                            for row in rows
+                        ],
                     )
             for i in indexes:
                 store_worker_name_parts(session, ids[f"n{i}"], f"n{i}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -122,6 +123,7 @@ def store_inventory(
             upper=parsed.upper_json(),
             vertices=len(parsed.vertices),
             untouched=len(parsed.vertices),
+            rank=session.scalar(select(Worker.rank).where(Worker.id == worker_id)),
         )
     )
     session.flush()
@@ -166,12 +168,20 @@ def recount(session: Session, *worker_ids: int) -> None:
         .where(v.worker_id.in_(ids))
         .group_by(v.worker_id, v.type, unit)
     ).all()
+    ranks = dict(session.execute(select(Worker.id, Worker.rank).where(Worker.id.in_(ids))).all())
     session.execute(delete(InventoryCount).where(InventoryCount.worker_id.in_(ids)))
     if rows:
         session.execute(
             insert(InventoryCount),
             [
-                {"worker_id": w, "type": t, "unit": u, "total": total, "free": free}
+                {
+                    "worker_id": w,
+                    "type": t,
+                    "unit": u,
+                    "total": total,
+                    "free": free,
+                    "rank": ranks.get(w),
+                }
                 for w, t, u, total, free in rows
             ],
         )
@@ -187,6 +197,18 @@ def recount(session: Session, *worker_ids: int) -> None:
             update(WorkerInventory)
             .where(WorkerInventory.worker_id == worker_id)
             .values(untouched=untouched[worker_id])
+        )
+
+
+def set_rank(session: Session, worker_id: int, rank: int | None) -> None:
+    """Copy the worker's rank onto its inventory and free counts, whose room indexes
+    order by it (the scheduler's ``first`` order); every writer of ``Worker.rank`` calls
+    this."""
+    for table in (WORKER_INVENTORIES, INVENTORY_COUNTS):
+        session.execute(
+            update(table)
+            .where(table.c.worker_id == worker_id, table.c.rank.is_distinct_from(rank))
+            .values(rank=rank)
         )
 
 
@@ -550,23 +572,36 @@ _HOLD = (
 _ADD_BOOKINGS = insert(INVENTORY_BOOKINGS)
 
 
-def book(session: Session, job: Job, placement: Placement) -> list[int]:
-    """Book what the placement selected for the job; the worker ids touched. Raises
-    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
+@dataclass(frozen=True)
+class BookingPlan:
+    """What booking a placement writes, worked out in Python before any statement: the
+    exclusive runs of positions per worker, the vertices held shared, the draws (vertex,
+    worker, amount, in booking order) and the booking rows."""
 
-    Shared holds are one conditional UPDATE, which must change every vertex; exclusive
-    subtrees one conditional UPDATE per run of merged position ranges (per worker), which
-    must change every row of the run, or some row was taken. The UPDATEs return the rows
-    they changed, and the free counts and untouched counters move by what those rows held
-    (no recount). The positions come from the tree the placement was made on."""
+    exclusive: dict[int, list[tuple[int, int]]]
+    shared: list[int]
+    draws: list[tuple[int, int, int]]
+    rows: list[dict[str, Any]]
+    places: dict[int, tuple[int, int, int]]
+    workers: list[int]
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(worker, first, last) of each exclusive run, in worker and position order."""
+        return [
+            (worker_id, first, last)
+            for worker_id, ranges in sorted(self.exclusive.items())
+            for first, last in _runs(ranges)
+        ]
+
+
+def plan_bookings(session: Session, job: Job, placement: Placement) -> BookingPlan:
+    """The rows and ranges that booking the placement for the job writes."""
     session.flush()
     bookings = placement.bookings()
     places = _places(session, [b.vertex for b in bookings])
-    connection = session.connection()
-    free: _FreeDelta = {}
-    untouched: _UntouchedDelta = {}
     exclusive: dict[int, list[tuple[int, int]]] = {}
     shared: list[int] = []
+    draws: list[tuple[int, int, int]] = []
     rows = []
     for booking in bookings:
         worker_id, first, last = places[booking.vertex.key]
@@ -575,15 +610,7 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
         elif booking.mode == "shared":
             shared.append(booking.vertex.key)
         else:
-            drawn = connection.execute(
-                _DRAW, {"vertex_id": booking.vertex.key, "amount": booking.amount}
-            ).one_or_none()
-            if drawn is None:
-                raise _conflict(job)
-            key = (worker_id, drawn.type, drawn.unit or "")
-            free[key] = free.get(key, 0) - booking.amount
-            if drawn.used == booking.amount and drawn.shared == 0:
-                untouched[worker_id] = untouched.get(worker_id, 0) - 1
+            draws.append((booking.vertex.key, worker_id, booking.amount))
         rows.append(
             {
                 "job_id": job.id,
@@ -593,31 +620,66 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
                 "amount": booking.amount,
             }
         )
-    if shared:
+    workers = sorted({places[b.vertex.key][0] for b in bookings})
+    return BookingPlan(exclusive, shared, draws, rows, places, workers)
+
+
+def book(session: Session, job: Job, placement: Placement) -> list[int]:
+    """Book what the placement selected for the job; the worker ids touched. Raises
+    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
+
+    Shared holds are one conditional UPDATE, which must change every vertex; exclusive
+    subtrees one conditional UPDATE per run of merged position ranges (per worker), which
+    must change every row of the run, or some row was taken. The UPDATEs return the rows
+    they changed, and the free counts and untouched counters move by what those rows held
+    (no recount). The positions come from the tree the placement was made on.
+    (booking_statements.book_and_start does the same in one statement on PostgreSQL.)"""
+    plan = plan_bookings(session, job, placement)
+    book_plan(session, job, plan)
+    return plan.workers
+
+
+def book_plan(session: Session, job: Job, plan: BookingPlan) -> None:
+    """:func:`book` of a plan already worked out."""
+    connection = session.connection()
+    free: _FreeDelta = {}
+    untouched: _UntouchedDelta = {}
+    for vertex_id, worker_id, amount in plan.draws:
+        drawn = connection.execute(_DRAW, {"vertex_id": vertex_id, "amount": amount}).one_or_none()
+        if drawn is None:
+            raise _conflict(job)
+        key = (worker_id, drawn.type, drawn.unit or "")
+        free[key] = free.get(key, 0) - amount
+        if drawn.used == amount and drawn.shared == 0:
+            untouched[worker_id] = untouched.get(worker_id, 0) - 1
+    if plan.shared:
         # bookings() gives each shared vertex once.
-        changed = connection.execute(_SHARE, {"vertex_ids": shared}).all()
-        if len(changed) != len(shared):
+        changed = connection.execute(_SHARE, {"vertex_ids": plan.shared}).all()
+        if len(changed) != len(plan.shared):
             raise _conflict(job)
         for row in changed:
             if row.shared == 1 and row.used == 0:
-                worker_id = places[row.id][0]
+                worker_id = plan.places[row.id][0]
                 untouched[worker_id] = untouched.get(worker_id, 0) - 1
-    for worker_id, ranges in sorted(exclusive.items()):
-        for first, last in _runs(ranges):
-            held = connection.execute(
-                _HOLD, {"b_worker": worker_id, "first": first, "last": last, "job_id": job.id}
-            ).all()
-            if len(held) != last - first + 1:
-                raise _conflict(job)
-            # Every row held was entirely free (shared = 0, used = 0, not held).
-            for row in held:
-                key = (worker_id, row.type, row.unit or "")
-                free[key] = free.get(key, 0) - _units(row.unit, row.size)
-            untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
-    if rows:
-        connection.execute(_ADD_BOOKINGS, rows)
+    for worker_id, first, last in plan.runs():
+        held = connection.execute(
+            _HOLD, {"b_worker": worker_id, "first": first, "last": last, "job_id": job.id}
+        ).all()
+        if len(held) != last - first + 1:
+            raise _conflict(job)
+        # Every row held was entirely free (shared = 0, used = 0, not held).
+        for row in held:
+            key = (worker_id, row.type, row.unit or "")
+            free[key] = free.get(key, 0) - _units(row.unit, row.size)
+        untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
+    if plan.rows:
+        connection.execute(_ADD_BOOKINGS, plan.rows)
     _apply(session, free, untouched)
-    return sorted({places[b.vertex.key][0] for b in bookings})
+
+
+def conflict(job: Job) -> ConflictError:
+    """The error of a booking that found a vertex taken (the transaction rolls back)."""
+    return _conflict(job)
 
 
 _MOVE_FREE = (
