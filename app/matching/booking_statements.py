@@ -259,9 +259,5 @@ def book_and_start(
         )
         .one()
     )
-    booked = (
-        row.held == n_held
-        and row.shared == len(plan.shared)
-        and row.drawn == len(pools)
-    )
+    booked = row.held == n_held and row.shared == len(plan.shared) and row.drawn == len(pools)
     return row.room is not None, booked

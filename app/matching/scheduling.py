@@ -15,6 +15,7 @@ conditional, so a placement that went stale meanwhile fails with a conflict to r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -48,6 +49,7 @@ from app.matching.allocation import (
     Key,
     Outcome,
     Policy,
+    Request,
     allocate,
     min_nodes,
     node_needs,
@@ -183,6 +185,25 @@ def _survivors(
     )
 
 
+def survivors_query(
+    policy: Policy,
+    requests: Sequence[Request],
+    category_id: int,
+    driver: Driver | None = None,
+) -> tuple[Select[*tuple[Any, ...]], dict[str, Any]]:
+    """The survivors query of a category's requests and its parameters but ``:limit``
+    (``driver``: the one the policy and requests choose, unless given; tests compare)."""
+    whole = whole_types(requests)
+    needs = node_needs(requests)
+    if driver is None:
+        driver = _driver(policy, whole, needs)
+    parameters: dict[str, Any] = {"category_id": category_id}
+    if driver == "room":
+        (type_, unit), amount = next(iter(needs.items()))
+        parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
+    return _survivors(policy, whole, driver), parameters
+
+
 @dataclass(frozen=True)
 class Attempt:
     outcome: Outcome
@@ -203,14 +224,7 @@ def find_placement(
         raise InvalidFieldError("jobspec", f"job {job.id} has no shape or jobspec to allocate")
     requests = dispatch.category_requests(jobspec)
     nodes = min_nodes(requests)
-    whole = whole_types(requests)
-    needs = node_needs(requests)
-    driver = _driver(policy, whole, needs)
-    survivors = _survivors(policy, whole, driver)
-    parameters: dict[str, Any] = {"category_id": job.category_id}
-    if driver == "room":
-        (type_, unit), amount = next(iter(needs.items()))
-        parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
+    survivors, parameters = survivors_query(policy, requests, job.category_id)
     limit = nodes + MARGIN
     while True:
         rows = connection.execute(survivors, {**parameters, "limit": limit}).all()
@@ -250,9 +264,20 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         if state != JobState.WAITING:
             session.refresh(job)
             raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
-    now = utcnow()
     plan = inventory.plan_bookings(session, job, placement)
-    if dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan):
+    one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
+    return start_placed(session, job, plan, leader, one_statement=one_statement)
+
+
+def start_placed(
+    session: Session, job: Job, plan: inventory.BookingPlan, leader: int, *, one_statement: bool
+) -> Job:
+    """Take a room on the leader, book the plan and start the job (its workers and the
+    job locked): in one statement (PostgreSQL) or statement by statement."""
+    job_id = job.id
+    connection = session.connection()
+    now = utcnow()
+    if one_statement:
         room, booked = booking_statements.book_and_start(session, job, plan, leader, now)
         if not room:
             raise _no_room(session, leader, job_id)
