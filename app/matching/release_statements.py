@@ -31,6 +31,7 @@ from typing import Any
 
 from sqlalchemy import (
     Integer,
+    alias,
     and_,
     any_,
     bindparam,
@@ -38,7 +39,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    literal,
+    literal_column,
     select,
     union_all,
     update,
@@ -63,6 +64,7 @@ from app.matching.errors import ConflictError
 
 _JOB: Any = bindparam("p_job_id", type_=Integer)
 _NOW: Any = bindparam("p_now")
+_ZERO: Any = literal_column("0")
 _b = INVENTORY_BOOKINGS.c
 _v = INVENTORY_VERTICES.c
 _ACTIVE = and_(_b.job_id == _JOB, _b.released_at.is_(None))
@@ -118,21 +120,25 @@ _LOCK = _lock()
 
 
 def _release(failed: bool) -> Any:
+    # Short aliases: psycopg re-parses statements longer than 4,096 characters on every
+    # execution (it caches only shorter ones).
+    eb: Any = alias(INVENTORY_BOOKINGS, "eb")
     ended = (
-        update(INVENTORY_BOOKINGS)
-        .where(_ACTIVE)
+        update(eb)
+        .where(eb.c.job_id == _JOB, eb.c.released_at.is_(None))
         .values(released_at=_NOW)
-        .returning(_b.vertex_id, _b.worker_id, _b.mode, _b.amount)
+        .returning(eb.c.vertex_id, eb.c.worker_id, eb.c.mode, eb.c.amount)
         .cte("ended")
     )
+    hv: Any = alias(INVENTORY_VERTICES, "hv")
     unheld = (
-        update(INVENTORY_VERTICES)
+        update(hv)
         .where(
-            _v.worker_id == any_(bindparam("p_workers", type_=ARRAY(Integer))),
-            _v.held_by == _JOB,
+            hv.c.worker_id == any_(bindparam("p_workers", type_=ARRAY(Integer))),
+            hv.c.held_by == _JOB,
         )
         .values(held_by=None)
-        .returning(_v.worker_id, _v.type, _v.unit, _v.size)
+        .returning(hv.c.worker_id, hv.c.type, hv.c.unit, hv.c.size)
         .cte("unheld")
     )
     shares = (
@@ -141,11 +147,12 @@ def _release(failed: bool) -> Any:
         .group_by(ended.c.vertex_id)
         .subquery("shares")
     )
+    sv: Any = alias(INVENTORY_VERTICES, "sv")
     unshared = (
-        update(INVENTORY_VERTICES)
-        .where(_v.id == shares.c.vertex_id)
-        .values(shared=_v.shared - shares.c.n)
-        .returning(_v.worker_id, _v.shared, _v.used, _v.held_by)
+        update(sv)
+        .where(sv.c.id == shares.c.vertex_id)
+        .values(shared=sv.c.shared - shares.c.n)
+        .returning(sv.c.worker_id, sv.c.shared, sv.c.used, sv.c.held_by)
         .cte("unshared")
     )
     draws = (
@@ -154,11 +161,20 @@ def _release(failed: bool) -> Any:
         .group_by(ended.c.vertex_id)
         .subquery("draws")
     )
+    dv: Any = alias(INVENTORY_VERTICES, "dv")
     undrawn = (
-        update(INVENTORY_VERTICES)
-        .where(_v.id == draws.c.vertex_id)
-        .values(used=_v.used - draws.c.amount)
-        .returning(_v.worker_id, _v.type, _v.unit, _v.shared, _v.used, _v.held_by, draws.c.amount)
+        update(dv)
+        .where(dv.c.id == draws.c.vertex_id)
+        .values(used=dv.c.used - draws.c.amount)
+        .returning(
+            dv.c.worker_id,
+            dv.c.type,
+            dv.c.unit,
+            dv.c.shared,
+            dv.c.used,
+            dv.c.held_by,
+            draws.c.amount,
+        )
         .cte("undrawn")
     )
     # Free units back per (worker, type, unit): a row held counts 1 (a pool its size),
@@ -182,9 +198,10 @@ def _release(failed: bool) -> Any:
         .group_by(back.c.worker_id, back.c.type, back.c.unit)
         .subquery("per_key")
     )
-    counts = INVENTORY_COUNTS.c
+    ic: Any = alias(INVENTORY_COUNTS, "ic")
+    counts = ic.c
     move_free = (
-        update(INVENTORY_COUNTS)
+        update(ic)
         .where(
             counts.worker_id == per_key.c.worker_id,
             counts.type == per_key.c.type,
@@ -194,14 +211,14 @@ def _release(failed: bool) -> Any:
     )
     # Vertices untouched again: every row held (held rows have shared = 0 and used = 0),
     # shared and drawn vertices that nobody uses any more.
-    one = literal(1, Integer)
+    one: Any = literal_column("1")
     fresh = union_all(
         select(unheld.c.worker_id, one.label("n")),
         select(unshared.c.worker_id, one).where(
-            unshared.c.shared == 0, unshared.c.used == 0, unshared.c.held_by.is_(None)
+            unshared.c.shared == _ZERO, unshared.c.used == _ZERO, unshared.c.held_by.is_(None)
         ),
         select(undrawn.c.worker_id, one).where(
-            undrawn.c.shared == 0, undrawn.c.used == 0, undrawn.c.held_by.is_(None)
+            undrawn.c.shared == _ZERO, undrawn.c.used == _ZERO, undrawn.c.held_by.is_(None)
         ),
     ).subquery("fresh")
     per_worker = (
@@ -209,9 +226,10 @@ def _release(failed: bool) -> Any:
         .group_by(fresh.c.worker_id)
         .subquery("per_worker")
     )
-    inventories = WORKER_INVENTORIES.c
+    wi: Any = alias(WORKER_INVENTORIES, "wi")
+    inventories = wi.c
     move_untouched = (
-        update(WORKER_INVENTORIES)
+        update(wi)
         .where(inventories.worker_id == per_worker.c.worker_id)
         .values(untouched=inventories.untouched + per_worker.c.n)
     )
@@ -240,7 +258,6 @@ def _release(failed: bool) -> Any:
     }
     if failed:
         values["failure_reason"] = bindparam("p_reason")
-    end = update(JOBS).where(JOBS.c.id == _JOB).values(**values).returning(*JOBS.c).cte("ended_job")
     record = insert(JOB_EVENTS).values(
         job_id=_JOB,
         kind=JobEventKind.FAILED if failed else JobEventKind.FINISHED,
@@ -249,17 +266,25 @@ def _release(failed: bool) -> Any:
         at=_NOW,
     )
     touched = select(func.array_agg(ended.c.worker_id.distinct())).scalar_subquery()
-    return select(*end.c, touched.label("touched")).add_cte(
-        move_free.cte("move_free"),
-        move_untouched.cte("move_untouched"),
-        give_back.cte("give_back"),
-        record.cte("record"),
+    # The job's end is the main statement: it returns the job and the workers whose
+    # vertices were freed.
+    return (
+        update(JOBS)
+        .where(JOBS.c.id == _JOB)
+        .values(**values)
+        .returning(*JOBS.c, touched.label("touched"))
+        .add_cte(
+            move_free.cte("move_free"),
+            move_untouched.cte("move_untouched"),
+            give_back.cte("give_back"),
+            record.cte("record"),
+        )
     )
 
 
 _RELEASE = {failed: _release(failed) for failed in (False, True)}
 _RELEASE_JOB = {
-    failed: select(Job, statement.selected_columns.touched).from_statement(statement)
+    failed: select(Job, literal_column("touched")).from_statement(statement)
     for failed, statement in _RELEASE.items()
 }
 
