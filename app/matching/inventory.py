@@ -452,16 +452,46 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
     return tree_of(session, [by_id[w] for w in dict.fromkeys(worker_ids) if w in by_id], batch)
 
 
-def tree_of(session: Session, rows: Sequence[Any], batch: int = 1) -> Vertex:
+@lru_cache(maxsize=4)
+def free_counts_column(functions: tuple[str, str]) -> Any:
+    """The free counts of the worker ``Worker.id`` as one JSON array of [type, unit, free]
+    (``functions``: dialect.json_rows_function), for queries of node_select rows that
+    carry their nodes' summaries instead of a query of _FREE_COUNTS after them."""
+    aggregate, row = (getattr(func, name) for name in functions)
+    counts = INVENTORY_COUNTS.c
+    return (
+        select(aggregate(row(counts.type, counts.unit, counts.free)))
+        .where(counts.worker_id == Worker.id)
+        .correlate_except(INVENTORY_COUNTS)
+        .scalar_subquery()
+        .label("free_counts")
+    )
+
+
+def parse_free_counts(value: Any) -> dict[Key, int]:
+    """The summary of a :func:`free_counts_column` value (a list from psycopg, JSON text
+    from SQLite, None for a worker without counts)."""
+    items = json.loads(value) if isinstance(value, str) else value or ()
+    return {(type_, unit or None): free for type_, unit, free in items}
+
+
+def tree_of(
+    session: Session,
+    rows: Sequence[Any],
+    batch: int = 1,
+    counts: dict[int, dict[Key, int]] | None = None,
+) -> Vertex:
     """The cluster tree of the workers whose rows of :func:`node_select` are given (nodes
-    lazy, in the rows' order, each worker once)."""
+    lazy, in the rows' order, each worker once); ``counts``: their free counts, when the
+    rows came with them (else one query reads them)."""
     if not rows:
         return upper_tree([], [])
-    counts: dict[int, dict[Key, int]] = {}
-    for worker_id, type_, unit, free in session.connection().execute(
-        _FREE_COUNTS, {"worker_ids": [row[0] for row in rows]}
-    ):
-        counts.setdefault(worker_id, {})[(type_, unit or None)] = free
+    if counts is None:
+        counts = {}
+        for worker_id, type_, unit, free in session.connection().execute(
+            _FREE_COUNTS, {"worker_ids": [row[0] for row in rows]}
+        ):
+            counts.setdefault(worker_id, {})[(type_, unit or None)] = free
     nodes: dict[int, Vertex] = {}
     chains: list[tuple[tuple[str, str], ...]] = []
     for row in rows:

@@ -124,9 +124,12 @@ def _driver(policy: Policy, whole: frozenset[str], needs: dict[Key, int]) -> Dri
     return "room" if needs else "workers"
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=128)
 def _survivors(
-    policy: Policy, whole: frozenset[str] = frozenset(), driver: Driver = "workers"
+    policy: Policy,
+    whole: frozenset[str],
+    driver: Driver,
+    json_rows: tuple[str, str],
 ) -> Select[*tuple[Any, ...]]:
     """The workers that pass the filter for the category ``:category_id``, in policy order,
     at most ``:limit``, as rows of inventory.node_select (built once per policy, set of
@@ -188,6 +191,8 @@ def _survivors(
     )
     return (
         inventory.node_select()
+        # The nodes' summaries in the same round trip (a JSON array per survivor).
+        .add_columns(inventory.free_counts_column(json_rows))
         .join(ids, ids.c.id == Worker.id)
         .order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
     )
@@ -197,10 +202,13 @@ def survivors_query(
     policy: Policy,
     requests: Sequence[Request],
     category_id: int,
+    json_rows: tuple[str, str],
     driver: Driver | None = None,
 ) -> tuple[Select[*tuple[Any, ...]], dict[str, Any]]:
     """The survivors query of a category's requests and its parameters but ``:limit``
-    (``driver``: the one the policy and requests choose, unless given; tests compare)."""
+    (``driver``: the one the policy and requests choose, unless given; tests compare;
+    ``json_rows``: dialect.json_rows_function). Its rows are node_select's and the
+    worker's free counts (inventory.free_counts_column)."""
     whole = whole_types(requests)
     needs = node_needs(requests)
     if driver is None:
@@ -209,7 +217,7 @@ def survivors_query(
     if driver == "room":
         (type_, unit), amount = next(iter(needs.items()))
         parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
-    return _survivors(policy, whole, driver), parameters
+    return _survivors(policy, whole, driver, json_rows), parameters
 
 
 @dataclass(frozen=True)
@@ -232,11 +240,14 @@ def find_placement(
         raise InvalidFieldError("jobspec", f"job {job.id} has no shape or jobspec to allocate")
     requests = dispatch.category_requests(jobspec)
     nodes = min_nodes(requests)
-    survivors, parameters = survivors_query(policy, requests, job.category_id)
+    survivors, parameters = survivors_query(
+        policy, requests, job.category_id, dialect.json_rows_function(connection)
+    )
     limit = nodes + MARGIN
     while True:
         rows = connection.execute(survivors, {**parameters, "limit": limit}).all()
-        tree = inventory.tree_of(session, rows, batch=nodes)
+        counts = {row[0]: inventory.parse_free_counts(row[-1]) for row in rows}
+        tree = inventory.tree_of(session, [row[:-1] for row in rows], nodes, counts)
         outcome = allocate(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
             return Attempt(outcome, len(rows))
