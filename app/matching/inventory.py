@@ -368,30 +368,44 @@ class _Loader:
     the allocator looks into and the next ``batch - 1`` not yet loaded in the tree's order
     (a job of N nodes usually looks into the first N survivors)."""
 
-    def __init__(self, session: Session, nodes: dict[int, Vertex], batch: int) -> None:
+    def __init__(
+        self,
+        session: Session,
+        nodes: dict[int, Vertex],
+        batch: int,
+        prefetched: dict[int, list[Any]],
+    ) -> None:
         self.session = session
         self.nodes = nodes
         self.order = list(nodes)
         self.batch = max(1, batch)
         self.loaded: dict[int, list[Vertex]] = {}
+        self.prefetched = prefetched
 
     def for_worker(self, worker_id: int) -> Callable[[], list[Vertex]]:
         return lambda: self.children(worker_id)
 
     def children(self, worker_id: int) -> list[Vertex]:
+        rows = self.prefetched.pop(worker_id, None)
+        if rows is not None:
+            # Position order, as _BELOW_NODES gives them (JSON aggregates keep none).
+            rows.sort(key=lambda row: row[2])
+            return _build_children(rows, self.nodes[worker_id])
         if worker_id not in self.loaded:
             at = self.order.index(worker_id)
             following = [
                 w
                 for w in self.order[at + 1 :]
-                if w not in self.loaded and self.nodes[w].loader is not None
+                if w not in self.loaded
+                and w not in self.prefetched
+                and self.nodes[w].loader is not None
             ]
             wanted = [worker_id, *following[: self.batch - 1]]
-            rows: dict[int, list[Any]] = {w: [] for w in wanted}
+            found: dict[int, list[Any]] = {w: [] for w in wanted}
             for row in self.session.connection().execute(_BELOW_NODES, {"worker_ids": wanted}):
-                rows[row[1]].append(row)
-            for w, found in rows.items():
-                self.loaded[w] = _build_children(found, self.nodes[w])
+                found[row[1]].append(row)
+            for w, below in found.items():
+                self.loaded[w] = _build_children(below, self.nodes[w])
         return self.loaded.pop(worker_id)
 
 
@@ -468,6 +482,29 @@ def free_counts_column(functions: tuple[str, str]) -> Any:
     )
 
 
+@lru_cache(maxsize=4)
+def rows_below_column(functions: tuple[str, str]) -> Any:
+    """The rows below the node of the worker ``Worker.id`` (the columns of _BELOW_NODES)
+    as one JSON array, in no particular order: queries of node_select rows may carry them
+    for the workers the allocator will look into first (a round trip less)."""
+    aggregate, row = (getattr(func, name) for name in functions)
+    vertices = INVENTORY_VERTICES.alias("below")
+    return (
+        select(aggregate(row(*(vertices.c[c.key] for c in _TREE_COLUMNS))))
+        .where(vertices.c.worker_id == Worker.id, vertices.c.position > 0)
+        .correlate_except(vertices)
+        .scalar_subquery()
+    )
+
+
+def parse_rows_below(value: Any) -> list[Any] | None:
+    """The rows of a :func:`rows_below_column` value (None when it was not fetched)."""
+    if value is None:
+        return None
+    rows: list[Any] = json.loads(value) if isinstance(value, str) else value
+    return rows
+
+
 def parse_free_counts(value: Any) -> dict[Key, int]:
     """The summary of a :func:`free_counts_column` value (a list from psycopg, JSON text
     from SQLite, None for a worker without counts)."""
@@ -480,10 +517,12 @@ def tree_of(
     rows: Sequence[Any],
     batch: int = 1,
     counts: dict[int, dict[Key, int]] | None = None,
+    prefetched: dict[int, list[Any]] | None = None,
 ) -> Vertex:
     """The cluster tree of the workers whose rows of :func:`node_select` are given (nodes
     lazy, in the rows' order, each worker once); ``counts``: their free counts, when the
-    rows came with them (else one query reads them)."""
+    rows came with them (else one query reads them); ``prefetched``: the rows below the
+    node of some of them (:func:`rows_below_column`), which need no query."""
     if not rows:
         return upper_tree([], [])
     if counts is None:
@@ -511,7 +550,7 @@ def tree_of(
             place=(worker_id, 0, last),
         )
         chains.append(tuple((t, i) for t, i in json.loads(upper)))
-    loader = _Loader(session, nodes, batch)
+    loader = _Loader(session, nodes, batch, dict(prefetched or {}))
     for worker_id, node in nodes.items():
         node.loader = loader.for_worker(worker_id)
     return upper_tree(list(nodes.values()), chains)

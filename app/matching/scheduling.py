@@ -25,6 +25,7 @@ from sqlalchemy import (
     Integer,
     Select,
     bindparam,
+    case,
     func,
     insert,
     literal_column,
@@ -174,8 +175,11 @@ def _survivors(
         ]
     else:
         order = (Worker.rank.label("k0"), Worker.id.label("k1"))
+    # Rank among the survivors: the first ``:prefetch`` come with the rows below their
+    # node (the allocator looks into the first ones nearly always).
+    ordinal = func.row_number().over(order_by=order).label("ordinal")
     ids = (
-        filtered.add_columns(*order)
+        filtered.add_columns(*order, ordinal)
         .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
         .where(
             *conditions,
@@ -191,8 +195,15 @@ def _survivors(
     )
     return (
         inventory.node_select()
-        # The nodes' summaries in the same round trip (a JSON array per survivor).
-        .add_columns(inventory.free_counts_column(json_rows))
+        # The nodes' summaries in the same round trip (a JSON array per survivor), and
+        # the rows below the first nodes (CASE evaluates the subquery only for them).
+        .add_columns(
+            inventory.free_counts_column(json_rows),
+            case(
+                (ids.c.ordinal <= bindparam("prefetch"), inventory.rows_below_column(json_rows)),
+                else_=None,
+            ),
+        )
         .join(ids, ids.c.id == Worker.id)
         .order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
     )
@@ -244,10 +255,17 @@ def find_placement(
         policy, requests, job.category_id, dialect.json_rows_function(connection)
     )
     limit = nodes + MARGIN
+    # PostgreSQL: the rows below the first nodes come with the survivors (a round trip
+    # less). SQLite has no round trips; its loader query costs less than the JSON.
+    prefetch = max(1, nodes) if dialect.supports_writing_ctes(connection) else 0
     while True:
-        rows = connection.execute(survivors, {**parameters, "limit": limit}).all()
-        counts = {row[0]: inventory.parse_free_counts(row[-1]) for row in rows}
-        tree = inventory.tree_of(session, [row[:-1] for row in rows], nodes, counts)
+        rows = connection.execute(
+            survivors, {**parameters, "limit": limit, "prefetch": prefetch}
+        ).all()
+        counts = {row[0]: inventory.parse_free_counts(row[-2]) for row in rows}
+        below = {row[0]: inventory.parse_rows_below(row[-1]) for row in rows}
+        prefetched = {w: found for w, found in below.items() if found is not None}
+        tree = inventory.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
         outcome = allocate(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
             return Attempt(outcome, len(rows))

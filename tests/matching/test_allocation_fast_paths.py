@@ -127,10 +127,18 @@ def test_room_drivers_return_the_workers_the_full_walk_returns(database: Databas
 
 
 def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The survivors' rows, their free counts parsed and checked against the table."""
+    """The survivors' rows, their free counts and the rows below their nodes (for the
+    first two) parsed and checked against the tables."""
     out = []
-    for row in session.execute(query, parameters):
-        counts = inventory.parse_free_counts(row[-1])
+    for ordinal, row in enumerate(session.execute(query, {**parameters, "prefetch": 2})):
+        below = inventory.parse_rows_below(row[-1])
+        if ordinal < 2:
+            stored_below = session.execute(inventory._BELOW_NODES, {"worker_ids": [row[0]]}).all()
+            assert below is not None
+            assert sorted(map(tuple, below)) == sorted(map(tuple, stored_below))
+        else:
+            assert below is None
+        counts = inventory.parse_free_counts(row[-2])
         stored = {
             (type_, unit or None): free
             for type_, unit, free in session.execute(
@@ -140,7 +148,7 @@ def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list
             )
         }
         assert counts == stored
-        out.append((*row[:-1], sorted(counts.items())))
+        out.append((*row[:-2], sorted(counts.items())))
     return out
 
 
