@@ -131,7 +131,13 @@ def register_bulk(database: Database, nodes: int) -> None:
                 if rows:
                     session.execute(
                         insert(model),
-                        [{**row, "worker_id": ids[f"n{i}"]} for i in indexes for row in rows],
+                        [
+                            # Inventory rows carry a copy of the worker's rank (0012).
+                            {**row, "worker_id": ids[f"n{i}"]}
+                            | ({"rank": i} if "rank" in row else {})
+                            for i in indexes
+                            for row in rows
+                        ],
                     )
             for i in indexes:
                 store_worker_name_parts(session, ids[f"n{i}"], f"n{i}")
@@ -168,7 +174,17 @@ def check_sample(database: Database, nodes: int, rng: random.Random) -> list[int
     return sample
 
 
-def run(database: Database, nodes: int, jobs: int, policy: str) -> dict[str, float]:
+def _analyze(database: Database) -> None:
+    """PostgreSQL: statistics as autovacuum keeps them (the bench's server may run
+    without it). Stale ones hurt more than the survivors plan: the foreign-key checks
+    against ``jobs`` keep the sequential scan planned while the table was empty."""
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.exec_driver_sql("ANALYZE")
+
+
+def run(
+    database: Database, nodes: int, jobs: int, policy: str, analyze_every: int = 0
+) -> dict[str, float]:
     rng = random.Random(SEED)
     began = time.perf_counter()
     register_bulk(database, nodes)
@@ -189,7 +205,9 @@ def run(database: Database, nodes: int, jobs: int, policy: str) -> dict[str, flo
     free_ms: list[float] = []
     unplaced = 0
     statements = _Statements(database)
-    for _ in range(jobs):
+    for index in range(jobs):
+        if analyze_every and index % analyze_every == 0 and database.dialect_name == "postgresql":
+            _analyze(database)  # not timed
         with database.transaction() as session:
             job_id = submission.submit_job(
                 session, JobSpec(shape=rng.choices(shapes, weights)[0]), submitter="bench"
@@ -270,6 +288,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4096)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--policy", choices=("first", "pack"), default="first")
+    parser.add_argument(
+        "--analyze-every",
+        type=int,
+        default=500,
+        help="PostgreSQL: ANALYZE every N jobs, untimed, as autovacuum would (0: never)",
+    )
     args = parser.parse_args()
     if args.backend == "postgresql":
         url = os.environ.get("JOBMATCH_BENCH_POSTGRES_URL") or os.environ.get(
@@ -285,10 +309,11 @@ def main() -> None:
         migrate.upgrade(url)
         database = Database(url)
         try:
-            result = run(database, args.nodes, args.jobs, args.policy)
+            result = run(database, args.nodes, args.jobs, args.policy, args.analyze_every)
         finally:
             database.dispose()
     print(f"{args.backend}: {args.nodes} nodes ({NODE}), {args.jobs} jobs, policy {args.policy}")
+    print("  load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(
         f"  registered in {result['register_s']:.1f} s (bulk; {int(result['sample'])} nodes "
         "checked against upsert_worker)"

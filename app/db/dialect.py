@@ -117,3 +117,13 @@ def supports_writing_ctes(connection: Connection) -> bool:
     the statement uses (PostgreSQL), so that several dependent writes take one round
     trip; SQLite runs them as separate statements (cheap there: no round trip)."""
     return connection.dialect.name == "postgresql"
+
+
+def json_rows_function(connection: Connection) -> tuple[str, str]:
+    """The aggregate that gathers rows into one JSON array and the function that makes
+    one row a JSON array: json_agg and json_build_array on PostgreSQL, SQLite's JSON1
+    json_group_array and json_array (so that one query can carry a few rows per result
+    row without a round trip of their own)."""
+    if connection.dialect.name == "postgresql":
+        return "json_agg", "json_build_array"
+    return "json_group_array", "json_array"

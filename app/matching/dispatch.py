@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
+from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
@@ -47,6 +48,7 @@ from app.matching.complex_pull import GridEnginePull
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.finish_statements import finish_slots_only
 from app.matching.pull_statements import Puller, lock_puller
+from app.matching.release_statements import finish_holding_vertices
 from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
 from app.notations.jobspec import validate_resources
@@ -312,11 +314,19 @@ def finish(
     if outcome not in FINAL_OUTCOMES:
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
     output = output[-MAX_OUTPUT:] if output is not None else None
+    now = utcnow()
     ended = finish_slots_only(
-        session, job_id, worker_name, outcome == "failed", reason, exit_code, output, utcnow()
+        session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
     )
     if ended is not None:
         return ended
+    if dialect.supports_writing_ctes(session.connection()):
+        # A job that holds vertices, in two statements on PostgreSQL.
+        ended = finish_holding_vertices(
+            session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
+        )
+        if ended is not None:
+            return ended
     worker, job = _running_job_of(session, job_id, worker_name)
     release_allocations(session, job)
     job.exit_code = exit_code

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -122,6 +123,7 @@ def store_inventory(
             upper=parsed.upper_json(),
             vertices=len(parsed.vertices),
             untouched=len(parsed.vertices),
+            rank=session.scalar(select(Worker.rank).where(Worker.id == worker_id)),
         )
     )
     session.flush()
@@ -166,12 +168,20 @@ def recount(session: Session, *worker_ids: int) -> None:
         .where(v.worker_id.in_(ids))
         .group_by(v.worker_id, v.type, unit)
     ).all()
+    ranks = dict(session.execute(select(Worker.id, Worker.rank).where(Worker.id.in_(ids))).all())
     session.execute(delete(InventoryCount).where(InventoryCount.worker_id.in_(ids)))
     if rows:
         session.execute(
             insert(InventoryCount),
             [
-                {"worker_id": w, "type": t, "unit": u, "total": total, "free": free}
+                {
+                    "worker_id": w,
+                    "type": t,
+                    "unit": u,
+                    "total": total,
+                    "free": free,
+                    "rank": ranks.get(w),
+                }
                 for w, t, u, total, free in rows
             ],
         )
@@ -187,6 +197,18 @@ def recount(session: Session, *worker_ids: int) -> None:
             update(WorkerInventory)
             .where(WorkerInventory.worker_id == worker_id)
             .values(untouched=untouched[worker_id])
+        )
+
+
+def set_rank(session: Session, worker_id: int, rank: int | None) -> None:
+    """Copy the worker's rank onto its inventory and free counts, whose room indexes
+    order by it (the scheduler's ``first`` order); every writer of ``Worker.rank`` calls
+    this."""
+    for table in (WORKER_INVENTORIES, INVENTORY_COUNTS):
+        session.execute(
+            update(table)
+            .where(table.c.worker_id == worker_id, table.c.rank.is_distinct_from(rank))
+            .values(rank=rank)
         )
 
 
@@ -346,30 +368,44 @@ class _Loader:
     the allocator looks into and the next ``batch - 1`` not yet loaded in the tree's order
     (a job of N nodes usually looks into the first N survivors)."""
 
-    def __init__(self, session: Session, nodes: dict[int, Vertex], batch: int) -> None:
+    def __init__(
+        self,
+        session: Session,
+        nodes: dict[int, Vertex],
+        batch: int,
+        prefetched: dict[int, list[Any]],
+    ) -> None:
         self.session = session
         self.nodes = nodes
         self.order = list(nodes)
         self.batch = max(1, batch)
         self.loaded: dict[int, list[Vertex]] = {}
+        self.prefetched = prefetched
 
     def for_worker(self, worker_id: int) -> Callable[[], list[Vertex]]:
         return lambda: self.children(worker_id)
 
     def children(self, worker_id: int) -> list[Vertex]:
+        rows = self.prefetched.pop(worker_id, None)
+        if rows is not None:
+            # Position order, as _BELOW_NODES gives them (JSON aggregates keep none).
+            rows.sort(key=lambda row: row[2])
+            return _build_children(rows, self.nodes[worker_id])
         if worker_id not in self.loaded:
             at = self.order.index(worker_id)
             following = [
                 w
                 for w in self.order[at + 1 :]
-                if w not in self.loaded and self.nodes[w].loader is not None
+                if w not in self.loaded
+                and w not in self.prefetched
+                and self.nodes[w].loader is not None
             ]
             wanted = [worker_id, *following[: self.batch - 1]]
-            rows: dict[int, list[Any]] = {w: [] for w in wanted}
+            found: dict[int, list[Any]] = {w: [] for w in wanted}
             for row in self.session.connection().execute(_BELOW_NODES, {"worker_ids": wanted}):
-                rows[row[1]].append(row)
-            for w, found in rows.items():
-                self.loaded[w] = _build_children(found, self.nodes[w])
+                found[row[1]].append(row)
+            for w, below in found.items():
+                self.loaded[w] = _build_children(below, self.nodes[w])
         return self.loaded.pop(worker_id)
 
 
@@ -430,16 +466,71 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
     return tree_of(session, [by_id[w] for w in dict.fromkeys(worker_ids) if w in by_id], batch)
 
 
-def tree_of(session: Session, rows: Sequence[Any], batch: int = 1) -> Vertex:
+@lru_cache(maxsize=4)
+def free_counts_column(functions: tuple[str, str]) -> Any:
+    """The free counts of the worker ``Worker.id`` as one JSON array of [type, unit, free]
+    (``functions``: dialect.json_rows_function), for queries of node_select rows that
+    carry their nodes' summaries instead of a query of _FREE_COUNTS after them."""
+    aggregate, row = (getattr(func, name) for name in functions)
+    counts = INVENTORY_COUNTS.c
+    return (
+        select(aggregate(row(counts.type, counts.unit, counts.free)))
+        .where(counts.worker_id == Worker.id)
+        .correlate_except(INVENTORY_COUNTS)
+        .scalar_subquery()
+        .label("free_counts")
+    )
+
+
+@lru_cache(maxsize=4)
+def rows_below_column(functions: tuple[str, str]) -> Any:
+    """The rows below the node of the worker ``Worker.id`` (the columns of _BELOW_NODES)
+    as one JSON array, in no particular order: queries of node_select rows may carry them
+    for the workers the allocator will look into first (a round trip less)."""
+    aggregate, row = (getattr(func, name) for name in functions)
+    vertices = INVENTORY_VERTICES.alias("below")
+    return (
+        select(aggregate(row(*(vertices.c[c.key] for c in _TREE_COLUMNS))))
+        .where(vertices.c.worker_id == Worker.id, vertices.c.position > 0)
+        .correlate_except(vertices)
+        .scalar_subquery()
+    )
+
+
+def parse_rows_below(value: Any) -> list[Any] | None:
+    """The rows of a :func:`rows_below_column` value (None when it was not fetched)."""
+    if value is None:
+        return None
+    rows: list[Any] = json.loads(value) if isinstance(value, str) else value
+    return rows
+
+
+def parse_free_counts(value: Any) -> dict[Key, int]:
+    """The summary of a :func:`free_counts_column` value (a list from psycopg, JSON text
+    from SQLite, None for a worker without counts)."""
+    items = json.loads(value) if isinstance(value, str) else value or ()
+    return {(type_, unit or None): free for type_, unit, free in items}
+
+
+def tree_of(
+    session: Session,
+    rows: Sequence[Any],
+    batch: int = 1,
+    counts: dict[int, dict[Key, int]] | None = None,
+    prefetched: dict[int, list[Any]] | None = None,
+) -> Vertex:
     """The cluster tree of the workers whose rows of :func:`node_select` are given (nodes
-    lazy, in the rows' order, each worker once)."""
+    lazy, in the rows' order, each worker once); ``counts``: their free counts, when the
+    rows came with them (else one query reads them); ``prefetched``: the rows below the
+    node of some of them (:func:`rows_below_column`), which need no query."""
     if not rows:
         return upper_tree([], [])
-    counts: dict[int, dict[Key, int]] = {}
-    for worker_id, type_, unit, free in session.connection().execute(
-        _FREE_COUNTS, {"worker_ids": [row[0] for row in rows]}
-    ):
-        counts.setdefault(worker_id, {})[(type_, unit or None)] = free
+    if counts is None:
+        counts = {}
+        for worker_id, type_, unit, free in session.connection().execute(
+            _FREE_COUNTS, {"worker_ids": [row[0] for row in rows]}
+        ):
+            counts.setdefault(worker_id, {})[(type_, unit or None)] = free
     nodes: dict[int, Vertex] = {}
     chains: list[tuple[tuple[str, str], ...]] = []
     for row in rows:
@@ -459,7 +550,7 @@ def tree_of(session: Session, rows: Sequence[Any], batch: int = 1) -> Vertex:
             place=(worker_id, 0, last),
         )
         chains.append(tuple((t, i) for t, i in json.loads(upper)))
-    loader = _Loader(session, nodes, batch)
+    loader = _Loader(session, nodes, batch, dict(prefetched or {}))
     for worker_id, node in nodes.items():
         node.loader = loader.for_worker(worker_id)
     return upper_tree(list(nodes.values()), chains)
@@ -550,23 +641,36 @@ _HOLD = (
 _ADD_BOOKINGS = insert(INVENTORY_BOOKINGS)
 
 
-def book(session: Session, job: Job, placement: Placement) -> list[int]:
-    """Book what the placement selected for the job; the worker ids touched. Raises
-    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
+@dataclass(frozen=True)
+class BookingPlan:
+    """What booking a placement writes, worked out in Python before any statement: the
+    exclusive runs of positions per worker, the vertices held shared, the draws (vertex,
+    worker, amount, in booking order) and the booking rows."""
 
-    Shared holds are one conditional UPDATE, which must change every vertex; exclusive
-    subtrees one conditional UPDATE per run of merged position ranges (per worker), which
-    must change every row of the run, or some row was taken. The UPDATEs return the rows
-    they changed, and the free counts and untouched counters move by what those rows held
-    (no recount). The positions come from the tree the placement was made on."""
+    exclusive: dict[int, list[tuple[int, int]]]
+    shared: list[int]
+    draws: list[tuple[int, int, int]]
+    rows: list[dict[str, Any]]
+    places: dict[int, tuple[int, int, int]]
+    workers: list[int]
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(worker, first, last) of each exclusive run, in worker and position order."""
+        return [
+            (worker_id, first, last)
+            for worker_id, ranges in sorted(self.exclusive.items())
+            for first, last in _runs(ranges)
+        ]
+
+
+def plan_bookings(session: Session, job: Job, placement: Placement) -> BookingPlan:
+    """The rows and ranges that booking the placement for the job writes."""
     session.flush()
     bookings = placement.bookings()
     places = _places(session, [b.vertex for b in bookings])
-    connection = session.connection()
-    free: _FreeDelta = {}
-    untouched: _UntouchedDelta = {}
     exclusive: dict[int, list[tuple[int, int]]] = {}
     shared: list[int] = []
+    draws: list[tuple[int, int, int]] = []
     rows = []
     for booking in bookings:
         worker_id, first, last = places[booking.vertex.key]
@@ -575,15 +679,7 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
         elif booking.mode == "shared":
             shared.append(booking.vertex.key)
         else:
-            drawn = connection.execute(
-                _DRAW, {"vertex_id": booking.vertex.key, "amount": booking.amount}
-            ).one_or_none()
-            if drawn is None:
-                raise _conflict(job)
-            key = (worker_id, drawn.type, drawn.unit or "")
-            free[key] = free.get(key, 0) - booking.amount
-            if drawn.used == booking.amount and drawn.shared == 0:
-                untouched[worker_id] = untouched.get(worker_id, 0) - 1
+            draws.append((booking.vertex.key, worker_id, booking.amount))
         rows.append(
             {
                 "job_id": job.id,
@@ -593,31 +689,66 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
                 "amount": booking.amount,
             }
         )
-    if shared:
+    workers = sorted({places[b.vertex.key][0] for b in bookings})
+    return BookingPlan(exclusive, shared, draws, rows, places, workers)
+
+
+def book(session: Session, job: Job, placement: Placement) -> list[int]:
+    """Book what the placement selected for the job; the worker ids touched. Raises
+    ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
+
+    Shared holds are one conditional UPDATE, which must change every vertex; exclusive
+    subtrees one conditional UPDATE per run of merged position ranges (per worker), which
+    must change every row of the run, or some row was taken. The UPDATEs return the rows
+    they changed, and the free counts and untouched counters move by what those rows held
+    (no recount). The positions come from the tree the placement was made on.
+    (booking_statements.book_and_start does the same in one statement on PostgreSQL.)"""
+    plan = plan_bookings(session, job, placement)
+    book_plan(session, job, plan)
+    return plan.workers
+
+
+def book_plan(session: Session, job: Job, plan: BookingPlan) -> None:
+    """:func:`book` of a plan already worked out."""
+    connection = session.connection()
+    free: _FreeDelta = {}
+    untouched: _UntouchedDelta = {}
+    for vertex_id, worker_id, amount in plan.draws:
+        drawn = connection.execute(_DRAW, {"vertex_id": vertex_id, "amount": amount}).one_or_none()
+        if drawn is None:
+            raise _conflict(job)
+        key = (worker_id, drawn.type, drawn.unit or "")
+        free[key] = free.get(key, 0) - amount
+        if drawn.used == amount and drawn.shared == 0:
+            untouched[worker_id] = untouched.get(worker_id, 0) - 1
+    if plan.shared:
         # bookings() gives each shared vertex once.
-        changed = connection.execute(_SHARE, {"vertex_ids": shared}).all()
-        if len(changed) != len(shared):
+        changed = connection.execute(_SHARE, {"vertex_ids": plan.shared}).all()
+        if len(changed) != len(plan.shared):
             raise _conflict(job)
         for row in changed:
             if row.shared == 1 and row.used == 0:
-                worker_id = places[row.id][0]
+                worker_id = plan.places[row.id][0]
                 untouched[worker_id] = untouched.get(worker_id, 0) - 1
-    for worker_id, ranges in sorted(exclusive.items()):
-        for first, last in _runs(ranges):
-            held = connection.execute(
-                _HOLD, {"b_worker": worker_id, "first": first, "last": last, "job_id": job.id}
-            ).all()
-            if len(held) != last - first + 1:
-                raise _conflict(job)
-            # Every row held was entirely free (shared = 0, used = 0, not held).
-            for row in held:
-                key = (worker_id, row.type, row.unit or "")
-                free[key] = free.get(key, 0) - _units(row.unit, row.size)
-            untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
-    if rows:
-        connection.execute(_ADD_BOOKINGS, rows)
+    for worker_id, first, last in plan.runs():
+        held = connection.execute(
+            _HOLD, {"b_worker": worker_id, "first": first, "last": last, "job_id": job.id}
+        ).all()
+        if len(held) != last - first + 1:
+            raise _conflict(job)
+        # Every row held was entirely free (shared = 0, used = 0, not held).
+        for row in held:
+            key = (worker_id, row.type, row.unit or "")
+            free[key] = free.get(key, 0) - _units(row.unit, row.size)
+        untouched[worker_id] = untouched.get(worker_id, 0) - len(held)
+    if plan.rows:
+        connection.execute(_ADD_BOOKINGS, plan.rows)
     _apply(session, free, untouched)
-    return sorted({places[b.vertex.key][0] for b in bookings})
+
+
+def conflict(job: Job) -> ConflictError:
+    """The error of a booking that found a vertex taken (the transaction rolls back)."""
+    return _conflict(job)
 
 
 _MOVE_FREE = (

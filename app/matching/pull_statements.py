@@ -514,3 +514,10 @@ def take_plain(
     allocate_slots(session, job_id, queue_instance_id, claimed.slots, now)
     record_dispatch(session, job_id, puller.name, claimed.attempts, now)
     return True, claimed
+
+
+def book_room_statement(slots: Any) -> Update:
+    """The conditional UPDATE that books ``slots`` on the first queue instance of the
+    worker ``:p_worker_id`` with room (returning its id), for statements that embed it
+    (the scheduler's one-statement start, booking_statements)."""
+    return _book(slots)

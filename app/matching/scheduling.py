@@ -15,11 +15,23 @@ conditional, so a placement that went stale meanwhile fails with a conflict to r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Integer, Select, bindparam, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -32,9 +44,18 @@ from app.db.models import (
     WorkerInventory,
     WorkerState,
 )
-from app.db.tables import ALLOCATIONS, CATEGORIES, JOBS, WORKERS
-from app.matching import dispatch, inventory
-from app.matching.allocation import Outcome, Policy, allocate, min_nodes, whole_types
+from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
+from app.matching import booking_statements, dispatch, inventory
+from app.matching.allocation import (
+    Key,
+    Outcome,
+    Policy,
+    Request,
+    allocate,
+    min_nodes,
+    node_needs,
+    whole_types,
+)
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
 from app.matching.pull_statements import book_first_room
@@ -45,17 +66,40 @@ MARGIN = 4
 
 
 # Statements of the hot path, built once (building one costs more than running it).
-_JOB = select(Job).where(Job.id == bindparam("job_id"))
 _JOBSPEC = select(CATEGORIES.c.id, CATEGORIES.c.jobspec).where(
     CATEGORIES.c.id == bindparam("category_id")
 )
-_LOCK_WORKERS = (
+_JOB_WITH_JOBSPEC = (
+    select(Job, CATEGORIES.c.jobspec)
+    .outerjoin(CATEGORIES, CATEGORIES.c.id == Job.category_id)
+    .where(Job.id == bindparam("job_id"))
+)
+#: PostgreSQL: the same, and for the rest of the transaction generic plans for prepared
+#: statements (set_config(..., true) is SET LOCAL, in the same round trip). The survivors
+#: query and the one-statement start were planned afresh on every execution (custom
+#: plans: 6 ms and 1.2 ms of planning at 4,096 nodes, more than running them): their
+#: generic plans looked dearer only because they do not know the LIMIT and array sizes.
+_JOB_WITH_JOBSPEC_GENERIC = _JOB_WITH_JOBSPEC.add_columns(
+    func.set_config("plan_cache_mode", "force_generic_plan", True)
+)
+_LOCKED_WORKERS = (
     select(WORKERS.c.id)
     .where(WORKERS.c.id.in_(bindparam("worker_ids", expanding=True)))
     .order_by(WORKERS.c.id)
     .with_for_update()
+    .subquery("locked_workers")
 )
-_LOCK_JOB = select(JOBS.c.state).where(JOBS.c.id == bindparam("job_id")).with_for_update()
+#: The workers' rows (in id order), then the job's, in one round trip: the count of the
+#: locked workers is an uncorrelated subquery, evaluated before any job row is read and
+#: locked (FOR UPDATE OF jobs locks at the top of the plan).
+_LOCK_WORKERS_AND_JOB = (
+    select(JOBS.c.state)
+    .where(
+        JOBS.c.id == bindparam("job_id"),
+        select(func.count()).select_from(_LOCKED_WORKERS).scalar_subquery() >= 0,
+    )
+    .with_for_update(of=JOBS)
+)
 _ALLOCATE = insert(ALLOCATIONS)
 _START = (
     update(JOBS)
@@ -68,17 +112,44 @@ _START = (
 )
 
 
-@lru_cache(maxsize=64)
-def _survivors(policy: Policy, whole: frozenset[str] = frozenset()) -> Select[*tuple[Any, ...]]:
+#: What drives the ``first`` policy's survivors query: nothing (every worker in rank
+#: order), the entirely free nodes, or the workers with some of the first per-node need.
+Driver = Literal["workers", "untouched", "room"]
+
+
+def _driver(policy: Policy, whole: frozenset[str], needs: dict[Key, int]) -> Driver:
+    if policy != "first":
+        return "workers"
+    if "node" in whole:
+        return "untouched"
+    return "room" if needs else "workers"
+
+
+@lru_cache(maxsize=128)
+def _survivors(
+    policy: Policy,
+    whole: frozenset[str],
+    driver: Driver,
+    json_rows: tuple[str, str],
+) -> Select[*tuple[Any, ...]]:
     """The workers that pass the filter for the category ``:category_id``, in policy order,
-    at most ``:limit``, as rows of inventory.node_select (built once per policy and set of
-    whole types).
+    at most ``:limit``, as rows of inventory.node_select (built once per policy, set of
+    whole types and driver).
 
     The filter picks the ids in a subquery of its own, as a query of ids only, and only
     those few rows are joined to their nodes: with the node's rows joined inside the
-    filter, PostgreSQL evaluated the whole-vertex conditions for every worker."""
+    filter, PostgreSQL evaluated the whole-vertex conditions for every worker.
+
+    With policy ``first`` the walk in rank order starts from a partial index that holds
+    only workers that may qualify (migration 0012): the entirely free nodes for requests
+    that take a node whole, else the workers with some of the need ``:d_type``/``:d_unit``
+    free. Walking every worker, the query passed the full low-rank nodes one by one
+    (1,400 of them, 4 ms, at 4,096 nodes). The rank copied onto those rows equals the
+    worker's, so the order is the same; the other conditions still filter as before."""
     category_id = bindparam("category_id", type_=Integer)
     order: tuple[ColumnElement[Any], ...]
+    conditions: list[ColumnElement[bool]] = []
+    filtered = select(Worker.id.label("id"))
     if policy == "pack":
         # Most used first: partly used nodes before untouched ones.
         order = (
@@ -87,16 +158,36 @@ def _survivors(policy: Policy, whole: frozenset[str] = frozenset()) -> Select[*t
             Worker.rank.label("k2"),
             Worker.id.label("k3"),
         )
+    elif driver == "untouched":
+        # The literal condition is the partial index's predicate (both databases use a
+        # partial index only when the query states it).
+        order = (WorkerInventory.rank.label("k0"), WorkerInventory.worker_id.label("k1"))
+        conditions.append(WorkerInventory.untouched == WorkerInventory.vertices)
+    elif driver == "room":
+        room = INVENTORY_COUNTS.alias("room")
+        order = (room.c.rank.label("k0"), room.c.worker_id.label("k1"))
+        filtered = filtered.select_from(room).join(Worker, Worker.id == room.c.worker_id)
+        conditions += [
+            room.c.type == bindparam("d_type"),
+            room.c.unit == bindparam("d_unit"),
+            room.c.free > literal_column("0"),
+            room.c.free >= bindparam("d_amount"),
+        ]
     else:
         order = (Worker.rank.label("k0"), Worker.id.label("k1"))
+    # Rank among the survivors: the first ``:prefetch`` come with the rows below their
+    # node (the allocator looks into the first ones nearly always).
+    ordinal = func.row_number().over(order_by=order).label("ordinal")
     ids = (
-        select(Worker.id.label("id"), *order)
+        filtered.add_columns(*order, ordinal)
         .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
         .where(
+            *conditions,
             Worker.state == WorkerState.ACTIVE,
             fits(category_id, Worker.id, Worker.generation),
             inventory.has_room(category_id, Worker.id),
-            *inventory.whole_room(whole),
+            # The untouched driver is the whole-node condition already.
+            *inventory.whole_room(whole - {"node"} if driver == "untouched" else whole),
         )
         .order_by(*order)
         .limit(bindparam("limit"))
@@ -104,9 +195,40 @@ def _survivors(policy: Policy, whole: frozenset[str] = frozenset()) -> Select[*t
     )
     return (
         inventory.node_select()
+        # The nodes' summaries in the same round trip (a JSON array per survivor), and
+        # the rows below the first nodes (CASE evaluates the subquery only for them).
+        .add_columns(
+            inventory.free_counts_column(json_rows),
+            case(
+                (ids.c.ordinal <= bindparam("prefetch"), inventory.rows_below_column(json_rows)),
+                else_=None,
+            ),
+        )
         .join(ids, ids.c.id == Worker.id)
         .order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
     )
+
+
+def survivors_query(
+    policy: Policy,
+    requests: Sequence[Request],
+    category_id: int,
+    json_rows: tuple[str, str],
+    driver: Driver | None = None,
+) -> tuple[Select[*tuple[Any, ...]], dict[str, Any]]:
+    """The survivors query of a category's requests and its parameters but ``:limit``
+    (``driver``: the one the policy and requests choose, unless given; tests compare;
+    ``json_rows``: dialect.json_rows_function). Its rows are node_select's and the
+    worker's free counts (inventory.free_counts_column)."""
+    whole = whole_types(requests)
+    needs = node_needs(requests)
+    if driver is None:
+        driver = _driver(policy, whole, needs)
+    parameters: dict[str, Any] = {"category_id": category_id}
+    if driver == "room":
+        (type_, unit), amount = next(iter(needs.items()))
+        parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
+    return _survivors(policy, whole, driver, json_rows), parameters
 
 
 @dataclass(frozen=True)
@@ -115,20 +237,35 @@ class Attempt:
     survivors: int
 
 
-def find_placement(session: Session, job: Job, policy: Policy) -> Attempt:
-    """The allocation the job would get now, over the workers that pass the SQL filter."""
+def find_placement(
+    session: Session, job: Job, policy: Policy, jobspec: str | None = None
+) -> Attempt:
+    """The allocation the job would get now, over the workers that pass the SQL filter
+    (``jobspec``: the category's, when the caller read it with the job)."""
     session.flush()
     connection = session.connection()
-    category = connection.execute(_JOBSPEC, {"category_id": job.category_id}).one_or_none()
-    if category is None or category.jobspec is None:
+    if jobspec is None:
+        category = connection.execute(_JOBSPEC, {"category_id": job.category_id}).one_or_none()
+        jobspec = None if category is None else category.jobspec
+    if jobspec is None:
         raise InvalidFieldError("jobspec", f"job {job.id} has no shape or jobspec to allocate")
-    requests = dispatch.category_requests(category.jobspec)
+    requests = dispatch.category_requests(jobspec)
     nodes = min_nodes(requests)
-    survivors = _survivors(policy, whole_types(requests))
+    survivors, parameters = survivors_query(
+        policy, requests, job.category_id, dialect.json_rows_function(connection)
+    )
     limit = nodes + MARGIN
+    # PostgreSQL: the rows below the first nodes come with the survivors (a round trip
+    # less). SQLite has no round trips; its loader query costs less than the JSON.
+    prefetch = max(1, nodes) if dialect.supports_writing_ctes(connection) else 0
     while True:
-        rows = connection.execute(survivors, {"category_id": category.id, "limit": limit}).all()
-        tree = inventory.tree_of(session, rows, batch=nodes)
+        rows = connection.execute(
+            survivors, {**parameters, "limit": limit, "prefetch": prefetch}
+        ).all()
+        counts = {row[0]: inventory.parse_free_counts(row[-2]) for row in rows}
+        below = {row[0]: inventory.parse_rows_below(row[-1]) for row in rows}
+        prefetched = {w: found for w, found in below.items() if found is not None}
+        tree = inventory.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
         outcome = allocate(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
             return Attempt(outcome, len(rows))
@@ -139,49 +276,79 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     """Allocate a waiting job's vertices on as many workers as it needs and start it; the
     first node is the job's worker (it reports the end). ConflictError when it cannot be
     placed now (GET /v1/jobs/{id}/explain says why)."""
-    job = session.execute(_JOB, {"job_id": job_id}).scalar_one_or_none()
-    if job is None:
+    generic = dialect.supports_skip_locked(session.connection())
+    row = session.execute(
+        _JOB_WITH_JOBSPEC_GENERIC if generic else _JOB_WITH_JOBSPEC, {"job_id": job_id}
+    ).one_or_none()
+    if row is None:
         raise NotFoundError(f"no job with id {job_id}")
+    job: Job = row[0]
+    jobspec: str | None = row[1]
     if job.state is not JobState.WAITING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
-    attempt = find_placement(session, job, policy)
+    attempt = find_placement(session, job, policy, jobspec)
     placement = attempt.outcome.placement
     if placement is None:
         raise ConflictError(f"job {job_id} cannot be placed now; see its explanation")
     # Nodes of a tree built from rows know their worker's id.
     worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
+    leader = worker_ids[0]
     connection = session.connection()
     if dialect.supports_skip_locked(connection):
-        # Row locks (PostgreSQL), in the usual order. SQLite serialises writers at BEGIN
-        # (IMMEDIATE): nothing changed since the job was read, and there are no row locks.
-        connection.execute(_LOCK_WORKERS, {"worker_ids": sorted(set(worker_ids))}).all()
-        state = connection.execute(_LOCK_JOB, {"job_id": job_id}).scalar_one()
+        # Row locks (PostgreSQL), in the usual order, in one statement. SQLite serialises
+        # writers at BEGIN (IMMEDIATE): nothing changed since the job was read, and there
+        # are no row locks.
+        state = connection.execute(
+            _LOCK_WORKERS_AND_JOB, {"worker_ids": sorted(set(worker_ids)), "job_id": job_id}
+        ).scalar_one()
         if state != JobState.WAITING:
             session.refresh(job)
             raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
-    leader = worker_ids[0]
-    queue_instance_id = book_first_room(session, leader, job.slots)
-    if queue_instance_id is None:
-        name = session.scalar(select(Worker.name).where(Worker.id == leader))
-        raise ConflictError(f"worker {name!r} has no free slot for job {job_id}")
+    plan = inventory.plan_bookings(session, job, placement)
+    one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
+    return start_placed(session, job, plan, leader, one_statement=one_statement)
+
+
+def start_placed(
+    session: Session, job: Job, plan: inventory.BookingPlan, leader: int, *, one_statement: bool
+) -> Job:
+    """Take a room on the leader, book the plan and start the job (its workers and the
+    job locked): in one statement (PostgreSQL) or statement by statement."""
+    job_id = job.id
+    connection = session.connection()
     now = utcnow()
-    connection.execute(
-        _ALLOCATE,
-        {
-            "job_id": job.id,
-            "queue_instance_id": queue_instance_id,
-            "slots": job.slots,
-            "allocated_at": now,
-            "released_at": None,
-        },
-    )
-    inventory.book(session, job, placement)
-    connection.execute(
-        _START,
-        {"job_id": job.id, "b_state": JobState.RUNNING, "b_worker": leader, "b_started": now},
-    )
+    if one_statement:
+        room, booked = booking_statements.book_and_start(session, job, plan, leader, now)
+        if not room:
+            raise _no_room(session, leader, job_id)
+        if not booked:
+            raise inventory.conflict(job)
+    else:
+        queue_instance_id = book_first_room(session, leader, job.slots)
+        if queue_instance_id is None:
+            raise _no_room(session, leader, job_id)
+        connection.execute(
+            _ALLOCATE,
+            {
+                "job_id": job.id,
+                "queue_instance_id": queue_instance_id,
+                "slots": job.slots,
+                "allocated_at": now,
+                "released_at": None,
+            },
+        )
+        inventory.book_plan(session, job, plan)
+        connection.execute(
+            _START,
+            {"job_id": job.id, "b_state": JobState.RUNNING, "b_worker": leader, "b_started": now},
+        )
     # The row is written; the object says so without another UPDATE.
     set_committed_value(job, "state", JobState.RUNNING)
     set_committed_value(job, "worker_id", leader)
     set_committed_value(job, "started_at", now)
     return job
+
+
+def _no_room(session: Session, leader: int, job_id: int) -> ConflictError:
+    name = session.scalar(select(Worker.name).where(Worker.id == leader))
+    return ConflictError(f"worker {name!r} has no free slot for job {job_id}")

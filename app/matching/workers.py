@@ -13,7 +13,7 @@ from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerSt
 from app.matching.complex_values import write_queue_builtins
 from app.matching.constraint_sql import store_worker_name_parts
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.matching.inventory import parse_worker_inventory, store_inventory
+from app.matching.inventory import parse_worker_inventory, set_rank, store_inventory
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
 from app.notations.constraints import validate_property_name
@@ -140,6 +140,10 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
     worker.state = spec.state
     queues_changed = _sync_queue_instances(session, worker, queues)
     inventory_changed = store_inventory(session, worker.id, spec.inventory, parsed_inventory)
+    if not created:
+        # The copies of the rank that the scheduler's room indexes order by (a new
+        # worker's inventory rows were written with it).
+        set_rank(session, worker.id, spec.rank)
     if canonical_changed:
         session.execute(delete(WorkerTag).where(WorkerTag.worker_id == worker.id))
         rows = [

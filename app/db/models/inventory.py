@@ -16,6 +16,16 @@ class WorkerInventory(Base):
     counters the packing policy orders by."""
 
     __tablename__ = "worker_inventories"
+    __table_args__ = (
+        # Entirely free nodes in rank order: whole-node requests seek the first ones.
+        Index(
+            "ix_worker_inventories_untouched",
+            "rank",
+            "worker_id",
+            sqlite_where=text("untouched = vertices"),
+            postgresql_where=text("untouched = vertices"),
+        ),
+    )
 
     worker_id: Mapped[int] = mapped_column(
         ForeignKey("workers.id", ondelete="CASCADE"), primary_key=True
@@ -28,6 +38,9 @@ class WorkerInventory(Base):
     vertices: Mapped[int]
     #: Vertices no job uses at all (not held, not shared, nothing drawn).
     untouched: Mapped[int]
+    #: A copy of the worker's rank (the scheduler's ``first`` order), kept equal by
+    #: inventory.set_rank whenever the worker's rank changes.
+    rank: Mapped[int | None]
 
 
 class InventoryVertex(Base):
@@ -69,6 +82,17 @@ class InventoryCount(Base):
     __table_args__ = (
         CheckConstraint("free >= 0 AND free <= total", name="free_within_total"),
         Index("ix_inventory_counts_lookup", "type", "unit", "worker_id", "free"),
+        # Workers with some of a type free, in rank order: the scheduler's survivors query
+        # seeks the first ones instead of walking every full low-rank node.
+        Index(
+            "ix_inventory_counts_room",
+            "type",
+            "unit",
+            "rank",
+            "worker_id",
+            sqlite_where=text("free > 0"),
+            postgresql_where=text("free > 0"),
+        ),
     )
 
     worker_id: Mapped[int] = mapped_column(
@@ -79,6 +103,8 @@ class InventoryCount(Base):
     unit: Mapped[str] = mapped_column(String(64), primary_key=True)
     total: Mapped[int] = mapped_column(BigInteger)
     free: Mapped[int] = mapped_column(BigInteger)
+    #: A copy of the worker's rank, as on WorkerInventory.
+    rank: Mapped[int | None]
 
 
 class InventoryBooking(Base):

@@ -1,0 +1,346 @@
+"""The scheduler's fast paths decide exactly as the paths they replace (issue 9):
+
+* the survivors query driven by a room index (migration 0012) returns the same workers in
+  the same order as the walk over every worker, on a fragmented cluster whose ranks run
+  against the ids, for every shape and limit;
+* the ranks copied onto inventories and counts follow the worker's rank;
+* on PostgreSQL, booking and starting in one statement (booking_statements) and ending a
+  job that holds vertices in two (release_statements) leave every row as the statement-
+  by-statement paths do (each tried in a savepoint, compared, and rolled back).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.engine import Database
+from app.db.models import (
+    Allocation,
+    InventoryBooking,
+    InventoryCount,
+    InventoryVertex,
+    Job,
+    JobEvent,
+    JobState,
+    QueueInstance,
+    Worker,
+    WorkerInventory,
+)
+from app.db.tables import CATEGORIES
+from app.matching import dispatch, inventory, release_statements, scheduling, submission, workers
+from app.matching.allocation import node_needs, whole_types
+from app.matching.errors import ConflictError
+from app.matching.submission import JobSpec
+from app.matching.workers import WorkerSpec
+
+NODE = "node/[socket=2/[core=4;gpu=1];memory=16{unit:GB}]"
+NODES = 8
+SHAPES = (
+    "slot/core=2",
+    "slot/core=3",
+    "slot/[core=2;gpu=1]",
+    "slot/socket",
+    "slot/node",
+    "slot=2/node",
+    "node=2/slot/[core=1;memory=2{unit:GB}]",
+    "node/socket=2/slot/core=1",
+    "slot/[core=3;memory=4{unit:GB}]",
+    "slot=3/[core=1;gpu=1]",
+    "node=3/slot/core=2",
+)
+
+
+def _cluster(database: Database) -> None:
+    """Ranks against the ids (n0 has the highest), so an order by id would differ."""
+    with database.transaction() as session:
+        for index in range(NODES):
+            workers.upsert_worker(
+                session,
+                WorkerSpec(name=f"n{index}", rank=NODES - index, slots=16, inventory=NODE),
+            )
+
+
+def _submit(database: Database, shape: str) -> int:
+    with database.transaction() as session:
+        return submission.submit_job(session, JobSpec(shape=shape), submitter="t").id
+
+
+def _fragment(database: Database, rng: random.Random, jobs: int) -> list[tuple[int, str]]:
+    """Allocate random jobs and finish some of them: the running ones."""
+    running: list[tuple[int, str]] = []
+    for _ in range(jobs):
+        job_id = _submit(database, rng.choice(SHAPES))
+        try:
+            with database.transaction() as session:
+                job = scheduling.schedule_job(session, job_id, "first")
+                leader = session.scalar(select(Worker.name).where(Worker.id == job.worker_id))
+                assert leader is not None
+            running.append((job_id, leader))
+        except ConflictError:
+            with database.transaction() as session:
+                submission.cancel_job(session, job_id)
+        if running and rng.random() < 0.3:
+            job_id, leader = running.pop(rng.randrange(len(running)))
+            with database.transaction() as session:
+                dispatch.finish(session, job_id, leader, "finished")
+    return running
+
+
+def test_room_drivers_return_the_workers_the_full_walk_returns(database: Database) -> None:
+    _cluster(database)
+    rng = random.Random(7)
+    compared = 0
+    drivers: set[str] = set()
+    for _ in range(6):
+        _fragment(database, rng, 6)
+        for shape in SHAPES:
+            job_id = _submit(database, shape)
+            with database.transaction() as session:
+                job = session.get(Job, job_id)
+                assert job is not None and job.category_id is not None
+                requests = dispatch.category_requests(_jobspec(session, job.category_id))
+                drivers.add(
+                    scheduling._driver("first", whole_types(requests), node_needs(requests))
+                )
+                json_rows = dialect.json_rows_function(session.connection())
+                driven, parameters = scheduling.survivors_query(
+                    "first", requests, job.category_id, json_rows
+                )
+                walked, _ = scheduling.survivors_query(
+                    "first", requests, job.category_id, json_rows, driver="workers"
+                )
+                for limit in (1, 2, 3, NODES + 1):
+                    got = _survivors(session, driven, {**parameters, "limit": limit})
+                    want = _survivors(session, walked, {**parameters, "limit": limit})
+                    assert got == want, (shape, limit)
+                compared += 1
+            with database.transaction() as session:
+                submission.cancel_job(session, job_id)
+    assert compared == 6 * len(SHAPES)
+    assert drivers == {"room", "untouched"}
+
+
+def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The survivors' rows, their free counts and the rows below their nodes (for the
+    first two) parsed and checked against the tables."""
+    out = []
+    for ordinal, row in enumerate(session.execute(query, {**parameters, "prefetch": 2})):
+        below = inventory.parse_rows_below(row[-1])
+        if ordinal < 2:
+            stored_below = session.execute(inventory._BELOW_NODES, {"worker_ids": [row[0]]}).all()
+            assert below is not None
+            assert sorted(map(tuple, below)) == sorted(map(tuple, stored_below))
+        else:
+            assert below is None
+        counts = inventory.parse_free_counts(row[-2])
+        stored = {
+            (type_, unit or None): free
+            for type_, unit, free in session.execute(
+                select(InventoryCount.type, InventoryCount.unit, InventoryCount.free).where(
+                    InventoryCount.worker_id == row[0]
+                )
+            )
+        }
+        assert counts == stored
+        out.append((*row[:-2], sorted(counts.items())))
+    return out
+
+
+def _jobspec(session: Session, category_id: int) -> str:
+    jobspec = session.scalar(select(CATEGORIES.c.jobspec).where(CATEGORIES.c.id == category_id))
+    assert jobspec is not None
+    return str(jobspec)
+
+
+def test_rank_copies_follow_the_worker(database: Database) -> None:
+    _cluster(database)
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="n3", rank=100, slots=16, inventory=NODE))
+        workers.upsert_worker(session, WorkerSpec(name="n4", rank=None, slots=16, inventory=NODE))
+    with database.transaction(write=False) as session:
+        ranks = dict(session.execute(select(Worker.id, Worker.rank)).all())
+        copies = [
+            *session.execute(select(WorkerInventory.worker_id, WorkerInventory.rank)),
+            *session.execute(select(InventoryCount.worker_id, InventoryCount.rank)),
+        ]
+    assert copies and all(rank == ranks[worker_id] for worker_id, rank in copies)
+
+
+# -- PostgreSQL's one-statement writes --------------------------------------------------
+
+
+def _rows(session: Session) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the writes touch, without timestamps and generated ids."""
+    session.flush()
+    v, c, b = InventoryVertex, InventoryCount, InventoryBooking
+    return {
+        "vertices": list(session.execute(select(v.id, v.held_by, v.shared, v.used).order_by(v.id))),
+        "counts": list(
+            session.execute(
+                select(c.worker_id, c.type, c.unit, c.free).order_by(c.worker_id, c.type, c.unit)
+            )
+        ),
+        "untouched": list(
+            session.execute(
+                select(WorkerInventory.worker_id, WorkerInventory.untouched).order_by(
+                    WorkerInventory.worker_id
+                )
+            )
+        ),
+        "bookings": sorted(
+            session.execute(
+                select(
+                    b.job_id, b.vertex_id, b.worker_id, b.mode, b.amount, b.released_at.is_(None)
+                )
+            )
+        ),
+        "allocations": sorted(
+            session.execute(
+                select(
+                    Allocation.job_id,
+                    Allocation.queue_instance_id,
+                    Allocation.slots,
+                    Allocation.released_at.is_(None),
+                )
+            )
+        ),
+        "slots": list(
+            session.execute(
+                select(QueueInstance.id, QueueInstance.used_slots).order_by(QueueInstance.id)
+            )
+        ),
+        "jobs": list(
+            session.execute(
+                select(
+                    Job.id,
+                    Job.state,
+                    Job.worker_id,
+                    Job.exit_code,
+                    Job.output,
+                    Job.failure_reason,
+                    Job.ended_at.is_(None),
+                ).order_by(Job.id)
+            )
+        ),
+        "events": list(
+            session.execute(
+                select(JobEvent.job_id, JobEvent.kind, JobEvent.worker, JobEvent.detail).order_by(
+                    JobEvent.id
+                )
+            )
+        ),
+    }
+
+
+def _postgresql_only(backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("data-modifying CTEs: PostgreSQL only")
+
+
+def test_one_statement_start_books_as_statement_by_statement(
+    backend: str, database: Database
+) -> None:
+    _postgresql_only(backend)
+    _cluster(database)
+    rng = random.Random(11)
+    _fragment(database, rng, 10)
+    tried = 0
+    for shape in SHAPES * 2:
+        job_id = _submit(database, shape)
+        with database.transaction() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            placement = scheduling.find_placement(session, job, "first").outcome.placement
+            if placement is None:
+                continue
+            leader = next(n.place[0] for n in placement.nodes() if n.place is not None)
+            plan = inventory.plan_bookings(session, job, placement)
+            results = {}
+            for one_statement in (True, False):
+                savepoint = session.begin_nested()
+                scheduling.start_placed(session, job, plan, leader, one_statement=one_statement)
+                results[one_statement] = _rows(session)
+                savepoint.rollback()
+                session.expire_all()
+            assert results[True] == results[False], shape
+            # Keep it running (the plain way) for the next ones to meet.
+            scheduling.start_placed(session, job, plan, leader, one_statement=True)
+            tried += 1
+    assert tried >= len(SHAPES)
+
+
+def test_one_statement_start_refuses_a_taken_vertex(backend: str, database: Database) -> None:
+    """A stale placement books nothing and writes no booking row (whose unique index
+    would otherwise refuse it): a ConflictError, as statement by statement."""
+    _postgresql_only(backend)
+    _cluster(database)
+    first = _submit(database, "slot/node")
+    second = _submit(database, "slot/node")
+    with database.transaction() as session:
+        job = session.get(Job, second)
+        assert job is not None
+        stale = scheduling.find_placement(session, job, "first").outcome.placement
+        assert stale is not None
+        plan = inventory.plan_bookings(session, job, stale)
+    with database.transaction() as session:
+        scheduling.schedule_job(session, first, "first")
+    for one_statement in (True, False):
+        with pytest.raises(ConflictError), database.transaction() as session:
+            job = session.get(Job, second)
+            assert job is not None
+            leader = plan.workers[0]
+            scheduling.start_placed(session, job, plan, leader, one_statement=one_statement)
+    with database.transaction(write=False) as session:
+        assert session.get(Job, second).state is JobState.WAITING  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("outcome", ["finished", "failed"])
+def test_two_statement_finish_releases_as_the_general_path(
+    backend: str, database: Database, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    _postgresql_only(backend)
+    _cluster(database)
+    running = _fragment(database, random.Random(5), 14)
+    assert running
+    general = release_statements.finish_holding_vertices
+    fast_ends: list[Job] = []
+
+    def spy(*args: Any) -> Job | None:
+        ended = general(*args)
+        if ended is not None:
+            fast_ends.append(ended)
+        return ended
+
+    for job_id, leader in running:
+        with database.transaction() as session:
+            results = {}
+            for fast in (True, False):
+                savepoint = session.begin_nested()
+                monkeypatch.setattr(
+                    dispatch,
+                    "finish_holding_vertices",
+                    spy if fast else (lambda *_args: None),
+                )
+                ended = dispatch.finish(
+                    session,
+                    job_id,
+                    leader,
+                    outcome,
+                    "why" if outcome == "failed" else None,
+                    exit_code=3,
+                    output="out",
+                )
+                assert ended.state.value == outcome
+                results[fast] = _rows(session)
+                savepoint.rollback()
+                session.expire_all()
+            assert results[True] == results[False], job_id
+    # Every end took the two statements (none was handed to the general path).
+    assert len(fast_ends) == len(running)
+    assert {"shared", "draw", "exclusive"} <= {row[3] for row in results[True]["bookings"]}
