@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import ColumnElement, event, func
 from sqlalchemy.engine import Connection, Engine, make_url
 
 #: Execution option carrying whether a transaction will write. On SQLite a writing
@@ -127,3 +127,13 @@ def json_rows_function(connection: Connection) -> tuple[str, str]:
     if connection.dialect.name == "postgresql":
         return "json_agg", "json_build_array"
     return "json_group_array", "json_array"
+
+
+def generic_plans_from_here() -> ColumnElement[str]:
+    """PostgreSQL: an expression that, evaluated in a statement, makes the rest of the
+    transaction run prepared statements with generic plans (``SET LOCAL plan_cache_mode
+    = force_generic_plan``, without a round trip of its own). For transactions whose
+    later statements are large and planned alike whatever their parameters: PostgreSQL's
+    default re-plans a statement whenever its generic plan looks dearer, which it does
+    when it cannot see a LIMIT or the length of an array parameter."""
+    return func.set_config("plan_cache_mode", "force_generic_plan", True)

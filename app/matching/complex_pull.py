@@ -123,7 +123,15 @@ def _claim(skip_locked: bool) -> Select[Any]:
 def _claim_with_state(skip_locked: bool) -> CompoundSelect[Any]:
     """The claim as one more part of the worker's state rows: the job's lock is taken in
     a CTE (PostgreSQL allows no FOR UPDATE beside a UNION)."""
-    claimed = _claim(skip_locked).cte("claimed")
+    claim = _claim(skip_locked)
+    if skip_locked:
+        # PostgreSQL: generic plans for the rest of the transaction, set in this round
+        # trip (the claimed row is materialised with every column, so this runs when a
+        # job is claimed). The write that follows is one large statement over arrays
+        # that PostgreSQL otherwise planned afresh on every pull; its generic plan is
+        # the same plan. The heads query, whose custom plans matter, ran before.
+        claim = claim.add_columns(dialect.generic_plans_from_here())
+    claimed = claim.cte("claimed")
     part = select(
         literal(_CLAIM_PART).label("part"),
         *row_columns(

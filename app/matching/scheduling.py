@@ -79,9 +79,7 @@ _JOB_WITH_JOBSPEC = (
 #: query and the one-statement start were planned afresh on every execution (custom
 #: plans: 6 ms and 1.2 ms of planning at 4,096 nodes, more than running them): their
 #: generic plans looked dearer only because they do not know the LIMIT and array sizes.
-_JOB_WITH_JOBSPEC_GENERIC = _JOB_WITH_JOBSPEC.add_columns(
-    func.set_config("plan_cache_mode", "force_generic_plan", True)
-)
+_JOB_WITH_JOBSPEC_GENERIC = _JOB_WITH_JOBSPEC.add_columns(dialect.generic_plans_from_here())
 _LOCKED_WORKERS = (
     select(WORKERS.c.id)
     .where(WORKERS.c.id.in_(bindparam("worker_ids", expanding=True)))

@@ -122,3 +122,20 @@ def test_the_literal_matches_the_partial_index_predicate(postgres: Database) -> 
         )
     assert predicate is not None
     assert "'waiting'" in predicate
+
+
+def test_grid_engine_claim_switches_the_rest_of_the_pull_to_generic_plans() -> None:
+    """The Grid Engine pull's write is one large statement over arrays that PostgreSQL
+    re-planned on every pull (its generic plan looked dearer only for not knowing the
+    arrays' lengths); the claim, which runs after the heads query, turns generic plans
+    on for the rest of the transaction in its own round trip. SQLite has no such
+    setting, and its variant (no SKIP LOCKED) does not carry it."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from app.matching import complex_pull
+
+    on_postgres = complex_pull._CLAIMS_WITH_STATE[True].compile(dialect=postgresql.dialect())
+    on_sqlite = complex_pull._CLAIMS_WITH_STATE[False].compile(dialect=sqlite.dialect())
+    assert "set_config(" in str(on_postgres)
+    assert "force_generic_plan" in on_postgres.params.values()
+    assert "set_config" not in str(on_sqlite)
