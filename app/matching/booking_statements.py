@@ -66,6 +66,32 @@ def _ints(name: str) -> Any:
     return bindparam(name, type_=ARRAY(BigInteger))
 
 
+def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
+    """Free units per (worker, type, unit) that the rows of ``held`` (a row counts 1, a
+    pool its size) and ``drawn`` (its amount) take or give back: the subquery that moves
+    ``inventory_counts.free`` in one UPDATE, for booking and for release alike. Both
+    sources carry worker_id, type, unit, and size or amount."""
+    units = union_all(
+        select(
+            held.c.worker_id,
+            held.c.type,
+            func.coalesce(held.c.unit, "").label("unit"),
+            case((held.c.unit.is_(None), 1), else_=held.c.size).label("n"),
+        ),
+        select(
+            drawn.c.worker_id,
+            drawn.c.type,
+            func.coalesce(drawn.c.unit, ""),
+            drawn.c.amount,
+        ),
+    ).subquery(name)
+    return (
+        select(units.c.worker_id, units.c.type, units.c.unit, func.sum(units.c.n).label("n"))
+        .group_by(units.c.worker_id, units.c.type, units.c.unit)
+        .subquery("per_key")
+    )
+
+
 def _book_and_start() -> Any:
     room = book_room_statement(bindparam("p_slots", type_=Integer)).cte("room")
     allocation = insert(ALLOCATIONS).from_select(
@@ -139,27 +165,7 @@ def _book_and_start() -> Any:
         ),
     )
 
-    # Free units taken per (worker, type, unit): a held row counts 1 (a pool its size),
-    # a draw its amount.
-    taken = union_all(
-        select(
-            held.c.worker_id,
-            held.c.type,
-            func.coalesce(held.c.unit, "").label("unit"),
-            case((held.c.unit.is_(None), 1), else_=held.c.size).label("n"),
-        ),
-        select(
-            drawn.c.worker_id,
-            drawn.c.type,
-            func.coalesce(drawn.c.unit, ""),
-            drawn.c.amount,
-        ),
-    ).subquery("taken")
-    per_key = (
-        select(taken.c.worker_id, taken.c.type, taken.c.unit, func.sum(taken.c.n).label("n"))
-        .group_by(taken.c.worker_id, taken.c.type, taken.c.unit)
-        .subquery("per_key")
-    )
+    per_key = units_per_count_row(held, drawn, "taken")
     counts_table: Any = alias(INVENTORY_COUNTS, "ic")
     counts = counts_table.c
     move_free = (

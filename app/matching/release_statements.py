@@ -35,7 +35,6 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
-    case,
     exists,
     func,
     insert,
@@ -59,6 +58,7 @@ from app.db.tables import (
     WORKER_INVENTORIES,
     WORKERS,
 )
+from app.matching.booking_statements import units_per_count_row
 from app.matching.complex_dispatch import release_bookings
 from app.matching.errors import ConflictError
 
@@ -177,27 +177,7 @@ def _release(failed: bool) -> Any:
         )
         .cte("undrawn")
     )
-    # Free units back per (worker, type, unit): a row held counts 1 (a pool its size),
-    # a draw its amount.
-    back = union_all(
-        select(
-            unheld.c.worker_id,
-            unheld.c.type,
-            func.coalesce(unheld.c.unit, "").label("unit"),
-            case((unheld.c.unit.is_(None), 1), else_=unheld.c.size).label("n"),
-        ),
-        select(
-            undrawn.c.worker_id,
-            undrawn.c.type,
-            func.coalesce(undrawn.c.unit, ""),
-            undrawn.c.amount,
-        ),
-    ).subquery("back")
-    per_key = (
-        select(back.c.worker_id, back.c.type, back.c.unit, func.sum(back.c.n).label("n"))
-        .group_by(back.c.worker_id, back.c.type, back.c.unit)
-        .subquery("per_key")
-    )
+    per_key = units_per_count_row(unheld, undrawn, "back")
     ic: Any = alias(INVENTORY_COUNTS, "ic")
     counts = ic.c
     move_free = (
