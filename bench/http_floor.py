@@ -145,14 +145,10 @@ MODES = {
 # ---------------------------------------------------------------------------- the harness
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def serve(target: str, factory: bool, processes: int, url: str) -> Iterator[tuple[int, int]]:
+    from bench.dispatch import _free_port
+
     port = _free_port()
     env = dict(os.environ, JOBMATCH_FLOOR_URL=url, PYTHONPATH=str(ROOT))
     command = [
@@ -217,24 +213,10 @@ def client(port: int, number: int, stop_at: float, counts: list[int]) -> None:
         counts[number] = done
 
 
-def cpu_of(match: Any) -> float:
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if match(cmdline.replace(b"\0", b" ").decode(errors="replace"), fields):
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def run(mode: str, seconds: float, processes: int, clients: int, url: str) -> str:
     from sqlalchemy.engine import make_url
+
+    from bench.dispatch import process_cpu
 
     target, factory = MODES[mode]
     database = make_url(url).database or "postgres"
@@ -243,10 +225,12 @@ def run(mode: str, seconds: float, processes: int, clients: int, url: str) -> st
 
         def sample() -> tuple[float, float, float]:
             return (
-                cpu_of(lambda _cmd, fields: fields[2] == str(pgid)),
+                process_cpu(lambda _cmd, fields: fields[2] == str(pgid)),
                 # The backends of this script's database only (other databases on the
                 # server may be busy with other work).
-                cpu_of(lambda cmd, _f: cmd.startswith("postgres: ") and f" {database} " in cmd),
+                process_cpu(
+                    lambda cmd, _f: cmd.startswith("postgres: ") and f" {database} " in cmd
+                ),
                 time.process_time(),
             )
 
