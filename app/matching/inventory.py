@@ -437,6 +437,7 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     Rows are unpacked once: attribute access on them is slow."""
     kids: dict[int, list[Vertex]] = {}
     worker, rank = node.worker, node.rank
+    built = Vertex.built
     for (
         vertex_id,
         worker_id,
@@ -453,22 +454,21 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     ) in reversed(rows):
         children = kids.pop(position, [])
         children.reverse()
-        kids.setdefault(parent or 0, []).append(
-            Vertex(
-                vertex_id,
-                type_,
-                logical_id,
-                unit=unit,
-                size=size,
-                used=used,
-                held=held_by is not None,
-                shared=shared,
-                worker=worker,
-                rank=rank,
-                children=children,
-                place=(worker_id, position, last_position),
-            )
+        vertex = built(
+            vertex_id,
+            type_,
+            logical_id,
+            unit,
+            size,
+            used,
+            held_by is not None,
+            shared,
+            worker,
+            rank,
+            children,
+            (worker_id, position, last_position),
         )
+        kids.setdefault(parent or 0, []).append(vertex)
     top = kids.get(0, [])
     top.reverse()
     return top

@@ -16,7 +16,7 @@ conditional, so a placement that went stale meanwhile fails with a conflict to r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -51,7 +51,9 @@ from app.matching.allocation import (
     Outcome,
     Policy,
     Request,
+    Vertex,
     allocate,
+    dismantle,
     min_nodes,
     node_needs,
     whole_types,
@@ -241,6 +243,8 @@ def survivors_query(
 class Attempt:
     outcome: Outcome
     survivors: int
+    #: The tree the outcome was found on (allocation.dismantle it when done).
+    tree: Vertex = field(compare=False, repr=False)
 
 
 def find_placement(
@@ -274,7 +278,8 @@ def find_placement(
         tree = inventory.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
         outcome = allocate(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
-            return Attempt(outcome, len(rows))
+            return Attempt(outcome, len(rows), tree)
+        dismantle(tree)
         limit *= 4
 
 
@@ -293,11 +298,16 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     if job.state is not JobState.WAITING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
     attempt = find_placement(session, job, policy, jobspec)
-    placement = attempt.outcome.placement
-    if placement is None:
-        raise ConflictError(f"job {job_id} cannot be placed now; see its explanation")
-    # Nodes of a tree built from rows know their worker's id.
-    worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
+    try:
+        placement = attempt.outcome.placement
+        if placement is None:
+            raise ConflictError(f"job {job_id} cannot be placed now; see its explanation")
+        # Nodes of a tree built from rows know their worker's id.
+        worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
+        plan = inventory.plan_bookings(session, job, placement)
+    finally:
+        # The plan holds what booking needs; the tree is garbage from here on.
+        dismantle(attempt.tree)
     leader = worker_ids[0]
     connection = session.connection()
     if dialect.supports_skip_locked(connection):
@@ -310,7 +320,6 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         if state != JobState.WAITING:
             session.refresh(job)
             raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
-    plan = inventory.plan_bookings(session, job, placement)
     one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
     return start_placed(session, job, plan, leader, one_statement=one_statement)
 
