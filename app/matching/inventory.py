@@ -336,26 +336,47 @@ _FREE_COUNTS = select(
 ).where(INVENTORY_COUNTS.c.worker_id.in_(bindparam("worker_ids", expanding=True)))
 
 
+#: The worker's and its inventory's columns of :func:`node_select`, named.
+NODE_WORKER_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("id", Worker.id),
+    ("name", Worker.name),
+    ("rank", Worker.rank),
+    ("upper", WorkerInventory.upper),
+    ("untouched", WorkerInventory.untouched),
+    ("vertices", WorkerInventory.vertices),
+)
+#: Its node vertex's columns.
+_NODE_VERTEX_COLUMNS = (
+    InventoryVertex.id,
+    InventoryVertex.held_by,
+    InventoryVertex.shared,
+    InventoryVertex.last_position,
+)
+
+
 def node_select() -> Select[*tuple[Any, ...]]:
     """What a tree needs of each worker's node, one row per worker with an inventory:
     the columns :func:`tree_of` reads, for callers to filter, order and limit."""
     return (
-        select(
-            Worker.id,
-            Worker.name,
-            Worker.rank,
-            WorkerInventory.upper,
-            WorkerInventory.untouched,
-            WorkerInventory.vertices,
-            InventoryVertex.id,
-            InventoryVertex.held_by,
-            InventoryVertex.shared,
-            InventoryVertex.last_position,
-        )
+        select(*(column for _, column in NODE_WORKER_COLUMNS), *_NODE_VERTEX_COLUMNS)
         .join(WorkerInventory, WorkerInventory.worker_id == Worker.id)
         .join(
             InventoryVertex,
             and_(InventoryVertex.worker_id == Worker.id, InventoryVertex.position == 0),
+        )
+    )
+
+
+def node_select_of(workers: FromClause, *extra: Any) -> Select[*tuple[Any, ...]]:
+    """The rows of :func:`node_select` (then ``extra``) of the workers of a subquery that
+    carries NODE_WORKER_COLUMNS under their names: only their node vertices are joined."""
+    return (
+        select(*(workers.c[name] for name, _ in NODE_WORKER_COLUMNS), *_NODE_VERTEX_COLUMNS)
+        .add_columns(*extra)
+        .select_from(workers)
+        .join(
+            InventoryVertex,
+            and_(InventoryVertex.worker_id == workers.c.id, InventoryVertex.position == 0),
         )
     )
 
@@ -416,6 +437,7 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     Rows are unpacked once: attribute access on them is slow."""
     kids: dict[int, list[Vertex]] = {}
     worker, rank = node.worker, node.rank
+    built = Vertex.built
     for (
         vertex_id,
         worker_id,
@@ -432,22 +454,21 @@ def _build_children(rows: Sequence[Any], node: Vertex) -> list[Vertex]:
     ) in reversed(rows):
         children = kids.pop(position, [])
         children.reverse()
-        kids.setdefault(parent or 0, []).append(
-            Vertex(
-                vertex_id,
-                type_,
-                logical_id,
-                unit=unit,
-                size=size,
-                used=used,
-                held=held_by is not None,
-                shared=shared,
-                worker=worker,
-                rank=rank,
-                children=children,
-                place=(worker_id, position, last_position),
-            )
+        vertex = built(
+            vertex_id,
+            type_,
+            logical_id,
+            unit,
+            size,
+            used,
+            held_by is not None,
+            shared,
+            worker,
+            rank,
+            children,
+            (worker_id, position, last_position),
         )
+        kids.setdefault(parent or 0, []).append(vertex)
     top = kids.get(0, [])
     top.reverse()
     return top
@@ -466,32 +487,30 @@ def worker_tree(session: Session, worker_ids: Sequence[int], *, batch: int = 1) 
     return tree_of(session, [by_id[w] for w in dict.fromkeys(worker_ids) if w in by_id], batch)
 
 
-@lru_cache(maxsize=4)
-def free_counts_column(functions: tuple[str, str]) -> Any:
-    """The free counts of the worker ``Worker.id`` as one JSON array of [type, unit, free]
+def free_counts_column(functions: tuple[str, str], worker_id: Any = Worker.id) -> Any:
+    """The free counts of the worker ``worker_id`` as one JSON array of [type, unit, free]
     (``functions``: dialect.json_rows_function), for queries of node_select rows that
     carry their nodes' summaries instead of a query of _FREE_COUNTS after them."""
     aggregate, row = (getattr(func, name) for name in functions)
     counts = INVENTORY_COUNTS.c
     return (
         select(aggregate(row(counts.type, counts.unit, counts.free)))
-        .where(counts.worker_id == Worker.id)
+        .where(counts.worker_id == worker_id)
         .correlate_except(INVENTORY_COUNTS)
         .scalar_subquery()
         .label("free_counts")
     )
 
 
-@lru_cache(maxsize=4)
-def rows_below_column(functions: tuple[str, str]) -> Any:
-    """The rows below the node of the worker ``Worker.id`` (the columns of _BELOW_NODES)
+def rows_below_column(functions: tuple[str, str], worker_id: Any = Worker.id) -> Any:
+    """The rows below the node of the worker ``worker_id`` (the columns of _BELOW_NODES)
     as one JSON array, in no particular order: queries of node_select rows may carry them
     for the workers the allocator will look into first (a round trip less)."""
     aggregate, row = (getattr(func, name) for name in functions)
     vertices = INVENTORY_VERTICES.alias("below")
     return (
         select(aggregate(row(*(vertices.c[c.key] for c in _TREE_COLUMNS))))
-        .where(vertices.c.worker_id == Worker.id, vertices.c.position > 0)
+        .where(vertices.c.worker_id == worker_id, vertices.c.position > 0)
         .correlate_except(vertices)
         .scalar_subquery()
     )

@@ -6,12 +6,16 @@
 * the ranks copied onto inventories and counts follow the worker's rank;
 * on PostgreSQL, booking and starting in one statement (booking_statements) and ending a
   job that holds vertices in two (release_statements) leave every row as the statement-
-  by-statement paths do (each tried in a savepoint, compared, and rolled back).
+  by-statement paths do (each tried in a savepoint, compared, and rolled back);
+* vertices built from rows (Vertex.built) equal those the constructor makes, and
+  scheduling leaves no tree or search to the cyclic garbage collector.
 """
 
 from __future__ import annotations
 
+import gc
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,8 +37,16 @@ from app.db.models import (
     WorkerInventory,
 )
 from app.db.tables import CATEGORIES
-from app.matching import dispatch, inventory, release_statements, scheduling, submission, workers
-from app.matching.allocation import node_needs, whole_types
+from app.matching import (
+    allocation,
+    dispatch,
+    inventory,
+    release_statements,
+    scheduling,
+    submission,
+    workers,
+)
+from app.matching.allocation import Vertex, node_needs, whole_types
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
@@ -156,6 +168,100 @@ def _jobspec(session: Session, category_id: int) -> str:
     jobspec = session.scalar(select(CATEGORIES.c.jobspec).where(CATEGORIES.c.id == category_id))
     assert jobspec is not None
     return str(jobspec)
+
+
+def _fields(vertex: Vertex) -> tuple[Any, ...]:
+    parent = vertex.parent
+    return (
+        vertex.key,
+        vertex.type,
+        vertex.index,
+        vertex.unit,
+        vertex.size,
+        vertex.used,
+        vertex.held,
+        vertex.shared,
+        vertex.worker,
+        vertex.rank,
+        vertex.place,
+        list(vertex.free.items()),
+        vertex.pristine,
+        None if parent is None else parent.key,
+        [_fields(child) for child in vertex.loaded_children],
+    )
+
+
+def test_built_vertices_equal_constructed_ones() -> None:
+    """Random subtrees (held, shared, drawn pools; a worker given or inherited): the fast
+    constructor leaves every field, free count and the order of the counts as __init__."""
+    rng = random.Random(3)
+    for _ in range(300):
+        seed = rng.random()
+        slow = _random_subtree(0, False, random.Random(seed), iter(range(1, 1000)))
+        fast = _random_subtree(0, True, random.Random(seed), iter(range(1, 1000)))
+        assert _fields(fast) == _fields(slow)
+
+
+def _random_subtree(depth: int, fast: bool, state: random.Random, keys: Iterator[int]) -> Vertex:
+    fanout = state.randrange(4) if depth < 3 else 0
+    children = [_random_subtree(depth + 1, fast, state, keys) for _ in range(fanout)]
+    unit = state.choice([None, None, "GB"]) if not children else None
+    size = state.randrange(1, 5) if unit else 1
+    used = state.randrange(size + 1) if unit else 0
+    held = state.random() < 0.2
+    shared = state.randrange(2)
+    worker = state.choice([None, "n1"])
+    rank = 7 if worker else None
+    key = next(keys)
+    type_ = state.choice(["socket", "core", "gpu"])
+    place = (1, key, key + 3)
+    if fast:
+        return Vertex.built(
+            key, type_, key, unit, size, used, held, shared, worker, rank, children, place
+        )
+    return Vertex(
+        key,
+        type_,
+        key,
+        unit=unit,
+        size=size,
+        used=used,
+        held=held,
+        shared=shared,
+        worker=worker,
+        rank=rank,
+        children=children,
+        place=place,
+    )
+
+
+def test_scheduling_leaves_no_cyclic_garbage(database: Database) -> None:
+    """The allocator's trees (parents and children, lazy nodes and their loader) are
+    unlinked once booked, and its helpers make no self-referencing closures: nothing of
+    an allocation waits for the cyclic collector, whose runs cost more than the walk."""
+    _cluster(database)
+    rng = random.Random(9)
+    _fragment(database, rng, 8)
+    scheduled = 0
+    for shape in SHAPES:
+        job_id = _submit(database, shape)
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            with database.transaction() as session:
+                scheduling.schedule_job(session, job_id, "first")
+            scheduled += 1
+        except ConflictError:
+            pass
+        finally:
+            gc.collect()
+            left = [o for o in gc.garbage if isinstance(o, (Vertex, allocation._Search))]
+            gc.garbage.clear()
+            gc.set_debug(0)
+            gc.enable()
+        assert not left, shape
+    assert scheduled >= len(SHAPES) // 2
 
 
 def test_rank_copies_follow_the_worker(database: Database) -> None:
