@@ -194,7 +194,14 @@ def _book_and_start() -> Any:
     inventories = inventories_table.c
     move_untouched = (
         update(inventories_table)
-        .where(inventories.worker_id == per_worker.c.worker_id)
+        .where(
+            inventories.worker_id == per_worker.c.worker_id,
+            # Redundant for the result (per_worker holds only these workers), but it
+            # gives the planner an index access: under the generic plan it hashed
+            # per_worker and scanned every worker's inventory row (0.4-0.6 ms of a
+            # 1.3 ms booking at 4,096 nodes, auto_explain).
+            inventories.worker_id == any_(_ints("p_workers")),
+        )
         .values(untouched=inventories.untouched - per_worker.c.n)
     )
     start = (
@@ -251,6 +258,8 @@ def book_and_start(
     for vertex_id, _, amount in plan.draws:
         pools[vertex_id] = pools.get(vertex_id, 0) + amount
     n_held = sum(last - first + 1 for _, first, last in runs)
+    workers = {worker_id for worker_id, _, _ in runs}
+    workers.update(plan.places[vertex_id][0] for vertex_id in (*plan.shared, *pools))
     row = (
         session.connection()
         .execute(
@@ -273,6 +282,7 @@ def book_and_start(
                 "n_held": n_held,
                 "n_shared": len(plan.shared),
                 "n_drawn": len(pools),
+                "p_workers": sorted(workers),
             },
         )
         .one()

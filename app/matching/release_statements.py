@@ -72,11 +72,16 @@ _ACTIVE = and_(_b.job_id == _JOB, _b.released_at.is_(None))
 
 def _lock() -> Any:
     booked = select(_b.worker_id).where(_ACTIVE)
+    # A join with the distinct booked workers, not ``id IN (...)``: with FOR UPDATE,
+    # PostgreSQL answered the IN with a hash semi join over a sequential scan of every
+    # worker (0.5 ms of a 0.8 ms lock at 4,096 nodes, auto_explain); the join seeks each
+    # worker by its key.
+    booked_workers = booked.distinct().subquery("booked_workers")
     locked = (
         select(WORKERS.c.id)
-        .where(WORKERS.c.id.in_(booked))
+        .join(booked_workers, WORKERS.c.id == booked_workers.c.worker_id)
         .order_by(WORKERS.c.id)
-        .with_for_update()
+        .with_for_update(of=WORKERS)
         .subquery("locked")
     )
     # Bookings that one statement could not undo: a vertex the job shares or draws from
