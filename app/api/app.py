@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app import __version__
+from app import __version__, heap
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
@@ -87,5 +87,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
 
 def create_app_from_environment() -> FastAPI:
-    """Entry point for `uvicorn --factory` (several worker processes each call it)."""
-    return create_app()
+    """Entry point for `uvicorn --factory` (several worker processes each call it): the
+    app, with the process's start-up heap set aside from the garbage collector."""
+    app = create_app()
+    heap.settle()
+    return app
