@@ -1,10 +1,9 @@
 """The scheduler's writes for an allocated job in one statement on PostgreSQL (issue 9).
 
-After the placement is computed, one statement locks the workers (in id order) and the
-job, as every writer does first, then takes a room on the leader's queue instances, its
-allocation row, every vertex booking (exclusive runs, shared holds, pool draws), the
-booking rows, the free counts and untouched counters moved by what the UPDATEs changed,
-and the job's start. Statement by
+After the placement is computed and the workers and the job are locked, starting the job
+takes a room on the leader's queue instances, its allocation row, every vertex booking
+(exclusive runs, shared holds, pool draws), the booking rows, the free counts and
+untouched counters moved by what the UPDATEs changed, and the job's start. Statement by
 statement that is ten round trips and more (one UPDATE per run of positions: a 16-node
 job sent 33); here it is one, with data-modifying CTEs over arrays (``unnest``).
 
@@ -15,21 +14,10 @@ changed fewer than it must. The CTEs all work on the statement's snapshot and mu
 touch one row twice: exclusive runs, shared vertices and pools are disjoint by
 construction (allocation.Placement.bookings), and the caller checks it before choosing
 this path. Draws of one pool are summed first (an UPDATE ... FROM changes a row once).
-
-The locks come first although they sit in the same statement as the writes: every write
-is conditional on the job's state as the lock CTE returns it, an uncorrelated subquery
-that PostgreSQL evaluates (a one-time filter) before the write reads its first row, and a
-row is locked only when it is written. So the lock order of all writers holds (no
-deadlock), and a job that stopped waiting gets nothing written. The statement's snapshot
-is taken before the locks are granted: what a concurrent transaction committed meanwhile
-is seen by the conditional UPDATEs (PostgreSQL re-checks their conditions on the latest
-version of a row it must wait for) and otherwise costs a conflict, as a placement found
-before the lock always could. This saves the separate locking round trip.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -59,10 +47,9 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     JOBS,
     WORKER_INVENTORIES,
-    WORKERS,
 )
 from app.matching.inventory import BookingPlan
-from app.matching.pull_statements import WAITING, book_room_statement
+from app.matching.pull_statements import book_room_statement
 
 # Short aliases: psycopg re-parses statements longer than 4,096 characters on every
 # execution (it caches only shorter ones), which cost 0.3 ms here.
@@ -105,33 +92,8 @@ def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
     )
 
 
-def _locks() -> tuple[Any, Any]:
-    """The lock CTE (the workers ``l_workers`` in id order, then the job, as
-    scheduling._LOCK_WORKERS_AND_JOB takes them in a round trip of its own) and the
-    condition that every write of the statement carries: the job is still waiting."""
-    workers = (
-        select(WORKERS.c.id)
-        .where(WORKERS.c.id == any_(_ints("l_workers")))
-        .order_by(WORKERS.c.id)
-        .with_for_update()
-        .subquery("lw")
-    )
-    lock = (
-        select(JOBS.c.state)
-        .where(
-            JOBS.c.id == _JOB,
-            # Uncorrelated: evaluated once, before the job's row is read and locked.
-            select(func.count()).select_from(workers).scalar_subquery() >= 0,
-        )
-        .with_for_update(of=JOBS)
-        .cte("lk")
-    )
-    return lock, select(lock.c.state).scalar_subquery() == WAITING
-
-
 def _book_and_start() -> Any:
-    lock, waiting = _locks()
-    room = book_room_statement(bindparam("p_slots", type_=Integer)).where(waiting).cte("room")
+    room = book_room_statement(bindparam("p_slots", type_=Integer)).cte("room")
     allocation = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
         select(_JOB, room.c.id, bindparam("p_slots", type_=Integer), _NOW),
@@ -151,7 +113,6 @@ def _book_and_start() -> Any:
             hv.held_by.is_(None),
             hv.shared == _ZERO,
             hv.used == _ZERO,
-            waiting,
         )
         .values(held_by=_JOB)
         .returning(hv.worker_id, hv.type, hv.unit, hv.size)
@@ -160,7 +121,7 @@ def _book_and_start() -> Any:
     sv = _SV.c
     shared = (
         update(_SV)
-        .where(sv.id == any_(_ints("s_ids")), sv.held_by.is_(None), waiting)
+        .where(sv.id == any_(_ints("s_ids")), sv.held_by.is_(None))
         .values(shared=sv.shared + _ONE)
         .returning(sv.worker_id, sv.shared, sv.used)
         .cte("shared")
@@ -174,7 +135,6 @@ def _book_and_start() -> Any:
             dv.id == draws.c.id,
             dv.held_by.is_(None),
             dv.used + draws.c.amount <= dv.size,
-            waiting,
         )
         .values(used=dv.used + draws.c.amount)
         .returning(dv.worker_id, dv.type, dv.unit, dv.shared, dv.used, draws.c.amount)
@@ -246,7 +206,7 @@ def _book_and_start() -> Any:
     )
     start = (
         update(JOBS)
-        .where(JOBS.c.id == _JOB, waiting)
+        .where(JOBS.c.id == _JOB)
         .values(
             state=JobState.RUNNING,
             worker_id=bindparam("p_worker_id", type_=Integer),
@@ -258,7 +218,6 @@ def _book_and_start() -> Any:
         held_count.label("held"),
         shared_count.label("shared"),
         drawn_count.label("drawn"),
-        select(lock.c.state).scalar_subquery().label("state"),
     ).add_cte(
         allocation.cte("allocation"),
         bookings.cte("bookings"),
@@ -288,23 +247,12 @@ def disjoint(plan: BookingPlan) -> bool:
     return not set(plan.shared) & {vertex_id for vertex_id, _, _ in plan.draws}
 
 
-@dataclass(frozen=True)
-class Started:
-    """What the one-statement start did: the job's state when its lock was granted
-    (None: no such job), whether the leader had a room, whether every vertex was booked.
-    Unless the state is waiting and both are true, the caller must raise, which rolls
-    back what the statement did."""
-
-    state: JobState | None
-    room: bool
-    booked: bool
-
-
 def book_and_start(
-    session: Session, job: Job, plan: BookingPlan, leader: int, lock: list[int], now: datetime
-) -> Started:
-    """Lock the workers ``lock`` (with the plan's) and the job, take a room for the job's
-    slots on the leader, book the plan and start the job, in one statement."""
+    session: Session, job: Job, plan: BookingPlan, leader: int, now: datetime
+) -> tuple[bool, bool]:
+    """Take a room for the job's slots on the leader, book the plan and start the job, in
+    one statement: (room found, every vertex booked). When either is False the caller
+    must raise, which rolls back what the statement did."""
     runs = plan.runs()
     pools: dict[int, int] = {}
     for vertex_id, _, amount in plan.draws:
@@ -335,11 +283,9 @@ def book_and_start(
                 "n_shared": len(plan.shared),
                 "n_drawn": len(pools),
                 "p_workers": sorted(workers),
-                "l_workers": sorted({*lock, *plan.workers, leader}),
             },
         )
         .one()
     )
     booked = row.held == n_held and row.shared == len(plan.shared) and row.drawn == len(pools)
-    state = None if row.state is None else JobState(row.state)
-    return Started(state, row.room is not None, booked)
+    return row.room is not None, booked
