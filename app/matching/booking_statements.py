@@ -258,8 +258,6 @@ def book_and_start(
     for vertex_id, _, amount in plan.draws:
         pools[vertex_id] = pools.get(vertex_id, 0) + amount
     n_held = sum(last - first + 1 for _, first, last in runs)
-    workers = {worker_id for worker_id, _, _ in runs}
-    workers.update(plan.places[vertex_id][0] for vertex_id in (*plan.shared, *pools))
     row = (
         session.connection()
         .execute(
@@ -282,7 +280,8 @@ def book_and_start(
                 "n_held": n_held,
                 "n_shared": len(plan.shared),
                 "n_drawn": len(pools),
-                "p_workers": sorted(workers),
+                # Every worker the plan books on (sorted), for move_untouched's index.
+                "p_workers": plan.workers,
             },
         )
         .one()
