@@ -1,9 +1,10 @@
 """The scheduler's writes for an allocated job in one statement on PostgreSQL (issue 9).
 
-After the placement is computed and the workers and the job are locked, starting the job
-takes a room on the leader's queue instances, its allocation row, every vertex booking
-(exclusive runs, shared holds, pool draws), the booking rows, the free counts and
-untouched counters moved by what the UPDATEs changed, and the job's start. Statement by
+After the placement is computed, one statement locks the workers (in id order) and the
+job, as every writer does first, then takes a room on the leader's queue instances, its
+allocation row, every vertex booking (exclusive runs, shared holds, pool draws), the
+booking rows, the free counts and untouched counters moved by what the UPDATEs changed,
+and the job's start. Statement by
 statement that is ten round trips and more (one UPDATE per run of positions: a 16-node
 job sent 33); here it is one, with data-modifying CTEs over arrays (``unnest``).
 
@@ -14,11 +15,30 @@ changed fewer than it must. The CTEs all work on the statement's snapshot and mu
 touch one row twice: exclusive runs, shared vertices and pools are disjoint by
 construction (allocation.Placement.bookings), and the caller checks it before choosing
 this path. Draws of one pool are summed first (an UPDATE ... FROM changes a row once).
+
+The locks come first although they sit in the same statement as the writes: every write
+is conditional on the job's state as the lock CTE returns it, an uncorrelated subquery
+that PostgreSQL evaluates (a one-time filter) before the write reads its first row, and a
+row is locked only when it is written. So the lock order of all writers holds (no
+deadlock), and a job that stopped waiting gets nothing written. The statement's snapshot
+is taken before the locks are granted: what a concurrent transaction committed meanwhile
+is seen by the conditional UPDATEs (PostgreSQL re-checks their conditions on the latest
+version of a row it must wait for) and otherwise costs a conflict, as a placement found
+before the lock always could. This saves the separate locking round trip.
+
+The statement's times (the allocation's, the bookings' and the job's start) are taken
+after the locks, not from the caller: the lock CTE reads ``clock_timestamp()`` once it
+holds the workers (the later of it and ``:p_now``). A time taken before the statement
+could precede the release this statement waited for, and the books would show the
+vertex held twice at once (the concurrency test caught it: job A booked "before" job B
+released). Every writer stamps with the same clock (the hosts' clocks agree, as they must
+for the books of any two writers to compare).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -47,9 +67,10 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     JOBS,
     WORKER_INVENTORIES,
+    WORKERS,
 )
 from app.matching.inventory import BookingPlan
-from app.matching.pull_statements import book_room_statement
+from app.matching.pull_statements import WAITING, book_room_statement
 
 # Short aliases: psycopg re-parses statements longer than 4,096 characters on every
 # execution (it caches only shorter ones), which cost 0.3 ms here.
@@ -92,11 +113,41 @@ def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
     )
 
 
+def _locks() -> tuple[Any, Any, Any]:
+    """The lock CTE (the workers ``l_workers`` in id order, then the job, as
+    scheduling._LOCK_WORKERS_AND_JOB takes them in a round trip of its own), the
+    condition that every write of the statement carries (the job is still waiting) and
+    the time every write records (taken once the workers are locked)."""
+    workers = (
+        select(WORKERS.c.id)
+        .where(WORKERS.c.id == any_(_ints("l_workers")))
+        .order_by(WORKERS.c.id)
+        .with_for_update()
+        .subquery("lw")
+    )
+    lock = (
+        # The time is in the projection of the job's scan, which runs after the
+        # uncorrelated subquery below has locked the workers; the CTE is read several
+        # times and so evaluated once: one time for the whole statement.
+        select(JOBS.c.state, func.greatest(_NOW, func.clock_timestamp()).label("at"))
+        .where(
+            JOBS.c.id == _JOB,
+            # Uncorrelated: evaluated once, before the job's row is read and locked.
+            select(func.count()).select_from(workers).scalar_subquery() >= 0,
+        )
+        .with_for_update(of=JOBS)
+        .cte("lk")
+    )
+    waiting = select(lock.c.state).scalar_subquery() == WAITING
+    return lock, waiting, select(lock.c.at).scalar_subquery()
+
+
 def _book_and_start() -> Any:
-    room = book_room_statement(bindparam("p_slots", type_=Integer)).cte("room")
+    lock, waiting, at = _locks()
+    room = book_room_statement(bindparam("p_slots", type_=Integer)).where(waiting).cte("room")
     allocation = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
-        select(_JOB, room.c.id, bindparam("p_slots", type_=Integer), _NOW),
+        select(_JOB, room.c.id, bindparam("p_slots", type_=Integer), at),
     )
 
     runs = (
@@ -113,6 +164,7 @@ def _book_and_start() -> Any:
             hv.held_by.is_(None),
             hv.shared == _ZERO,
             hv.used == _ZERO,
+            waiting,
         )
         .values(held_by=_JOB)
         .returning(hv.worker_id, hv.type, hv.unit, hv.size)
@@ -121,7 +173,7 @@ def _book_and_start() -> Any:
     sv = _SV.c
     shared = (
         update(_SV)
-        .where(sv.id == any_(_ints("s_ids")), sv.held_by.is_(None))
+        .where(sv.id == any_(_ints("s_ids")), sv.held_by.is_(None), waiting)
         .values(shared=sv.shared + _ONE)
         .returning(sv.worker_id, sv.shared, sv.used)
         .cte("shared")
@@ -135,6 +187,7 @@ def _book_and_start() -> Any:
             dv.id == draws.c.id,
             dv.held_by.is_(None),
             dv.used + draws.c.amount <= dv.size,
+            waiting,
         )
         .values(used=dv.used + draws.c.amount)
         .returning(dv.worker_id, dv.type, dv.unit, dv.shared, dv.used, draws.c.amount)
@@ -158,7 +211,7 @@ def _book_and_start() -> Any:
     # IntegrityError instead of the conflict to report).
     bookings = insert(INVENTORY_BOOKINGS).from_select(
         ["job_id", "vertex_id", "worker_id", "mode", "amount", "booked_at"],
-        select(_JOB, rows.c.vertex, rows.c.worker, rows.c.mode, rows.c.amount, _NOW).where(
+        select(_JOB, rows.c.vertex, rows.c.worker, rows.c.mode, rows.c.amount, at).where(
             held_count == bindparam("n_held", type_=Integer),
             shared_count == bindparam("n_shared", type_=Integer),
             drawn_count == bindparam("n_drawn", type_=Integer),
@@ -206,11 +259,11 @@ def _book_and_start() -> Any:
     )
     start = (
         update(JOBS)
-        .where(JOBS.c.id == _JOB)
+        .where(JOBS.c.id == _JOB, waiting)
         .values(
             state=JobState.RUNNING,
             worker_id=bindparam("p_worker_id", type_=Integer),
-            started_at=_NOW,
+            started_at=at,
         )
     )
     return select(
@@ -218,6 +271,8 @@ def _book_and_start() -> Any:
         held_count.label("held"),
         shared_count.label("shared"),
         drawn_count.label("drawn"),
+        select(lock.c.state).scalar_subquery().label("state"),
+        at.label("at"),
     ).add_cte(
         allocation.cte("allocation"),
         bookings.cte("bookings"),
@@ -247,12 +302,24 @@ def disjoint(plan: BookingPlan) -> bool:
     return not set(plan.shared) & {vertex_id for vertex_id, _, _ in plan.draws}
 
 
+@dataclass(frozen=True)
+class Started:
+    """What the one-statement start did: the job's state when its lock was granted
+    (None: no such job), whether the leader had a room, whether every vertex was booked,
+    and the time it recorded (the job's ``started_at``). Unless the state is waiting and
+    both are true, the caller must raise, which rolls back what the statement did."""
+
+    state: JobState | None
+    room: bool
+    booked: bool
+    at: datetime | None
+
+
 def book_and_start(
-    session: Session, job: Job, plan: BookingPlan, leader: int, now: datetime
-) -> tuple[bool, bool]:
-    """Take a room for the job's slots on the leader, book the plan and start the job, in
-    one statement: (room found, every vertex booked). When either is False the caller
-    must raise, which rolls back what the statement did."""
+    session: Session, job: Job, plan: BookingPlan, leader: int, lock: list[int], now: datetime
+) -> Started:
+    """Lock the workers ``lock`` (with the plan's) and the job, take a room for the job's
+    slots on the leader, book the plan and start the job, in one statement."""
     runs = plan.runs()
     pools: dict[int, int] = {}
     for vertex_id, _, amount in plan.draws:
@@ -282,9 +349,13 @@ def book_and_start(
                 "n_drawn": len(pools),
                 # Every worker the plan books on (sorted), for move_untouched's index.
                 "p_workers": plan.workers,
+                "l_workers": sorted({*lock, *plan.workers, leader}),
             },
         )
         .one()
     )
     booked = row.held == n_held and row.shared == len(plan.shared) and row.drawn == len(pools)
-    return row.room is not None, booked
+    state = None if row.state is None else JobState(row.state)
+    # In UTC, as utcnow() gives (the server returns the session's time zone).
+    at = None if row.at is None else row.at.astimezone(UTC)
+    return Started(state, row.room is not None, booked, at)

@@ -313,34 +313,53 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         dismantle(attempt.tree)
     leader = worker_ids[0]
     connection = session.connection()
-    if dialect.supports_skip_locked(connection):
-        # Row locks (PostgreSQL), in the usual order, in one statement. SQLite serialises
-        # writers at BEGIN (IMMEDIATE): nothing changed since the job was read, and there
-        # are no row locks.
+    one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
+    if dialect.supports_skip_locked(connection) and not one_statement:
+        # Row locks (PostgreSQL), in the usual order, in one statement; the one-statement
+        # start takes the same locks first thing. SQLite serialises writers at BEGIN
+        # (IMMEDIATE): nothing changed since the job was read, and there are no row locks.
         state = connection.execute(
             _LOCK_WORKERS_AND_JOB, {"worker_ids": sorted(set(worker_ids)), "job_id": job_id}
         ).scalar_one()
         if state != JobState.WAITING:
-            session.refresh(job)
-            raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
-    one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
-    return start_placed(session, job, plan, leader, one_statement=one_statement)
+            raise _not_waiting(session, job)
+    return start_placed(session, job, plan, leader, one_statement=one_statement, lock=worker_ids)
+
+
+def _not_waiting(session: Session, job: Job) -> ConflictError:
+    job_id = job.id
+    session.refresh(job)
+    return ConflictError(f"job {job_id} is {job.state.value}, not waiting")
 
 
 def start_placed(
-    session: Session, job: Job, plan: inventory.BookingPlan, leader: int, *, one_statement: bool
+    session: Session,
+    job: Job,
+    plan: inventory.BookingPlan,
+    leader: int,
+    *,
+    one_statement: bool,
+    lock: Sequence[int] = (),
 ) -> Job:
-    """Take a room on the leader, book the plan and start the job (its workers and the
-    job locked): in one statement (PostgreSQL) or statement by statement."""
+    """Take a room on the leader, book the plan and start the job: in one statement that
+    first locks the workers (``lock``, the plan's and the leader) and the job (PostgreSQL),
+    or statement by statement, the caller having locked them."""
     job_id = job.id
     connection = session.connection()
     now = utcnow()
     if one_statement:
-        room, booked = booking_statements.book_and_start(session, job, plan, leader, now)
-        if not room:
+        started = booking_statements.book_and_start(session, job, plan, leader, list(lock), now)
+        if started.state is None:
+            raise NotFoundError(f"no job with id {job_id}")
+        if started.state is not JobState.WAITING:
+            raise _not_waiting(session, job)
+        if not started.room:
             raise _no_room(session, leader, job_id)
-        if not booked:
+        if not started.booked:
             raise inventory.conflict(job)
+        # The statement's own time, taken after its locks (booking_statements).
+        assert started.at is not None
+        now = started.at
     else:
         queue_instance_id = connection.execute(
             _BOOK_ROOM, {"p_worker_id": leader, "p_slots": job.slots}

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.db import dialect
+from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import (
     Allocation,
@@ -404,6 +407,122 @@ def test_one_statement_start_refuses_a_taken_vertex(backend: str, database: Data
             scheduling.start_placed(session, job, plan, leader, one_statement=one_statement)
     with database.transaction(write=False) as session:
         assert session.get(Job, second).state is JobState.WAITING  # type: ignore[union-attr]
+
+
+def _planned(database: Database, job_id: int) -> tuple[inventory.BookingPlan, int]:
+    with database.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        placement = scheduling.find_placement(session, job, "first").outcome.placement
+        assert placement is not None
+        plan = inventory.plan_bookings(session, job, placement)
+    return plan, plan.workers[0]
+
+
+def _written_for(session: Session, job_id: int) -> tuple[int, int, int]:
+    """Vertices held, booking rows and allocations of the job."""
+    return (
+        len(
+            session.scalars(
+                select(InventoryVertex.id).where(InventoryVertex.held_by == job_id)
+            ).all()
+        ),
+        len(
+            session.scalars(
+                select(InventoryBooking.id).where(InventoryBooking.job_id == job_id)
+            ).all()
+        ),
+        len(session.scalars(select(Allocation.id).where(Allocation.job_id == job_id)).all()),
+    )
+
+
+def test_one_statement_start_refuses_a_job_that_stopped_waiting(
+    backend: str, database: Database
+) -> None:
+    """The job's state is read under its lock inside the statement, and every write of
+    the statement is conditional on it: a job cancelled after its placement was found
+    gets the same ConflictError as with the separate lock, and nothing is written."""
+    _postgresql_only(backend)
+    _cluster(database)
+    job_id = _submit(database, "slot/[core=8;gpu=1]")
+    plan, leader = _planned(database, job_id)
+    with database.transaction() as session:
+        submission.cancel_job(session, job_id)
+    with database.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        with pytest.raises(ConflictError, match="cancelled, not waiting"):
+            scheduling.start_placed(session, job, plan, leader, one_statement=True)
+        assert _written_for(session, job_id) == (0, 0, 0)
+        used = session.scalars(select(QueueInstance.used_slots)).all()
+        assert set(used) == {0}
+
+
+def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
+    backend: str, database: Database
+) -> None:
+    """The lock order of every writer (workers, then the job, then what they hold) holds
+    inside the one statement: while another transaction holds the leader's row, the
+    allocation waits, and it has written nothing yet (its transaction has no id: a
+    write or a row lock would have given it one). Its times are taken after the wait:
+    the job's start, its allocation and its bookings are later than anything the
+    holder did before it let go (with a time taken before the statement, a booking
+    could predate the release it waited for, and the books showed a vertex held twice:
+    test_allocation_concurrency caught it)."""
+    _postgresql_only(backend)
+    _cluster(database)
+    job_id = _submit(database, "slot/node")
+    plan, leader = _planned(database, job_id)
+    outcome: dict[str, Any] = {}
+
+    def allocate() -> None:
+        try:
+            with database.transaction() as session:
+                job = session.get(Job, job_id)
+                assert job is not None
+                scheduling.start_placed(session, job, plan, leader, one_statement=True)
+            outcome["done"] = True
+        except Exception as error:  # reported by the assertion below
+            outcome["error"] = error
+
+    with database.engine.connect() as blocker, database.engine.connect() as observer:
+        blocker.execute(select(Worker.id).where(Worker.id == leader).with_for_update())
+        thread = threading.Thread(target=allocate)
+        thread.start()
+        waiting = None
+        for _ in range(200):
+            waiting = observer.execute(
+                text(
+                    "SELECT backend_xid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%lk AS%' AND datname = current_database()"
+                )
+            ).one_or_none()
+            observer.rollback()
+            if waiting is not None:
+                break
+            time.sleep(0.05)
+        assert waiting is not None, "the allocation never waited for the worker's lock"
+        assert waiting.backend_xid is None, "it wrote before it had the worker's lock"
+        assert "done" not in outcome
+        time.sleep(0.01)
+        # What the holder would stamp as it releases, just before it lets go.
+        released_at = utcnow()
+        blocker.commit()
+        thread.join(timeout=30)
+    assert outcome == {"done": True}
+    with database.transaction(write=False) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.state is JobState.RUNNING
+        assert job.started_at is not None and job.started_at >= released_at
+        allocated = session.scalars(
+            select(Allocation.allocated_at).where(Allocation.job_id == job_id)
+        )
+        booked = session.scalars(
+            select(InventoryBooking.booked_at).where(InventoryBooking.job_id == job_id)
+        )
+        times = [*allocated, *booked]
+        assert len(times) >= 2
+        assert set(times) == {job.started_at}
 
 
 @pytest.mark.parametrize("outcome", ["finished", "failed"])

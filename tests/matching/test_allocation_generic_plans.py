@@ -80,6 +80,7 @@ def test_booking_moves_untouched_counters_by_worker_key(postgres: Database) -> N
             "b_mode",
             "b_amount",
             "p_workers",
+            "l_workers",
         ),
     }
     with postgres.engine.connect() as connection:
