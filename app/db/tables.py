@@ -22,6 +22,7 @@ from app.db.models import (
     Job,
     JobBooking,
     JobEvent,
+    Queue,
     QueueInstance,
     Worker,
     WorkerInventory,
@@ -44,5 +45,6 @@ JOBS = table_of(Job)
 JOB_BOOKINGS = table_of(JobBooking)
 JOB_EVENTS = table_of(JobEvent)
 QUEUE_INSTANCES = table_of(QueueInstance)
+QUEUES = table_of(Queue)
 WORKERS = table_of(Worker)
 WORKER_INVENTORIES = table_of(WorkerInventory)

@@ -1,12 +1,12 @@
 """The scheduler's writes for an allocated job in one statement on PostgreSQL (issue 9).
 
-After the placement is computed, one statement locks the workers (in id order) and the
-job, as every writer does first, then takes a room on the leader's queue instances, its
-allocation row, every vertex booking (exclusive runs, shared holds, pool draws), the
-booking rows, the free counts and untouched counters moved by what the UPDATEs changed,
-and the job's start. Statement by
-statement that is ten round trips and more (one UPDATE per run of positions: a 16-node
-job sent 33); here it is one, with data-modifying CTEs over arrays (``unnest``).
+After the placement is computed, one statement locks the workers (in id order) and
+starts the job, as every writer locks them first, then takes a room on the leader's
+queue instances, its allocation row, every vertex booking (exclusive runs, shared holds,
+pool draws), the booking rows, and the free counts and untouched counters moved by what
+the UPDATEs changed. Statement by statement that is ten round trips and more (one UPDATE
+per run of positions: a 16-node job sent 33); here it is one, with data-modifying CTEs
+over arrays (``unnest``).
 
 Every vertex UPDATE keeps the condition of its one-by-one form (inventory.book), so a
 vertex taken meanwhile is simply not changed; the statement returns how many rows each
@@ -16,23 +16,25 @@ touch one row twice: exclusive runs, shared vertices and pools are disjoint by
 construction (allocation.Placement.bookings), and the caller checks it before choosing
 this path. Draws of one pool are summed first (an UPDATE ... FROM changes a row once).
 
-The locks come first although they sit in the same statement as the writes: every write
-is conditional on the job's state as the lock CTE returns it, an uncorrelated subquery
-that PostgreSQL evaluates (a one-time filter) before the write reads its first row, and a
-row is locked only when it is written. So the lock order of all writers holds (no
-deadlock), and a job that stopped waiting gets nothing written. The statement's snapshot
-is taken before the locks are granted: what a concurrent transaction committed meanwhile
-is seen by the conditional UPDATEs (PostgreSQL re-checks their conditions on the latest
-version of a row it must wait for) and otherwise costs a conflict, as a placement found
-before the lock always could. This saves the separate locking round trip.
+The locks come first although they sit in the same statement as the writes: the first
+CTE locks the workers in a one-time filter, then starts the job if it is still waiting
+(its UPDATE locks its row), and returns a row only then; every other write is conditional
+on that row (an uncorrelated EXISTS, evaluated before the write reads its first row) or
+joins it, so no row is written before the locks are granted, and a row is locked only
+when it is written. So the lock order of all writers holds (no deadlock), and a job that
+stopped waiting gets nothing written. The statement's snapshot is taken before the locks
+are granted: what a concurrent transaction committed meanwhile is seen by the conditional
+UPDATEs (PostgreSQL re-checks their conditions on the latest version of a row it must
+wait for) and otherwise costs a conflict, as a placement found before the lock always
+could. This saves the separate locking round trip.
 
-The statement's times (the allocation's, the bookings' and the job's start) are taken
-after the locks, not from the caller: the lock CTE reads ``clock_timestamp()`` once it
-holds the workers (the later of it and ``:p_now``). A time taken before the statement
-could precede the release this statement waited for, and the books would show the
-vertex held twice at once (the concurrency test caught it: job A booked "before" job B
-released). Every writer stamps with the same clock (the hosts' clocks agree, as they must
-for the books of any two writers to compare).
+The statement's times (the job's start, its allocation's and its bookings') are taken
+after the locks, not from the caller: the job's UPDATE computes ``started_at`` as the
+later of ``clock_timestamp()`` and ``:p_now`` once the workers are locked, and the other
+writes copy it. A time taken before the statement could precede the release it waited
+for, and the books would show a vertex held twice at once (the concurrency test caught
+it: job A booked "before" job B released). Every writer stamps with the same clock (the
+hosts' clocks agree, as they must for the books of any two writers to compare).
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ from sqlalchemy import (
     any_,
     bindparam,
     case,
+    exists,
     func,
     insert,
     literal_column,
     select,
+    true,
     union_all,
     update,
 )
@@ -72,14 +76,17 @@ from app.db.tables import (
 from app.matching.inventory import BookingPlan
 from app.matching.pull_statements import WAITING, book_room_statement
 
-# Short aliases: psycopg re-parses statements longer than 4,096 characters on every
-# execution (it caches only shorter ones), which cost 0.3 ms here.
+# Short aliases and literal constants (a bound constant renders as %(name)s::TYPE):
+# psycopg re-parses statements longer than 4,096 characters on every execution (it
+# caches only shorter ones), which cost 0.3 ms here. test_allocation_fast_paths checks
+# the length.
 _HV: Any = alias(INVENTORY_VERTICES, "hv")
 _SV: Any = alias(INVENTORY_VERTICES, "sv")
 _DV: Any = alias(INVENTORY_VERTICES, "dv")
 _JOB: Any = bindparam("p_job_id", type_=Integer)
 _ZERO: Any = literal_column("0")
 _ONE: Any = literal_column("1")
+_EMPTY: Any = literal_column("''")
 _NOW: Any = bindparam("p_now")
 
 
@@ -96,13 +103,13 @@ def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
         select(
             held.c.worker_id,
             held.c.type,
-            func.coalesce(held.c.unit, "").label("unit"),
-            case((held.c.unit.is_(None), 1), else_=held.c.size).label("n"),
+            func.coalesce(held.c.unit, _EMPTY).label("unit"),
+            case((held.c.unit.is_(None), _ONE), else_=held.c.size).label("n"),
         ),
         select(
             drawn.c.worker_id,
             drawn.c.type,
-            func.coalesce(drawn.c.unit, ""),
+            func.coalesce(drawn.c.unit, _EMPTY),
             drawn.c.amount,
         ),
     ).subquery(name)
@@ -113,11 +120,14 @@ def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
     )
 
 
-def _locks() -> tuple[Any, Any, Any]:
-    """The lock CTE (the workers ``l_workers`` in id order, then the job, as
-    scheduling._LOCK_WORKERS_AND_JOB takes them in a round trip of its own), the
-    condition that every write of the statement carries (the job is still waiting) and
-    the time every write records (taken once the workers are locked)."""
+def _start() -> tuple[Any, Any, Any]:
+    """The job's start, first thing in the statement: the CTE ``lk`` locks the workers
+    ``l_workers`` in id order (as scheduling._LOCK_WORKERS_AND_JOB does in a round trip
+    of its own), then starts the job if it is still waiting, its UPDATE locking its row.
+    It returns one row, or none when the job stopped waiting. Returned with it: the
+    condition every other write carries (that row exists: nothing written without it)
+    and the time every write records (the job's ``started_at``), taken once the workers
+    are locked."""
     workers = (
         select(WORKERS.c.id)
         .where(WORKERS.c.id == any_(_ints("l_workers")))
@@ -125,35 +135,45 @@ def _locks() -> tuple[Any, Any, Any]:
         .with_for_update()
         .subquery("lw")
     )
-    lock = (
-        # The time is in the projection of the job's scan, which runs after the
-        # uncorrelated subquery below has locked the workers; the CTE is read several
-        # times and so evaluated once: one time for the whole statement.
-        select(JOBS.c.state, func.greatest(_NOW, func.clock_timestamp()).label("at"))
+    start = (
+        update(JOBS)
         .where(
             JOBS.c.id == _JOB,
-            # Uncorrelated: evaluated once, before the job's row is read and locked.
-            select(func.count()).select_from(workers).scalar_subquery() >= 0,
+            # Re-checked on the latest version of the row if its lock had to wait.
+            JOBS.c.state == WAITING,
+            # Uncorrelated: evaluated once (a one-time filter), before the job's row is
+            # read and locked.
+            select(func.count()).select_from(workers).scalar_subquery() >= _ZERO,
         )
-        .with_for_update(of=JOBS)
+        .values(
+            state=JobState.RUNNING,
+            worker_id=bindparam("p_worker_id", type_=Integer),
+            # In the UPDATE's projection, computed after the one-time filter has locked
+            # the workers (and again if the job's lock waited on a change to its row).
+            started_at=func.greatest(_NOW, func.clock_timestamp()),
+        )
+        .returning(JOBS.c.started_at.label("at"))
         .cte("lk")
     )
-    waiting = select(lock.c.state).scalar_subquery() == WAITING
-    return lock, waiting, select(lock.c.at).scalar_subquery()
+    # Uncorrelated too: each write checks it once, before it reads its first row. The
+    # CTE runs once, so the statement records one time.
+    return start, exists(select(start.c.at)), start.c.at
 
 
 def _book_and_start() -> Any:
-    lock, waiting, at = _locks()
+    lock, waiting, at = _start()
     room = book_room_statement(bindparam("p_slots", type_=Integer)).where(waiting).cte("room")
     allocation = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
-        select(_JOB, room.c.id, bindparam("p_slots", type_=Integer), at),
+        select(_JOB, room.c.id, bindparam("p_slots", type_=Integer), at).select_from(
+            room.join(lock, true())
+        ),
     )
 
     runs = (
         func.unnest(_ints("h_worker"), _ints("h_first"), _ints("h_last"))
         .table_valued("w", "f", "l")
-        .render_derived()
+        .render_derived(name="r")
     )
     hv = _HV.c
     held = (
@@ -179,7 +199,7 @@ def _book_and_start() -> Any:
         .cte("shared")
     )
     draws = func.unnest(_ints("d_ids"), _ints("d_amounts")).table_valued("id", "amount")
-    draws = draws.render_derived()
+    draws = draws.render_derived(name="d")
     dv = _DV.c
     drawn = (
         update(_DV)
@@ -201,20 +221,26 @@ def _book_and_start() -> Any:
             _ints("b_amount"),
         )
         .table_valued("vertex", "worker", "mode", "amount")
-        .render_derived()
+        .render_derived(name="b")
     )
-    held_count = select(func.count()).select_from(held).scalar_subquery()
-    shared_count = select(func.count()).select_from(shared).scalar_subquery()
-    drawn_count = select(func.count()).select_from(drawn).scalar_subquery()
+    # The rows each vertex UPDATE changed, counted once for the check below and the
+    # statement's answer.
+    changed = select(
+        select(func.count()).select_from(held).scalar_subquery().label("h"),
+        select(func.count()).select_from(shared).scalar_subquery().label("s"),
+        select(func.count()).select_from(drawn).scalar_subquery().label("d"),
+    ).cte("n")
     # Only when every vertex was booked: a vertex held by another job has an active
     # exclusive booking, and a row of ours would break its unique index (an
     # IntegrityError instead of the conflict to report).
     bookings = insert(INVENTORY_BOOKINGS).from_select(
         ["job_id", "vertex_id", "worker_id", "mode", "amount", "booked_at"],
-        select(_JOB, rows.c.vertex, rows.c.worker, rows.c.mode, rows.c.amount, at).where(
-            held_count == bindparam("n_held", type_=Integer),
-            shared_count == bindparam("n_shared", type_=Integer),
-            drawn_count == bindparam("n_drawn", type_=Integer),
+        select(_JOB, rows.c.vertex, rows.c.worker, rows.c.mode, rows.c.amount, at)
+        .select_from(rows.join(lock, true()).join(changed, true()))
+        .where(
+            changed.c.h == bindparam("n_held", type_=Integer),
+            changed.c.s == bindparam("n_shared", type_=Integer),
+            changed.c.d == bindparam("n_drawn", type_=Integer),
         ),
     )
 
@@ -235,8 +261,10 @@ def _book_and_start() -> Any:
     one = _ONE
     spoiled = union_all(
         select(held.c.worker_id, one.label("n")),
-        select(shared.c.worker_id, one).where(shared.c.shared == 1, shared.c.used == 0),
-        select(drawn.c.worker_id, one).where(drawn.c.used == drawn.c.amount, drawn.c.shared == 0),
+        select(shared.c.worker_id, one).where(shared.c.shared == _ONE, shared.c.used == _ZERO),
+        select(drawn.c.worker_id, one).where(
+            drawn.c.used == drawn.c.amount, drawn.c.shared == _ZERO
+        ),
     ).subquery("spoiled")
     per_worker = (
         select(spoiled.c.worker_id, func.count().label("n"))
@@ -257,28 +285,17 @@ def _book_and_start() -> Any:
         )
         .values(untouched=inventories.untouched - per_worker.c.n)
     )
-    start = (
-        update(JOBS)
-        .where(JOBS.c.id == _JOB, waiting)
-        .values(
-            state=JobState.RUNNING,
-            worker_id=bindparam("p_worker_id", type_=Integer),
-            started_at=at,
-        )
-    )
     return select(
         select(room.c.id).scalar_subquery().label("room"),
-        held_count.label("held"),
-        shared_count.label("shared"),
-        drawn_count.label("drawn"),
-        select(lock.c.state).scalar_subquery().label("state"),
-        at.label("at"),
+        changed.c.h.label("held"),
+        changed.c.s.label("shared"),
+        changed.c.d.label("drawn"),
+        select(at).scalar_subquery().label("at"),
     ).add_cte(
         allocation.cte("allocation"),
         bookings.cte("bookings"),
         move_free.cte("move_free"),
         move_untouched.cte("move_untouched"),
-        start.cte("start"),
     )
 
 
@@ -304,15 +321,14 @@ def disjoint(plan: BookingPlan) -> bool:
 
 @dataclass(frozen=True)
 class Started:
-    """What the one-statement start did: the job's state when its lock was granted
-    (None: no such job), whether the leader had a room, whether every vertex was booked,
-    and the time it recorded (the job's ``started_at``). Unless the state is waiting and
-    both are true, the caller must raise, which rolls back what the statement did."""
+    """What the one-statement start did: the time it recorded (the job's ``started_at``;
+    None: the job was not waiting once locked, and nothing was written), whether the
+    leader had a room, whether every vertex was booked. Unless there is a time and both
+    are true, the caller must raise, which rolls back what the statement did."""
 
-    state: JobState | None
+    at: datetime | None
     room: bool
     booked: bool
-    at: datetime | None
 
 
 def book_and_start(
@@ -355,7 +371,6 @@ def book_and_start(
         .one()
     )
     booked = row.held == n_held and row.shared == len(plan.shared) and row.drawn == len(pools)
-    state = None if row.state is None else JobState(row.state)
     # In UTC, as utcnow() gives (the server returns the session's time zone).
     at = None if row.at is None else row.at.astimezone(UTC)
-    return Started(state, row.room is not None, booked, at)
+    return Started(at, row.room is not None, booked)

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Select,
     String,
     Update,
+    alias,
     and_,
     bindparam,
     func,
@@ -49,12 +50,11 @@ from app.db.models import (
     Job,
     JobEventKind,
     JobState,
-    Queue,
     QueueInstance,
     WorkerInventory,
     WorkerState,
 )
-from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, QUEUES, WORKERS
 from app.matching import inventory
 from app.matching.misfits import worker_fits
 
@@ -295,26 +295,28 @@ _SLOTS: Any = bindparam("p_slots")
 
 def _book(slots: Any) -> Update:
     """Add ``slots`` to the worker's first queue instance, in queue order, with room for
-    them (``p_worker_id``); conditional, so it books nothing when none has room."""
+    them (``p_worker_id``); conditional, so it books nothing when none has room.
+
+    Short aliases (``fq`` and ``rq``): the scheduler's one-statement start embeds this,
+    and psycopg re-parses statements over 4,096 characters on every execution."""
+    candidate: Any = alias(QUEUE_INSTANCES, "fq")
     first_room = (
-        select(QueueInstance.id)
-        .join(Queue, Queue.id == QueueInstance.queue_id)
+        select(candidate.c.id)
+        .join(QUEUES, QUEUES.c.id == candidate.c.queue_id)
         .where(
-            QueueInstance.worker_id == bindparam("p_worker_id"),
-            QueueInstance.used_slots + slots <= QueueInstance.slots,
+            candidate.c.worker_id == bindparam("p_worker_id"),
+            candidate.c.used_slots + slots <= candidate.c.slots,
         )
-        .order_by(Queue.seq_no, QueueInstance.id)
-        .limit(1)
+        .order_by(QUEUES.c.seq_no, candidate.c.id)
+        .limit(literal_column("1"))
         .scalar_subquery()
     )
+    room: Any = alias(QUEUE_INSTANCES, "rq")
     return (
-        update(QUEUE_INSTANCES)
-        .where(
-            QUEUE_INSTANCES.c.id == first_room,
-            QUEUE_INSTANCES.c.used_slots + slots <= QUEUE_INSTANCES.c.slots,
-        )
-        .values(used_slots=QUEUE_INSTANCES.c.used_slots + slots)
-        .returning(QUEUE_INSTANCES.c.id)
+        update(room)
+        .where(room.c.id == first_room, room.c.used_slots + slots <= room.c.slots)
+        .values(used_slots=room.c.used_slots + slots)
+        .returning(room.c.id)
     )
 
 

@@ -349,16 +349,13 @@ def start_placed(
     now = utcnow()
     if one_statement:
         started = booking_statements.book_and_start(session, job, plan, leader, list(lock), now)
-        if started.state is None:
-            raise NotFoundError(f"no job with id {job_id}")
-        if started.state is not JobState.WAITING:
+        if started.at is None:
             raise _not_waiting(session, job)
         if not started.room:
             raise _no_room(session, leader, job_id)
         if not started.booked:
             raise inventory.conflict(job)
         # The statement's own time, taken after its locks (booking_statements).
-        assert started.at is not None
         now = started.at
     else:
         queue_instance_id = connection.execute(
