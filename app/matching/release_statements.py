@@ -46,6 +46,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
+from app.db import dialect
 from app.db.models import InventoryBooking, Job, JobBooking, JobEventKind, JobState
 from app.db.tables import (
     ALLOCATIONS,
@@ -107,6 +108,13 @@ def _lock() -> Any:
             .label("booked"),
             overlapping.label("overlapping"),
             exists().where(JobBooking.job_id == _JOB).label("consumables"),
+            # The release statement that follows in the transaction is planned the same
+            # whatever its parameters; under the default plan cache mode PostgreSQL planned
+            # it afresh on every execution (1.1 ms of planning at 4,096 nodes, against
+            # 0.9 ms of running it: its generic plan looks dearer only because it cannot
+            # see the arrays' lengths). Its generic plan seeks each row by key
+            # (test_allocation_generic_plans).
+            dialect.generic_plans_from_here().label("generic"),
         )
         .select_from(JOBS)
         .where(

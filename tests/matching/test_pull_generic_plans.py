@@ -35,7 +35,11 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 
 
 def _generic_plan(
-    connection: Connection, statement: Any, values: dict[str, Any], *, price_out_scans: bool = True
+    connection: Connection,
+    statement: Any,
+    values: dict[str, Any],
+    *,
+    price_out_scans: bool = True,
 ) -> str:
     """The generic plan of ``statement`` as psycopg would prepare it, with ``values``
     (only their order and types matter to a generic plan); sequential scans priced out
@@ -65,6 +69,8 @@ def _generic_plan(
 
 
 def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
