@@ -203,9 +203,9 @@ def _clone_workers(database: Database, clones: list[tuple[WorkerSpec, str]]) -> 
     with database.transaction() as session:
         prototype_names = sorted({prototype for _, prototype in clones})
         ids = dict(
-            session.execute(select(Worker.name, Worker.id).where(Worker.name.in_(prototype_names)))
-            .tuples()
-            .all()
+            session.execute(
+                select(Worker.name, Worker.id).where(Worker.name.in_(prototype_names))
+            ).all()
         )
         queues: dict[int, list[tuple[int, int]]] = {}
         for worker_id, queue_id, slots in session.execute(
@@ -241,9 +241,7 @@ def _clone_workers(database: Database, clones: list[tuple[WorkerSpec, str]]) -> 
                 select(Worker.name, Worker.id).where(
                     Worker.name.in_([spec.name for spec, _ in clones])
                 )
-            )
-            .tuples()
-            .all()
+            ).all()
         )
         queue_rows, tag_rows = [], []
         for spec, prototype in clones:

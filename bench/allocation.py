@@ -206,7 +206,7 @@ def run(
     # timed transaction holds the allocation only (it used to read the leader's name too,
     # one more round trip in every timed figure before 2026-11-22).
     with database.transaction(write=False) as session:
-        names = dict(session.execute(select(Worker.id, Worker.name)).tuples().all())
+        names = dict(session.execute(select(Worker.id, Worker.name)).all())
     # As the serving process does once it is ready (app.api.app.create_app_from_environment).
     heap.settle()
     shapes = [s for s, _ in SHAPES]
