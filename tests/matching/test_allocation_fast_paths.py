@@ -387,31 +387,6 @@ def test_one_statement_start_books_as_statement_by_statement(
     assert tried >= len(SHAPES)
 
 
-def test_one_statement_start_refuses_a_taken_vertex(backend: str, database: Database) -> None:
-    """A stale placement books nothing and writes no booking row (whose unique index
-    would otherwise refuse it): a ConflictError, as statement by statement."""
-    _postgresql_only(backend)
-    _cluster(database)
-    first = _submit(database, "slot/node")
-    second = _submit(database, "slot/node")
-    with database.transaction() as session:
-        job = session.get(Job, second)
-        assert job is not None
-        stale = scheduling.find_placement(session, job, "first").outcome.placement
-        assert stale is not None
-        plan = inventory.plan_bookings(session, job, stale)
-    with database.transaction() as session:
-        scheduling.schedule_job(session, first, "first")
-    for one_statement in (True, False):
-        with pytest.raises(ConflictError), database.transaction() as session:
-            job = session.get(Job, second)
-            assert job is not None
-            leader = plan.workers[0]
-            scheduling.start_placed(session, job, plan, leader, one_statement=one_statement)
-    with database.transaction(write=False) as session:
-        assert session.get(Job, second).state is JobState.WAITING  # type: ignore[union-attr]
-
-
 def _planned(database: Database, job_id: int) -> tuple[inventory.BookingPlan, int]:
     with database.transaction() as session:
         job = session.get(Job, job_id)
@@ -420,6 +395,25 @@ def _planned(database: Database, job_id: int) -> tuple[inventory.BookingPlan, in
         assert placement is not None
         plan = inventory.plan_bookings(session, job, placement)
     return plan, plan.workers[0]
+
+
+def test_one_statement_start_refuses_a_taken_vertex(backend: str, database: Database) -> None:
+    """A stale placement books nothing and writes no booking row (whose unique index
+    would otherwise refuse it): a ConflictError, as statement by statement."""
+    _postgresql_only(backend)
+    _cluster(database)
+    first = _submit(database, "slot/node")
+    second = _submit(database, "slot/node")
+    plan, leader = _planned(database, second)  # stale once the first job is placed
+    with database.transaction() as session:
+        scheduling.schedule_job(session, first, "first")
+    for one_statement in (True, False):
+        with pytest.raises(ConflictError), database.transaction() as session:
+            job = session.get(Job, second)
+            assert job is not None
+            scheduling.start_placed(session, job, plan, leader, one_statement=one_statement)
+    with database.transaction(write=False) as session:
+        assert session.get(Job, second).state is JobState.WAITING  # type: ignore[union-attr]
 
 
 def _written_for(session: Session, job_id: int) -> tuple[int, int, int]:
