@@ -436,9 +436,10 @@ def _written_for(session: Session, job_id: int) -> tuple[int, int, int]:
 def test_one_statement_start_refuses_a_job_that_stopped_waiting(
     backend: str, database: Database
 ) -> None:
-    """The job's state is read under its lock inside the statement, and every write of
-    the statement is conditional on it: a job cancelled after its placement was found
-    gets the same ConflictError as with the separate lock, and nothing is written."""
+    """The job's state is checked under its lock inside the statement (the start's
+    UPDATE, its first CTE), and every other write of the statement is conditional on
+    that start: a job cancelled after its placement was found gets the same
+    ConflictError as with the separate lock, and nothing is written."""
     _postgresql_only(backend)
     _cluster(database)
     job_id = _submit(database, "slot/[core=8;gpu=1]")
