@@ -144,8 +144,8 @@ def _active() -> ColumnElement[bool]:
 
 
 def recount(session: Session, *worker_ids: int) -> None:
-    """Recompute the workers' free counts and untouched vertices from their vertex rows
-    (a few statements for any number of workers)."""
+    """Recompute the workers' free counts (with their spans) and untouched vertices from
+    their vertex rows (a few statements for any number of workers)."""
     if not worker_ids:
         return
     ids = sorted(set(worker_ids))
@@ -164,6 +164,7 @@ def recount(session: Session, *worker_ids: int) -> None:
                     else_=v.size - v.used,
                 )
             ),
+            func.min(v.last_position - v.position + 1),
         )
         .where(v.worker_id.in_(ids))
         .group_by(v.worker_id, v.type, unit)
@@ -181,8 +182,9 @@ def recount(session: Session, *worker_ids: int) -> None:
                     "total": total,
                     "free": free,
                     "rank": ranks.get(w),
+                    "span": span,
                 }
-                for w, t, u, total, free in rows
+                for w, t, u, total, free, span in rows
             ],
         )
     untouched = dict.fromkeys(ids, 0)
@@ -261,8 +263,9 @@ def _touched(vertex: FromClause) -> ColumnElement[bool]:
 def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
     """Conditions that the worker (``Worker.id``) has an entirely free vertex of each type
     (nothing held, shared or drawn in its subtree), what exclusive requests need
-    (allocation.whole_types): the node by its untouched counter, other types by their rows.
-    Built once per set of types (building the expressions costs more than running them)."""
+    (allocation.whole_types): the node by its untouched counter, other types by their rows
+    after a bound on the counter. Built once per set of types (building the expressions
+    costs more than running them)."""
     conditions: list[ColumnElement[bool]] = []
     for type_ in sorted(types):
         if type_ == "node":
@@ -275,6 +278,21 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
                 .correlate_except(WorkerInventory)
             )
             continue
+        # First the cheap bound: enough untouched vertices for the smallest subtree of the
+        # type (InventoryCount.span). Walking workers in rank order, the scheduler met
+        # about 200 full ones for each with a free socket, and scanned every subtree.
+        span = INVENTORY_COUNTS.alias("whole_span")
+        counters = WORKER_INVENTORIES.alias("whole_counters")
+        conditions.append(
+            exists()
+            .where(
+                span.c.worker_id == Worker.id,
+                span.c.type == type_,
+                counters.c.worker_id == Worker.id,
+                span.c.span <= counters.c.untouched,
+            )
+            .correlate_except(span, counters)
+        )
         table = INVENTORY_VERTICES
         top = table.alias("whole_top")
         inner = table.alias("whole_inner")

@@ -104,6 +104,29 @@ def _check(database: Database) -> None:
             ).all()
         )
         assert {k: int(v) for k, v in drawn.items()} == {k: int(v) for k, v in used.items()}
+        # Each count's span is the size of the smallest subtree of its type (0013): a
+        # bound the scheduler trusts to skip workers, so it must never exceed the truth.
+        v = InventoryVertex
+        unit = func.coalesce(v.unit, "")
+        smallest = {
+            (w, t, u): int(span)
+            for w, t, u, span in session.execute(
+                select(
+                    v.worker_id, v.type, unit, func.min(v.last_position - v.position + 1)
+                ).group_by(v.worker_id, v.type, unit)
+            )
+        }
+        assert smallest == {
+            (w, t, u): span
+            for w, t, u, span in session.execute(
+                select(
+                    InventoryCount.worker_id,
+                    InventoryCount.type,
+                    InventoryCount.unit,
+                    InventoryCount.span,
+                )
+            )
+        }
         # untouched counts what no job uses at all.
         for worker_id, untouched in session.execute(
             select(WorkerInventory.worker_id, WorkerInventory.untouched)

@@ -8,7 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, select
 
 import app.db.models  # noqa: F401  (registers the tables)
 from app.db import migrate
@@ -81,3 +81,50 @@ def test_offline_sql_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "CREATE TABLE api_tokens" in out
     assert not Path("unused.db").exists()
+
+
+def test_spans_of_registered_inventories_are_filled_in(empty_url: str) -> None:
+    """0013 gives the free counts of inventories registered before it the spans that
+    registration gives them now (the size of each type's smallest subtree), not the
+    default bound of 1. The node spans 1 + 2 x (1 + 4 + 1) + 1 pool + 4 unitless
+    memory vertices."""
+    from app.db.engine import Database
+    from app.db.models import InventoryCount
+    from app.matching import workers
+    from app.matching.workers import WorkerSpec
+
+    migrate.upgrade(empty_url)
+    database = Database(empty_url)
+    try:
+        with database.transaction() as session:
+            workers.upsert_worker(
+                session,
+                WorkerSpec(
+                    name="n0",
+                    rank=0,
+                    slots=4,
+                    inventory="node/[socket=2/[core=4;gpu=1];memory=2{unit:GB};memory=4]",
+                ),
+            )
+
+        def spans() -> dict[tuple[str, str], int]:
+            with database.transaction(write=False) as session:
+                rows = session.execute(
+                    select(InventoryCount.type, InventoryCount.unit, InventoryCount.span)
+                ).all()
+                return {(type_, unit): span for type_, unit, span in rows}
+
+        registered = spans()
+        assert registered == {
+            ("node", ""): 18,
+            ("socket", ""): 6,
+            ("core", ""): 1,
+            ("gpu", ""): 1,
+            ("memory", "GB"): 1,
+            ("memory", ""): 1,
+        }
+        migrate.downgrade(empty_url, "0012")
+        migrate.upgrade(empty_url)
+        assert spans() == registered
+    finally:
+        database.dispose()

@@ -105,6 +105,12 @@ class InventoryCount(Base):
     free: Mapped[int] = mapped_column(BigInteger)
     #: A copy of the worker's rank, as on WorkerInventory.
     rank: Mapped[int | None]
+    #: Vertices in the smallest subtree of a vertex of this (type, unit) on the worker,
+    #: itself included; fixed by the inventory. A worker with fewer untouched vertices
+    #: (WorkerInventory.untouched) has no entirely free vertex of the type: the cheap test
+    #: that spares the scheduler the subtree scan of every worker it walks. 1, the weakest
+    #: bound, where nothing better is known.
+    span: Mapped[int] = mapped_column(default=1, server_default=text("1"))
 
 
 class InventoryBooking(Base):
