@@ -263,9 +263,8 @@ def _touched(vertex: FromClause) -> ColumnElement[bool]:
 def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
     """Conditions that the worker (``Worker.id``) has an entirely free vertex of each type
     (nothing held, shared or drawn in its subtree), what exclusive requests need
-    (allocation.whole_types): the node by its untouched counter, other types by their rows
-    after a bound on the counter. Built once per set of types (building the expressions
-    costs more than running them)."""
+    (allocation.whole_types): the node by its untouched counter, other types by their rows.
+    Built once per set of types (building the expressions costs more than running them)."""
     conditions: list[ColumnElement[bool]] = []
     for type_ in sorted(types):
         if type_ == "node":
@@ -278,21 +277,6 @@ def whole_room(types: frozenset[str]) -> tuple[ColumnElement[bool], ...]:
                 .correlate_except(WorkerInventory)
             )
             continue
-        # First the cheap bound: enough untouched vertices for the smallest subtree of the
-        # type (InventoryCount.span). Walking workers in rank order, the scheduler met
-        # about 200 full ones for each with a free socket, and scanned every subtree.
-        span = INVENTORY_COUNTS.alias("whole_span")
-        counters = WORKER_INVENTORIES.alias("whole_counters")
-        conditions.append(
-            exists()
-            .where(
-                span.c.worker_id == Worker.id,
-                span.c.type == type_,
-                counters.c.worker_id == Worker.id,
-                span.c.span <= counters.c.untouched,
-            )
-            .correlate_except(span, counters)
-        )
         table = INVENTORY_VERTICES
         top = table.alias("whole_top")
         inner = table.alias("whole_inner")

@@ -140,6 +140,7 @@ def _survivors(
     whole: frozenset[str],
     driver: Driver,
     json_rows: tuple[str, str],
+    bounded: bool = False,
 ) -> Select[*tuple[Any, ...]]:
     """The workers that pass the filter for the category ``:category_id``, in policy order,
     at most ``:limit``, as rows of inventory.node_select (built once per policy, set of
@@ -154,7 +155,14 @@ def _survivors(
     that take a node whole, else the workers with some of the need ``:d_type``/``:d_unit``
     free. Walking every worker, the query passed the full low-rank nodes one by one
     (1,400 of them, 4 ms, at 4,096 nodes). The rank copied onto those rows equals the
-    worker's, so the order is the same; the other conditions still filter as before."""
+    worker's, so the order is the same; the other conditions still filter as before.
+
+    ``bounded``: the room driver's type is taken whole, so a worker needs at least as many
+    untouched vertices as the type's smallest subtree (InventoryCount.span, 0013). The
+    driver's row carries the span and the worker's counters are joined already: the test
+    costs no lookup, and it spares the subtree scan of whole_room for most workers the
+    walk meets (for slot/socket at 4,096 nodes, about 200 workers whose sockets are not
+    held but have cores in use, for each one with a socket entirely free)."""
     category_id = bindparam("category_id", type_=Integer)
     order: tuple[ColumnElement[Any], ...]
     conditions: list[ColumnElement[bool]] = []
@@ -182,6 +190,8 @@ def _survivors(
             room.c.free > literal_column("0"),
             room.c.free >= bindparam("d_amount"),
         ]
+        if bounded:
+            conditions.append(room.c.span <= WorkerInventory.untouched)
     else:
         order = (Worker.rank.label("k0"), Worker.id.label("k1"))
     # Rank among the survivors: the first ``:prefetch`` come with the rows below their
@@ -236,10 +246,12 @@ def survivors_query(
     if driver is None:
         driver = _driver(policy, whole, needs)
     parameters: dict[str, Any] = {"category_id": category_id}
+    bounded = False
     if driver == "room":
         (type_, unit), amount = next(iter(needs.items()))
         parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
-    return _survivors(policy, whole, driver, json_rows), parameters
+        bounded = type_ in whole
+    return _survivors(policy, whole, driver, json_rows, bounded), parameters
 
 
 @dataclass(frozen=True)

@@ -100,9 +100,10 @@ def test_whole_socket_requests_scan_subtrees_only_within_the_span_bound(
     database: Database,
 ) -> None:
     """A worker with fewer untouched vertices than a socket's subtree holds (its count's
-    span, 0013) has no entirely free socket: the survivors query passes it without
-    scanning its vertices. At 4,096 nodes the scheduler walked about 200 such workers for
-    every slot/socket job, one subtree scan each (21 ms a job, bench/allocation.py)."""
+    span, 0013) has no entirely free socket: the room driver passes it without scanning
+    its vertices. At 4,096 nodes the scheduler walked about 200 such workers for every
+    slot/socket job, one subtree scan each (21-23 ms a job, 9.5-11 ms with the bound, in
+    bench/allocation.py's steady state)."""
     if database.dialect_name != "postgresql":
         pytest.skip("EXPLAIN ANALYZE is PostgreSQL's")
     workers_ = 40
