@@ -18,6 +18,7 @@ from app.db.models import (
     ParallelEnvironment,
     QueueInstance,
 )
+from app.matching.inventory_invariants import inventory_violations
 
 #: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
 #: may differ from the running total in the last bits without anything being wrong.
@@ -81,6 +82,7 @@ def violations(session: Session) -> list[str]:
             problems.append(f"queue instance {qi_id} books {used} of {slots} slots")
     problems += _consumable_violations(session)
     problems += _parallel_environment_violations(session)
+    problems += inventory_violations(session)
     return problems
 
 

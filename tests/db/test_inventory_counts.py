@@ -21,6 +21,7 @@ from app.db.models import (
 )
 from app.matching import dispatch, scheduling, submission, workers
 from app.matching.errors import ConflictError
+from app.matching.invariants import violations
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 
@@ -64,6 +65,8 @@ def _view(session: Session) -> set[tuple[int, str, str, int, int]]:
 
 def _check(database: Database) -> None:
     with database.transaction(write=False) as session:
+        # The checker of `jobmatch db check` agrees with the checks spelled out below.
+        assert violations(session) == []
         assert _counts(session) == _view(session)
         # Every held vertex lies in the subtree of an active exclusive booking of its job,
         # and pools hold exactly what active draws took.

@@ -7,9 +7,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from app.db.engine import Database
-from app.matching import dispatch, submission, workers
+from app.matching import dispatch, scheduling, submission, workers
 from app.matching.invariants import violations
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
@@ -119,3 +120,81 @@ def test_parallel_environment_lending_more_than_it_has(
         assert violations(session) == []
         session.execute(text("UPDATE parallel_environments SET slots = 2"))
         assert violations(session) == ["parallel environment mpi lends 3 of 2 slots"]
+
+
+def _allocated_job(database: Database) -> tuple[int, int]:
+    """A job holding socket 0 of n0 (node/socket=2/core=2) whole, through the scheduler;
+    the job's id and the worker's."""
+    with database.transaction() as session:
+        worker, _ = workers.upsert_worker(
+            session, WorkerSpec(name="n0", rank=0, slots=4, inventory="node/socket=2/core=2")
+        )
+        job_id = submission.submit_job(session, JobSpec(shape="slot/socket"), submitter="t").id
+    with database.transaction() as session:
+        scheduling.schedule_job(session, job_id, "first")
+        assert violations(session) == []
+    return job_id, worker.id
+
+
+def _vertex(session: Session, worker_id: int, position: int) -> int:
+    return int(
+        session.execute(
+            text("SELECT id FROM inventory_vertices WHERE worker_id = :w AND position = :p"),
+            {"w": worker_id, "p": position},
+        ).scalar_one()
+    )
+
+
+def test_booked_vertex_held_by_another(database: Database) -> None:
+    """Socket 0 is positions 1..3; its first core released behind the booking's back."""
+    job_id, worker_id = _allocated_job(database)
+    with database.transaction() as session:
+        vertex = _vertex(session, worker_id, 2)
+        session.execute(
+            text("UPDATE inventory_vertices SET held_by = NULL WHERE id = :v"), {"v": vertex}
+        )
+        booking = session.execute(text("SELECT id FROM inventory_bookings")).scalar_one()
+        problems = violations(session)
+        assert (
+            f"exclusive booking {booking} of job {job_id} covers vertex {vertex} (position 2), "
+            "which is held by nobody"
+        ) in problems
+        # The freed core is also missing from the counts' copy and the untouched counter.
+        assert any(p.startswith(f"worker {worker_id} counts core as") for p in problems)
+        assert f"worker {worker_id} counts 4 untouched vertices; its rows give 5" in problems
+
+
+def test_free_count_or_span_that_does_not_match_the_rows(database: Database) -> None:
+    _job_id, worker_id = _allocated_job(database)
+    with database.transaction() as session:
+        session.execute(text("UPDATE inventory_counts SET span = 4 WHERE type = 'socket'"))
+        assert violations(session) == [
+            f"worker {worker_id} counts socket as (total, free, span) (2, 1, 4); "
+            "its vertices give (2, 1, 3)"
+        ]
+
+
+def test_shared_vertex_without_a_shared_booking(database: Database) -> None:
+    _job_id, worker_id = _allocated_job(database)
+    with database.transaction() as session:
+        vertex = _vertex(session, worker_id, 5)
+        session.execute(
+            text("UPDATE inventory_vertices SET shared = 1 WHERE id = :v"), {"v": vertex}
+        )
+        session.execute(
+            text("UPDATE worker_inventories SET untouched = untouched - 1 WHERE worker_id = :w"),
+            {"w": worker_id},
+        )
+        assert violations(session) == [
+            f"vertex {vertex} of worker {worker_id} is shared 1 times and has 0 used; "
+            "active bookings share it 0 times and draw 0"
+        ]
+
+
+def test_ended_job_still_holding_vertices(database: Database) -> None:
+    job_id, _worker_id = _allocated_job(database)
+    with database.transaction() as session:
+        session.execute(text("UPDATE jobs SET state = 'finished'"))
+        session.execute(text("UPDATE allocations SET released_at = allocated_at"))
+        session.execute(text("UPDATE queue_instances SET used_slots = 0"))
+        assert violations(session) == [f"job {job_id} is finished but holds 1 inventory bookings"]
