@@ -145,6 +145,21 @@ def _vertex(session: Session, worker_id: int, position: int) -> int:
     )
 
 
+def test_vertex_held_without_a_booking(database: Database) -> None:
+    """held_by has no foreign key (0014): the checker vouches for it, job by job. Socket 1
+    (position 4) is free; holding it for a job that does not exist is reported."""
+    _job_id, worker_id = _allocated_job(database)
+    with database.transaction() as session:
+        vertex = _vertex(session, worker_id, 4)
+        session.execute(
+            text("UPDATE inventory_vertices SET held_by = 999 WHERE id = :v"), {"v": vertex}
+        )
+        assert violations(session)[0] == (
+            f"vertex {vertex} of worker {worker_id} is held by job 999, "
+            "which has no active exclusive booking over it"
+        )
+
+
 def test_booked_vertex_held_by_another(database: Database) -> None:
     """Socket 0 is positions 1..3; its first core released behind the booking's back."""
     job_id, worker_id = _allocated_job(database)
