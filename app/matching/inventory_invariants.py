@@ -82,7 +82,8 @@ def _held_violations(session: Session) -> list[str]:
     ):
         problems.append(
             f"exclusive booking {booking_id} of job {job_id} covers vertex {vertex_id} "
-            f"(position {position}), which is held by {held_by or 'nobody'}"
+            f"(position {position}), which is held by "
+            f"{'nobody' if held_by is None else f'job {held_by}'}"
         )
     return problems
 

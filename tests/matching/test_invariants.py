@@ -136,13 +136,18 @@ def _allocated_job(database: Database) -> tuple[int, int]:
     return job_id, worker.id
 
 
-def _vertex(session: Session, worker_id: int, position: int) -> int:
-    return int(
+def _set_vertex(session: Session, worker_id: int, position: int, assignment: str) -> int:
+    """Change the worker's row at ``position`` behind the books' back; its id."""
+    vertex = int(
         session.execute(
             text("SELECT id FROM inventory_vertices WHERE worker_id = :w AND position = :p"),
             {"w": worker_id, "p": position},
         ).scalar_one()
     )
+    session.execute(
+        text(f"UPDATE inventory_vertices SET {assignment} WHERE id = :v"), {"v": vertex}
+    )
+    return vertex
 
 
 def test_vertex_held_without_a_booking(database: Database) -> None:
@@ -150,10 +155,7 @@ def test_vertex_held_without_a_booking(database: Database) -> None:
     (position 4) is free; holding it for a job that does not exist is reported."""
     _job_id, worker_id = _allocated_job(database)
     with database.transaction() as session:
-        vertex = _vertex(session, worker_id, 4)
-        session.execute(
-            text("UPDATE inventory_vertices SET held_by = 999 WHERE id = :v"), {"v": vertex}
-        )
+        vertex = _set_vertex(session, worker_id, 4, "held_by = 999")
         assert violations(session)[0] == (
             f"vertex {vertex} of worker {worker_id} is held by job 999, "
             "which has no active exclusive booking over it"
@@ -164,10 +166,7 @@ def test_booked_vertex_held_by_another(database: Database) -> None:
     """Socket 0 is positions 1..3; its first core released behind the booking's back."""
     job_id, worker_id = _allocated_job(database)
     with database.transaction() as session:
-        vertex = _vertex(session, worker_id, 2)
-        session.execute(
-            text("UPDATE inventory_vertices SET held_by = NULL WHERE id = :v"), {"v": vertex}
-        )
+        vertex = _set_vertex(session, worker_id, 2, "held_by = NULL")
         booking = session.execute(text("SELECT id FROM inventory_bookings")).scalar_one()
         problems = violations(session)
         assert (
@@ -192,10 +191,7 @@ def test_free_count_or_span_that_does_not_match_the_rows(database: Database) -> 
 def test_shared_vertex_without_a_shared_booking(database: Database) -> None:
     _job_id, worker_id = _allocated_job(database)
     with database.transaction() as session:
-        vertex = _vertex(session, worker_id, 5)
-        session.execute(
-            text("UPDATE inventory_vertices SET shared = 1 WHERE id = :v"), {"v": vertex}
-        )
+        vertex = _set_vertex(session, worker_id, 5, "shared = 1")
         session.execute(
             text("UPDATE worker_inventories SET untouched = untouched - 1 WHERE worker_id = :w"),
             {"w": worker_id},
