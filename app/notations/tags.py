@@ -1093,22 +1093,30 @@ class Resources:
         """Groups from name -> item text (or texts); names are used verbatim and ``;`` or a
         newline in the text is an ordinary character."""
         types = _value_types(typed)
+        # Every group's text is scanned before any group is built: a syntax error anywhere
+        # wins over a conflict of modes, as in from_string and in Momotor, which parses
+        # every group and has no such conflict (the differential test found a dict whose
+        # first group conflicted and whose second had an unescaped colon).
+        scanned = [
+            (name, [(item, at, text) for text in texts for item, at in _items_of(text)])
+            for name, texts in (
+                (name, [value] if isinstance(value, str) else list(value))
+                for name, value in definition.items()
+            )
+        ]
         groups: dict[str, AnyGroup] = {}
-        for name, value in definition.items():
-            texts = [value] if isinstance(value, str) else list(value)
+        for name, located in scanned:
             if name in types:
                 from app.notations.tag_values import ValueGroup
 
-                located = [(t, at, text) for text in texts for t, at in _items_of(text)]
                 groups[name] = ValueGroup.parse(name, types[name], located)
                 continue
             index: dict[str, ResourceItem] = {}
-            for text in texts:
-                for item_text, at in _items_of(text):
-                    tag = _tag(item_text)
-                    old = index.setdefault(tag.value, tag)
-                    if old is not tag:
-                        raise _located_conflict(name, old, tag, text, at)
+            for item_text, at, text in located:
+                tag = _tag(item_text)
+                old = index.setdefault(tag.value, tag)
+                if old is not tag:
+                    raise _located_conflict(name, old, tag, text, at)
             groups[name] = _intern_group(index)
         return cls._wrap(groups)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.notations import tags
@@ -128,6 +128,11 @@ item_texts = st.text(alphabet=st.sampled_from(ALPHABET), max_size=10)
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["a", "b", "a b", ""]), item_texts, max_size=3))
+# Found by this test in CI (2026-11-22): a conflict of modes in one group was reported
+# before an unescaped colon in a later group, or later in the same group; Momotor, which
+# has no such conflict (deviation 2), reports the colon.
+@example({"a": "?,~", "b": ":"})
+@example({"a": "?x,~x,:"})
 def test_from_dict_matches_momotor(definition: dict[str, str]) -> None:
     theirs = momotor_outcome(lambda: momotor.Resources.from_dict(definition))
     if theirs[0] == "ok":
