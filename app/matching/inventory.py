@@ -143,6 +143,28 @@ def _active() -> ColumnElement[bool]:
     return InventoryBooking.released_at.is_(None)
 
 
+def counts_of_vertices() -> Select[*tuple[Any, ...]]:
+    """What each worker's free counts must hold, from its vertex rows: worker, type, unit
+    ("" for discrete vertices), total, free and span, one row per (worker, type, unit)
+    (recount writes them; the inventory invariants compare them)."""
+    v = InventoryVertex
+    unit = func.coalesce(v.unit, "")
+    return select(
+        v.worker_id,
+        v.type,
+        unit,
+        func.sum(case((v.unit.is_(None), 1), else_=v.size)),
+        func.sum(
+            case(
+                (v.held_by.is_not(None), 0),
+                (v.unit.is_(None), 1),
+                else_=v.size - v.used,
+            )
+        ),
+        func.min(v.last_position - v.position + 1),
+    ).group_by(v.worker_id, v.type, unit)
+
+
 def recount(session: Session, *worker_ids: int) -> None:
     """Recompute the workers' free counts (with their spans) and untouched vertices from
     their vertex rows (a few statements for any number of workers)."""
@@ -150,25 +172,7 @@ def recount(session: Session, *worker_ids: int) -> None:
         return
     ids = sorted(set(worker_ids))
     v = InventoryVertex
-    unit = func.coalesce(v.unit, "")
-    rows = session.execute(
-        select(
-            v.worker_id,
-            v.type,
-            unit,
-            func.sum(case((v.unit.is_(None), 1), else_=v.size)),
-            func.sum(
-                case(
-                    (v.held_by.is_not(None), 0),
-                    (v.unit.is_(None), 1),
-                    else_=v.size - v.used,
-                )
-            ),
-            func.min(v.last_position - v.position + 1),
-        )
-        .where(v.worker_id.in_(ids))
-        .group_by(v.worker_id, v.type, unit)
-    ).all()
+    rows = session.execute(counts_of_vertices().where(v.worker_id.in_(ids))).all()
     ranks = dict(session.execute(select(Worker.id, Worker.rank).where(Worker.id.in_(ids))).all())
     session.execute(delete(InventoryCount).where(InventoryCount.worker_id.in_(ids)))
     if rows:

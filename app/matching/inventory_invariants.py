@@ -22,6 +22,7 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     WORKER_INVENTORIES,
 )
+from app.matching.inventory import counts_of_vertices
 
 _ACTIVE = INVENTORY_BOOKINGS.c.released_at.is_(None)
 
@@ -121,26 +122,9 @@ def _shared_and_drawn_violations(session: Session) -> list[str]:
 
 def _count_violations(session: Session) -> list[str]:
     """Each worker's free counts (total, free, span) equal the aggregates of its rows."""
-    v = INVENTORY_VERTICES
-    unit = func.coalesce(v.c.unit, "")
     truth = {
         (worker_id, type_, unit_): (int(total), int(free), int(span))
-        for worker_id, type_, unit_, total, free, span in session.execute(
-            select(
-                v.c.worker_id,
-                v.c.type,
-                unit,
-                func.sum(case((v.c.unit.is_(None), 1), else_=v.c.size)),
-                func.sum(
-                    case(
-                        (v.c.held_by.is_not(None), 0),
-                        (v.c.unit.is_(None), 1),
-                        else_=v.c.size - v.c.used,
-                    )
-                ),
-                func.min(v.c.last_position - v.c.position + 1),
-            ).group_by(v.c.worker_id, v.c.type, unit)
-        )
+        for worker_id, type_, unit_, total, free, span in session.execute(counts_of_vertices())
     }
     c = INVENTORY_COUNTS.c
     stored = {
