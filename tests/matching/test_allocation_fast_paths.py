@@ -2,7 +2,8 @@
 
 * the survivors query driven by a room index (migration 0012) returns the same workers in
   the same order as the walk over every worker, on a fragmented cluster whose ranks run
-  against the ids, for every shape and limit;
+  against the ids, for every shape and limit, under both policies (``pack`` sorts the
+  driver's rows before the filter);
 * the ranks copied onto inventories and counts follow the worker's rank;
 * on PostgreSQL, booking and starting in one statement (booking_statements) and ending a
   job that holds vertices in two (release_statements) leave every row as the statement-
@@ -52,7 +53,7 @@ from app.matching import (
     submission,
     workers,
 )
-from app.matching.allocation import Vertex, node_needs, whole_types
+from app.matching.allocation import POLICIES, Policy, Vertex, node_needs, whole_types
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
@@ -89,14 +90,16 @@ def _submit(database: Database, shape: str) -> int:
         return submission.submit_job(session, JobSpec(shape=shape), submitter="t").id
 
 
-def _fragment(database: Database, rng: random.Random, jobs: int) -> list[tuple[int, str]]:
+def _fragment(
+    database: Database, rng: random.Random, jobs: int, policy: Policy = "first"
+) -> list[tuple[int, str]]:
     """Allocate random jobs and finish some of them: the running ones."""
     running: list[tuple[int, str]] = []
     for _ in range(jobs):
         job_id = _submit(database, rng.choice(SHAPES))
         try:
             with database.transaction() as session:
-                job = scheduling.schedule_job(session, job_id, "first")
+                job = scheduling.schedule_job(session, job_id, policy)
                 leader = session.scalar(select(Worker.name).where(Worker.id == job.worker_id))
                 assert leader is not None
             running.append((job_id, leader))
@@ -110,28 +113,29 @@ def _fragment(database: Database, rng: random.Random, jobs: int) -> list[tuple[i
     return running
 
 
-def test_room_drivers_return_the_workers_the_full_walk_returns(database: Database) -> None:
+@pytest.mark.parametrize("policy", POLICIES)
+def test_room_drivers_return_the_workers_the_full_walk_returns(
+    database: Database, policy: Policy
+) -> None:
     _cluster(database)
     rng = random.Random(7)
     compared = 0
     drivers: set[str] = set()
     for _ in range(6):
-        _fragment(database, rng, 6)
+        _fragment(database, rng, 6, policy)
         for shape in SHAPES:
             job_id = _submit(database, shape)
             with database.transaction() as session:
                 job = session.get(Job, job_id)
                 assert job is not None and job.category_id is not None
                 requests = dispatch.category_requests(_jobspec(session, job.category_id))
-                drivers.add(
-                    scheduling._driver("first", whole_types(requests), node_needs(requests))
-                )
+                drivers.add(scheduling._driver(policy, whole_types(requests), node_needs(requests)))
                 json_rows = dialect.json_rows_function(session.connection())
                 driven, parameters = scheduling.survivors_query(
-                    "first", requests, job.category_id, json_rows
+                    policy, requests, job.category_id, json_rows
                 )
                 walked, _ = scheduling.survivors_query(
-                    "first", requests, job.category_id, json_rows, driver="workers"
+                    policy, requests, job.category_id, json_rows, driver="workers"
                 )
                 for limit in (1, 2, 3, NODES + 1):
                     got = _survivors(session, driven, {**parameters, "limit": limit})
