@@ -251,7 +251,8 @@ def _build_level(level: _Level, keys: Iterator[int]) -> list[Vertex]:
         assert item.step is not None
         key = next(keys)
         type_, name = item.step
-        index = int(name) if name.isdigit() else -key
+        # ASCII digits only: str.isdigit also passes '²', which int() refuses.
+        index = int(name) if name.isascii() and name.isdigit() and len(name) <= 18 else -key
         out.append(Vertex(key, type_, index, children=_build_level(item, keys)))
     return out
 

@@ -37,7 +37,9 @@ def check_rule(rule: str) -> str:
     """An allocation rule as Grid Engine writes it, or InvalidFieldError."""
     if rule in RULES:
         return rule
-    if rule.isdigit() and int(rule) >= 1:
+    # ASCII digits only: str.isdigit also passes '²' and other digits int() refuses (the
+    # fuzzer's 500), and a bound keeps int() clear of its 4,300-digit limit.
+    if rule.isascii() and rule.isdigit() and len(rule) <= 12 and int(rule) >= 1:
         return str(int(rule))
     raise InvalidFieldError(
         "allocation_rule", f"{rule!r} is not $pe_slots, $fill_up, $round_robin or a number >= 1"

@@ -131,6 +131,15 @@ def test_parallel_job_through_the_api(client: TestClient, admin_headers: dict[st
     assert (running["state"], running["slots"]) == ("running", 3)
     bad_rule = client.put("/v1/pes/x", json={"allocation_rule": "$any"}, headers=admin_headers)
     assert_problem(bad_rule, 422)
+    # Digits that str.isdigit passes and int() refuses, and a number past int()'s digit
+    # limit: a 422 each (the API fuzzer found a 500 for '²').
+    for rule in ("²", "1²", "٣", "9" * 5000, "0"):
+        refused = client.put("/v1/pes/x", json={"allocation_rule": rule}, headers=admin_headers)
+        assert_problem(refused, 422)
+    listed = client.get("/v1/pes", headers=admin_headers).json()
+    assert "x" not in {pe["name"] for pe in listed}
+    fixed = client.put("/v1/pes/x", json={"allocation_rule": "4"}, headers=admin_headers)
+    assert fixed.status_code == 200 and fixed.json()["allocation_rule"] == "4"
     missing = client.post("/v1/jobs", json={"pe": "nope"}, headers=admin_headers)
     assert_problem(missing, 422)
 
