@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
+    FromClause,
     Integer,
     Select,
     Subquery,
@@ -192,14 +193,7 @@ def _survivors(
         room = INVENTORY_COUNTS.alias("room")
         order = (room.c.rank.label("k0"), room.c.worker_id.label("k1"))
         filtered = filtered.select_from(room).join(Worker, Worker.id == room.c.worker_id)
-        conditions += [
-            room.c.type == bindparam("d_type"),
-            room.c.unit == bindparam("d_unit"),
-            room.c.free > literal_column("0"),
-            room.c.free >= bindparam("d_amount"),
-        ]
-        if bounded:
-            conditions.append(room.c.span <= WorkerInventory.untouched)
+        conditions += _room_conditions(room, bounded)
     else:
         order = (Worker.rank.label("k0"), Worker.id.label("k1"))
     # Rank among the survivors: the first ``:prefetch`` come with the rows below their
@@ -238,6 +232,21 @@ def _survivors(
     ).order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
 
 
+def _room_conditions(room: FromClause, bounded: bool) -> list[ColumnElement[bool]]:
+    """The room driver's row (an alias of inventory_counts) has some of the need
+    ``:d_type``/``:d_unit`` free (the literal 0 is the partial index's predicate), and
+    with ``bounded`` the worker has untouched vertices enough for one of its subtrees."""
+    conditions = [
+        room.c.type == bindparam("d_type"),
+        room.c.unit == bindparam("d_unit"),
+        room.c.free > literal_column("0"),
+        room.c.free >= bindparam("d_amount"),
+    ]
+    if bounded:
+        conditions.append(room.c.span <= WorkerInventory.untouched)
+    return conditions
+
+
 def _pack_candidates(driver: Driver, bounded: bool) -> Subquery:
     """The workers the driver admits (the entirely free nodes, or the workers with some of
     the need ``:d_type``/``:d_unit`` free), sorted in ``pack`` order (partly used first,
@@ -262,14 +271,7 @@ def _pack_candidates(driver: Driver, bounded: bool) -> Subquery:
         candidates = candidates.select_from(room).join(
             WorkerInventory, WorkerInventory.worker_id == room.c.worker_id
         )
-        candidates = candidates.where(
-            room.c.type == bindparam("d_type"),
-            room.c.unit == bindparam("d_unit"),
-            room.c.free > literal_column("0"),
-            room.c.free >= bindparam("d_amount"),
-        )
-        if bounded:
-            candidates = candidates.where(room.c.span <= WorkerInventory.untouched)
+        candidates = candidates.where(*_room_conditions(room, bounded))
     return candidates.order_by(*keys).offset(0).subquery("candidates")
 
 
