@@ -119,6 +119,14 @@ def supports_writing_ctes(connection: Connection) -> bool:
     return connection.dialect.name == "postgresql"
 
 
+def keeps_subquery_order(connection: Connection) -> bool:
+    """Whether the planner carries the order of a subquery in FROM to the query around
+    it, so that an ORDER BY ... LIMIT there meets the sorted rows one by one and stops
+    early (PostgreSQL). SQLite 3.40 sorts them again, after evaluating the outer WHERE
+    for every row; cheap round trips let the caller feed it batches instead."""
+    return connection.dialect.name == "postgresql"
+
+
 def json_rows_function(connection: Connection) -> tuple[str, str]:
     """The aggregate that gathers rows into one JSON array and the function that makes
     one row a JSON array: json_agg and json_build_array on PostgreSQL, SQLite's JSON1

@@ -3,7 +3,8 @@
 * the survivors query driven by a room index (migration 0012) returns the same workers in
   the same order as the walk over every worker, on a fragmented cluster whose ranks run
   against the ids, for every shape and limit, under both policies (``pack`` sorts the
-  driver's rows before the filter);
+  driver's rows before the filter), and so do SQLite's pack batches over the ranked
+  workers;
 * the ranks copied onto inventories and counts follow the worker's rank;
 * on PostgreSQL, booking and starting in one statement (booking_statements) and ending a
   job that holds vertices in two (release_statements) leave every row as the statement-
@@ -141,11 +142,44 @@ def test_room_drivers_return_the_workers_the_full_walk_returns(
                     got = _survivors(session, driven, {**parameters, "limit": limit})
                     want = _survivors(session, walked, {**parameters, "limit": limit})
                     assert got == want, (shape, limit)
+                    if policy == "pack":
+                        plain = {**parameters, "limit": limit, "prefetch": 0}
+                        walked_rows = [tuple(row) for row in session.execute(walked, plain)]
+                        # The default batches, and batches of one limit each (several
+                        # batches on eight nodes, the last one cut short).
+                        for batch in (scheduling.BATCH, 1):
+                            batched = _batched(
+                                session, requests, job.category_id, json_rows, limit, batch
+                            )
+                            assert batched == walked_rows, (shape, limit, batch)
                 compared += 1
             with database.transaction() as session:
                 submission.cancel_job(session, job_id)
     assert compared == 6 * len(SHAPES)
     assert drivers == {"room", "untouched"}
+
+
+def _batched(
+    session: Session,
+    requests: Any,
+    category_id: int,
+    json_rows: tuple[str, str],
+    limit: int,
+    batch: int,
+) -> list[tuple[Any, ...]]:
+    """The pack survivors as SQLite's find_placement gets them: the driver's workers
+    ranked in pack order, then the filter over them in batches (batch x limit each)."""
+    connection = session.connection()
+    ranking = scheduling.pack_order_query(requests, category_id)
+    if ranking is None:
+        ranked = list(session.scalars(select(Worker.id)))
+    else:
+        ranked = list(connection.execute(*ranking).scalars())
+    listed, parameters = scheduling.survivors_query(
+        "pack", requests, category_id, json_rows, listed=True
+    )
+    rows = scheduling.listed_survivors(connection, listed, parameters, ranked, limit, batch)
+    return [tuple(row) for row in rows]
 
 
 def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list[tuple[Any, ...]]:
