@@ -304,8 +304,7 @@ def survivors_query(
     ``json_rows``: dialect.json_rows_function). Its rows are node_select's and the
     worker's free counts (inventory.free_counts_column). ``listed``: the walk over every
     worker restricted to the list ``:worker_ids``, whatever the driver."""
-    whole = whole_types(requests)
-    driver, parameters, bounded = _driven(policy, requests, category_id, driver)
+    whole, driver, parameters, bounded = _driven(policy, requests, category_id, driver)
     if listed:
         return _survivors(policy, whole, "workers", json_rows, listed=True), parameters
     return _survivors(policy, whole, driver, json_rows, bounded), parameters
@@ -316,7 +315,7 @@ def pack_order_query(
 ) -> tuple[Select[*tuple[Any, ...]], dict[str, Any]] | None:
     """The ids of the workers the ``pack`` driver admits, in pack order, and the query's
     parameters; None when no driver narrows the walk (every worker is a candidate)."""
-    driver, parameters, bounded = _driven("pack", requests, category_id, None)
+    _, driver, parameters, bounded = _driven("pack", requests, category_id, None)
     if driver == "workers":
         return None
     return _pack_order(driver, bounded), parameters
@@ -324,9 +323,10 @@ def pack_order_query(
 
 def _driven(
     policy: Policy, requests: Sequence[Request], category_id: int, driver: Driver | None
-) -> tuple[Driver, dict[str, Any], bool]:
-    """The driver (the given one or the policy's), the parameters of the queries it
-    drives, and whether its room test is bounded by the type's span."""
+) -> tuple[frozenset[str], Driver, dict[str, Any], bool]:
+    """The types the requests take whole, the driver (the given one or the policy's), the
+    parameters of the queries it drives, and whether its room test is bounded by the
+    type's span."""
     whole = whole_types(requests)
     needs = node_needs(requests)
     if driver is None:
@@ -337,7 +337,7 @@ def _driven(
         (type_, unit), amount = next(iter(needs.items()))
         parameters.update(d_type=type_, d_unit=unit or "", d_amount=amount)
         bounded = type_ in whole
-    return driver, parameters, bounded
+    return whole, driver, parameters, bounded
 
 
 def listed_survivors(
@@ -350,7 +350,8 @@ def listed_survivors(
 ) -> list[Row[*tuple[Any, ...]]]:
     """The first ``limit`` survivors of ``query`` (survivors_query(..., listed=True)) over
     the workers ``ranked`` in policy order, asked for in batches of ``batch`` x ``limit``:
-    each batch's survivors come in the same order, so their concatenation is in order."""
+    each batch's survivors come in the same order, so their concatenation is in order.
+    Nothing is prefetched: this is SQLite's path, where the loader query is cheaper."""
     rows: list[Row[*tuple[Any, ...]]] = []
     size = batch * limit
     for start in range(0, len(ranked), size):
