@@ -5,111 +5,37 @@ booking equals what running jobs hold. Then drain the queue to the end.
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.db.engine import Database
 from app.db.models import Job, JobState
 from app.matching.invariants import violations
+from tests.live_server import LiveServer
 
 ADMIN = "crash-admin"
 WORKERS = 6
 LOAD_SECONDS = 3.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """`jobmatch serve` in a child process on a loopback port."""
-
-    def __init__(self, url: str, tmp: Path) -> None:
-        self.url = url
-        self.port = _free_port()
-        self.log = tmp / "server.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {
-            **os.environ,
-            "JOBMATCH_DATABASE_URL": self.url,
-            "JOBMATCH_ADMIN_TOKEN": ADMIN,
-            "JOBMATCH_LOG_LEVEL": "WARNING",
-            "JOBMATCH_LEASE_SWEEP_SECONDS": "0",
-        }
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "app.cli",
-                    "serve",
-                    "--port",
-                    str(self.port),
-                    "--no-migrate",
-                ],
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if self.request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError(f"server did not start: {self.log.read_text()[-2000:]}")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-    def request(
-        self, method: str, path: str, body: Any = None, token: str = ADMIN
-    ) -> tuple[int, Any]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            payload = None if body is None else json.dumps(body)
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-            connection.request(method, path, body=payload, headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            return response.status, json.loads(data) if data else None
-        finally:
-            connection.close()
-
-
 @pytest.fixture
-def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[Server]:
-    running = Server(database_url, tmp_path)
+def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
+    running = LiveServer(
+        database_url,
+        tmp_path / "server.log",
+        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
+        admin_token=ADMIN,
+    )
     running.start()
     yield running
     running.stop()
 
 
-def test_sigkill_mid_load_loses_nothing(server: Server, database: Database) -> None:
+def test_sigkill_mid_load_loses_nothing(server: LiveServer, database: Database) -> None:
     tokens = {}
     for index in range(WORKERS):
         status, body = server.request(

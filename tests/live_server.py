@@ -1,0 +1,128 @@
+"""`jobmatch serve` in a child process on a loopback port, for tests that need a real server.
+
+One helper for every suite that talks to a live server (crash safety, hostile clients, the
+agent, the README walk-through): it starts the server with the test's database, waits for
+`/healthz`, sends requests with the standard library only and stops (or kills) the process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The admin token every live server of the tests is started with.
+LIVE_ADMIN_TOKEN = "live-admin-token"
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LiveServer:
+    """`jobmatch serve --no-migrate` against a migrated database, in a child process."""
+
+    def __init__(
+        self,
+        database_url: str,
+        log: Path,
+        *,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        admin_token: str = LIVE_ADMIN_TOKEN,
+    ) -> None:
+        self.database_url = database_url
+        self.port = free_port()
+        self.log = log
+        self.env = env or {}
+        self.args = args
+        self.admin_token = admin_token
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the server and return once `/healthz` answers 200."""
+        env = {
+            **os.environ,
+            "JOBMATCH_DATABASE_URL": self.database_url,
+            "JOBMATCH_ADMIN_TOKEN": self.admin_token,
+            "JOBMATCH_LOG_LEVEL": "WARNING",
+            **self.env,
+        }
+        command = [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)]
+        command += ["--no-migrate", *self.args]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                if self.request("GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"server did not start: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: the server gets no chance to clean up."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM, then wait for the process to exit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 10.0,
+    ) -> tuple[int, Any]:
+        """Send one request; the answer's status and its JSON body (None when empty).
+
+        `token` defaults to the admin token; pass "" to send no Authorization header. `raw`
+        sends those bytes as the body instead of `body` encoded as JSON.
+        """
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            payload = raw if raw is not None else (None if body is None else json.dumps(body))
+            sent = {"Content-Type": "application/json"}
+            bearer = self.admin_token if token is None else token
+            if bearer:
+                sent["Authorization"] = f"Bearer {bearer}"
+            sent.update(headers or {})
+            connection.request(method, path, body=payload, headers=sent)
+            response = connection.getresponse()
+            data = response.read()
+            try:
+                return response.status, json.loads(data) if data else None
+            except ValueError:
+                return response.status, data.decode("utf-8", "replace")
+        finally:
+            connection.close()
