@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.notations import jobspec as rfc14
-from app.notations.idset import encode_idset
-from app.notations.ranges import Count, count_values
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.idset import encode_idset
+from app.notations.flux.ranges import Count, count_values
 
 Policy = Literal["first", "pack"]
 POLICIES: tuple[Policy, ...] = ("first", "pack")

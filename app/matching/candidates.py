@@ -46,9 +46,9 @@ from app.matching.requests import JobSpec, parse_request
 from app.matching.tag_rows import parse_resources
 from app.matching.tasks import get_task
 from app.matching.worker_metadata import read_metadata
-from app.notations.constraints import Target, parse_constraint
-from app.notations.metadata import Requirement, parse_requirement
-from app.notations.tags import NoMatch, Resources
+from app.notations.debusine.metadata import Requirement, parse_requirement
+from app.notations.flux.constraints import Target, parse_constraint
+from app.notations.momotor.tags import NoMatch, Resources
 from app.task_plugins import can_run_on
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 The misfit cache (SQL, app/matching/complex_sql.py) has ruled out the workers whose static
 values reject a category. For the survivors, this module loads the current picture (fixed,
 built-in and load values, consumable capacities and bookings, free slots) into the
-reference evaluator's objects (app/notations/complex_matching.py) and lets it decide per
+reference evaluator's objects (app/notations/gridengine/evaluator.py) and lets it decide per
 queue instance, with load values and availability as they are now. The evaluator is the
 oracle the SQL filter is tested against, so both speak the same semantics.
 
@@ -65,7 +65,13 @@ from app.db.models import (
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
 from app.matching.complex_table import load_table, prefetch_table, table_of_rows, table_rows
 from app.matching.parallel import UNLIMITED, Offered, allocate
-from app.notations.complex_matching import (
+from app.notations.gridengine.attributes import (
+    ComplexTable,
+    Consumable,
+    Relop,
+    Requestable,
+)
+from app.notations.gridengine.evaluator import (
     FitCode,
     Level,
     LevelFit,
@@ -78,13 +84,7 @@ from app.notations.complex_matching import (
     evaluate_queue_instance,
     level_offers,
 )
-from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import (
-    ComplexTable,
-    Consumable,
-    Relop,
-    Requestable,
-)
+from app.notations.gridengine.requests import RequestList, parse_request_list
 
 
 @dataclass

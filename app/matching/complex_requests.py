@@ -8,9 +8,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import CategoryRequest
 from app.matching.complex_table import attribute_ids, load_table
-from app.notations.complex_regex import request_regex
-from app.notations.complex_requests import RequestList
-from app.notations.complex_strings import StringExpressionError
+from app.notations.gridengine.requests import RequestList
+from app.notations.gridengine.string_regex import request_regex
+from app.notations.gridengine.strings import StringExpressionError
 
 
 def store_category_requests(

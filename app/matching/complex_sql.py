@@ -5,7 +5,7 @@ A request fails an object (the global host, a worker, a queue instance) when the
 has an *effective* static value of the attribute that does not satisfy
 ``requested RELOP offered``: numbers compare the normalised ``number`` columns, strings
 test the offered ``string`` against the request's compiled regex
-(app/notations/complex_regex.py) with PostgreSQL ``~`` or SQLite ``REGEXP``. Every row
+(app/notations/gridengine/string_regex.py) with PostgreSQL ``~`` or SQLite ``REGEXP``. Every row
 that counts is checked, which for ``<``, ``<=``, ``>``, ``>=`` is the same as checking the
 most restrictive one (the within-object merge); for ``==``/``!=`` only the row of highest
 precedence counts (``effective``). A consumable's fixed value is its capacity: the static

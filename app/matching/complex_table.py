@@ -1,8 +1,8 @@
 """The complex attribute table in the database: reading it as a ComplexTable, and the admin
 changes (add, change, delete) under Grid Engine's rules (research/sge.md section c).
 
-Rules beyond a single row's validity (app/notations/complexes.py): names and shortcuts are
-unique across both columns; a built-in attribute cannot be deleted and keeps its type
+Rules beyond a single row's validity (app/notations/gridengine/attributes.py): names and
+shortcuts are unique across both columns; a built-in attribute cannot be deleted and keeps its type
 (the string family may switch among itself); an attribute that has values or requests
 cannot be deleted, nor change its type or consumable kind. A change of relop or string
 type changes how stored values compare, so the rows are re-normalised and every worker's
@@ -20,13 +20,13 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.notations.complex_regex import request_regex
-from app.notations.complexes import (
+from app.notations.gridengine.attributes import (
     STRING_FAMILY,
     ComplexDefinition,
     ComplexError,
     ComplexTable,
 )
+from app.notations.gridengine.string_regex import request_regex
 from app.notations.quantities import ValueType
 
 _COLUMNS = ("name", "shortcut", "type", "relop", "requestable", "consumable", "default", "urgency")
@@ -254,7 +254,7 @@ def delete_attribute(session: Session, name: str) -> None:
 
 def default_attribute_rows() -> list[dict[str, object]]:
     """Rows of the 6.2u5 default table as the migration seeds them."""
-    from app.notations.complexes import default_table
+    from app.notations.gridengine.attributes import default_table
 
     return [
         {

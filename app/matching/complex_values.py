@@ -36,8 +36,8 @@ from app.db.models import (
 )
 from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.notations.complex_matching import QUEUE_LIMITS
-from app.notations.complexes import ComplexDefinition, ComplexError, parse_value
+from app.notations.gridengine.attributes import ComplexDefinition, ComplexError, parse_value
+from app.notations.gridengine.evaluator import QUEUE_LIMITS
 from app.notations.quantities import QuantityError, ValueType
 
 KINDS = {"complex_values": "fixed", "load_values": "load", "attributes": "builtin"}
@@ -288,7 +288,7 @@ def bump_and_recache(session: Session, target: Target) -> None:
 def write_queue_builtins(session: Session, worker: Worker) -> None:
     """Give every queue instance of the worker that lacks them its built-in attributes:
     ``qname``, ``hostname``, ``seq_no`` and the rest as Grid Engine creates them."""
-    from app.notations.complex_matching import queue_builtins
+    from app.notations.gridengine.evaluator import queue_builtins
 
     have = set(
         session.scalars(

@@ -4,7 +4,7 @@ A category's constraint tree is stored as leaf rows (property names, hostlist ru
 runs, numbered depth-first); the tree itself compiles to a boolean SQL expression whose
 leaves are EXISTS over those rows. A hostlist of 100,000 names is one run row and one
 EXISTS, never 100,000 parameters. The semantics are those of
-``app.notations.constraints.matches`` (with the hostname also counting as a property, as
+``app.notations.flux.constraints.matches`` (with the hostname also counting as a property, as
 in flux-core), and the tests hold the two to the same answers.
 """
 
@@ -35,8 +35,17 @@ from app.db.models import (
     WorkerNamePart,
     WorkerProperty,
 )
-from app.notations.constraints import And, Constraint, Hosts, Not, Or, Properties, Ranks, leaves
-from app.notations.hostlist import name_parts
+from app.notations.flux.constraints import (
+    And,
+    Constraint,
+    Hosts,
+    Not,
+    Or,
+    Properties,
+    Ranks,
+    leaves,
+)
+from app.notations.flux.hostlist import name_parts
 
 
 def store_constraint_rows(session: Session, category_id: int, tree: Constraint) -> None:

@@ -51,7 +51,7 @@ from app.matching.pull_statements import Puller, lock_puller
 from app.matching.release_statements import finish_holding_vertices
 from app.matching.worker_metadata import effective_metadata
 from app.metrics import DISPATCH_LATENCY
-from app.notations.jobspec import validate_resources
+from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
 
 #: How many heads one pull considers before giving up on a round (others may hold them).

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from app.matching.errors import InvalidFieldError
-from app.notations import jobspec as rfc14
-from app.notations.constraints import constraint_to_json, parse_constraint
 from app.notations.errors import NotationError
-from app.notations.requires import compile_requires
-from app.notations.shape import format_shape, parse_shape_resources
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.constraints import constraint_to_json, parse_constraint
+from app.notations.flux.requires import compile_requires
+from app.notations.flux.shape import format_shape, parse_shape_resources
 
 
 def expand_shape(shape: str, default_label: str = "default") -> tuple[list[Any], str]:

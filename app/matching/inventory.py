@@ -62,7 +62,7 @@ from app.matching.allocation import (
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.inventory_spec import Inventory, parse_inventory
 from app.notations.errors import NotationError
-from app.notations.idset import encode_idset
+from app.notations.flux.idset import encode_idset
 
 # Core tables for the statements that need neither ORM objects nor ORM synchronisation.
 

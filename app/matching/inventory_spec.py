@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from app.notations import jobspec as rfc14
 from app.notations.errors import NotationError
-from app.notations.shape import parse_shape_resources
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.shape import parse_shape_resources
 
 #: Most concrete vertices one worker may declare.
 MAX_INVENTORY_VERTICES = 100_000

@@ -81,8 +81,8 @@ from app.matching.complex_sql import REASONS as COMPLEX_REASONS
 from app.matching.complex_sql import Scope, complex_reasons
 from app.matching.constraint_sql import compile_constraint
 from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
-from app.notations.constraints import Constraint, parse_constraint
-from app.notations.metadata import Requirement, parse_requirement
+from app.notations.debusine.metadata import Requirement, parse_requirement
+from app.notations.flux.constraints import Constraint, parse_constraint
 
 _OFFERED = (TagMode.REQUIRED, TagMode.OPTIONAL)
 

@@ -1,9 +1,9 @@
-"""Task requirements (app/notations/metadata.py) as SQL predicates over a worker's
+"""Task requirements (app/notations/debusine/metadata.py) as SQL predicates over a worker's
 effective metadata rows, and the allow/deny and version clauses of seed 004.
 
 Each leaf is one EXISTS over ``worker_metadata`` rows of the worker that are effective
 (static over dynamic), so a requirement costs one indexed lookup per leaf and never calls
-Python. The semantics are those of ``app.notations.metadata.evaluate``; the tests hold the
+Python. The semantics are those of ``app.notations.debusine.metadata.evaluate``; the tests hold the
 two to the same answers on both databases.
 """
 
@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, and_, case, exists, false, not_, or_, true
 from sqlalchemy.orm import aliased
 
 from app.db.models import Task, Worker, WorkerMetadata, WorkerMetadataNamespace
-from app.notations.metadata import (
+from app.notations.debusine.metadata import (
     ALLOWLIST,
     DENYLIST,
     All,

@@ -10,8 +10,8 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from app.db.models import ResourceVertex
-from app.notations import jobspec as rfc14
-from app.notations.ranges import count_to_json, count_values
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.ranges import count_to_json, count_values
 
 
 def store_resource_vertices(session: Session, category_id: int, resources: rfc14.Resources) -> None:

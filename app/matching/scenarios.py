@@ -51,7 +51,7 @@ from app.matching.parallel import upsert_pe
 from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.complexes import Relop
+from app.notations.gridengine.attributes import Relop
 
 MODEL = "sge62u5-reference-v1"
 

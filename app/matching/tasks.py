@@ -14,13 +14,13 @@ from sqlalchemy.orm import Session
 from app.db.models import Task
 from app.matching.errors import InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_task_misfits
-from app.notations.errors import NotationError, did_you_mean
-from app.notations.metadata import (
+from app.notations.debusine.metadata import (
     MAX_VERSION,
     NAMESPACE_PATTERN,
     canonical_requirement,
     parse_requirement,
 )
+from app.notations.errors import NotationError, did_you_mean
 from app.task_plugins import PluginNotFoundError, load_plugin
 
 

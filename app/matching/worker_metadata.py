@@ -21,14 +21,14 @@ from app.db.base import utcnow
 from app.db.models import Worker, WorkerMetadata, WorkerMetadataNamespace
 from app.matching.errors import InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_worker_misfits
-from app.notations.errors import NotationError
-from app.notations.metadata import (
+from app.notations.debusine.metadata import (
     Namespace,
     effective,
     flatten_dynamic,
     parse_dynamic,
     parse_static,
 )
+from app.notations.errors import NotationError
 
 STATIC = "static"
 DYNAMIC = "dynamic"

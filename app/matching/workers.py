@@ -16,8 +16,8 @@ from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.inventory import parse_worker_inventory, set_rank, store_inventory
 from app.matching.misfits import recache_worker_misfits
 from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
-from app.notations.constraints import validate_property_name
 from app.notations.errors import NotationError
+from app.notations.flux.constraints import validate_property_name
 
 DEFAULT_QUEUE = "default"
 

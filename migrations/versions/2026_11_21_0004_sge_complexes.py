@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
 from app.notations.quantities import ValueType, parse_number
 
 # A row's object matches its level (app/db/models/complexes.py).

@@ -23,8 +23,8 @@ from app.matching.allocation import (
     whole_types,
 )
 from app.matching.inventory_spec import InventoryError, parse_inventory
-from app.notations.ranges import count_values
-from app.notations.shape import parse_shape_resources
+from app.notations.flux.ranges import count_values
+from app.notations.flux.shape import parse_shape_resources
 from tests.matching.allocation_trees import cluster
 
 NODE = "node/[socket=2/core=8;memory=64{unit:GB};ib10g]"

@@ -14,7 +14,7 @@ from app.db.models import Worker
 from app.matching import worker_metadata, workers
 from app.matching.requirement_sql import compile_requirement
 from app.matching.workers import WorkerSpec
-from app.notations.metadata import effective, evaluate, parse_requirement
+from app.notations.debusine.metadata import effective, evaluate, parse_requirement
 
 KEYS = ["ns:a", "ns:b", "ns:c", "other:d"]
 SCALARS = st.sampled_from(["x", "y", "", 0, 1, 1.0, 2.5, -3, True, False])

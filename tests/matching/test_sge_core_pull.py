@@ -49,7 +49,7 @@ from app.matching.pull_statements import lock_puller
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.complexes import ComplexTable
+from app.notations.gridengine.attributes import ComplexTable
 from tests.matching.test_sge_sql_oracle import _attributes
 
 

@@ -47,7 +47,7 @@ from app.matching.run_bookings import RunBookings
 from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.complex_matching import evaluate_queue_instance, level_offers
+from app.notations.gridengine.evaluator import evaluate_queue_instance, level_offers
 from tests.matching.test_sge_sql_oracle import PATTERNS, _attributes, give_random_values
 
 

@@ -1,5 +1,5 @@
 """The SQL misfit cache decides as the reference evaluator does (app/notations/
-complex_matching.py), on generated clusters with static values, on both databases: a
+gridengine/evaluator.py), on generated clusters with static values, on both databases: a
 worker is kept exactly when some queue instance of it fits. Covers numbers with every
 relop, strings with wildcards and expressions (the regex compilation on PostgreSQL ~ and
 SQLite REGEXP), CSTRING folding, FORCED attributes, consumable defaults and unknown

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.notations.complex_matching import (
+from app.notations.gridengine.attributes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.evaluator import (
     FitCode,
     Level,
     LevelObject,
@@ -18,8 +19,7 @@ from app.notations.complex_matching import (
     level_offers,
     queue_builtins,
 )
-from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.requests import RequestList, parse_request_list
 
 BASE = default_table()
 

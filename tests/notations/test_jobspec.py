@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.jobspec import (
+from app.notations.flux.jobspec import (
     MAX_DEPTH,
     JobspecError,
     ResourceVertex,
@@ -24,7 +24,7 @@ from app.notations.jobspec import (
     validate_resources,
     walk,
 )
-from app.notations.ranges import RangeCount
+from app.notations.flux.ranges import RangeCount
 
 VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
 SHAPE_ROWS = [json.loads(line) for line in (VECTORS / "shape.jsonl").read_text().splitlines()]

@@ -156,7 +156,7 @@ class ParallelEnvironment(Base):
 
 class CategoryRequest(Base):
     """One ``-l`` request of a category, hard or soft, normalised like attribute values.
-    ``regex`` holds a string request compiled for SQL (app/notations/complex_regex.py)."""
+    ``regex`` holds a string request compiled for SQL (app/notations/gridengine/string_regex.py)."""
 
     __tablename__ = "category_requests"
     __table_args__ = (

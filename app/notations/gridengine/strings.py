@@ -373,8 +373,8 @@ def match_string(
     """Whether the offered ``value`` matches the requested ``pattern`` for ``value_type``.
 
     Raises :class:`StringExpressionError` when a 6.1+ expression is malformed; the caller
-    decides what that means (:func:`app.notations.complexes.compare` makes ``==`` fail and
-    ``!=`` succeed, as Grid Engine does).
+    decides what that means (:func:`app.notations.gridengine.attributes.compare` makes ``==``
+    fail and ``!=`` succeed, as Grid Engine does).
     """
     if not value_type.is_string:
         raise ValueError(f"{value_type.value} is not a string type")

@@ -19,7 +19,7 @@ caller compares against the lower-cased value, as Grid Engine lower-cases both s
 
 from __future__ import annotations
 
-from app.notations.complex_strings import (
+from app.notations.gridengine.strings import (
     _ANY,
     And,
     Expression,
@@ -94,7 +94,7 @@ def request_regex(value_type: ValueType, request: str) -> str:
     """The regular expression equivalent to matching ``request`` (6.1+ semantics) against a
     value of ``value_type``; for CSTRING and HOST, against the lower-cased value.
 
-    Raises :class:`~app.notations.complex_strings.StringExpressionError` for a malformed
+    Raises :class:`~app.notations.gridengine.strings.StringExpressionError` for a malformed
     expression (hard requests are checked at submission, so callers see valid ones).
     """
     if not value_type.is_string:

@@ -21,13 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from app.notations.complex_strings import (
-    Semantics,
-    StringExpressionError,
-    check_semantics,
-    parse_expression,
-)
-from app.notations.complexes import (
+from app.notations.errors import NotationError
+from app.notations.gridengine.attributes import (
     ComplexDefinition,
     ComplexError,
     ComplexTable,
@@ -37,7 +32,12 @@ from app.notations.complexes import (
     normalize_value,
     parse_value,
 )
-from app.notations.errors import NotationError
+from app.notations.gridengine.strings import (
+    Semantics,
+    StringExpressionError,
+    check_semantics,
+    parse_expression,
+)
 from app.notations.quantities import QuantityError, ValueType
 
 __all__ = [

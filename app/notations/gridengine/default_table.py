@@ -2,7 +2,7 @@
 
 Data copied from ``shared/vectors/sge/complex_defaults.jsonl`` (51 rows, derived from
 ``source/dist/util/resources/centry/*`` at ``V62u5_TAG``, see research/sge.md section h),
-so that :mod:`app.notations.complexes` is self-contained; the test suite checks that the
+so that :mod:`app.notations.gridengine.attributes` is self-contained; the test suite checks that the
 two stay equal. ``origin`` says where values come from (``host_load`` or
 ``queue_config``); ``in_sge60_default`` is False for the five rows 6.2 added.
 """

@@ -38,7 +38,7 @@ Every parse error is a :class:`TagsError` (a :class:`~app.notations.errors.Notat
 so a ValueError) carrying the 0-based position in the string it was found in.
 
 Groups declared *typed* (``Resources.from_string(text, typed={"ram": "memory"})``) hold
-comparisons such as ``ram >= 1 GiB`` instead of tags; see :mod:`app.notations.tag_values`
+comparisons such as ``ram >= 1 GiB`` instead of tags; see :mod:`app.notations.momotor.typed_groups`
 for their syntax and strength table. Undeclared groups are untouched Momotor tags.
 
 Speed (bench/tags.py compares with Momotor on generated, realistic definitions): a fast
@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING, Final, Self, TypeAlias
 from app.notations.errors import NotationError
 
 if TYPE_CHECKING:
+    from app.notations.momotor.typed_groups import ValueGroup
     from app.notations.quantities import ValueType
-    from app.notations.tag_values import ValueGroup
 
 __all__ = [
     "NEUTRAL",
@@ -933,7 +933,7 @@ def _merge_tags(first: ResourceGroup, second: ResourceGroup) -> ResourceGroup:
 def _value_types(typed: Typed) -> dict[str, ValueType]:
     if not typed:
         return {}
-    from app.notations.tag_values import declared_types
+    from app.notations.momotor.typed_groups import declared_types
 
     return declared_types(typed)
 
@@ -1003,7 +1003,7 @@ def _parse_texts(texts: Sequence[str], typed: dict[str, ValueType]) -> dict[str,
     result: dict[str, AnyGroup] = {}
     for name, index in indexes.items():
         if name in typed:
-            from app.notations.tag_values import ValueGroup
+            from app.notations.momotor.typed_groups import ValueGroup
 
             result[name] = ValueGroup.parse(name, typed[name], values.get(name, []))
         else:
@@ -1071,7 +1071,7 @@ class Resources:
         """Parse one definition string, or several whose groups are merged.
 
         ``typed`` maps group names to value types (``"memory"``, ``ValueType.INT``, ...);
-        those groups hold comparisons (:mod:`app.notations.tag_values`).
+        those groups hold comparisons (:mod:`app.notations.momotor.typed_groups`).
         Raises a :class:`TagsError` with the position of the problem.
         """
         if isinstance(value, str):
@@ -1107,7 +1107,7 @@ class Resources:
         groups: dict[str, AnyGroup] = {}
         for name, located in scanned:
             if name in types:
-                from app.notations.tag_values import ValueGroup
+                from app.notations.momotor.typed_groups import ValueGroup
 
                 groups[name] = ValueGroup.parse(name, types[name], located)
                 continue
@@ -1284,7 +1284,7 @@ def _union_groups(name: str, parts: list[AnyGroup]) -> AnyGroup:
                 elif old != item:
                     raise _conflict(name, old, item)
         return _intern_group(index)
-    from app.notations.tag_values import ValueGroup
+    from app.notations.momotor.typed_groups import ValueGroup
 
     return ValueGroup.union_named(name, parts)
 
@@ -1292,7 +1292,7 @@ def _union_groups(name: str, parts: list[AnyGroup]) -> AnyGroup:
 def _difference_groups(name: str, group: AnyGroup, other: AnyGroup) -> AnyGroup:
     if isinstance(group, ResourceGroup) and isinstance(other, ResourceGroup):
         return ResourceGroup.difference(group, other)
-    from app.notations.tag_values import ValueGroup
+    from app.notations.momotor.typed_groups import ValueGroup
 
     return ValueGroup.difference_named(name, group, other)
 

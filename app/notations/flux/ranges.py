@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.notations.errors import NotationError, did_you_mean
-from app.notations.idset import IdSet, IdsetError, parse_idset
+from app.notations.flux.idset import IdSet, IdsetError, parse_idset
 
 Operator = Literal["+", "*", "^"]
 OPERATORS: tuple[Operator, ...] = ("+", "*", "^")

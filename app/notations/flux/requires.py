@@ -17,7 +17,7 @@ The parser is parametrised like flux-core's: a default operator for bare terms (
 a bare term is an error), operator aliases, per-operator value splitting, and operators whose
 terms merge when ANDed. :data:`FLUX_REQUIRES` is the ``flux run --requires`` configuration.
 The result is RFC 31 JSON, not yet validated: unknown operators or bad hostlists surface when
-the result goes through :func:`app.notations.constraints.parse_constraint`
+the result goes through :func:`app.notations.flux.constraints.parse_constraint`
 (:func:`compile_requires_constraint` does both).
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from app.notations.constraints import Constraint, parse_constraint
 from app.notations.errors import NotationError
+from app.notations.flux.constraints import Constraint, parse_constraint
 
 #: Longest query accepted.
 MAX_QUERY_LENGTH = 65_536

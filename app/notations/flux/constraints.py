@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.notations.errors import NotationError, did_you_mean
-from app.notations.hostlist import Hostlist, HostlistError, parse_hostlist
-from app.notations.idset import IdSet, IdsetError, parse_idset
+from app.notations.flux.hostlist import Hostlist, HostlistError, parse_hostlist
+from app.notations.flux.idset import IdSet, IdsetError, parse_idset
 
 OPERATORS = ("properties", "hostlist", "ranks", "and", "or", "not")
 #: Characters a property name may not contain (flux-core ``match.c``).

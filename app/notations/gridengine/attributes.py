@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
-from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
-from app.notations.complex_strings import (
+from app.notations.errors import NotationError, did_you_mean
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.strings import (
     Semantics,
     StringExpressionError,
     check_semantics,
     is_expression,
     match_string,
 )
-from app.notations.errors import NotationError, did_you_mean
 from app.notations.quantities import (
     QuantityError,
     ValueType,

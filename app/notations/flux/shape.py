@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.notations.errors import NotationError
-from app.notations.jobspec import (
+from app.notations.flux.jobspec import (
     JobspecError,
     Resources,
     ResourceVertex,
     resources_to_json,
     validate_resources,
 )
-from app.notations.ranges import IdsetCount, RangeCount, RangeError, parse_count_string
+from app.notations.flux.ranges import IdsetCount, RangeCount, RangeError, parse_count_string
 
 ShapeErrorKind = Literal["syntax", "count", "slot", "rfc14"]
 RangeForm = Literal["dict", "string"]

@@ -40,9 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.notations.complex_requests import RequestList
-from app.notations.complex_strings import Semantics, check_semantics
-from app.notations.complexes import (
+from app.notations.gridengine.attributes import (
     ComplexDefinition,
     ComplexTable,
     Consumable,
@@ -55,6 +53,8 @@ from app.notations.complexes import (
     format_value,
     parse_value,
 )
+from app.notations.gridengine.requests import RequestList
+from app.notations.gridengine.strings import Semantics, check_semantics
 
 __all__ = [
     "QUEUE_LIMITS",

@@ -2,7 +2,7 @@
 
 A resources list is a non-empty list of vertices ``{type, count, unit?, exclusive?, with?,
 label?, id?}``. Rules enforced (flux-research section 4.1 and convention C9): ``type`` a
-non-empty string; ``count`` per :mod:`app.notations.ranges`; ``unit``, ``label`` and ``id``
+non-empty string; ``count`` per :mod:`app.notations.flux.ranges`; ``unit``, ``label`` and ``id``
 strings; ``exclusive`` a boolean; ``with`` a non-empty list; a ``slot`` has a label and a
 ``with``; labels are unique in the whole list. Keys outside RFC 14 ("extension keys", which
 RFC 46 shapes may carry) pass through untouched unless ``allow_extensions=False`` asks for the
@@ -19,7 +19,7 @@ from typing import Literal
 import yaml
 
 from app.notations.errors import NotationError
-from app.notations.ranges import Count, RangeError, count_to_json, validate_count
+from app.notations.flux.ranges import Count, RangeError, count_to_json, validate_count
 
 #: Reserved vertex keys of RFC 14.
 RESERVED_KEYS = ("type", "count", "unit", "exclusive", "with", "label", "id")
