@@ -93,7 +93,8 @@ from app.db.models import (  # noqa: E402
     WorkerTag,
 )
 from app.db.models import Worker as WorkerRow  # noqa: E402
-from app.matching import candidates, dispatch  # noqa: E402
+from app.matching import candidates  # noqa: E402
+from app.matching.dispatch import pull as dispatch  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
 from app.notations.momotor.tags import NoMatch, Resources  # noqa: E402
 

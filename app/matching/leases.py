@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import history
-from app.matching.dispatch import release_allocations
+from app.matching.dispatch.pull import release_allocations
 from app.matching.errors import NotFoundError
 
 

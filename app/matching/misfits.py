@@ -28,7 +28,7 @@ small                                           node of it could never hold what
                                                 job needs per node (totals, not free)
 =================  ===========================  =====================================
 
-The SGE clauses are compiled in app/matching/complex_sql.py.
+The SGE clauses are compiled in app/matching/gridengine/sql.py.
 
 The parser rejects one tag in two modes within a group, so each (group, value) has at most
 one mode per side and these cells are exactly Momotor's NoMatch cases.
@@ -77,10 +77,10 @@ from app.db.models import (
     WorkerTag,
 )
 from app.db.tables import CATEGORY_MISFITS
-from app.matching.complex_sql import REASONS as COMPLEX_REASONS
-from app.matching.complex_sql import Scope, complex_reasons
-from app.matching.constraint_sql import compile_constraint
-from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
+from app.matching.debusine.sql import compile_requirement, task_denied, task_version_differs
+from app.matching.flux.sql import compile_constraint
+from app.matching.gridengine.sql import REASONS as COMPLEX_REASONS
+from app.matching.gridengine.sql import Scope, complex_reasons
 from app.notations.debusine.metadata import Requirement, parse_requirement
 from app.notations.flux.constraints import Constraint, parse_constraint
 

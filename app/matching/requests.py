@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.matching.errors import InvalidFieldError
-from app.matching.tag_rows import parse_resources
+from app.matching.momotor.rows import parse_resources
 from app.notations.debusine.metadata import NAMESPACE_PATTERN
 from app.notations.errors import NotationError
 from app.notations.flux import jobspec as rfc14

@@ -1,4 +1,4 @@
-"""The pure allocator (app/matching/allocation.py): every RFC 14 / RFC 46 use case of seed
+"""The pure allocator (app/matching/allocation/allocator.py): every RFC 14 / RFC 46 use case of seed
 001 on a small inventory, and random jobspecs against an exhaustive brute-force reference."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.matching.allocation import (
+from app.matching.allocation.allocator import (
     Booking,
     Placement,
     Selection,
@@ -22,7 +22,7 @@ from app.matching.allocation import (
     r_lite,
     whole_types,
 )
-from app.matching.inventory_spec import InventoryError, parse_inventory
+from app.matching.allocation.spec import InventoryError, parse_inventory
 from app.notations.flux.ranges import count_values
 from app.notations.flux.shape import parse_shape_resources
 from tests.matching.allocation_trees import cluster

@@ -13,8 +13,10 @@ from sqlalchemy import event, func, select
 
 from app.db.engine import Database
 from app.db.models import InventoryBooking, InventoryCount, InventoryVertex, Job
-from app.matching import inventory, scheduling, submission, workers
-from app.matching.allocation import Placement
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import inventory
+from app.matching.allocation.allocator import Placement
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

@@ -44,17 +44,14 @@ from app.db.models import (
     WorkerInventory,
 )
 from app.db.tables import CATEGORIES
-from app.matching import (
-    allocation,
-    booking_statements,
-    dispatch,
-    inventory,
-    release_statements,
-    scheduling,
-    submission,
-    workers,
-)
-from app.matching.allocation import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import allocator as allocation
+from app.matching.allocation import book_pg as booking_statements
+from app.matching.allocation import inventory
+from app.matching.allocation.allocator import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching.dispatch import finish_pg as release_statements
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

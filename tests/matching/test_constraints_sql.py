@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from app.db.engine import Database
 from app.db.models import ConstraintHostRun, ConstraintRankRun, Worker
 from app.matching import candidates, submission, workers
-from app.matching.constraint_sql import compile_constraint
+from app.matching.flux.sql import compile_constraint
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 from app.notations.flux.constraints import Target, matches, parse_constraint

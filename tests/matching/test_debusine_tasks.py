@@ -13,10 +13,13 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import CategoryMisfit, JobState, Worker
-from app.matching import dispatch, submission, tasks, worker_metadata, workers
+from app.matching import submission, workers
+from app.matching.debusine import metadata as worker_metadata
+from app.matching.debusine import registry as tasks
+from app.matching.debusine.registry import TaskSpec
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import InvalidFieldError
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
-from app.matching.tasks import TaskSpec
 from app.matching.workers import WorkerSpec
 from app.task_plugins import load_plugin
 from tests.task_plugins import install_plugins

@@ -7,7 +7,8 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
-from app.matching import dispatch, submission, workers
+from app.matching import submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, ForbiddenError
 from app.matching.submission import JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
@@ -138,7 +139,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
     from datetime import UTC, datetime
 
     from app.db.models import Job, JobEvent
-    from app.matching import pull_statements
+    from app.matching.dispatch import pull_sql as pull_statements
 
     _worker(database, "w", slots=1)
     running = _submit(database)

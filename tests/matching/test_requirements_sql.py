@@ -11,8 +11,9 @@ from sqlalchemy import delete, select
 
 from app.db.engine import Database
 from app.db.models import Worker
-from app.matching import worker_metadata, workers
-from app.matching.requirement_sql import compile_requirement
+from app.matching import workers
+from app.matching.debusine import metadata as worker_metadata
+from app.matching.debusine.sql import compile_requirement
 from app.matching.workers import WorkerSpec
 from app.notations.debusine.metadata import effective, evaluate, parse_requirement
 

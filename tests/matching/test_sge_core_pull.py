@@ -1,4 +1,4 @@
-"""The Core Grid Engine pull (app/matching/complex_pull.py) decides and books exactly as
+"""The Core Grid Engine pull (app/matching/gridengine/pull.py) decides and books exactly as
 the ORM path it replaced, on both databases, and a guard that fails writes nothing.
 
 The comparison runs every pull twice on the same database state: first the ORM path in a
@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
-from app.matching import complex_dispatch, dispatch
-from app.matching.complex_dispatch import (
+from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch.pull_sql import lock_puller
+from app.matching.gridengine import decide as complex_dispatch
+from app.matching.gridengine.decide import (
     Booking,
     pe_from_database,
     plan_job,
@@ -30,22 +32,21 @@ from app.matching.complex_dispatch import (
     table_parameters,
     worker_row_parts,
 )
-from app.matching.complex_pull import (
+from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.pull import (
     _CLAIMS_WITH_STATE,
     _LOCK_ROWS,
     GridEnginePull,
     _take,
     take_in_one,
 )
-from app.matching.complex_table import (
+from app.matching.gridengine.table import (
     change_attribute,
     create_attribute,
     definition_from_body,
     load_table,
 )
-from app.matching.complex_values import Target, set_values
-from app.matching.parallel import upsert_pe
-from app.matching.pull_statements import lock_puller
+from app.matching.gridengine.values import Target, set_values
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 
 from app.db.engine import Database
 from app.db.models import Category, Worker
-from app.matching.complex_dispatch import category_lists, load_state
-from app.matching.complex_table import create_attribute, definition_from_body, load_table
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.decide import category_lists, load_state
+from app.matching.gridengine.table import create_attribute, definition_from_body, load_table
+from app.matching.gridengine.values import Target, set_values
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job

@@ -10,9 +10,10 @@ from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
 from app.db.models import Attribute, ParallelEnvironment
-from app.matching import complex_table, parallel
-from app.matching.complex_values import resolve_target, set_values
-from app.matching.schedule import schedule
+from app.matching.gridengine import parallel
+from app.matching.gridengine import table as complex_table
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.values import resolve_target, set_values
 
 router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
 

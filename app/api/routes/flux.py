@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.auth import PrincipalDep
 from app.api.retries import RetryingRoute
 from app.api.schemas import Text
-from app.matching import flux_tools
+from app.matching.flux import tools as flux_tools
 
 router = APIRouter(prefix="/v1/flux", tags=["flux"], route_class=RetryingRoute)
 

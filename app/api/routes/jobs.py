@@ -17,16 +17,11 @@ from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
-from app.matching import (
-    candidates,
-    complex_explain,
-    dispatch,
-    history,
-    idempotency,
-    inventory,
-    scheduling,
-    submission,
-)
+from app.matching import candidates, history, idempotency, submission
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import inventory
+from app.matching.dispatch import pull as dispatch
+from app.matching.gridengine import explain as complex_explain
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)

@@ -13,8 +13,8 @@ from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
 from app.db.models import Task
-from app.matching import tasks
-from app.matching.tasks import TaskSpec
+from app.matching.debusine import registry as tasks
+from app.matching.debusine.registry import TaskSpec
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=RetryingRoute)
 

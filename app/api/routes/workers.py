@@ -25,7 +25,9 @@ from app.db.models import (
     WorkerProperty,
     WorkerState,
 )
-from app.matching import dispatch, leases, worker_metadata, workers
+from app.matching import leases, workers
+from app.matching.debusine import metadata as worker_metadata
+from app.matching.dispatch import pull as dispatch
 from app.matching.workers import QueueSpec, WorkerSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)

@@ -72,7 +72,7 @@ class InventoryVertex(Base):
     #: The job of the active exclusive booking whose subtree holds this row: a copy the
     #: scheduler's filter reads instead of the bookings. No foreign key (0014): PostgreSQL
     #: checked it once per held row of every booking (39 for a whole node);
-    #: app/matching/inventory_invariants.py vouches for it, and for more than a key would.
+    #: app/matching/allocation/invariants.py vouches for it, and for more than a key would.
     held_by: Mapped[int | None] = mapped_column(default=None)
 
 

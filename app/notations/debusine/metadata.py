@@ -21,7 +21,7 @@ Allow/deny precedence (seed 004, and debusine's scheduler)
 
 Requirements
     A small JSON condition tree over the effective metadata, compiled to SQL by
-    app/matching/requirement_sql.py and evaluated here in Python (the tests' oracle):
+    app/matching/debusine/sql.py and evaluated here in Python (the tests' oracle):
 
     ==========================================  =============================================
     ``{"and": [r, ...]}`` / ``{"or": [r, ...]}``  all / any (``and: []`` true, ``or: []`` false)

@@ -59,9 +59,9 @@ from app.db.tables import (
     WORKER_INVENTORIES,
     WORKERS,
 )
-from app.matching.booking_statements import units_per_count_row
-from app.matching.complex_dispatch import release_bookings
+from app.matching.allocation.book_pg import units_per_count_row
 from app.matching.errors import ConflictError
+from app.matching.gridengine.decide import release_bookings
 
 _JOB: Any = bindparam("p_job_id", type_=Integer)
 _NOW: Any = bindparam("p_now")

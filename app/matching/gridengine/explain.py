@@ -8,8 +8,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
-from app.matching.complex_dispatch import category_lists, has_complex_values, load_state
-from app.matching.complex_table import load_table
+from app.matching.gridengine.decide import category_lists, has_complex_values, load_state
+from app.matching.gridengine.table import load_table
 
 
 def scheduling_info(session: Session, job: Job) -> list[str]:

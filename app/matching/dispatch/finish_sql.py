@@ -26,8 +26,8 @@ from app.db.models import (
     JobState,
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
-from app.matching.complex_dispatch import release_bookings
 from app.matching.errors import ConflictError
+from app.matching.gridengine.decide import release_bookings
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")

@@ -35,21 +35,22 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
-from app.matching import history, inventory
-from app.matching import pull_statements as statements
-from app.matching.allocation import Policy, Request, allocate, build_requests
-from app.matching.complex_dispatch import (
+from app.matching import history
+from app.matching.allocation import inventory
+from app.matching.allocation.allocator import Policy, Request, allocate, build_requests
+from app.matching.debusine.metadata import effective_metadata
+from app.matching.dispatch import pull_sql as statements
+from app.matching.dispatch.finish_pg import finish_holding_vertices
+from app.matching.dispatch.finish_sql import finish_slots_only
+from app.matching.dispatch.pull_sql import Puller, lock_puller
+from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
+from app.matching.gridengine.decide import (
     ClusterState,
     dispatch_on,
     load_state,
     release_bookings,
 )
-from app.matching.complex_pull import GridEnginePull
-from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
-from app.matching.finish_statements import finish_slots_only
-from app.matching.pull_statements import Puller, lock_puller
-from app.matching.release_statements import finish_holding_vertices
-from app.matching.worker_metadata import effective_metadata
+from app.matching.gridengine.pull import GridEnginePull
 from app.metrics import DISPATCH_LATENCY
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
@@ -59,7 +60,7 @@ HEADS_PER_ROUND = 8
 ROUNDS = 3
 
 #: Workers with Grid Engine values take every job through the Core statements of
-#: app/matching/complex_pull.py; off, they take the ORM path that workers without values
+#: app/matching/gridengine/pull.py; off, they take the ORM path that workers without values
 #: keep for Grid Engine jobs (tests compare the two).
 CORE_GRID_ENGINE = True
 

@@ -49,8 +49,9 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
-from app.matching import booking_statements, dispatch, inventory
-from app.matching.allocation import (
+from app.matching.allocation import book_pg as booking_statements
+from app.matching.allocation import inventory
+from app.matching.allocation.allocator import (
     Key,
     Outcome,
     Policy,
@@ -62,9 +63,10 @@ from app.matching.allocation import (
     node_needs,
     whole_types,
 )
+from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch.pull_sql import book_room_statement
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
-from app.matching.pull_statements import book_room_statement
 
 #: Survivors loaded beyond the nodes a job needs at least, in the first batch: the filter
 #: below is close to exact, so the first batch nearly always holds the placement.

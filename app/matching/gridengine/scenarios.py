@@ -43,12 +43,12 @@ from sqlalchemy.orm import Session
 from app.db import migrate
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, Queue, QueueInstance, Worker
-from app.matching import complex_table
-from app.matching.complex_dispatch import Decision
-from app.matching.complex_values import Target, set_values
 from app.matching.errors import MatchingError
-from app.matching.parallel import upsert_pe
-from app.matching.schedule import schedule
+from app.matching.gridengine import table as complex_table
+from app.matching.gridengine.decide import Decision
+from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.values import Target, set_values
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.gridengine.attributes import Relop

@@ -204,3 +204,4 @@ def compile_constraint(
         return _ranks(category_id, leaf, worker)
 
     return build(tree)
+

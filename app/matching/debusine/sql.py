@@ -128,3 +128,4 @@ def task_version_differs(worker: type[Worker], task: type[Task]) -> ColumnElemen
         namespace.namespace == task.name,
         namespace.version == task.version,
     )
+

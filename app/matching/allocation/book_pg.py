@@ -73,8 +73,8 @@ from app.db.tables import (
     WORKER_INVENTORIES,
     WORKERS,
 )
-from app.matching.inventory import BookingPlan
-from app.matching.pull_statements import WAITING, book_room_statement
+from app.matching.allocation.inventory import BookingPlan
+from app.matching.dispatch.pull_sql import WAITING, book_room_statement
 
 # Short aliases and literal constants (a bound constant renders as %(name)s::TYPE):
 # psycopg re-parses statements longer than 4,096 characters on every execution (it

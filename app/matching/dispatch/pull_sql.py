@@ -55,7 +55,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, QUEUES, WORKERS
-from app.matching import inventory
+from app.matching.allocation import inventory
 from app.matching.misfits import worker_fits
 
 

@@ -34,8 +34,8 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching.complex_table import load_table
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.gridengine.table import load_table
 from app.notations.gridengine.attributes import ComplexDefinition, ComplexError, parse_value
 from app.notations.gridengine.evaluator import QUEUE_LIMITS
 from app.notations.quantities import QuantityError, ValueType

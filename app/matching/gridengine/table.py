@@ -222,7 +222,7 @@ def change_attribute(session: Session, name: str, definition: ComplexDefinition)
 def _renormalise(session: Session, attribute: Attribute, definition: ComplexDefinition) -> None:
     """Stored strings and regexes follow the (string) type; effective flags follow the
     relop. Every worker's fit may change, so all are recomputed."""
-    from app.matching.complex_values import refresh_effective, string_subject
+    from app.matching.gridengine.values import refresh_effective, string_subject
     from app.matching.misfits import recache_worker_misfits
 
     for value in session.scalars(

@@ -269,3 +269,4 @@ def complex_reasons(
         ),
         (pair.not_in(fitting_queue_hosts(kind)), "sge-queue"),
     )
+

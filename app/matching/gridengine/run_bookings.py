@@ -1,7 +1,7 @@
 """A scheduling run's bookings, kept in memory and written at the end of the run.
 
-A run holds every worker's lock (app/matching/schedule.py), so no pull books anything
-while it decides, and its in-memory cluster state (app/matching/complex_dispatch.py) is
+A run holds every worker's lock (app/matching/gridengine/run.py), so no pull books anything
+while it decides, and its in-memory cluster state (app/matching/gridengine/decide.py) is
 the picture the database would show. Writing each job's bookings as it is decided cost
 about eight statements per job (savepoint, job lock, queue instance, each consumable row,
 allocation, bookings, job); here the run sums them per row and writes them with one
@@ -41,7 +41,8 @@ from app.db.models import (
     ParallelEnvironment,
 )
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, JOBS, QUEUE_INSTANCES
-from app.matching.complex_dispatch import (
+from app.matching.errors import ConflictError
+from app.matching.gridengine.decide import (
     Booking,
     ClusterState,
     Decision,
@@ -51,7 +52,6 @@ from app.matching.complex_dispatch import (
     pe_slots_in_use,
     plan_job,
 )
-from app.matching.errors import ConflictError
 
 #: (usage row id, counts in used_nonexclusive, exclusive use)
 _UsageKey = tuple[int, bool, bool]

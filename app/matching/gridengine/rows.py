@@ -7,7 +7,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from app.db.models import CategoryRequest
-from app.matching.complex_table import attribute_ids, load_table
+from app.matching.gridengine.table import attribute_ids, load_table
 from app.notations.gridengine.requests import RequestList
 from app.notations.gridengine.string_regex import request_regex
 from app.notations.gridengine.strings import StringExpressionError

@@ -14,7 +14,7 @@ Rules (ours; RFC 14 describes requests, not inventories):
 - logical ids are numbered per type in depth-first order within the worker (cores of
   socket 0 are 0-15, of socket 1 16-31), as Flux numbers a node's cores and GPUs.
 
-Pure Python: the result is plain data that app/matching/inventory.py stores as rows.
+Pure Python: the result is plain data that app/matching/allocation/inventory.py stores as rows.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Worker inventories in SQL: storing them as vertex rows, free counts per type per worker
-(the coarse filter), trees for the allocator (app/matching/allocation.py) built from the
+(the coarse filter), trees for the allocator (app/matching/allocation/allocator.py) built from the
 rows of the workers that pass, and booking and releasing what a placement selected.
 
 Booking is a conditional UPDATE per vertex set (``held_by IS NULL AND shared = 0 AND used =
@@ -50,7 +50,7 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     WORKER_INVENTORIES,
 )
-from app.matching.allocation import (
+from app.matching.allocation.allocator import (
     Key,
     Placement,
     Request,
@@ -59,8 +59,8 @@ from app.matching.allocation import (
     node_needs,
     upper_tree,
 )
+from app.matching.allocation.spec import Inventory, parse_inventory
 from app.matching.errors import ConflictError, InvalidFieldError
-from app.matching.inventory_spec import Inventory, parse_inventory
 from app.notations.errors import NotationError
 from app.notations.flux.idset import encode_idset
 

@@ -22,7 +22,7 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     WORKER_INVENTORIES,
 )
-from app.matching.inventory import counts_of_vertices
+from app.matching.allocation.inventory import counts_of_vertices
 
 _ACTIVE = INVENTORY_BOOKINGS.c.released_at.is_(None)
 

@@ -1,7 +1,7 @@
 """A scheduling run: dispatch the waiting jobs in priority, then age order, each seeing the
 bookings of the ones before (research/sge.md sections e and g).
 
-The run locks every worker first (the lock order of app/matching/dispatch.py), so pulls
+The run locks every worker first (the lock order of app/matching/dispatch/pull.py), so pulls
 wait for it rather than deadlock with it. It loads the cluster once; per category it asks
 SQL once for the workers the misfit cache keeps, and keeps a per-run memo as Grid Engine
 does: a category that could not place a job is *rejected* for the rest of the run (within
@@ -21,15 +21,15 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
-from app.matching.complex_dispatch import (
+from app.matching.gridengine.decide import (
     ClusterState,
     Decision,
     QueueSlot,
     load_state,
 )
-from app.matching.complex_table import load_table
+from app.matching.gridengine.run_bookings import RunBookings, schedule_job
+from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
-from app.matching.run_bookings import RunBookings, schedule_job
 
 
 @dataclass
@@ -76,7 +76,7 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     """Dispatch what can run now. ``trace`` keeps every evaluated queue instance's fit in
     the decisions (for scenarios and explanations), otherwise evaluation stops at the
     first fitting instance where that decides. Bookings are kept in memory and written
-    at the end (app/matching/run_bookings.py)."""
+    at the end (app/matching/gridengine/run_bookings.py)."""
     session.scalars(select(Worker.id).order_by(Worker.id).with_for_update()).all()
     state = load_state(session, load_table(session))
     jobs = session.execute(

@@ -7,7 +7,7 @@ three when the job books consumables:
 
 1. the claim (the job's lock, skipping a job a concurrent pull holds, with its category's
    ``-l`` lists) in the statement that reads the worker's values, usage and the attribute
-   table (app/matching/complex_dispatch.py ``worker_row_parts``);
+   table (app/matching/gridengine/decide.py ``worker_row_parts``);
 2. on PostgreSQL, every write in one statement of data-modifying CTEs (:func:`_take`):
    the guarded updates of the queue instances and consumable rows, and, only when every
    one of them matched, the allocations, bookings, job start and event. When the job books
@@ -67,7 +67,9 @@ from app.db.tables import (
     JOBS,
     QUEUE_INSTANCES,
 )
-from app.matching.complex_dispatch import (
+from app.matching.dispatch.pull_sql import Puller, record_dispatch
+from app.matching.errors import ConflictError
+from app.matching.gridengine.decide import (
     Booking,
     ClusterState,
     book,
@@ -78,8 +80,6 @@ from app.matching.complex_dispatch import (
     table_parameters,
     worker_row_parts,
 )
-from app.matching.errors import ConflictError
-from app.matching.pull_statements import Puller, record_dispatch
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Dynamic fit and bookings of Grid Engine jobs, shared by pull and the scheduling run.
 
-The misfit cache (SQL, app/matching/complex_sql.py) has ruled out the workers whose static
+The misfit cache (SQL, app/matching/gridengine/sql.py) has ruled out the workers whose static
 values reject a category. For the survivors, this module loads the current picture (fixed,
 built-in and load values, consumable capacities and bookings, free slots) into the
 reference evaluator's objects (app/notations/gridengine/evaluator.py) and lets it decide per
@@ -63,8 +63,8 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
-from app.matching.complex_table import load_table, prefetch_table, table_of_rows, table_rows
-from app.matching.parallel import UNLIMITED, Offered, allocate
+from app.matching.gridengine.parallel import UNLIMITED, Offered, allocate
+from app.matching.gridengine.table import load_table, prefetch_table, table_of_rows, table_rows
 from app.notations.gridengine.attributes import (
     ComplexTable,
     Consumable,
@@ -887,7 +887,7 @@ def book(
 
 def release_bookings(session: Session, job_id: int) -> None:
     """Give back every consumable amount the job holds (its slots are released with its
-    allocations by app/matching/dispatch.py)."""
+    allocations by app/matching/dispatch/pull.py)."""
     bookings = session.scalars(
         select(JobBooking).where(JobBooking.job_id == job_id).order_by(JobBooking.usage_id)
     ).all()

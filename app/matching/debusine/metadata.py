@@ -183,7 +183,7 @@ def _store(
 
 
 def worker_by_name(session: Session, name: str) -> Worker:
-    """The worker, its row locked: writers lock the worker first (app/matching/dispatch.py)."""
+    """The worker, its row locked: writers lock the worker first (app/matching/dispatch/pull.py)."""
     worker = session.scalar(select(Worker).where(Worker.name == name).with_for_update())
     if worker is None:
         raise NotFoundError(f"no worker named {name!r}")
