@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, and_, case, exists, false, not_, or_, true
 from sqlalchemy.orm import aliased
 
 from app.db.models import Task, Worker, WorkerMetadata, WorkerMetadataNamespace
+from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 from app.notations.debusine.metadata import (
     ALLOWLIST,
     DENYLIST,
@@ -129,3 +130,25 @@ def task_version_differs(worker: type[Worker], task: type[Task]) -> ColumnElemen
         namespace.version == task.version,
     )
 
+
+REASONS = {
+    "task-denied": "the worker's tasks_allowlist or tasks_denylist refuses the job's task",
+    "task-version": "the worker reports another version of the job's task, or none",
+    "task-requirements": "the task's requirements do not hold on the worker's metadata",
+}
+
+
+def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
+    """``Task`` is the category's task, outer-joined by the misfit statement (NULL
+    columns for a category without one); ``requirements_ok`` the compiled requirements of
+    the tasks in question (true: none)."""
+    worker = pair.worker
+    requirements = pair.requirements_ok if pair.requirements_ok is not None else true()
+    return (
+        (and_(Task.id.is_not(None), task_denied(worker, Task)), "task-denied"),
+        (and_(Task.id.is_not(None), task_version_differs(worker, Task)), "task-version"),
+        (not_(requirements), "task-requirements"),
+    )
+
+
+MISFITS = MisfitClauses(REASONS, _misfit_clauses)

@@ -35,6 +35,7 @@ from app.db.models import (
     WorkerNamePart,
     WorkerProperty,
 )
+from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 from app.notations.flux.constraints import (
     And,
     Constraint,
@@ -205,3 +206,14 @@ def compile_constraint(
 
     return build(tree)
 
+
+REASONS = {"constraint": "the job's RFC 31 constraint does not hold on the worker"}
+
+
+def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
+    """The compiled constraint of the categories in question (true: none)."""
+    holds = pair.constraint_ok if pair.constraint_ok is not None else true()
+    return ((not_(holds), "constraint"),)
+
+
+MISFITS = MisfitClauses(REASONS, _misfit_clauses)

@@ -59,6 +59,7 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
+from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 
 REASONS = {
     "sge-global": "a hard request does not fit the global host",
@@ -270,3 +271,9 @@ def complex_reasons(
         (pair.not_in(fitting_queue_hosts(kind)), "sge-queue"),
     )
 
+
+def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
+    return complex_reasons(pair.category, pair.worker, pair.scope_kind)
+
+
+MISFITS = MisfitClauses(REASONS, _misfit_clauses)
