@@ -127,6 +127,13 @@ def keeps_subquery_order(connection: Connection) -> bool:
     return connection.dialect.name == "postgresql"
 
 
+def binds_arrays(connection: Connection) -> bool:
+    """Whether a list can be bound as one array parameter and unnested into rows
+    (PostgreSQL), so that many rows' writes take one statement instead of an
+    executemany of one statement per row; SQLite, in process, takes the executemany."""
+    return connection.dialect.name == "postgresql"
+
+
 def json_rows_function(connection: Connection) -> tuple[str, str]:
     """The aggregate that gathers rows into one JSON array and the function that makes
     one row a JSON array: json_agg and json_build_array on PostgreSQL, SQLite's JSON1

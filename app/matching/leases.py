@@ -18,7 +18,7 @@ from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import history
 from app.matching.dispatch.pull import release_allocations
-from app.matching.errors import NotFoundError
+from app.matching.locks import worker_by_name
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,7 @@ def expire_leases(
 
 def heartbeat(session: Session, worker_name: str) -> Worker:
     """The worker is alive: its lease on its running jobs is renewed."""
-    worker = session.scalar(select(Worker).where(Worker.name == worker_name).with_for_update())
-    if worker is None:
-        raise NotFoundError(f"no worker named {worker_name!r}")
+    worker = worker_by_name(session, worker_name, lock=True)
     worker.last_seen = utcnow()
     session.flush()
     return worker

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
 from app.matching.allocation.inventory import parse_worker_inventory, set_rank, store_inventory
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.flux.sql import store_worker_name_parts
 from app.matching.gridengine.values import write_queue_builtins
 from app.matching.misfits import recache_worker_misfits
@@ -161,13 +161,6 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         recache_worker_misfits(session, worker.id)
     session.flush()
     return worker, created
-
-
-def get_worker(session: Session, name: str) -> Worker:
-    worker = session.scalar(select(Worker).where(Worker.name == name))
-    if worker is None:
-        raise NotFoundError(f"no worker named {name!r}")
-    return worker
 
 
 def list_workers(session: Session, *, limit: int, offset: int) -> list[Worker]:

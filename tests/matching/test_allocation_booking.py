@@ -1,4 +1,4 @@
-"""Booking a placement (inventory.book) from the tree it was made on (issue 9): the
+"""Booking a placement (inventory.book_placement) from the tree it was made on (issue 9): the
 positions come from the tree's vertices, so booking reads nothing back; and a placement
 that went stale still fails as a whole, for shared holds (one conditional UPDATE over all
 of them) as for exclusive ones, leaving the counts as they were."""
@@ -90,7 +90,7 @@ def test_booking_reads_no_positions_back(one_node: Database) -> None:
         job = session.get(Job, job_id)
         assert job is not None
         with _statements(database) as sent:
-            touched = inventory.book(session, job, placement)
+            touched = inventory.book_placement(session, job, placement)
     assert len(touched) == 1
     assert not [s for s in sent if s.lstrip().upper().startswith("SELECT")], sent
     with database.transaction(write=False) as session:
@@ -120,5 +120,5 @@ def test_a_stale_placement_books_nothing(one_node: Database, stale: str, taker: 
     with pytest.raises(ConflictError), database.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
-        inventory.book(session, job, placement)
+        inventory.book_placement(session, job, placement)
     assert _state(database) == before

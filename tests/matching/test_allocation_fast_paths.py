@@ -507,7 +507,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
     plan, leader = _planned(database, job_id)
     outcome: dict[str, Any] = {}
 
-    def allocate() -> None:
+    def place_requests() -> None:
         try:
             with database.transaction() as session:
                 job = session.get(Job, job_id)
@@ -519,7 +519,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
 
     with database.engine.connect() as blocker, database.engine.connect() as observer:
         blocker.execute(select(Worker.id).where(Worker.id == leader).with_for_update())
-        thread = threading.Thread(target=allocate)
+        thread = threading.Thread(target=place_requests)
         thread.start()
         waiting = None
         for _ in range(200):

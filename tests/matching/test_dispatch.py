@@ -151,7 +151,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
         assert puller is not None and puller.max_free == 0
         # As if the count had been read before the other pull booked the last slot.
         stale = pull_statements.Puller(**{**puller.__dict__, "max_free": 1})
-        claimed, job = pull_statements.take_plain(session, waiting, stale, now)
+        claimed, job = pull_statements.claim_plain_job(session, waiting, stale, now)
         assert (claimed, job) == (True, None)
     with database.transaction() as session:
         row = session.get(Job, waiting)

@@ -25,7 +25,7 @@ from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.pull_sql import lock_puller
 from app.matching.gridengine import decide as complex_dispatch
 from app.matching.gridengine.decide import (
-    Booking,
+    ConsumableBooking,
     pe_from_database,
     plan_job,
     state_of_rows,
@@ -37,7 +37,7 @@ from app.matching.gridengine.pull import (
     _CLAIMS_WITH_STATE,
     _LOCK_ROWS,
     GridEnginePull,
-    _take,
+    _claim_and_book_pg,
     take_in_one,
 )
 from app.matching.gridengine.table import (
@@ -243,7 +243,9 @@ def _one_job(session: Session, hard: str) -> tuple[Worker, int]:
     return worker, job.id
 
 
-def _plan(session: Session, worker: Worker, job_id: int) -> tuple[dict[int, int], list[Booking]]:
+def _plan(
+    session: Session, worker: Worker, job_id: int
+) -> tuple[dict[int, int], list[ConsumableBooking]]:
     puller = lock_puller(session, worker.name, utcnow())
     assert puller is not None and puller.complex_cluster
     pull = GridEnginePull(session, puller)
@@ -360,7 +362,7 @@ def test_the_pull_statements_stay_within_psycopgs_query_cache() -> None:
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
     from sqlalchemy.dialects import postgresql
 
-    for statement in (*_CLAIMS_WITH_STATE.values(), _take(), _LOCK_ROWS):
+    for statement in (*_CLAIMS_WITH_STATE.values(), _claim_and_book_pg(), _LOCK_ROWS):
         compiled = statement.compile(dialect=postgresql.psycopg.dialect())
         assert len(str(compiled)) <= MAX_CACHED_STATEMENT_LENGTH
         assert len(compiled.params) <= MAX_CACHED_STATEMENT_PARAMS

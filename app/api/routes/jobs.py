@@ -420,7 +420,7 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
     job = _visible_job(session, job_id, principal)
-    return AllocationOut(job=job.id, R_lite=inventory.job_r(session, job.id))
+    return AllocationOut(job=job.id, R_lite=inventory.booked_r(session, job.id))
 
 
 @router.post("/jobs/{job_id}/allocate", response_model=JobOut)

@@ -28,6 +28,7 @@ from app.db.models import (
 from app.matching import leases, workers
 from app.matching.debusine import metadata as worker_metadata
 from app.matching.dispatch import pull as dispatch
+from app.matching.locks import worker_by_name
 from app.matching.workers import QueueSpec, WorkerSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)
@@ -179,7 +180,7 @@ def list_workers(
 
 @router.get("/{name}", response_model=WorkerOut)
 def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
-    return worker_out(session, workers.get_worker(session, name))
+    return worker_out(session, worker_by_name(session, name))
 
 
 def _refresh_due(request: Request, worker: Worker) -> bool:
@@ -298,7 +299,7 @@ def get_metadata(
     worker itself)."""
     if principal.role is Role.WORKER and principal.subject != name:
         raise ProblemError(403, f"this token belongs to worker {principal.subject!r}, not {name!r}")
-    return _metadata_out(request, session, workers.get_worker(session, name))
+    return _metadata_out(request, session, worker_by_name(session, name))
 
 
 @router.put("/{name}/metadata", response_model=MetadataOut)

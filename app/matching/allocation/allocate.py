@@ -55,12 +55,12 @@ from app.matching.allocation.allocator import (
     Key,
     Outcome,
     Policy,
-    Request,
     Vertex,
-    allocate,
+    VertexRequest,
     dismantle,
     min_nodes,
     node_needs,
+    place_requests,
     whole_types,
 )
 from app.matching.dispatch import pull as dispatch
@@ -295,7 +295,7 @@ def _pack_candidates(driver: Driver, bounded: bool) -> Subquery:
 
 def survivors_query(
     policy: Policy,
-    requests: Sequence[Request],
+    requests: Sequence[VertexRequest],
     category_id: int,
     json_rows: tuple[str, str],
     driver: Driver | None = None,
@@ -313,7 +313,7 @@ def survivors_query(
 
 
 def pack_order_query(
-    requests: Sequence[Request], category_id: int
+    requests: Sequence[VertexRequest], category_id: int
 ) -> tuple[Select[*tuple[Any, ...]], dict[str, Any]] | None:
     """The ids of the workers the ``pack`` driver admits, in pack order, and the query's
     parameters; None when no driver narrows the walk (every worker is a candidate)."""
@@ -324,7 +324,7 @@ def pack_order_query(
 
 
 def _driven(
-    policy: Policy, requests: Sequence[Request], category_id: int, driver: Driver | None
+    policy: Policy, requests: Sequence[VertexRequest], category_id: int, driver: Driver | None
 ) -> tuple[frozenset[str], Driver, dict[str, Any], bool]:
     """The types the requests take whole, the driver (the given one or the policy's), the
     parameters of the queries it drives, and whether its room test is bounded by the
@@ -420,7 +420,7 @@ def find_placement(
         below = {row[0]: inventory.parse_rows_below(row[-1]) for row in rows}
         prefetched = {w: found for w, found in below.items() if found is not None}
         tree = inventory.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
-        outcome = allocate(tree, requests, policy)
+        outcome = place_requests(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
             return Attempt(outcome, len(rows), tree)
         dismantle(tree)

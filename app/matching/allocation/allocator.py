@@ -268,7 +268,7 @@ class _Level:
 
 
 @dataclass(frozen=True)
-class Request:
+class VertexRequest:
     """One vertex of the job's resources with its effective exclusivity and its needs."""
 
     type: str
@@ -277,7 +277,7 @@ class Request:
     exclusive: bool
     label: str | None
     path: str
-    children: tuple[Request, ...]
+    children: tuple[VertexRequest, ...]
     #: Minimum units per instance of each key in this vertex's subtree (itself included).
     need: dict[Key, int] = field(hash=False, compare=False)
     #: Whether this vertex is a node or holds one.
@@ -304,10 +304,10 @@ def _minimum(count: Count) -> int:
     return next(iter(count_values(count)))
 
 
-def build_requests(resources: rfc14.Resources) -> tuple[Request, ...]:
+def build_requests(resources: rfc14.Resources) -> tuple[VertexRequest, ...]:
     """The request tree of a validated resources list (RFC 14 exclusive defaults)."""
 
-    def build(vertex: rfc14.ResourceVertex, path: str, in_slot: bool) -> Request:
+    def build(vertex: rfc14.ResourceVertex, path: str, in_slot: bool) -> VertexRequest:
         slot = vertex.type == "slot"
         default = in_slot or slot
         exclusive = default if vertex.exclusive is None else vertex.exclusive
@@ -322,7 +322,7 @@ def build_requests(resources: rfc14.Resources) -> tuple[Request, ...]:
             for k, n in child.total_need().items():
                 need[k] = need.get(k, 0) + n
         holds = vertex.type == "node" or any(c.holds_nodes for c in children)
-        return Request(
+        return VertexRequest(
             vertex.type,
             vertex.count,
             vertex.unit if not slot else None,
@@ -338,7 +338,7 @@ def build_requests(resources: rfc14.Resources) -> tuple[Request, ...]:
     return tuple(build(vertex, vertex.type, False) for vertex in resources)
 
 
-def list_need(requests: Sequence[Request]) -> dict[Key, int]:
+def list_need(requests: Sequence[VertexRequest]) -> dict[Key, int]:
     need: dict[Key, int] = {}
     for request in requests:
         for k, n in request.total_need().items():
@@ -346,7 +346,7 @@ def list_need(requests: Sequence[Request]) -> dict[Key, int]:
     return need
 
 
-def node_needs(requests: Sequence[Request]) -> dict[Key, int]:
+def node_needs(requests: Sequence[VertexRequest]) -> dict[Key, int]:
     """What one node must have free, at least, to take part in the job: the smallest need
     of any part of the request that lands on one node (a node vertex's subtree, a slot
     that holds no node, or a resource requested outside any node). For coarse filtering."""
@@ -359,7 +359,7 @@ def node_needs(requests: Sequence[Request]) -> dict[Key, int]:
     return {k: min(need[k] for need in found) for k in sorted(keys, key=str)}
 
 
-def _node_needs(request: Request, found: list[dict[Key, int]]) -> None:
+def _node_needs(request: VertexRequest, found: list[dict[Key, int]]) -> None:
     if request.type == "node":
         found.append({k: n for k, n in request.need.items() if k[0] != "node"})
     elif not request.holds_nodes:
@@ -370,7 +370,7 @@ def _node_needs(request: Request, found: list[dict[Key, int]]) -> None:
             _node_needs(child, found)
 
 
-def whole_types(requests: Sequence[Request]) -> frozenset[str]:
+def whole_types(requests: Sequence[VertexRequest]) -> frozenset[str]:
     """Types of which one node must have an entirely free vertex (nothing held, shared or
     drawn in its subtree) to take part in the job: the exclusive vertices (not pools) that
     every part of the request landing on one node asks for, as in :func:`node_needs`. A
@@ -383,7 +383,7 @@ def whole_types(requests: Sequence[Request]) -> frozenset[str]:
     return frozenset(set.intersection(*found))
 
 
-def _whole_types(request: Request, found: list[set[str]]) -> None:
+def _whole_types(request: VertexRequest, found: list[set[str]]) -> None:
     if request.type == "node" or not request.holds_nodes:
         found.append(_exclusive_types(request))
     else:
@@ -391,7 +391,7 @@ def _whole_types(request: Request, found: list[set[str]]) -> None:
             _whole_types(child, found)
 
 
-def _exclusive_types(request: Request) -> set[str]:
+def _exclusive_types(request: VertexRequest) -> set[str]:
     if request.minimum < 1:
         return set()
     out = {request.type} if request.exclusive and not request.is_pool else set()
@@ -402,12 +402,12 @@ def _exclusive_types(request: Request) -> set[str]:
     return out
 
 
-def min_nodes(requests: Sequence[Request]) -> int:
+def min_nodes(requests: Sequence[VertexRequest]) -> int:
     """How many nodes the job needs at least (0 when it names none)."""
     return sum(_min_nodes(request, 1) for request in requests)
 
 
-def _min_nodes(request: Request, factor: int) -> int:
+def _min_nodes(request: VertexRequest, factor: int) -> int:
     if request.type == "node":
         return factor * request.minimum
     return sum(_min_nodes(c, factor * request.minimum) for c in request.children)
@@ -421,7 +421,7 @@ class Selection:
     """A request instance and the vertex it took (None for a slot instance); ``amount`` is
     what a pool request drew from this pool (1 otherwise)."""
 
-    request: Request
+    request: VertexRequest
     vertex: Vertex | None
     amount: int
     children: tuple[Selection, ...]
@@ -436,7 +436,7 @@ BookingMode = Literal["exclusive", "shared", "draw"]
 
 
 @dataclass(frozen=True)
-class Booking:
+class VertexBooking:
     """What to book: a vertex's whole subtree exclusively, a vertex shared, or an amount
     drawn from a pool."""
 
@@ -453,9 +453,9 @@ class Placement:
         for selection in self.selections:
             yield from selection.walk()
 
-    def bookings(self) -> list[Booking]:
+    def bookings(self) -> list[VertexBooking]:
         """The bookings, outermost first; nothing inside an exclusive booking is repeated."""
-        out: list[Booking] = []
+        out: list[VertexBooking] = []
         covered: set[int] = set()
         exclusive_roots: set[int] = set()
         for selection in self.walk():
@@ -466,12 +466,12 @@ class Placement:
             if _inside(vertex, exclusive_roots):
                 continue
             if selection.request.is_pool:
-                out.append(Booking(vertex, "draw", selection.amount))
+                out.append(VertexBooking(vertex, "draw", selection.amount))
             elif selection.request.exclusive:
-                out.append(Booking(vertex, "exclusive"))
+                out.append(VertexBooking(vertex, "exclusive"))
                 exclusive_roots.add(vertex.key)
             elif vertex.key not in covered:
-                out.append(Booking(vertex, "shared"))
+                out.append(VertexBooking(vertex, "shared"))
             covered.add(vertex.key)
         return out
 
@@ -555,7 +555,12 @@ class _Search:
             raise _Budget
 
     def _shortfall(
-        self, request: Request, context: Vertex, needed: int, found: int, path: str | None = None
+        self,
+        request: VertexRequest,
+        context: Vertex,
+        needed: int,
+        found: int,
+        path: str | None = None,
     ) -> None:
         entry = self.short.setdefault(path or request.path, _Short(needed))
         entry.found = max(entry.found, found)
@@ -593,7 +598,7 @@ class _Search:
 
         return sorted(candidates, key=weight)
 
-    def _available(self, request: Request, vertex: Vertex, *, report: bool = False) -> bool:
+    def _available(self, request: VertexRequest, vertex: Vertex, *, report: bool = False) -> bool:
         if request.exclusive and (not vertex.pristine or self.inner.get(vertex.key, 0)):
             if report:
                 self._shortfall(request, vertex, 1, 0, f"{request.path} (entirely free)")
@@ -609,7 +614,9 @@ class _Search:
 
     # matching ------------------------------------------------------------------------
 
-    def match_list(self, requests: Sequence[Request], context: Vertex) -> Iterator[list[Selection]]:
+    def match_list(
+        self, requests: Sequence[VertexRequest], context: Vertex
+    ) -> Iterator[list[Selection]]:
         if not requests:
             yield []
             return
@@ -627,7 +634,7 @@ class _Search:
             for more in self.match_list(rest, context):
                 yield chosen + more
 
-    def match(self, request: Request, context: Vertex) -> Iterator[list[Selection]]:
+    def match(self, request: VertexRequest, context: Vertex) -> Iterator[list[Selection]]:
         self._tick()
         if request.type == "slot":
             yield from self._slots(request, context)
@@ -650,7 +657,7 @@ class _Search:
             limit = value - 1
         return out
 
-    def _vertices(self, request: Request, context: Vertex) -> Iterator[list[Selection]]:
+    def _vertices(self, request: VertexRequest, context: Vertex) -> Iterator[list[Selection]]:
         candidates = [
             v
             for v in self._order(self._descend(context, (request.type, None)))
@@ -664,7 +671,7 @@ class _Search:
             yield from self._choose(request, candidates, n, 0)
 
     def _choose(
-        self, request: Request, candidates: list[Vertex], n: int, start: int
+        self, request: VertexRequest, candidates: list[Vertex], n: int, start: int
     ) -> Iterator[list[Selection]]:
         if n == 0:
             yield []
@@ -673,7 +680,7 @@ class _Search:
         while i <= len(candidates) - n:
             vertex = candidates[i]
             if vertex.key not in self.selected and self._available(request, vertex):
-                for taken in self._take(request, vertex):
+                for taken in self._selections_under(request, vertex):
                     for rest in self._choose(request, candidates, n - 1, i + 1):
                         yield [taken, *rest]
             j = i + 1
@@ -692,7 +699,7 @@ class _Search:
             and self.inner.get(a.key, 0) == self.inner.get(b.key, 0)
         )
 
-    def _take(self, request: Request, vertex: Vertex) -> Iterator[Selection]:
+    def _selections_under(self, request: VertexRequest, vertex: Vertex) -> Iterator[Selection]:
         self._tick()
         self.selected.add(vertex.key)
         if request.exclusive:
@@ -706,7 +713,7 @@ class _Search:
             self.selected.discard(vertex.key)
             self.exclusive.discard(vertex.key)
 
-    def _pool(self, request: Request, context: Vertex) -> Iterator[list[Selection]]:
+    def _pool(self, request: VertexRequest, context: Vertex) -> Iterator[list[Selection]]:
         pools = self._descend(context, (request.type, request.unit))
         free = [(p, p.size - p.used - self.drawn.get(p.key, 0)) for p in pools]
         total = sum(amount for _, amount in free)
@@ -720,7 +727,7 @@ class _Search:
             yield from self._draw(request, free, amount)
 
     def _draw(
-        self, request: Request, free: list[tuple[Vertex, int]], amount: int
+        self, request: VertexRequest, free: list[tuple[Vertex, int]], amount: int
     ) -> Iterator[list[Selection]]:
         draws: list[tuple[Vertex, int]] = []
         for pool, available in free:
@@ -740,7 +747,7 @@ class _Search:
                 self.drawn[pool.key] -= take
                 self._mark(pool, -1)
 
-    def _slots(self, request: Request, context: Vertex) -> Iterator[list[Selection]]:
+    def _slots(self, request: VertexRequest, context: Vertex) -> Iterator[list[Selection]]:
         if context.worker is None and not request.holds_nodes:
             anchors = [
                 node
@@ -761,7 +768,7 @@ class _Search:
             yield from self._instances(request, anchors, suffix, n, 0)
 
     def _instances(
-        self, request: Request, anchors: list[Vertex], suffix: list[int], n: int, start: int
+        self, request: VertexRequest, anchors: list[Vertex], suffix: list[int], n: int, start: int
     ) -> Iterator[list[Selection]]:
         if n == 0:
             yield []
@@ -775,7 +782,7 @@ class _Search:
                     yield [instance, *rest]
 
 
-def _key_path(request: Request, key: Key) -> str:
+def _key_path(request: VertexRequest, key: Key) -> str:
     """The request path down to the resource type that was short."""
     if (request.type, request.unit) == key:
         return request.path
@@ -792,9 +799,9 @@ def _instances(anchor: Vertex, need: dict[Key, int]) -> int:
     return min(anchor.free.get(k, 0) // n for k, n in need.items())
 
 
-def allocate(
+def place_requests(
     root: Vertex,
-    requests: Sequence[Request],
+    requests: Sequence[VertexRequest],
     policy: Policy = "first",
     *,
     budget: int = DEFAULT_BUDGET,
@@ -833,7 +840,7 @@ def dismantle(root: Vertex) -> None:
         vertex.loader = None
 
 
-def apply_bookings(bookings: Sequence[Booking]) -> None:
+def apply_bookings(bookings: Sequence[VertexBooking]) -> None:
     """Mark bookings on a loaded tree (what another job's allocation makes unavailable);
     used by tests and by callers that allocate several jobs on one tree."""
     touched: list[Vertex] = []
@@ -862,7 +869,7 @@ def _depth(vertex: Vertex) -> int:
     return depth
 
 
-def r_lite(placement: Placement) -> list[dict[str, object]]:
+def placement_r(placement: Placement) -> list[dict[str, object]]:
     """An RFC 20-like description of what the job holds, per node: rank, node name, the
     ids of each leaf type (an idset) and the amounts drawn from pools."""
     per_node: dict[int, tuple[Vertex, dict[str, set[int]], dict[str, dict[str, int]]]] = {}

@@ -8,7 +8,7 @@ the UPDATEs changed. Statement by statement that is ten round trips and more (on
 per run of positions: a 16-node job sent 33); here it is one, with data-modifying CTEs
 over arrays (``unnest``).
 
-Every vertex UPDATE keeps the condition of its one-by-one form (inventory.book), so a
+Every vertex UPDATE keeps the condition of its one-by-one form (inventory.book_placement), so a
 vertex taken meanwhile is simply not changed; the statement returns how many rows each
 changed and the caller raises ConflictError (rolling the transaction back) when one
 changed fewer than it must. The CTEs all work on the statement's snapshot and must not

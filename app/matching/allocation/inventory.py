@@ -53,8 +53,8 @@ from app.db.tables import (
 from app.matching.allocation.allocator import (
     Key,
     Placement,
-    Request,
     Vertex,
+    VertexRequest,
     min_nodes,
     node_needs,
     upper_tree,
@@ -221,7 +221,9 @@ def set_rank(session: Session, worker_id: int, rank: int | None) -> None:
 # -- categories ----------------------------------------------------------------------------
 
 
-def store_category_needs(session: Session, category_id: int, requests: Sequence[Request]) -> None:
+def store_category_needs(
+    session: Session, category_id: int, requests: Sequence[VertexRequest]
+) -> None:
     needs = node_needs(requests)
     if needs:
         session.execute(
@@ -718,7 +720,7 @@ def plan_bookings(session: Session, job: Job, placement: Placement) -> BookingPl
     return BookingPlan(exclusive, shared, draws, rows, places, workers)
 
 
-def book(session: Session, job: Job, placement: Placement) -> list[int]:
+def book_placement(session: Session, job: Job, placement: Placement) -> list[int]:
     """Book what the placement selected for the job; the worker ids touched. Raises
     ConflictError (and the transaction must roll back) when a vertex was taken meanwhile.
 
@@ -734,7 +736,7 @@ def book(session: Session, job: Job, placement: Placement) -> list[int]:
 
 
 def book_plan(session: Session, job: Job, plan: BookingPlan) -> None:
-    """:func:`book` of a plan already worked out."""
+    """:func:`book_placement` of a plan already worked out."""
     connection = session.connection()
     free: _FreeDelta = {}
     untouched: _UntouchedDelta = {}
@@ -893,7 +895,7 @@ def release(session: Session, job: Job) -> None:
     _apply(session, free, untouched)
 
 
-def job_r(session: Session, job_id: int) -> list[dict[str, object]]:
+def booked_r(session: Session, job_id: int) -> list[dict[str, object]]:
     """RFC 20-like R of the job's active bookings: per node its rank, name, the ids of each
     leaf type as an idset, and the amounts drawn from pools."""
     bookings = session.execute(

@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Worker, WorkerMetadata, WorkerMetadataNamespace
-from app.matching.errors import InvalidFieldError, NotFoundError
+from app.matching.errors import InvalidFieldError
+from app.matching.locks import worker_by_name
 from app.matching.misfits import recache_worker_misfits
 from app.notations.debusine.metadata import (
     Namespace,
@@ -182,14 +183,6 @@ def _store(
     session.flush()
 
 
-def worker_by_name(session: Session, name: str) -> Worker:
-    """The worker, its row locked: writers lock the worker first (app/matching/dispatch/pull.py)."""
-    worker = session.scalar(select(Worker).where(Worker.name == name).with_for_update())
-    if worker is None:
-        raise NotFoundError(f"no worker named {name!r}")
-    return worker
-
-
 def set_static_metadata(session: Session, worker_name: str, data: object) -> Worker:
     """The administrator replaces the worker's static metadata (as debusine's
     ``worker edit_metadata`` does: the whole object, not a merge)."""
@@ -197,7 +190,7 @@ def set_static_metadata(session: Session, worker_name: str, data: object) -> Wor
         static = parse_static(data)
     except NotationError as error:
         raise InvalidFieldError("metadata", str(error), error) from error
-    worker = worker_by_name(session, worker_name)
+    worker = worker_by_name(session, worker_name, lock=True)
     dynamic = _side(session, worker.id, DYNAMIC)
     _store(session, worker, static, dynamic, None, dynamic_at=None)
     return worker
@@ -210,7 +203,7 @@ def report_dynamic_metadata(session: Session, worker_name: str, data: object) ->
         namespaces = parse_dynamic(data)
     except NotationError as error:
         raise InvalidFieldError("metadata", str(error), error) from error
-    worker = worker_by_name(session, worker_name)
+    worker = worker_by_name(session, worker_name, lock=True)
     now = utcnow()
     worker.last_seen = now
     static = _side(session, worker.id, STATIC)

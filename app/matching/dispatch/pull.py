@@ -37,7 +37,7 @@ from app.db.models import (
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
 from app.matching import history
 from app.matching.allocation import inventory
-from app.matching.allocation.allocator import Policy, Request, allocate, build_requests
+from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
 from app.matching.debusine.metadata import effective_metadata
 from app.matching.dispatch import pull_sql as statements
 from app.matching.dispatch.finish_pg import finish_holding_vertices
@@ -51,6 +51,7 @@ from app.matching.gridengine.decide import (
     release_bookings,
 )
 from app.matching.gridengine.pull import GridEnginePull
+from app.matching.locks import worker_by_name
 from app.metrics import DISPATCH_LATENCY
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
@@ -72,16 +73,6 @@ class FreeSlots:
     free: int
 
 
-def worker_by_name(session: Session, name: str, *, lock: bool = False) -> Worker:
-    query = select(Worker).where(Worker.name == name)
-    if lock:
-        query = query.with_for_update()
-    worker = session.scalar(query)
-    if worker is None:
-        raise NotFoundError(f"no worker named {name!r}")
-    return worker
-
-
 def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
     """The worker's queue instances in queue order, with their free slots."""
     rows = session.execute(
@@ -94,7 +85,7 @@ def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
 
 
 @lru_cache(maxsize=4096)
-def category_requests(jobspec_json: str) -> tuple[Request, ...]:
+def category_requests(jobspec_json: str) -> tuple[VertexRequest, ...]:
     """The allocator's request tree of a category's canonical jobspec."""
     return build_requests(validate_resources(json.loads(jobspec_json)))
 
@@ -143,7 +134,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             if plain and not puller.complex_cluster:
                 # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
                 # SQL; claim, book and record in four statements without ORM objects.
-                claimed, taken = statements.take_plain(session, job_id, puller, now)
+                claimed, taken = statements.claim_plain_job(session, job_id, puller, now)
                 if claimed:
                     return taken
                 continue
@@ -172,7 +163,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 return statements.start(session, job, job.worker_id or puller.id, puller.name)
             placement = None
             if puller.managed and category.jobspec is not None:
-                outcome = allocate(
+                outcome = place_requests(
                     inventory.worker_tree(session, [puller.id]),
                     category_requests(category.jobspec),
                     policy,
@@ -186,7 +177,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 return None
             statements.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
             if placement is not None:
-                inventory.book(session, job, placement)
+                inventory.book_placement(session, job, placement)
             return statements.start(session, job, puller.id, puller.name)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.

@@ -346,7 +346,7 @@ _RECORD = insert(JOB_EVENTS).values(
 )
 
 
-def _take_in_one() -> Select[Any]:
+def _claim_and_start_pg() -> Select[Any]:
     """PostgreSQL: claim, book, allocate and record in one statement (data-modifying
     CTEs). The room it books is exact: every writer of a worker's queue instances holds
     the worker's row lock, which this pull took in an earlier statement, and READ
@@ -377,7 +377,7 @@ def _take_in_one() -> Select[Any]:
     )
 
 
-_TAKE_IN_ONE = _take_in_one()
+_TAKE_IN_ONE = _claim_and_start_pg()
 _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instance).from_statement(
     _TAKE_IN_ONE
 )
@@ -477,7 +477,7 @@ def record_dispatch(
     )
 
 
-def take_plain(
+def claim_plain_job(
     session: Session, job_id: int, puller: Puller, now: datetime
 ) -> tuple[bool, Job | None]:
     """Claim, book and start a job whose category needs no Grid Engine evaluation and no

@@ -63,7 +63,7 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
-from app.matching.gridengine.parallel import UNLIMITED, Offered, allocate
+from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.table import load_table, prefetch_table, table_of_rows, table_rows
 from app.notations.gridengine.attributes import (
     ComplexTable,
@@ -732,7 +732,7 @@ def decide(
         for slot, fit in fitting
     ]
     limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
-    assignment = allocate(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
+    assignment = spread_slots(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
     if not assignment:
         return Decision(fits, None, None)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
@@ -744,7 +744,7 @@ def _cap(value: int) -> int:
 
 
 @dataclass(frozen=True)
-class Booking:
+class ConsumableBooking:
     usage_id: int | None  # None: a queue instance's slots (queue_instances.used_slots)
     queue_instance_id: int | None
     attribute: str
@@ -757,7 +757,7 @@ class Booking:
 
 def bookings_for(
     state: ClusterState, assignment: dict[int, int], master: int, hard: RequestList
-) -> list[Booking]:
+) -> list[ConsumableBooking]:
     """What a job with this assignment books, object by object (sge.md d)."""
     table = state.table
     total = sum(assignment.values())
@@ -769,19 +769,21 @@ def bookings_for(
     objects: list[tuple[ObjectState, int, bool]] = [(state.global_host, total, True)]
     objects += [(state.hosts[w], n, w == master_host) for w, n in per_host.items()]
     objects += [(state.queues[q], n, q == master) for q, n in assignment.items()]
-    result: list[Booking] = []
+    result: list[ConsumableBooking] = []
     for target, count, is_master in objects:
         queue_key = target.object_key if target.level is Level.QUEUE else None
         if queue_key is not None:
-            result.append(Booking(None, queue_key, "slots", float(count), False, target))
+            result.append(ConsumableBooking(None, queue_key, "slots", float(count), False, target))
         for name, usage_id in sorted(target.usage_ids.items(), key=lambda item: item[1]):
             definition = table[name]
             request = hard.get(name)
             if definition.relop is Relop.EXCL:
                 if request is not None and request.parsed != 0:
-                    result.append(Booking(usage_id, queue_key, name, 1.0, False, target, True))
+                    result.append(
+                        ConsumableBooking(usage_id, queue_key, name, 1.0, False, target, True)
+                    )
                 else:
-                    result.append(Booking(usage_id, queue_key, name, 1.0, True, target))
+                    result.append(ConsumableBooking(usage_id, queue_key, name, 1.0, True, target))
                 continue
             amount = request.parsed if request is not None else definition.default_value
             assert isinstance(amount, float)
@@ -789,13 +791,17 @@ def bookings_for(
                 continue
             if definition.consumable is Consumable.JOB:
                 if is_master:
-                    result.append(Booking(usage_id, queue_key, name, amount, False, target))
+                    result.append(
+                        ConsumableBooking(usage_id, queue_key, name, amount, False, target)
+                    )
             else:
-                result.append(Booking(usage_id, queue_key, name, amount * count, False, target))
+                result.append(
+                    ConsumableBooking(usage_id, queue_key, name, amount * count, False, target)
+                )
     return result
 
 
-def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
+def apply_in_memory(bookings: Iterable[ConsumableBooking], sign: float = 1.0) -> None:
     changed: dict[int, tuple[ObjectState, set[str]]] = {}
     for booking in bookings:
         counter = booking.target.used_nonexclusive if booking.nonexclusive else booking.target.used
@@ -805,7 +811,7 @@ def apply_in_memory(bookings: Iterable[Booking], sign: float = 1.0) -> None:
         target.changed(names)
 
 
-# book()'s guarded updates, built once (Core tables: nothing in a pull's session holds
+# write_bookings()'s guarded updates, built once (Core tables: nothing in a pull's session holds
 # these rows as objects). A slot booking needs used + count <= slots; a consumable one
 # used + amount <= capacity, an exclusive use nobody else there, a non-exclusive use
 # of an EXCL attribute no exclusive user.
@@ -832,8 +838,8 @@ _BOOK_USAGE = {
 }
 
 
-def book(
-    session: Session, job_id: int, assignment: dict[int, int], bookings: list[Booking]
+def write_bookings(
+    session: Session, job_id: int, assignment: dict[int, int], bookings: list[ConsumableBooking]
 ) -> bool:
     """Write the job's allocations and bookings; False (nothing changed) when a guard
     fails because a concurrent dispatch took the capacity first."""
@@ -997,7 +1003,7 @@ def plan_job(
     pe_lookup: PeLookup,
     *,
     trace: bool = False,
-) -> tuple[Decision, list[Booking]]:
+) -> tuple[Decision, list[ConsumableBooking]]:
     """Decide a job of the category on the given queue instances and what it would book
     (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
     explanations)."""
@@ -1038,7 +1044,7 @@ def dispatch_on(
     decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
     if decision.assignment is None or decision.master is None:
         return decision, False
-    if not book(session, job.id, decision.assignment, bookings):
+    if not write_bookings(session, job.id, decision.assignment, bookings):
         return decision, False
     apply_in_memory(bookings)
     job.slots = sum(decision.assignment.values())

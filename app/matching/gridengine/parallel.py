@@ -107,7 +107,7 @@ def _hosts(offers: Sequence[Offered]) -> list[tuple[str, list[Offered], int]]:
     ]
 
 
-def _take(items: list[Offered], count: int, into: dict[int, int]) -> None:
+def _fill(items: list[Offered], count: int, into: dict[int, int]) -> None:
     for item in items:
         if count <= 0:
             return
@@ -118,21 +118,21 @@ def _take(items: list[Offered], count: int, into: dict[int, int]) -> None:
             count -= give
 
 
-def allocate_exact(rule: str, offers: Sequence[Offered], n: int) -> dict[int, int] | None:
+def spread_exactly(rule: str, offers: Sequence[Offered], n: int) -> dict[int, int] | None:
     """Queue instance -> slots for exactly ``n`` slots under ``rule``, or None."""
     hosts = _hosts(offers)
     result: dict[int, int] = {}
     if rule == "$pe_slots":
         for _host, items, capacity in hosts:
             if capacity >= n:
-                _take(items, n, result)
+                _fill(items, n, result)
                 return result
         return None
     if rule == "$fill_up":
         remaining = n
         for _host, items, capacity in hosts:
             give = min(capacity, remaining)
-            _take(items, give, result)
+            _fill(items, give, result)
             remaining -= give
             if remaining == 0:
                 return result
@@ -152,7 +152,7 @@ def allocate_exact(rule: str, offers: Sequence[Offered], n: int) -> dict[int, in
             return None
         for host, items, _capacity in hosts:
             if given[host]:
-                _take(items, given[host], result)
+                _fill(items, given[host], result)
         return result
     per_host = int(rule)
     if n % per_host:
@@ -160,19 +160,19 @@ def allocate_exact(rule: str, offers: Sequence[Offered], n: int) -> dict[int, in
     remaining = n
     for _host, items, capacity in hosts:
         if remaining and capacity >= per_host:
-            _take(items, per_host, result)
+            _fill(items, per_host, result)
             remaining -= per_host
     return result if remaining == 0 else None
 
 
-def allocate(
+def spread_slots(
     rule: str, offers: Sequence[Offered], low: int, high: int, limit: int
 ) -> dict[int, int] | None:
     """The largest count in ``low..high`` (and within ``limit``: global and PE caps) that
     the rule can place, as queue instance -> slots; None if none can."""
     total = sum(capacity for _host, _items, capacity in _hosts(offers))
     for n in range(min(high, total, limit), low - 1, -1):
-        placed = allocate_exact(rule, offers, n)
+        placed = spread_exactly(rule, offers, n)
         if placed is not None:
             return placed
     return None

@@ -8,13 +8,13 @@ three when the job books consumables:
 1. the claim (the job's lock, skipping a job a concurrent pull holds, with its category's
    ``-l`` lists) in the statement that reads the worker's values, usage and the attribute
    table (app/matching/gridengine/decide.py ``worker_row_parts``);
-2. on PostgreSQL, every write in one statement of data-modifying CTEs (:func:`_take`):
+2. on PostgreSQL, every write in one statement of data-modifying CTEs (:func:`_claim_and_book_pg`):
    the guarded updates of the queue instances and consumable rows, and, only when every
    one of them matched, the allocations, bookings, job start and event. When the job books
    more than one guarded row, their rows are first locked in id order by one statement
    (:func:`_lock_rows`: queue instances, then consumable rows, the order of every writer)
    and the guards checked in Python on the latest values the locks return; a guard that
-   fails writes nothing, so no savepoint is needed (book()'s savepoint pair existed
+   fails writes nothing, so no savepoint is needed (write_bookings()'s savepoint pair existed
    because undoing a float consumable by subtraction is inexact: here nothing is undone).
    The write statement then starts after the locks were granted, so it sees exactly the
    values that were checked. (Checking the guards on rows locked inside the write
@@ -22,7 +22,7 @@ three when the job books consumables:
    statement saw a later version than the lock had returned.)
 
 The decision is the evaluator's, as in the ORM path (``plan_job``); nothing about what is
-booked changes. SQLite (no concurrent writers: BEGIN IMMEDIATE) keeps ``book()`` and
+booked changes. SQLite (no concurrent writers: BEGIN IMMEDIATE) keeps ``write_bookings()`` and
 starts the job with one UPDATE ... RETURNING.
 """
 
@@ -70,15 +70,15 @@ from app.db.tables import (
 from app.matching.dispatch.pull_sql import Puller, record_dispatch
 from app.matching.errors import ConflictError
 from app.matching.gridengine.decide import (
-    Booking,
     ClusterState,
-    book,
+    ConsumableBooking,
     pe_from_database,
     plan_job,
     row_columns,
     state_of_rows,
     table_parameters,
     worker_row_parts,
+    write_bookings,
 )
 
 
@@ -206,7 +206,7 @@ class GridEnginePull:
                 worker_id,
                 self._puller.name,
             )
-        if not book(self._session, claimed.id, decision.assignment, bookings):
+        if not write_bookings(self._session, claimed.id, decision.assignment, bookings):
             return None
         return _start(
             self._session, claimed, sum(decision.assignment.values()), worker_id, self._puller.name
@@ -282,8 +282,10 @@ def _lock_rows() -> CompoundSelect[Any]:
 _LOCK_ROWS = _lock_rows()
 
 
-def _guards_hold(session: Session, slots: list[tuple[int, int]], usage: list[Booking]) -> bool:
-    """Lock the rows a dispatch books and check book()'s guards on their latest values."""
+def _guards_hold(
+    session: Session, slots: list[tuple[int, int]], usage: list[ConsumableBooking]
+) -> bool:
+    """Lock the rows a dispatch books and check write_bookings()'s guards on their latest values."""
     rows = session.connection().execute(
         _LOCK_ROWS,
         {"l_qi": [qi_id for qi_id, _count in slots], "l_usage": [b.usage_id for b in usage]},
@@ -318,7 +320,7 @@ def _guards_hold(session: Session, slots: list[tuple[int, int]], usage: list[Boo
 
 
 @lru_cache(maxsize=1)
-def _take() -> Any:
+def _claim_and_book_pg() -> Any:
     """PostgreSQL: book, allocate, start and record in one statement (see the module
     docstring). The rows come as arrays (one statement text whatever their number, so
     the driver prepares it once): queue instances ``t_qi``/``t_count``, consumable rows
@@ -366,7 +368,7 @@ def _take() -> Any:
         .where(
             usage.c.id == c.id,
             slots_done == n_slots,
-            # book()'s guards: a non-exclusive use of an EXCL attribute needs no
+            # write_bookings()'s guards: a non-exclusive use of an EXCL attribute needs no
             # exclusive user, an exclusive use nobody there, any other use room below
             # the capacity.
             case(
@@ -428,7 +430,7 @@ def take_in_one(
     session: Session,
     job_id: int,
     assignment: dict[int, int],
-    bookings: list[Booking],
+    bookings: list[ConsumableBooking],
     worker_id: int,
     worker_name: str,
 ) -> Job | None:
@@ -459,7 +461,7 @@ def take_in_one(
         "t_worker": worker_name,
     }
     job: Job | None = session.execute(
-        _take(), parameters, execution_options={"populate_existing": True}
+        _claim_and_book_pg(), parameters, execution_options={"populate_existing": True}
     ).scalar_one_or_none()
     if job is not None or not checked:
         # Started, or the single guarded update (a queue instance's slots) matched

@@ -35,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
 
+from app.db import dialect
 from app.db.models import (
     Category,
     JobState,
@@ -43,8 +44,8 @@ from app.db.models import (
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, JOBS, QUEUE_INSTANCES
 from app.matching.errors import ConflictError
 from app.matching.gridengine.decide import (
-    Booking,
     ClusterState,
+    ConsumableBooking,
     Decision,
     PeLookup,
     QueueSlot,
@@ -93,7 +94,7 @@ class RunBookings:
         job_id: int,
         category: Category,
         decision: Decision,
-        bookings: Sequence[Booking],
+        bookings: Sequence[ConsumableBooking],
         now: datetime,
     ) -> None:
         assert decision.assignment is not None and decision.master is not None
@@ -158,7 +159,7 @@ class RunBookings:
         )
         usage = CONSUMABLE_USAGE
         shapes: dict[tuple[bool, bool], tuple[_Guard, _Values]] = {
-            # (nonexclusive, exclusive): guard and new value, as book() has them
+            # (nonexclusive, exclusive): guard and new value, as write_bookings() has them
             (True, False): (
                 lambda rows: [usage.c.used == 0],
                 lambda rows: {"used_nonexclusive": usage.c.used_nonexclusive + rows.a},
@@ -238,7 +239,7 @@ def _update_from(
     if not rows:
         return
     names = ("run_key", "run_a", "run_b")[: len(types)]
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect.binds_arrays(session.connection()):
         arrays = [
             bindparam(name, [row[index] for row in rows], type_=ARRAY(kind))
             for index, (name, kind) in enumerate(zip(names, types, strict=True))
