@@ -24,6 +24,7 @@ from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
 from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.pull_sql import lock_puller
 from app.matching.gridengine import decide as complex_dispatch
+from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import (
     ConsumableBooking,
     pe_from_database,
@@ -41,12 +42,11 @@ from app.matching.gridengine.pull import (
     take_in_one,
 )
 from app.matching.gridengine.table import (
-    change_attribute,
     create_attribute,
     definition_from_body,
     load_table,
 )
-from app.matching.gridengine.values import Target, set_values
+from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker

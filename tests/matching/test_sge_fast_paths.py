@@ -31,6 +31,7 @@ from app.db.models import (
     Worker,
 )
 from app.matching.errors import ConflictError
+from app.matching.gridengine.admin import set_values
 from app.matching.gridengine.decide import (
     apply_in_memory,
     category_lists,
@@ -42,7 +43,7 @@ from app.matching.gridengine.run import schedule
 from app.matching.gridengine.run_bookings import RunBookings
 from app.matching.gridengine.sql import Scope
 from app.matching.gridengine.table import load_table
-from app.matching.gridengine.values import Target, set_values
+from app.matching.gridengine.values import Target
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job

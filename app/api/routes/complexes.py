@@ -10,10 +10,11 @@ from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
 from app.db.models import Attribute, ParallelEnvironment
+from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine import parallel
 from app.matching.gridengine import table as complex_table
 from app.matching.gridengine.run import schedule
-from app.matching.gridengine.values import resolve_target, set_values
+from app.matching.gridengine.values import resolve_target
 
 router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
 
@@ -75,7 +76,7 @@ def change_attribute(
 ) -> AttributeOut:
     """Change an attribute (a built-in keeps its type; the string types may switch)."""
     definition = complex_table.definition_from_body(body.model_dump())
-    return _out(complex_table.change_attribute(session, name, definition))
+    return _out(gridengine_admin.change_attribute(session, name, definition))
 
 
 @router.delete("/attributes/{name}", status_code=status.HTTP_204_NO_CONTENT)
@@ -113,7 +114,7 @@ def _apply(
     for field in ("complex_values", "load_values", "attributes"):
         values = getattr(body, field)
         if values is not None:
-            changed = set_values(session, target, field, values) or changed
+            changed = gridengine_admin.set_values(session, target, field, values) or changed
     return ValuesOut(static_changed=changed)
 
 

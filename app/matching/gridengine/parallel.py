@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import ParallelEnvironment
+from app.db.models import Category, ParallelEnvironment
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 
 RULES = ("$pe_slots", "$fill_up", "$round_robin")
@@ -75,8 +75,6 @@ def list_pes(session: Session) -> list[ParallelEnvironment]:
 
 
 def delete_pe(session: Session, name: str) -> None:
-    from app.db.models import Category
-
     pe = session.scalar(select(ParallelEnvironment).where(ParallelEnvironment.name == name))
     if pe is None:
         raise NotFoundError(f"no parallel environment named {name!r}")

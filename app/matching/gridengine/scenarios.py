@@ -45,10 +45,12 @@ from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, Queue, QueueInstance, Worker
 from app.matching.errors import MatchingError
 from app.matching.gridengine import table as complex_table
+from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.parallel import upsert_pe
 from app.matching.gridengine.run import schedule
-from app.matching.gridengine.values import Target, set_values
+from app.matching.gridengine.values import Target
+from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.gridengine.attributes import Relop
@@ -99,9 +101,7 @@ def _setup_table(session: Session, case: Mapping[str, Any]) -> None:
             "urgency": current.urgency,
             **row,
         }
-        complex_table.change_attribute(
-            session, current.name, complex_table.definition_from_body(merged)
-        )
+        change_attribute(session, current.name, complex_table.definition_from_body(merged))
     for row in case.get("complex_add", []):
         complex_table.create_attribute(session, complex_table.definition_from_body(row))
 
@@ -198,8 +198,6 @@ def _submit(
         pe_name = str(pe.get("name", f"pe{index}"))
         upsert_pe(session, pe_name, str(pe.get("allocation_rule", "$fill_up")), 9_999_999)
         pe_slots = str(spec.get("slots", pe.get("slots", 1)))
-    from app.matching.requests import JobSpec
-
     job_spec = JobSpec(
         hard=_request_text(spec.get("hard", [])),
         soft=_request_text(spec.get("soft", [])),

@@ -1,5 +1,6 @@
 """The complex attribute table in the database: reading it as a ComplexTable, and the admin
-changes (add, change, delete) under Grid Engine's rules (research/sge.md section c).
+changes (add, change, delete) under Grid Engine's rules (research/sge.md section c); a
+change's consequences for stored values and misfit rows are app/matching/gridengine/admin.py's.
 
 Rules beyond a single row's validity (app/notations/gridengine/attributes.py): names and
 shortcuts are unique across both columns; a built-in attribute cannot be deleted and keeps its type
@@ -15,18 +16,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, select, update
+from sqlalchemy import ColumnElement, delete, exists, insert, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
+from app.db.models import Attribute, AttributeValue, CategoryRequest
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.notations.gridengine.attributes import (
     STRING_FAMILY,
     ComplexDefinition,
     ComplexError,
     ComplexTable,
+    default_table,
 )
-from app.notations.gridengine.string_regex import request_regex
 from app.notations.quantities import ValueType
 
 _COLUMNS = ("name", "shortcut", "type", "relop", "requestable", "consumable", "default", "urgency")
@@ -189,8 +190,13 @@ def _assign(attribute: Attribute, definition: ComplexDefinition) -> None:
     attribute.urgency = definition.urgency
 
 
-def change_attribute(session: Session, name: str, definition: ComplexDefinition) -> Attribute:
-    """Replace attribute ``name`` by ``definition`` (the name itself cannot change)."""
+def update_attribute(
+    session: Session, name: str, definition: ComplexDefinition
+) -> tuple[Attribute, bool]:
+    """Replace attribute ``name`` by ``definition`` (the name itself cannot change).
+    Also returns whether the attribute's stored values and requests must be re-normalised
+    (it is in use and compares differently now): app/matching/gridengine/admin.py does
+    that, with the misfit recache it implies."""
     attribute = get_attribute(session, name)
     if definition.name != name:
         raise InvalidFieldError("name", "an attribute cannot be renamed; delete and add it")
@@ -214,32 +220,7 @@ def change_attribute(session: Session, name: str, definition: ComplexDefinition)
     compare_changed = type_changed or attribute.relop != definition.relop.value
     _assign(attribute, definition)
     session.flush()
-    if in_use and compare_changed:
-        _renormalise(session, attribute, definition)
-    return attribute
-
-
-def _renormalise(session: Session, attribute: Attribute, definition: ComplexDefinition) -> None:
-    """Stored strings and regexes follow the (string) type; effective flags follow the
-    relop. Every worker's fit may change, so all are recomputed."""
-    from app.matching.gridengine.values import refresh_effective, string_subject
-    from app.matching.misfits import recache_worker_misfits
-
-    for value in session.scalars(
-        select(AttributeValue).where(AttributeValue.attribute_id == attribute.id)
-    ):
-        if value.string is not None:
-            value.string = string_subject(definition.type, value.text)
-    for request in session.scalars(
-        select(CategoryRequest).where(CategoryRequest.attribute_id == attribute.id)
-    ):
-        if request.regex is not None:
-            request.regex = request_regex(definition.type, request.text)
-    refresh_effective(session, attribute.id)
-    session.execute(update(Worker).values(generation=Worker.generation + 1))
-    session.flush()
-    for worker_id in session.scalars(select(Worker.id).order_by(Worker.id)):
-        recache_worker_misfits(session, worker_id)
+    return attribute, in_use and compare_changed
 
 
 def delete_attribute(session: Session, name: str) -> None:
@@ -254,8 +235,6 @@ def delete_attribute(session: Session, name: str) -> None:
 
 def default_attribute_rows() -> list[dict[str, object]]:
     """Rows of the 6.2u5 default table as the migration seeds them."""
-    from app.notations.gridengine.attributes import default_table
-
     return [
         {
             "name": d.name,
@@ -276,8 +255,6 @@ def default_attribute_rows() -> list[dict[str, object]]:
 def reset_attributes(session: Session) -> None:
     """Back to the seeded default table (for tests and scenario runs on a used database);
     every value and request must be gone already."""
-    from sqlalchemy import delete, insert
-
     session.execute(delete(Attribute))
     session.execute(insert(Attribute), default_attribute_rows())
     session.flush()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -37,7 +37,7 @@ from app.db.models import (
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.table import load_table
 from app.notations.gridengine.attributes import ComplexDefinition, ComplexError, parse_value
-from app.notations.gridengine.evaluator import QUEUE_LIMITS
+from app.notations.gridengine.evaluator import QUEUE_LIMITS, queue_builtins
 from app.notations.quantities import QuantityError, ValueType
 
 KINDS = {"complex_values": "fixed", "load_values": "load", "attributes": "builtin"}
@@ -115,17 +115,10 @@ def _row(
     }
 
 
-def set_values(
-    session: Session,
-    target: Target,
-    field: str,
-    values: Mapping[str, str],
-    *,
-    recache: bool = True,
-) -> bool:
+def replace_values(session: Session, target: Target, field: str, values: Mapping[str, str]) -> bool:
     """Replace the values of one kind (``complex_values``, ``load_values`` or
-    ``attributes``) at ``target``. Returns whether the static picture changed (and the
-    misfit rows were recomputed when ``recache``)."""
+    ``attributes``) at ``target``. Returns whether the static picture changed, which
+    app/matching/gridengine/admin.py turns into new misfit rows."""
     kind = KINDS[field]
     if kind == "load" and target.level == "queue_instance":
         raise InvalidFieldError(field, "load values live on the global or host level only")
@@ -178,8 +171,6 @@ def set_values(
         _sync_capacities(session, target, rows, definitions)
     for attribute_id in set(old) | set(rows):
         refresh_effective(session, attribute_id, target)
-    if static_changed and recache:
-        bump_and_recache(session, target)
     return static_changed
 
 
@@ -267,29 +258,9 @@ def refresh_effective(session: Session, attribute_id: int, target: Target | None
     session.flush()
 
 
-def bump_and_recache(session: Session, target: Target) -> None:
-    """The object's static values changed: its worker (all workers for the global level)
-    gets a new generation and new misfit rows."""
-    from app.matching.misfits import recache_worker_misfits
-
-    if target.level == "global":
-        worker_ids = list(session.scalars(select(Worker.id).order_by(Worker.id)))
-    else:
-        assert target.worker_id is not None
-        worker_ids = [target.worker_id]
-    session.execute(
-        update(Worker).where(Worker.id.in_(worker_ids)).values(generation=Worker.generation + 1)
-    )
-    session.flush()
-    for worker_id in worker_ids:
-        recache_worker_misfits(session, worker_id)
-
-
 def write_queue_builtins(session: Session, worker: Worker) -> None:
     """Give every queue instance of the worker that lacks them its built-in attributes:
     ``qname``, ``hostname``, ``seq_no`` and the rest as Grid Engine creates them."""
-    from app.notations.gridengine.evaluator import queue_builtins
-
     have = set(
         session.scalars(
             select(AttributeValue.queue_instance_id).where(
