@@ -64,9 +64,9 @@ from app.matching.allocation.allocator import (
     whole_types,
 )
 from app.matching.dispatch import pull as dispatch
-from app.matching.dispatch.pull_sql import book_room_statement
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
+from app.matching.slots import book_room_statement
 
 #: Survivors loaded beyond the nodes a job needs at least, in the first batch: the filter
 #: below is close to exact, so the first batch nearly always holds the placement.

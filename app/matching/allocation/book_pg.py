@@ -74,7 +74,7 @@ from app.db.tables import (
     WORKERS,
 )
 from app.matching.allocation.inventory import BookingPlan
-from app.matching.dispatch.pull_sql import WAITING, book_room_statement
+from app.matching.slots import WAITING, book_room_statement
 
 # Short aliases and literal constants (a bound constant renders as %(name)s::TYPE):
 # psycopg re-parses statements longer than 4,096 characters on every execution (it

@@ -25,13 +25,11 @@ from sqlalchemy import (
     Select,
     String,
     Update,
-    alias,
     and_,
     bindparam,
     func,
     insert,
     literal,
-    literal_column,
     or_,
     select,
     true,
@@ -54,9 +52,10 @@ from app.db.models import (
     WorkerInventory,
     WorkerState,
 )
-from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, QUEUES, WORKERS
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, WORKERS
 from app.matching.allocation import inventory
 from app.matching.misfits import worker_fits
+from app.matching.slots import WAITING, book_room_statement
 
 
 @dataclass(frozen=True)
@@ -144,8 +143,6 @@ def lock_puller(session: Session, worker_name: str, now: datetime) -> Puller | N
 #: their predicate, which a generic plan of a prepared statement (psycopg prepares a
 #: statement on its fifth use on a connection) cannot do for ``state = $n``; forced
 #: generic, the heads query took 25 ms instead of 3.
-WAITING: Any = literal_column(f"'{JobState.WAITING.value}'")
-
 _WORKER_ID: Any = bindparam("p_worker_id")
 _GENERATION: Any = bindparam("p_generation")
 _MAX_FREE: Any = bindparam("p_max_free")
@@ -293,34 +290,7 @@ _UNCLAIM = (
 _SLOTS: Any = bindparam("p_slots")
 
 
-def _book(slots: Any) -> Update:
-    """Add ``slots`` to the worker's first queue instance, in queue order, with room for
-    them (``p_worker_id``); conditional, so it books nothing when none has room.
-
-    Short aliases (``fq`` and ``rq``): the scheduler's one-statement start embeds this,
-    and psycopg re-parses statements over 4,096 characters on every execution."""
-    candidate: Any = alias(QUEUE_INSTANCES, "fq")
-    first_room = (
-        select(candidate.c.id)
-        .join(QUEUES, QUEUES.c.id == candidate.c.queue_id)
-        .where(
-            candidate.c.worker_id == bindparam("p_worker_id"),
-            candidate.c.used_slots + slots <= candidate.c.slots,
-        )
-        .order_by(QUEUES.c.seq_no, candidate.c.id)
-        .limit(literal_column("1"))
-        .scalar_subquery()
-    )
-    room: Any = alias(QUEUE_INSTANCES, "rq")
-    return (
-        update(room)
-        .where(room.c.id == first_room, room.c.used_slots + slots <= room.c.slots)
-        .values(used_slots=room.c.used_slots + slots)
-        .returning(room.c.id)
-    )
-
-
-_BOOK = _book(_SLOTS)
+_BOOK = book_room_statement(_SLOTS)
 
 
 def book_first_room(session: Session, worker_id: int, slots: int) -> int | None:
@@ -354,7 +324,7 @@ def _claim_and_start_pg() -> Select[Any]:
     ``used_slots``; when it finds no room, nothing is allocated or recorded and the
     caller puts the claimed job back."""
     claimed = _CLAIM[True].cte("claimed")
-    booked = _book(select(claimed.c.slots).scalar_subquery()).cte("booked")
+    booked = book_room_statement(select(claimed.c.slots).scalar_subquery()).cte("booked")
     both = claimed.join(booked, true())
     allocate = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
@@ -516,10 +486,3 @@ def claim_plain_job(
     allocate_slots(session, job_id, queue_instance_id, claimed.slots, now)
     record_dispatch(session, job_id, puller.name, claimed.attempts, now)
     return True, claimed
-
-
-def book_room_statement(slots: Any) -> Update:
-    """The conditional UPDATE that books ``slots`` on the first queue instance of the
-    worker ``:p_worker_id`` with room (returning its id), for statements that embed it
-    (the scheduler's one-statement start, booking_statements)."""
-    return _book(slots)
