@@ -23,16 +23,11 @@ from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
 from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.pull_sql import lock_puller
-from app.matching.gridengine import decide as complex_dispatch
+from app.matching.gridengine import loaders
 from app.matching.gridengine.admin import change_attribute, set_values
-from app.matching.gridengine.decide import (
-    ConsumableBooking,
-    pe_from_database,
-    plan_job,
-    state_of_rows,
-    table_parameters,
-    worker_row_parts,
-)
+from app.matching.gridengine.bookings import ConsumableBooking
+from app.matching.gridengine.decide import pe_from_database, plan_job
+from app.matching.gridengine.loaders import table_parameters, worker_row_parts
 from app.matching.gridengine.parallel import upsert_pe
 from app.matching.gridengine.pull import (
     _CLAIMS_WITH_STATE,
@@ -41,6 +36,7 @@ from app.matching.gridengine.pull import (
     _claim_and_book_pg,
     take_in_one,
 )
+from app.matching.gridengine.state import state_of_rows
 from app.matching.gridengine.table import (
     create_attribute,
     definition_from_body,
@@ -309,7 +305,7 @@ def test_the_table_rows_are_read_again_only_when_the_table_changed(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A process that has not read the table yet.
-    monkeypatch.setattr(complex_dispatch, "_KNOWN_TABLE", None)
+    monkeypatch.setattr(loaders, "_KNOWN_TABLE", None)
     with database.transaction() as session:
         worker, _job_id = _one_job(session, "mem=1G")
         read, table = _table_rows_read(session, worker.id)

@@ -32,16 +32,12 @@ from app.db.models import (
 )
 from app.matching.errors import ConflictError
 from app.matching.gridengine.admin import set_values
-from app.matching.gridengine.decide import (
-    apply_in_memory,
-    category_lists,
-    has_complex_values,
-    load_state,
-    plan_job,
-)
+from app.matching.gridengine.bookings import apply_in_memory
+from app.matching.gridengine.decide import category_lists, has_complex_values, plan_job
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.run_bookings import RunBookings
 from app.matching.gridengine.sql import Scope
+from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
 from app.matching.gridengine.values import Target
 from app.matching.misfits import fits

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from app.db.engine import Database
 from app.db.models import Category, Worker
 from app.matching.gridengine.admin import set_values
-from app.matching.gridengine.decide import category_lists, load_state
+from app.matching.gridengine.decide import category_lists
+from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import create_attribute, definition_from_body, load_table
 from app.matching.gridengine.values import Target
 from app.matching.misfits import fits

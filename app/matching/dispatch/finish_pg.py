@@ -61,7 +61,7 @@ from app.db.tables import (
 )
 from app.matching.allocation.book_pg import units_per_count_row
 from app.matching.errors import ConflictError
-from app.matching.gridengine.decide import release_bookings
+from app.matching.gridengine.bookings import release_bookings
 
 _JOB: Any = bindparam("p_job_id", type_=Integer)
 _NOW: Any = bindparam("p_now")

@@ -27,7 +27,7 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching.errors import ConflictError
-from app.matching.gridengine.decide import release_bookings
+from app.matching.gridengine.bookings import release_bookings
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")

@@ -44,13 +44,10 @@ from app.matching.dispatch.finish_pg import finish_holding_vertices
 from app.matching.dispatch.finish_sql import finish_slots_only
 from app.matching.dispatch.pull_sql import Puller, lock_puller
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
-from app.matching.gridengine.decide import (
-    ClusterState,
-    dispatch_on,
-    load_state,
-    release_bookings,
-)
+from app.matching.gridengine.bookings import release_bookings
+from app.matching.gridengine.decide import dispatch_on
 from app.matching.gridengine.pull import GridEnginePull
+from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.locks import worker_by_name
 from app.metrics import DISPATCH_LATENCY
 from app.notations.flux.jobspec import validate_resources

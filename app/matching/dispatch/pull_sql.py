@@ -76,7 +76,7 @@ class Puller:
 
 
 def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
-    """``complex_dispatch.has_complex_values`` as an expression over a worker id: two
+    """``gridengine.decide.has_complex_values`` as an expression over a worker id: two
     EXISTS, each an index seek (one EXISTS over the OR scanned every worker's built-in
     values on SQLite).
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
-from app.matching.gridengine.decide import category_lists, has_complex_values, load_state
+from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
 
 

@@ -69,17 +69,10 @@ from app.db.tables import (
 )
 from app.matching.dispatch.pull_sql import Puller, record_dispatch
 from app.matching.errors import ConflictError
-from app.matching.gridengine.decide import (
-    ClusterState,
-    ConsumableBooking,
-    pe_from_database,
-    plan_job,
-    row_columns,
-    state_of_rows,
-    table_parameters,
-    worker_row_parts,
-    write_bookings,
-)
+from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
+from app.matching.gridengine.decide import pe_from_database, plan_job
+from app.matching.gridengine.loaders import row_columns, table_parameters, worker_row_parts
+from app.matching.gridengine.state import ClusterState, state_of_rows
 
 
 @dataclass(frozen=True)
@@ -95,7 +88,7 @@ class ClaimedJob:
     pe_max: int
 
 
-#: The claim's part of the state statement (see complex_dispatch.worker_row_parts).
+#: The claim's part of the state statement (see loaders.worker_row_parts).
 _CLAIM_PART = 4
 
 

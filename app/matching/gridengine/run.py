@@ -21,13 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
-from app.matching.gridengine.decide import (
-    ClusterState,
-    Decision,
-    QueueSlot,
-    load_state,
-)
+from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.run_bookings import RunBookings, schedule_job
+from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
 

@@ -43,16 +43,9 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, JOBS, QUEUE_INSTANCES
 from app.matching.errors import ConflictError
-from app.matching.gridengine.decide import (
-    ClusterState,
-    ConsumableBooking,
-    Decision,
-    PeLookup,
-    QueueSlot,
-    apply_in_memory,
-    pe_slots_in_use,
-    plan_job,
-)
+from app.matching.gridengine.bookings import ConsumableBooking, apply_in_memory
+from app.matching.gridengine.decide import Decision, PeLookup, pe_slots_in_use, plan_job
+from app.matching.gridengine.state import ClusterState, QueueSlot
 
 #: (usage row id, counts in used_nonexclusive, exclusive use)
 _UsageKey = tuple[int, bool, bool]
