@@ -19,7 +19,7 @@ from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text,
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
 from app.matching import candidates, history, idempotency, submission
 from app.matching.allocation import allocate as scheduling
-from app.matching.allocation import inventory
+from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
 from app.matching.gridengine import explain as complex_explain
 from app.matching.submission import JobSpec
@@ -420,7 +420,7 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
     job = _visible_job(session, job_id, principal)
-    return AllocationOut(job=job.id, R_lite=inventory.booked_r(session, job.id))
+    return AllocationOut(job=job.id, R_lite=r_description.booked_r(session, job.id))
 
 
 @router.post("/jobs/{job_id}/allocate", response_model=JobOut)

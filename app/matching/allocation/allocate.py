@@ -50,7 +50,8 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
 from app.matching.allocation import book_pg as booking_statements
-from app.matching.allocation import inventory
+from app.matching.allocation import bookings as vertex_bookings
+from app.matching.allocation import coarse_filter, trees
 from app.matching.allocation.allocator import (
     Key,
     Outcome,
@@ -124,11 +125,9 @@ _START = (
 )
 
 
-#: The columns of inventory.node_select that the survivors' filter carries out (besides
+#: The columns of trees.node_select that the survivors' filter carries out (besides
 #: the id, which it selects first).
-_CARRIED = tuple(
-    column.label(name) for name, column in inventory.NODE_WORKER_COLUMNS if name != "id"
-)
+_CARRIED = tuple(column.label(name) for name, column in trees.NODE_WORKER_COLUMNS if name != "id")
 
 #: What drives the survivors query: nothing (every worker), the entirely free nodes, or
 #: the workers with some of the first per-node need.
@@ -153,7 +152,7 @@ def _survivors(
     listed: bool = False,
 ) -> Select[*tuple[Any, ...]]:
     """The workers that pass the filter for the category ``:category_id``, in policy order,
-    at most ``:limit``, as rows of inventory.node_select (built once per policy, set of
+    at most ``:limit``, as rows of trees.node_select (built once per policy, set of
     whole types and driver).
 
     The filter picks the ids in a subquery of its own, as a query of ids only, and only
@@ -222,23 +221,23 @@ def _survivors(
             *conditions,
             Worker.state == WorkerState.ACTIVE,
             fits(category_id, Worker.id, Worker.generation),
-            inventory.has_room(category_id, Worker.id),
+            coarse_filter.has_room(category_id, Worker.id),
             # The untouched driver is the whole-node condition already.
-            *inventory.whole_room(whole - {"node"} if driver == "untouched" else whole),
+            *coarse_filter.whole_room(whole - {"node"} if driver == "untouched" else whole),
         )
         .order_by(*order)
         .limit(bindparam("limit"))
         .subquery("survivors")
     )
-    return inventory.node_select_of(
+    return trees.node_select_of(
         ids,
         # The nodes' summaries in the same round trip (a JSON array per survivor), and
         # the rows below the first nodes (CASE evaluates the subquery only for them).
-        inventory.free_counts_column(json_rows, ids.c.id),
+        trees.free_counts_column(json_rows, ids.c.id),
         case(
             (
                 ids.c.ordinal <= bindparam("prefetch"),
-                inventory.rows_below_column(json_rows, ids.c.id),
+                trees.rows_below_column(json_rows, ids.c.id),
             ),
             else_=None,
         ),
@@ -304,7 +303,7 @@ def survivors_query(
     """The survivors query of a category's requests and its parameters but ``:limit``
     (``driver``: the one the policy and requests choose, unless given; tests compare;
     ``json_rows``: dialect.json_rows_function). Its rows are node_select's and the
-    worker's free counts (inventory.free_counts_column). ``listed``: the walk over every
+    worker's free counts (trees.free_counts_column). ``listed``: the walk over every
     worker restricted to the list ``:worker_ids``, whatever the driver."""
     whole, driver, parameters, bounded = _driven(policy, requests, category_id, driver)
     if listed:
@@ -416,10 +415,10 @@ def find_placement(
             rows = connection.execute(
                 survivors, {**parameters, "limit": limit, "prefetch": prefetch}
             ).all()
-        counts = {row[0]: inventory.parse_free_counts(row[-2]) for row in rows}
-        below = {row[0]: inventory.parse_rows_below(row[-1]) for row in rows}
+        counts = {row[0]: trees.parse_free_counts(row[-2]) for row in rows}
+        below = {row[0]: trees.parse_rows_below(row[-1]) for row in rows}
         prefetched = {w: found for w, found in below.items() if found is not None}
-        tree = inventory.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
+        tree = trees.tree_of(session, [row[:-2] for row in rows], nodes, counts, prefetched)
         outcome = place_requests(tree, requests, policy)
         if outcome.placement is not None or len(rows) < limit:
             return Attempt(outcome, len(rows), tree)
@@ -448,7 +447,7 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
             raise ConflictError(f"job {job_id} cannot be placed now; see its explanation")
         # Nodes of a tree built from rows know their worker's id.
         worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
-        plan = inventory.plan_bookings(session, job, placement)
+        plan = vertex_bookings.plan_bookings(session, job, placement)
     finally:
         # The plan holds what booking needs; the tree is garbage from here on.
         dismantle(attempt.tree)
@@ -476,7 +475,7 @@ def _not_waiting(session: Session, job: Job) -> ConflictError:
 def start_placed(
     session: Session,
     job: Job,
-    plan: inventory.BookingPlan,
+    plan: vertex_bookings.BookingPlan,
     leader: int,
     *,
     one_statement: bool,
@@ -495,7 +494,7 @@ def start_placed(
         if not started.room:
             raise _no_room(session, leader, job_id)
         if not started.booked:
-            raise inventory.conflict(job)
+            raise vertex_bookings.conflict(job)
         # The statement's own time, taken after its locks (booking_statements).
         now = started.at
     else:
@@ -514,7 +513,7 @@ def start_placed(
                 "released_at": None,
             },
         )
-        inventory.book_plan(session, job, plan)
+        vertex_bookings.book_plan(session, job, plan)
         connection.execute(
             _START,
             {"job_id": job.id, "b_state": JobState.RUNNING, "b_worker": leader, "b_started": now},

@@ -73,7 +73,7 @@ from app.db.tables import (
     WORKER_INVENTORIES,
     WORKERS,
 )
-from app.matching.allocation.inventory import BookingPlan
+from app.matching.allocation.bookings import BookingPlan
 from app.matching.slots import WAITING, book_room_statement
 
 # Short aliases and literal constants (a bound constant renders as %(name)s::TYPE):

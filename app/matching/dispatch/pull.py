@@ -36,7 +36,8 @@ from app.db.models import (
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
 from app.matching import history
-from app.matching.allocation import inventory
+from app.matching.allocation import bookings as vertex_bookings
+from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
 from app.matching.debusine.metadata import effective_metadata
 from app.matching.dispatch import pull_sql as statements
@@ -161,7 +162,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             placement = None
             if puller.managed and category.jobspec is not None:
                 outcome = place_requests(
-                    inventory.worker_tree(session, [puller.id]),
+                    trees.worker_tree(session, [puller.id]),
                     category_requests(category.jobspec),
                     policy,
                 )
@@ -174,7 +175,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 return None
             statements.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
             if placement is not None:
-                inventory.book_placement(session, job, placement)
+                vertex_bookings.book_placement(session, job, placement)
             return statements.start(session, job, puller.id, puller.name)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.
@@ -240,7 +241,7 @@ def release_allocations(session: Session, job: Job) -> None:
         )
         allocation.released_at = now
     release_bookings(session, job.id)
-    inventory.release(session, job)
+    vertex_bookings.release(session, job)
     session.flush()
 
 

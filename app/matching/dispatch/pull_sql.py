@@ -53,7 +53,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, WORKERS
-from app.matching.allocation import inventory
+from app.matching.allocation import coarse_filter
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
 
@@ -161,7 +161,8 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             or_(
                 Category.jobspec.is_(None),
                 and_(
-                    inventory.single_node(Category.id), inventory.has_room(Category.id, _WORKER_ID)
+                    coarse_filter.single_node(Category.id),
+                    coarse_filter.has_room(Category.id, _WORKER_ID),
                 ),
             )
         )
