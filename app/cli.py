@@ -56,23 +56,44 @@ def serve(
     )
 
 
+#: Where `jobmatch demo` writes unless told otherwise: a file of its own, so that the demo's
+#: workers and jobs never mix with those of the server's database (./jobmatch.db).
+DEMO_DATABASE_URL = "sqlite:///./jobmatch-demo.db"
+
+
 @cli.command()
 def demo(
     pull: Annotated[bool, typer.Option(help="let each demo worker pull once")] = True,
+    database_url: Annotated[
+        str,
+        typer.Option(
+            help="SQLAlchemy URL of the database the demo writes to (JOBMATCH_DATABASE_URL "
+            "is not used, so the demo never writes into the server's database by accident)"
+        ),
+    ] = DEMO_DATABASE_URL,
 ) -> None:
-    """Load a small example cluster and job mix, and show what jobmatch decides."""
+    """Load a small example cluster and job mix, and show what jobmatch decides.
+
+    Writes to ./jobmatch-demo.db in the working directory unless --database-url names
+    another database.
+    """
+    from sqlalchemy import make_url
+
     from app.db.engine import Database
     from app.matching import dispatch
     from app.matching.demo import DEMO_WORKERS, load_demo
 
     settings = get_settings()
-    if is_sqlite(settings.database_url):
-        migrate.upgrade(settings.database_url)
-    database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
+    if is_sqlite(database_url):
+        migrate.upgrade(database_url)
+    database = Database(database_url, busy_timeout=settings.sqlite_busy_timeout)
     try:
         with database.transaction() as session:
             report = load_demo(session)
-        typer.echo(f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted\n")
+        shown_url = make_url(database_url).render_as_string(hide_password=True)
+        typer.echo(
+            f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in {shown_url}\n"
+        )
         for entry in report:
             job = entry.job
             first_line = job.resources.replace("\n", "; ")
