@@ -7,7 +7,6 @@ vectors/sge/compare.jsonl and vectors/sge/complex_defaults.jsonl.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,8 +36,9 @@ from app.notations.complexes import (
     parse_value,
 )
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 
 
 def _load(name: str) -> list[tuple[int, dict[str, Any]]]:

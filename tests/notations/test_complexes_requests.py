@@ -4,7 +4,6 @@ and value-less lines of vectors/sge/values.jsonl)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.notations.complex_requests import (
 )
 from app.notations.complexes import ComplexDefinition, ComplexTable, default_table
 from app.notations.quantities import ValueType
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 TABLE = default_table()
 
 

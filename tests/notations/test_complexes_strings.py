@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fnmatch as stdlib_fnmatch
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +25,9 @@ from app.notations.complex_strings import (
     parse_expression,
 )
 from app.notations.quantities import ValueType
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 
 
 def _load(name: str) -> list[tuple[int, dict[str, Any]]]:

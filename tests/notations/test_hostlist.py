@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,9 @@ from app.notations.hostlist import (
     nth_host,
     parse_hostlist,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 PADDINGS: tuple[Padding, ...] = ("rfc", "flux-core")
 
 #: Encode lines whose expected text groups different zero-pad widths in one bracket

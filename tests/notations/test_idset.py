@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ from app.notations.idset import (
     encode_idset,
     parse_idset,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 
 
 def _lines(name: str, op: str | None = None) -> list[Any]:

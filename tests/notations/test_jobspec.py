@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,9 @@ from app.notations.jobspec import (
     walk,
 )
 from app.notations.ranges import RangeCount
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 SHAPE_ROWS = [json.loads(line) for line in (VECTORS / "shape.jsonl").read_text().splitlines()]
 RFC46_EXPANSIONS = [
     pytest.param(row["expected"], id=f"shape.jsonl:rfc46:{row['input']}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from app.notations.quantities import (
     is_infinity,
     parse_number,
 )
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 NUMERIC = [ValueType.INT, ValueType.DOUBLE, ValueType.MEMORY, ValueType.TIME, ValueType.BOOL]
 
 

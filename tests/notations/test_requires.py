@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.notations.requires import (
     compile_requires_constraint,
     parse_query,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 ROWS = [json.loads(line) for line in (VECTORS / "requires.jsonl").read_text().splitlines()]
 
 
