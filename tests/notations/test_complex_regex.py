@@ -1,5 +1,5 @@
 """The regex compilation of string requests agrees with the reference matcher
-(research/sge.md section b, vectors/sge/wildcard.jsonl)."""
+(sge_types(1), vectors/sge/wildcard.jsonl)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Complex definitions, the attribute table and comparisons.
 
-Sources: seed 002 section 2 ("Restrictions"), research/sge.md sections (a), (c), (d), (h),
+Sources: complex(5), section 2 ("Restrictions") of the 2003 Complex Attribute Specification,
+docs/notations/gridengine.md,
 vectors/sge/compare.jsonl and vectors/sge/complex_defaults.jsonl.
 """
 
@@ -130,7 +131,7 @@ def test_table_lookup_prefers_names_and_suggests_nearest() -> None:
         table.resolve("mem_fre")
 
 
-# --- seed section 2 / sge.md (c): validity rules ---------------------------------------------
+# --- complex(5): validity rules of the attribute table -----------------------------------------
 
 
 @pytest.mark.parametrize("value_type", ["STRING", "CSTRING", "RESTRING", "HOST"])
@@ -369,7 +370,7 @@ def test_compare_vector_consumable_slots(row: dict[str, Any]) -> None:
         assert slots is not None and (row["slots"] <= slots) is row["match"]
 
 
-# --- sge.md (a): orientation and string relops ----------------------------------------------
+# --- complex(5): orientation and string relops ---------------------------------------------
 
 
 def test_sge_md_a_requested_relop_offered() -> None:

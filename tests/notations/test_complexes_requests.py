@@ -1,4 +1,4 @@
-"""``-l`` request lists (research/sge.md section c "Submission checks"; the string, stored
+"""``-l`` request lists (qsub(1), docs/notations/gridengine.md#requests--l; the string, stored
 and value-less lines of vectors/sge/values.jsonl)."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_values_vector_request(row: dict[str, Any]) -> None:
         assert request.value == row["normalized_string"]
 
 
-# --- sge.md (c) submission checks --------------------------------------------------------------
+# --- submission checks (gridengine.md) ---------------------------------------------------------
 
 
 def test_parse_list_resolves_shortcuts_and_normalises() -> None:

@@ -1,4 +1,4 @@
-"""String patterns and expressions (research/sge.md section b, seed 002 "String matching",
+"""String patterns and expressions (sge_types(1), the 2003 specification's "String matching",
 vectors/sge/wildcard.jsonl)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_wildcard_vector(row: dict[str, Any]) -> None:
         )
 
 
-# --- seed 002 "String matching" examples ---------------------------------------------------
+# --- the 2003 specification's "String matching" examples ----------------------------------
 
 
 def test_seed_restring_examples_hold_in_both_semantics() -> None:

@@ -46,7 +46,7 @@ def _lines(op: str) -> list[Any]:
 @pytest.mark.parametrize("row", _lines("expand"))
 def test_vector_expand(row: dict[str, Any]) -> None:
     """`rfc29_strict: error` lines record flux-core sloppiness (multi-bracket expressions,
-    `foo[1-]`, `foo[1]]`, `foo[ 1-2]`); jobmatch is strict (flux-research section 2)."""
+    `foo[1-]`, `foo[1]]`, `foo[ 1-2]`); jobmatch is strict (docs/notations/flux.md)."""
     text = row["input"]
     if row.get("rfc29_strict") == "error":
         for padding in PADDINGS:

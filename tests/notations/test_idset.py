@@ -36,7 +36,7 @@ DECODE = _lines("idset.jsonl", "decode")
 @pytest.mark.parametrize("row", DECODE)
 def test_vector_decode(row: dict[str, Any]) -> None:
     """idset.jsonl decode lines; `rfc22_strict: error` lines record flux-core leniency
-    (empty tokens skipped) that jobmatch does not copy (flux-research section 1)."""
+    (empty tokens skipped) that jobmatch does not copy (docs/notations/flux.md)."""
     if row.get("error") or row.get("rfc22_strict") == "error":
         with pytest.raises(IdsetError):
             parse_idset(row["input"])

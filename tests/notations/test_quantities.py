@@ -1,4 +1,4 @@
-"""Grid Engine numeric values (research/sge.md section b; vectors/sge/values.jsonl)."""
+"""Grid Engine numeric values (docs/notations/gridengine.md#values; vectors/sge/values.jsonl)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_values_vector_numeric_lines_all_covered() -> None:
     assert {r["context"] for r in special} == {"stored_string", "request_without_value"}
 
 
-# --- the rules of sge.md (b), one by one --------------------------------------------------
+# --- the rules of sge_types(1) values, one by one ------------------------------------------
 
 
 @pytest.mark.parametrize("value_type", NUMERIC, ids=lambda t: t.value)

@@ -55,7 +55,8 @@ def test_vector_query(row: dict[str, Any]) -> None:
 
 
 def test_vector_flux_configuration_matches_preset() -> None:
-    """flux.md section 7: the --requires lines all use exactly the FLUX_REQUIRES settings."""
+    """RFC 35 (docs/notations/flux.md): the --requires lines all use exactly the
+    FLUX_REQUIRES settings."""
     flux_rows = [r for r in ROWS if r["input"]["parser"]["default_op"] == "properties"]
     assert len(flux_rows) > 50
     assert all(_parser(r["input"]["parser"]) == FLUX_REQUIRES for r in flux_rows)
