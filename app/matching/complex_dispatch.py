@@ -7,7 +7,7 @@ reference evaluator's objects (app/notations/complex_matching.py) and lets it de
 queue instance, with load values and availability as they are now. The evaluator is the
 oracle the SQL filter is tested against, so both speak the same semantics.
 
-Bookings (research/sge.md section d): a per-slot consumable (YES) books
+Bookings (docs/notations/gridengine.md#consumables-and-bookings): a per-slot consumable (YES) books
 ``request x slots`` on each queue instance, ``request x host slots`` on each host and
 ``request x total`` globally, wherever the attribute has a capacity; a per-job one (JOB)
 books its request once on the master queue, its host and globally; EXCL attributes count
@@ -171,7 +171,7 @@ class ObjectState:
     #: level_offers gives its offers in).
     _keys: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     #: The attributes every evaluation of this object looks at, whatever the job asks:
-    #: FORCED ones and consumables with a capacity here (research/sge.md c, d).
+    #: FORCED ones and consumables with a capacity here (docs/notations/gridengine.md).
     _always: tuple[str, ...] = field(default=(), repr=False)
     #: Per request lists (by identity, the lists kept alive here): the offers of the
     #: attributes the evaluator can look at for them, see :meth:`offers_for`.
@@ -712,7 +712,7 @@ def decide(
             break
     fitting = [(slot, fit) for slot, fit in fits if fit.fits]
     # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
-    # order breaks ties (sge.md f).
+    # order breaks ties (docs/notations/gridengine.md#soft-requests).
     fitting.sort(key=lambda item: item[1].soft_violations)
     if pe_rule is None:
         if not fitting:
@@ -758,7 +758,7 @@ class Booking:
 def bookings_for(
     state: ClusterState, assignment: dict[int, int], master: int, hard: RequestList
 ) -> list[Booking]:
-    """What a job with this assignment books, object by object (sge.md d)."""
+    """What a job with this assignment books, object by object (docs/notations/gridengine.md)."""
     table = state.table
     total = sum(assignment.values())
     per_host: dict[int, int] = {}

@@ -1,5 +1,5 @@
 """Hard ``-l`` requests as SQL predicates, level by level with the strict hierarchy
-(research/sge.md section e), for the misfit cache.
+(docs/notations/gridengine.md#levels-and-the-strict-hierarchy), for the misfit cache.
 
 A request fails an object (the global host, a worker, a queue instance) when the object
 has an *effective* static value of the attribute that does not satisfy

@@ -1,5 +1,6 @@
 """The complex attribute table in the database: reading it as a ComplexTable, and the admin
-changes (add, change, delete) under Grid Engine's rules (research/sge.md section c).
+changes (add, change, delete) under Grid Engine's rules
+(docs/notations/gridengine.md#the-attribute-table).
 
 Rules beyond a single row's validity (app/notations/complexes.py): names and shortcuts are
 unique across both columns; a built-in attribute cannot be deleted and keeps its type

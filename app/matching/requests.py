@@ -42,7 +42,8 @@ class JobSpec:
     requires: str | None = None
     shape: str | None = None
     jobspec: list[Any] | None = None
-    #: A registered debusine-style task type (seed 004), and what the agent runs for it.
+    #: A registered debusine-style task type (docs/notations/debusine.md), and what the agent
+    #: runs for it.
     task: str | None = None
     command: list[str] | None = None
     timeout: int | None = None

@@ -1,7 +1,7 @@
 """``-l`` resource request lists of Grid Engine: ``-l h_vmem=2G,arch=lx*``.
 
 A list is ``name[=value]`` items separated by commas or blanks. Each item is checked the
-way qmaster checks a submission (research/sge.md section c):
+way qmaster checks a submission (docs/notations/gridengine.md#requests--l):
 
 * the name or shortcut must be in the attribute table (else "unknown resource", with the
   nearest name suggested); a shortcut is replaced by the full name;

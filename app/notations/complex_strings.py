@@ -1,7 +1,7 @@
 """Grid Engine string matching: wildcard patterns and the 6.1+ boolean expression language.
 
 A string request (``-l arch=lx*|sol*``) is the *pattern*; the value offered by a host or
-queue is the *subject* (research/sge.md sections a and b).
+queue is the *subject* (docs/notations/gridengine.md#comparisons).
 
 Grid Engine 6.1 and later (the default, ``semantics="6.1"``):
 
@@ -18,7 +18,7 @@ Grid Engine 6.1 and later (the default, ``semantics="6.1"``):
 
 Grid Engine 6.0 (``semantics="6.0"``): STRING exact, CSTRING and HOST ignoring case, no
 wildcards; RESTRING splits the request at every ``|`` (empty pieces dropped) and matches
-each piece with fnmatch - the rules of the 2003 seed document.
+each piece with fnmatch - the rules of the 2003 Complex Attribute Specification.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 One row of ``qconf -sc`` is a :class:`ComplexDefinition` (``name shortcut type relop
 requestable consumable default urgency``). A definition is validated when it is built, by
-the 6.2u5 rules (research/sge.md section c, which refines the seed's section 2):
+the 6.2u5 rules (docs/notations/gridengine.md#the-attribute-table; they refine section 2 of the 2003
+Complex Attribute Specification):
 
 * string types (STRING, CSTRING, RESTRING, HOST): relop ``==`` or ``!=``, never consumable;
 * BOOL: relop ``==``, or ``EXCL`` which requires a consumable; a BOOL consumable must use
@@ -78,7 +79,7 @@ Value = float | str
 #: Maps a host name to its canonical name, or None when it cannot be resolved.
 HostResolver = Callable[[str], str | None]
 
-#: Built-in string attributes may switch among these types (seed section 2, sge.md c).
+#: Built-in string attributes may switch among these types (complex(5); gridengine.md).
 STRING_FAMILY = frozenset({ValueType.STRING, ValueType.CSTRING, ValueType.RESTRING})
 
 # Characters that cannot appear in attribute names: Grid Engine's key check forbids the

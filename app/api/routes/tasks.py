@@ -1,4 +1,4 @@
-"""The task registry (seed 004): the task types the server knows, with their versions,
+"""The task registry (debusine issue #8): the task types the server knows, with their versions,
 declarative requirements and optional ``can_run_on`` plug-in."""
 
 from __future__ import annotations
