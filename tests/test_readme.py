@@ -161,12 +161,6 @@ def test_every_shell_block_has_a_mode() -> None:
     assert [b for b in blocks if b.mode == "postgresql"], "the PostgreSQL section is unmarked"
 
 
-def test_readme_cites_nothing_outside_the_repository() -> None:
-    """Issue 18: a reader's clone has no ../shared and no research notes beside it."""
-    readme = README.read_text(encoding="utf-8")
-    assert "../shared" not in readme and "research/" not in readme
-
-
 @pytest.mark.parametrize(
     "block",
     [b for b in readme_blocks() if b.mode == "skip"],

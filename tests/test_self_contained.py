@@ -139,22 +139,8 @@ def scan(root: Path) -> list[Finding]:
     return found
 
 
-#: Files another part of issue 18 rewrites; each is checked by its own test below.
-REWRITTEN_ELSEWHERE = frozenset({"README.md"})
-
-
 def test_the_repository_points_nowhere_outside_itself() -> None:
-    findings = [f for f in scan(ROOT) if f.relative not in REWRITTEN_ELSEWHERE]
-    assert not findings, "paths outside the repository:\n" + "\n".join(map(str, findings))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="README.md still cites the workshop shelf; issue 18's README part rewrites it. "
-    "When that lands this test passes: remove this marker and REWRITTEN_ELSEWHERE.",
-)
-def test_the_readme_points_nowhere_outside_itself() -> None:
-    findings = [f for f in scan(ROOT) if f.relative in REWRITTEN_ELSEWHERE]
+    findings = scan(ROOT)
     assert not findings, "paths outside the repository:\n" + "\n".join(map(str, findings))
 
 
