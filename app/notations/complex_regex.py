@@ -104,5 +104,4 @@ def request_regex(value_type: ValueType, request: str) -> str:
     if not is_expression(text):
         # A plain string compares exactly: every character literal, backslashes too.
         return "(?s)\\A" + "".join(_literal(char) for char in text) + "\\Z"
-    # Bounds are checked at submission; a row stored before them must still recompile.
-    return "(?s)\\A" + _zero_width(parse_expression(text, check_size=False))
+    return "(?s)\\A" + _zero_width(parse_expression(text))

@@ -394,18 +394,16 @@ def _flatten(kind: type[And] | type[Or], operands: list[Expression]) -> Expressi
     return kind(tuple(flat))
 
 
-def parse_expression(text: str, *, check_size: bool = True) -> Expression:
+def parse_expression(text: str) -> Expression:
     """The 6.1+ expression in ``text``; raises :class:`StringExpressionError`.
 
-    A plain string (see :func:`is_expression`) parses to one :class:`Pattern`. The bounds
-    of :func:`check_request_size` apply to expressions unless ``check_size`` is false (for
-    requests stored before the bounds, which the linear matcher may still evaluate);
-    :data:`MAX_NESTING` always does, as it bounds the parser's recursion.
+    A plain string (see :func:`is_expression`) parses to one :class:`Pattern`.
+    :data:`MAX_NESTING` bounds the parser's recursion; the size bounds of
+    :func:`check_request_size` are a rule of submission (a request stored before them is
+    still evaluated, by a matcher linear in any case).
     """
     if not is_expression(text):
         return Pattern(text)
-    if check_size:
-        check_request_size(text)
     return _Parser(text).parse()
 
 

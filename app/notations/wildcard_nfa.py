@@ -1,4 +1,5 @@
-"""Grid Engine string requests matched without backtracking, for SQL functions.
+"""Grid Engine string requests matched without backtracking: SQLite's ``sge_match`` SQL
+function and the dispatch-time check (:func:`app.notations.complexes.compare`) use it.
 
 A Python regex for ``*?*?*?...z`` backtracks: every ``*`` may end anywhere, so a failing
 match tries exponentially many splits (33.7 s for 12 ``*?`` against a 32-character host
@@ -14,7 +15,10 @@ A request is an expression of such patterns (``!``, ``&``, ``|``, parentheses; s
 :mod:`app.notations.complex_strings`), evaluated over the automata of its patterns, so the
 whole request is linear too. The answers are those of
 :func:`app.notations.complex_strings.match_string` with 6.1+ semantics, the reference the
-property tests compare against.
+property tests compare against. That reference's greedy glob keeps one backtrack point
+per ``*``: never exponential, but ``O(n * k)`` for a segment of ``k`` characters after a
+star (``*aaa...ab`` against ``aaa...a``: 7.3 s for k = 1,000, n = 20,000), where the
+automaton took 15 ms.
 """
 
 from __future__ import annotations
@@ -153,7 +157,7 @@ def compile_request(request: str, folds: bool) -> CompiledRequest:
         return CompiledRequest(plain=text, root=None)
     # No size bound here: a request stored before the bounds existed keeps its answer, and
     # the automaton is linear in the value whatever the request's length.
-    return CompiledRequest(plain=None, root=_build(parse_expression(text, check_size=False)))
+    return CompiledRequest(plain=None, root=_build(parse_expression(text)))
 
 
 def sql_request_match(request: str | None, folds: object, subject: str | None) -> int | None:

@@ -31,9 +31,11 @@ from app.notations.complex_strings import (
     MAX_REQUEST_LENGTH,
     MAX_WILDCARDS,
     StringExpressionError,
+    check_request_size,
     match_string,
     parse_expression,
 )
+from app.notations.complexes import Relop, compare
 from app.notations.quantities import ValueType
 from app.notations.wildcard_nfa import compile_request, sql_request_match
 from tests.api.test_health_and_errors import assert_problem
@@ -120,6 +122,20 @@ def test_probe_answers_at_once_even_far_beyond_the_bounds() -> None:
     assert time.perf_counter() - started < 1.0
 
 
+def test_dispatch_evaluator_is_linear_too() -> None:
+    """Dispatch re-checks string requests in Python (complexes.compare); it uses the same
+    automaton, so a long stored request against a long value stays fast (a greedy glob
+    with one backtrack point per star would take time proportional to their product)."""
+    # Within the bounds (1,002 characters, one wildcard), yet each of the 20,000 start
+    # positions of a greedy glob would compare up to 1,000 characters: 7.3 s measured.
+    pattern = "*" + "a" * 1000 + "b"
+    started = time.perf_counter()
+    assert compare(ValueType.STRING, Relop.EQ, pattern, "a" * 20_000) is False
+    assert compare(ValueType.STRING, Relop.NE, pattern, "a" * 20_000 + "b") is False
+    assert compare(ValueType.STRING, Relop.EQ, "*?" * 2000 + "*z", "y" * 20_000) is False
+    assert time.perf_counter() - started < 1.0
+
+
 def test_sql_function_is_total() -> None:
     """NULL in, NULL out (as ``~``); a malformed or out-of-bounds stored request never
     matches instead of failing the statement."""
@@ -141,8 +157,11 @@ def test_sql_function_is_total() -> None:
         ("(" * (MAX_NESTING + 1) + "a" + ")" * (MAX_NESTING + 1), MAX_NESTING, "nested"),
     ],
 )
-def test_parser_bounds_name_the_position(text: str, position: int, expected: str) -> None:
+def test_submission_bounds_name_the_position(text: str, position: int, expected: str) -> None:
+    """Size bounds are a rule of submission (check_request_size), nesting one of the
+    parser (it recurses once per level)."""
     with pytest.raises(StringExpressionError) as caught:
+        check_request_size(text)
         parse_expression(text)
     assert caught.value.position == position
     assert expected in (caught.value.expected or "")
@@ -151,6 +170,7 @@ def test_parser_bounds_name_the_position(text: str, position: int, expected: str
 def test_bounds_keep_real_requests() -> None:
     """The bounds are far above requests seen in practice (sge_types(1) examples)."""
     for request in ("lx*|sol*", "*.example.com", "!(lx-x86|lx-amd64)&lx*", "[a-c]?" * 30):
+        check_request_size(request)
         parse_expression(request)
     parse_expression("(" * MAX_NESTING + "a" + ")" * MAX_NESTING)
 
