@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     #: How jobs with a jobspec get vertices: ``first`` (lowest ranks and ids first) or
     #: ``pack`` (partly used nodes and vertices before empty ones).
     allocation_policy: Literal["first", "pack"] = "first"
+    #: Largest worker metadata (static or one dynamic report) in bytes of compact JSON.
+    metadata_max_bytes: int = Field(default=65_536, ge=1)
+    #: Most keys in worker metadata (static or one dynamic report), counted at any depth.
+    metadata_max_keys: int = Field(default=256, ge=1)
 
 
 @lru_cache(maxsize=1)

@@ -48,6 +48,7 @@ from app.notations.quantities import (
     is_infinity,
     parse_number,
 )
+from app.notations.wildcard_nfa import compile_request
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -586,6 +587,16 @@ def format_value(value_type: ValueType, value: Value) -> str:
 # Comparisons
 
 
+def _string_matches(value_type: ValueType, pattern: str, value: str, semantics: Semantics) -> bool:
+    """6.1+ requests go through the non-backtracking automaton (compiled once per request,
+    linear in the value), as SQLite's misfit SQL does; 6.0's fnmatch pieces through
+    :func:`match_string`."""
+    if semantics == "6.0":
+        return match_string(value_type, pattern, value, semantics=semantics)
+    folds = value_type in (ValueType.CSTRING, ValueType.HOST)
+    return compile_request(pattern, folds).matches(value.lower() if folds else value)
+
+
 def compare(
     value_type: ValueType,
     relop: Relop,
@@ -607,7 +618,7 @@ def compare(
         if relop not in (Relop.EQ, Relop.NE):
             raise ValueError(f"relop {relop.value} is not defined for strings")
         try:
-            matched = match_string(value_type, str(requested), str(offered), semantics=semantics)
+            matched = _string_matches(value_type, str(requested), str(offered), semantics)
         except StringExpressionError:
             return relop is Relop.NE
         return matched if relop is Relop.EQ else not matched
