@@ -4,10 +4,11 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY app ./app
 COPY migrations ./migrations
-RUN /opt/venv/bin/pip install .
+# The same pinned versions as `make run` and `make test`.
+RUN /opt/venv/bin/pip install --constraint constraints.txt .
 
 # Runtime stage: the virtualenv (which carries the migrations as app.migrations), an
 # unprivileged user.

@@ -101,7 +101,8 @@ def test_wheel_installed_in_a_fresh_venv_serves_from_an_empty_directory(tmp_path
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env)
     python = venv / "bin" / "python"
-    install = [sys.executable, "-m", "pip", "--python", str(python), "install", str(wheel)]
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
+    install += ["--constraint", str(ROOT / "constraints.txt"), str(wheel)]
     _run(install, tmp_path, env)
 
     empty = tmp_path / "empty"
