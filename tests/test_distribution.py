@@ -2,7 +2,8 @@
 
 The slow test builds the wheel the way a user would (`pip wheel .`, PEP 517 with build
 isolation), installs it into a new virtualenv and runs `jobmatch` from an empty directory:
-`--version`, `db current` before and after `db upgrade`, and `serve` until `/readyz` answers.
+`--version`, `db current` before and after `db upgrade`, `demo`, `scenario run` and `serve`
+until `/readyz` answers.
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def test_wheel_installed_in_a_fresh_venv_serves_from_an_empty_directory(tmp_path
     assert "(empty)" in _run([jobmatch, "db", "current"], empty, env)
     _run([jobmatch, "db", "upgrade"], empty, env)
     assert "(at head)" in _run([jobmatch, "db", "current"], empty, env)
+    demo = _run([jobmatch, "demo"], empty, env)
+    assert "workers registered" in demo and "dispatch (each worker pulls once)" in demo
+    scenarios = empty / "seed.jsonl"
+    scenarios.write_bytes((ROOT / "tests" / "scenarios" / "sge" / "seed.jsonl").read_bytes())
+    assert " 0 differ" in _run([jobmatch, "scenario", "run", str(scenarios)], empty, env)
     # Nothing of the checkout is used: the code and the migrations come from the venv.
     site = _run([str(python), "-c", "import app; print(app.__file__)"], empty, env)
     assert str(venv) in site and str(ROOT) not in site
