@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from app import __version__
 from app.db import migrate
 from app.db.dialect import is_sqlite
 from app.settings import get_settings
@@ -22,6 +23,25 @@ scenario_cli = typer.Typer(
     help="Grid Engine scenarios (sge62u5-reference-v1).", no_args_is_help=True
 )
 cli.add_typer(scenario_cli, name="scenario")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"jobmatch {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    # No docstring: the Typer's own help text stays the program's description.
+    pass
 
 
 @cli.command()
