@@ -4,22 +4,22 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY app ./app
-RUN /opt/venv/bin/pip install .
+COPY migrations ./migrations
+# The same pinned versions as `make run` and `make test`.
+RUN /opt/venv/bin/pip install --constraint constraints.txt .
 
-# Runtime stage: the virtualenv, the migrations, an unprivileged user.
+# Runtime stage: the virtualenv (which carries the migrations as app.migrations), an
+# unprivileged user.
 FROM python:3.11-slim-bookworm
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    JOBMATCH_DATABASE_URL=sqlite:////data/jobmatch.db \
-    JOBMATCH_MIGRATIONS_DIR=/app/migrations
+    JOBMATCH_DATABASE_URL=sqlite:////data/jobmatch.db
 RUN useradd --system --uid 10001 --home-dir /app jobmatch \
     && mkdir -p /data /app && chown jobmatch /data
 COPY --from=build /opt/venv /opt/venv
-COPY alembic.ini /app/alembic.ini
-COPY migrations /app/migrations
 WORKDIR /app
 USER jobmatch
 VOLUME ["/data"]

@@ -1,40 +1,85 @@
-# One command to run the service, one to prove it. Both build .venv on first use.
+# One command to run the service, one to prove it. Both build .venv on first use:
+# `make run` installs what serving needs, `make test` adds the dev tools. Every install takes
+# the versions pinned in constraints.txt (`make lock` regenerates it), as the Dockerfile does.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+PIP_INSTALL := $(BIN)/pip install --constraint constraints.txt
 
-.PHONY: run test install lint typecheck contracts pytest bench clean
+.PHONY: run test install lint typecheck contracts pytest bench clean lock
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-install: $(STAMP)
+# Serving dependencies only; pip shows its progress (the first install takes a while).
+$(RUN_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) --editable .
+	touch $@
 
-## Serve on http://127.0.0.1:8000 with SQLite (./jobmatch.db), migrating it first.
-run: $(STAMP)
-	JOBMATCH_ADMIN_TOKEN=$${JOBMATCH_ADMIN_TOKEN:-dev-admin-token} \
-	JOBMATCH_LOG_FORMAT=$${JOBMATCH_LOG_FORMAT:-text} $(BIN)/jobmatch serve
+# The dev tools (pytest, ruff, mypy, ...) on top, for `make test`.
+$(DEV_STAMP): $(RUN_STAMP)
+	$(PIP_INSTALL) --editable '.[dev]'
+	touch $@
+
+install: $(DEV_STAMP)
+
+# What `make run` prints before serving: where it listens, the admin token, the database.
+define RUN_BANNER
+import sys
+from pathlib import Path
+from sqlalchemy.engine import make_url
+from app.settings import get_settings
+settings = get_settings()
+base = f"http://{sys.argv[1]}:{sys.argv[2]}"
+url = make_url(settings.database_url)
+token = settings.admin_token.get_secret_value() if settings.admin_token else None
+print(f"jobmatch: serving on {base} (API docs: {base}/docs)")
+print(f"jobmatch: admin token: {token or '(none set: admin calls answer 401)'}")
+if url.get_backend_name() == "sqlite":
+    print(f"jobmatch: database file: {Path(url.database or '').resolve()}")
+else:
+    print(f"jobmatch: database: {url.render_as_string(hide_password=True)}")
+endef
+export RUN_BANNER
+
+## Serve on http://$(HOST):$(PORT) with SQLite (./jobmatch.db), migrating it first.
+run: $(RUN_STAMP)
+	@export JOBMATCH_ADMIN_TOKEN="$${JOBMATCH_ADMIN_TOKEN:-dev-admin-token}" \
+	    JOBMATCH_LOG_FORMAT="$${JOBMATCH_LOG_FORMAT:-text}" && \
+	$(BIN)/python -c "$$RUN_BANNER" $(HOST) $(PORT) && \
+	exec $(BIN)/jobmatch serve --host $(HOST) --port $(PORT)
 
 ## Lint, types, layer contracts and the whole suite (PostgreSQL too when
 ## JOBMATCH_TEST_POSTGRES_URL is set).
 test: lint typecheck contracts pytest
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check app tests bench migrations
 	$(BIN)/ruff format --check app tests bench migrations
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-contracts: $(STAMP)
+contracts: $(DEV_STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
+pytest: $(DEV_STAMP)
 	$(BIN)/pytest
+
+## Resolve every runtime and dev dependency afresh (in a scratch venv) and pin the result.
+LOCK_VENV := $(VENV)-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install '.[dev]'
+	{ echo "# Pinned versions of every runtime and dev dependency, resolved by \`make lock\`."; \
+	  echo "# make run, make test and the Dockerfile install with --constraint constraints.txt."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude jobmatch; } > constraints.txt
+	rm -rf $(LOCK_VENV) build
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

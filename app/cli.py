@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from app import __version__
 from app.db import migrate
 from app.db.dialect import is_sqlite
 from app.settings import get_settings
@@ -22,6 +23,25 @@ scenario_cli = typer.Typer(
     help="Grid Engine scenarios (sge62u5-reference-v1).", no_args_is_help=True
 )
 cli.add_typer(scenario_cli, name="scenario")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"jobmatch {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    # No docstring: the Typer's own help text stays the program's description.
+    pass
 
 
 @cli.command()
@@ -56,23 +76,44 @@ def serve(
     )
 
 
+#: Where `jobmatch demo` writes unless told otherwise: a file of its own, so that the demo's
+#: workers and jobs never mix with those of the server's database (./jobmatch.db).
+DEMO_DATABASE_URL = "sqlite:///./jobmatch-demo.db"
+
+
 @cli.command()
 def demo(
     pull: Annotated[bool, typer.Option(help="let each demo worker pull once")] = True,
+    database_url: Annotated[
+        str,
+        typer.Option(
+            help="SQLAlchemy URL of the database the demo writes to (JOBMATCH_DATABASE_URL "
+            "is not used, so the demo never writes into the server's database by accident)"
+        ),
+    ] = DEMO_DATABASE_URL,
 ) -> None:
-    """Load a small example cluster and job mix, and show what jobmatch decides."""
+    """Load a small example cluster and job mix, and show what jobmatch decides.
+
+    Writes to ./jobmatch-demo.db in the working directory unless --database-url names
+    another database.
+    """
+    from sqlalchemy import make_url
+
     from app.db.engine import Database
     from app.matching.demo import DEMO_WORKERS, load_demo
     from app.matching.dispatch import pull as dispatch
 
     settings = get_settings()
-    if is_sqlite(settings.database_url):
-        migrate.upgrade(settings.database_url)
-    database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
+    if is_sqlite(database_url):
+        migrate.upgrade(database_url)
+    database = Database(database_url, busy_timeout=settings.sqlite_busy_timeout)
     try:
         with database.transaction() as session:
             report = load_demo(session)
-        typer.echo(f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted\n")
+        shown_url = make_url(database_url).render_as_string(hide_password=True)
+        typer.echo(
+            f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in {shown_url}\n"
+        )
         for entry in report:
             job = entry.job
             first_line = job.resources.replace("\n", "; ")

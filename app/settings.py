@@ -39,11 +39,15 @@ class Settings(BaseSettings):
     #: serialization failure, SQLite lock wait); 1 disables the server-side retry.
     transaction_attempts: int = Field(default=5, ge=1)
     #: Seconds after which a worker's dynamic metadata is old enough that the pull and
-    #: heartbeat responses ask it to report again (seed 004: every 24 hours).
+    #: heartbeat responses ask it to report again (debusine issue #8: every 24 hours).
     metadata_refresh_seconds: float = 86_400.0
     #: How jobs with a jobspec get vertices: ``first`` (lowest ranks and ids first) or
     #: ``pack`` (partly used nodes and vertices before empty ones).
     allocation_policy: Literal["first", "pack"] = "first"
+    #: Largest worker metadata (static or one dynamic report) in bytes of compact JSON.
+    metadata_max_bytes: int = Field(default=65_536, ge=1)
+    #: Most keys in worker metadata (static or one dynamic report), counted at any depth.
+    metadata_max_keys: int = Field(default=256, ge=1)
 
 
 @lru_cache(maxsize=1)

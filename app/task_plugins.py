@@ -1,4 +1,4 @@
-"""Task plug-ins: the Python parts of a task type that cannot be declared (seed 004).
+"""Task plug-ins: the Python parts of a task type that cannot be declared (debusine issue #8).
 
 A task type may name an entry point of group ``jobmatch.tasks``. The object it loads (a
 class, an instance or a module) may have:

@@ -12,7 +12,7 @@ walk, what Fluxion's figure covers), its median CPU time in this process
 (SQLite's work included; a steadier guide than wall time on a shared machine), the SQL
 statements per allocation and per release, the median of one release, and the jobs
 allocated and freed per second.
-Fluxion's reference: about 22 ms per match at 256 nodes x 32 cores (research/flux.md).
+Fluxion's reference: about 22 ms per match at 256 nodes x 32 cores (flux-sched issue #448).
 
 The nodes are registered in bulk: one node through ``upsert_worker``, then its rows copied
 for the others (4,096 upserts one by one take minutes on SQLite). A sample of the copied

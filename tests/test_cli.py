@@ -72,10 +72,11 @@ def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.Monk
         get_settings.cache_clear()
 
 
-def test_demo_shows_candidates_explanations_and_dispatch(sqlite_env: str) -> None:
-    result = runner.invoke(cli_module.cli, ["demo"])
+def test_demo_shows_candidates_explanations_and_dispatch(sqlite_env: str, tmp_path: Path) -> None:
+    demo_url = f"sqlite:///{tmp_path / 'chosen.db'}"
+    result = runner.invoke(cli_module.cli, ["demo", "--database-url", demo_url])
     assert result.exit_code == 0, result.output
-    assert "4 workers registered; 9 jobs submitted" in result.output
+    assert f"4 workers registered; 9 jobs submitted in {demo_url}" in result.output
     # The Momotor documentation's second job: nothing offers java 14.
     assert (
         "job 2 [language: java; java: 14] slots=1 priority=0: failed (No suitable worker found)"
@@ -84,3 +85,23 @@ def test_demo_shows_candidates_explanations_and_dispatch(sqlite_env: str) -> Non
     assert "candidate gpu-node     strength  -1.0 (STRONG)" in result.output
     assert "not gpu-node     the worker only runs jobs that ask for tag 'cuda'" in result.output
     assert "gpu-node     -> job 7" in result.output  # priority 5 goes first
+
+
+def test_demo_writes_its_own_database_not_the_servers(
+    sqlite_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: after `jobmatch demo`, the server's database holds none of the demo's jobs."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli_module.cli, ["demo", "--no-pull"])
+    assert result.exit_code == 0, result.output
+    assert "jobs submitted in sqlite:///./jobmatch-demo.db" in result.output
+    assert (tmp_path / "jobmatch-demo.db").is_file()
+    # JOBMATCH_DATABASE_URL (the server's database) was neither created nor migrated.
+    assert not (tmp_path / "cli.db").exists()
+    assert migrate.current_revisions_at(sqlite_env) == set()
+
+
+def test_demo_help_says_where_it_writes() -> None:
+    result = runner.invoke(cli_module.cli, ["demo", "--help"])
+    assert result.exit_code == 0
+    assert "jobmatch-demo.db" in result.output and "--database-url" in result.output

@@ -1,4 +1,4 @@
-"""What the agent reports about its host (seed 004's ``analyze_worker``): the built-in
+"""What the agent reports about its host (debusine's ``analyze_worker``): the built-in
 ``system`` facts, and each registered task's namespace from its plug-in."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The agent's loop: report facts, pull, run the job's command, report its end.
 
-A (re)started agent reports its dynamic metadata before it pulls (seed 004), and again
+A (re)started agent reports its dynamic metadata before it pulls (debusine issue #8), and again
 whenever a pull or heartbeat response asks for it. On SIGTERM it stops pulling; a running
 command gets ``grace`` seconds to finish (then its result is reported as usual), after
 which it is terminated and the job is returned to the queue, unfinished, for another

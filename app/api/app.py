@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__, heap
+from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
@@ -58,6 +59,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # /docs is served from packaged assets (app/api/docs_ui.py), not FastAPI's CDN page.
+        docs_url=None,
+        redoc_url=None,
         responses={
             401: {"model": Problem, "description": "No valid bearer token"},
             403: {"model": Problem, "description": "The token's role may not do this"},
@@ -74,6 +78,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.lease_sweeper = sweeper
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
+    install_docs_ui(app)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tokens.router)

@@ -26,6 +26,23 @@ IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="numeric id")]
 #: Free text as the API accepts it: anything but NUL, which PostgreSQL cannot store in text.
 Text = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="page size")]
+
+#: Every name a URL path carries (workers, hosts, queues, parallel environments,
+#: attributes, tasks): the union of the characters their creation rules allow, checked
+#: before any work, the same way on every database (issue 19: a 5,000-character PE name
+#: with quotes was stored on SQLite). Grid Engine names (sge_types(1) "name") are letters,
+#: digits and ``_.-``; host names add ``:@`` for the worker names this API allows.
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]*$"
+MAX_NAME_LENGTH = 255
+NamePath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="a name: letters, digits and _.:@+-, at most 255 characters",
+    ),
+]
 OffsetQuery = Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")]
 
 

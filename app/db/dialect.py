@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, event, func
+from sqlalchemy import Boolean, ColumnElement, ColumnExpressionArgument, event, func
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from app.notations.gridengine.wildcard_nfa import sql_request_match
 
 #: Execution option carrying whether a transaction will write. On SQLite a writing
 #: transaction starts with BEGIN IMMEDIATE so that it takes the write lock up front:
@@ -47,6 +52,9 @@ def install_hooks(engine: Engine, *, busy_timeout: float) -> None:
         # the "begin" hook below emits the right one. This is the recipe of SQLAlchemy's
         # "Serializable isolation / Savepoints / Transactional DDL" section for pysqlite.
         dbapi_connection.isolation_level = None
+        dbapi_connection.create_function(
+            STRING_MATCH_FUNCTION, 3, sql_request_match, deterministic=True
+        )
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("PRAGMA foreign_keys=ON")
@@ -152,3 +160,52 @@ def generic_plans_from_here() -> ColumnElement[str]:
     default re-plans a statement whenever its generic plan looks dearer, which it does
     when it cannot see a LIMIT or the length of an array parameter."""
     return func.set_config("plan_cache_mode", "force_generic_plan", True)
+
+
+#: The SQLite function testing a stored value against a Grid Engine string request.
+STRING_MATCH_FUNCTION = "sge_match"
+
+
+class StringRequestMatch(FunctionElement[bool]):
+    """Whether an offered string matches a Grid Engine string request (6.1+ semantics).
+
+    Arguments: the offered value (lower-cased for CSTRING/HOST), the request's text, a
+    boolean "folds case" and the request compiled to a regex (app/notations/
+    complex_regex.py). SQLite calls :data:`STRING_MATCH_FUNCTION`, a non-backtracking
+    automaton over the request's text (app/notations/gridengine/wildcard_nfa.py): SQLAlchemy's own
+    REGEXP there is Python's backtracking ``re``, which a ``*?*?*?...`` pattern freezes for
+    minutes (issue 19). PostgreSQL tests ``value ~ regex``: its regex engine simulates
+    automata rather than backtracking, and answered every pattern and value of issue 19's
+    probe in milliseconds (tests/hostile/test_wildcard_redos.py measures it).
+    """
+
+    type = Boolean()
+    inherit_cache = True
+    name = "string_request_match"
+
+
+@compiles(StringRequestMatch)
+def _string_request_match_regex(
+    element: StringRequestMatch, compiler: SQLCompiler, **kw: Any
+) -> str:
+    value, _text, _folds, regex = element.clauses
+    return compiler.process(value.regexp_match(regex), **kw)
+
+
+@compiles(StringRequestMatch, "sqlite")
+def _string_request_match_sqlite(
+    element: StringRequestMatch, compiler: SQLCompiler, **kw: Any
+) -> str:
+    value, text, folds, _regex = element.clauses
+    call = getattr(func, STRING_MATCH_FUNCTION)(text, folds, value)
+    return compiler.process(call == 1, **kw)
+
+
+def string_request_match(
+    value: ColumnExpressionArgument[str | None],
+    text: ColumnExpressionArgument[str],
+    folds: ColumnExpressionArgument[bool],
+    regex: ColumnExpressionArgument[str | None],
+) -> ColumnElement[bool]:
+    """See :class:`StringRequestMatch`."""
+    return StringRequestMatch(value, text, folds, regex)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -13,20 +14,38 @@ from sqlalchemy.engine import Engine
 
 from app.settings import get_settings
 
+#: The Alembic tree as a package of the distribution: pyproject.toml maps the repository's
+#: top-level migrations/ onto it, in a wheel and in an editable install alike.
+MIGRATIONS_PACKAGE = "app.migrations"
+
 
 class MigrationsNotFoundError(RuntimeError):
-    """The Alembic tree (migrations/) was not found next to the code or in the working directory."""
+    """No Alembic tree (a folder with env.py) was found: neither the configured
+    JOBMATCH_MIGRATIONS_DIR, nor the package app.migrations, nor migrations/ of a checkout."""
+
+
+def packaged_migrations_dir() -> Path | None:
+    """The folder of the installed app.migrations package, when it is one on disk."""
+    try:
+        folder = resources.files(MIGRATIONS_PACKAGE)
+    except ModuleNotFoundError:
+        return None
+    # A wheel or an editable install unpacks to plain folders; Alembic needs a real path.
+    path = Path(str(folder))
+    return path if (path / "env.py").is_file() else None
 
 
 def migrations_dir() -> Path:
+    """Where the Alembic tree is: the setting first, then the package, then a checkout's."""
     configured = get_settings().migrations_dir
-    candidates = [configured] if configured else []
-    candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
+    candidates = [configured, packaged_migrations_dir()]
+    candidates += [Path(__file__).resolve().parents[2] / "migrations"]
     for candidate in candidates:
         if candidate is not None and (candidate / "env.py").is_file():
             return candidate
     raise MigrationsNotFoundError(
-        "no migrations/env.py found; set JOBMATCH_MIGRATIONS_DIR to the migrations folder"
+        "no Alembic tree found (the package app.migrations is missing from this installation); "
+        "set JOBMATCH_MIGRATIONS_DIR to a folder holding env.py and versions/"
     )
 
 

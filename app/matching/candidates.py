@@ -219,8 +219,8 @@ def _task_explanation(
     worker_id: int,
     other_clauses: list[Clause],
 ) -> list[Clause]:
-    """The seed 004 clauses of one worker; the plug-in is asked only when nothing declared
-    refuses (it runs on SQL survivors only, as in matching)."""
+    """The debusine clauses (issue #8) of one worker; the plug-in is asked only when nothing
+    declared refuses (it runs on SQL survivors only, as in matching)."""
     worker = session.get(Worker, worker_id)
     assert worker is not None
     view = read_metadata(session, worker)

@@ -1,6 +1,6 @@
 """A small example cluster and job mix, for `jobmatch demo` and the README walk-through.
 
-The Momotor documentation's worker and its six jobs are among them (research/momotor.md).
+The Momotor documentation's worker and its six jobs are among them (its module documentation).
 """
 
 from __future__ import annotations

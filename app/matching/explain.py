@@ -205,7 +205,7 @@ def task_clauses(
     versions: Mapping[str, int],
     metadata: Mapping[str, Any],
 ) -> list[Clause]:
-    """Why the worker cannot run a job of ``task`` (seed 004): allow/deny, version,
+    """Why the worker cannot run a job of ``task`` (debusine issue #8): allow/deny, version,
     requirements; the reason codes of the misfit CASE."""
     clauses: list[Clause] = []
     if not task_allowed(task, static):

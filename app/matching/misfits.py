@@ -1,7 +1,7 @@
 """Static fit in SQL: which workers can never run a category's jobs, and why.
 
 Every NoMatch cell of Momotor's match table becomes an EXISTS / NOT EXISTS over the tag
-rows of the two sides (research/momotor.md, table (a) and section (b)):
+rows of the two sides (docs/notations/momotor.md#matching):
 
 =================  ===========================  =====================================
 reason code        Momotor cells                meaning
@@ -13,11 +13,11 @@ job-excludes-tag   task ``~t`` vs ``t``/``?t``  the job excludes a tag the worke
 worker-requires    worker ``t`` vs task absent  the worker only takes jobs that require
                    or ``~t``                    the tag (it acts like a taint)
 constraint         (RFC 31)                     the job's constraint does not hold
-task-denied        (seed 004)                   tasks_allowlist/tasks_denylist refuse
+task-denied        (debusine #8)                tasks_allowlist/tasks_denylist refuse
                                                 the job's task on the worker
-task-version       (seed 004)                   the worker has not reported the task's
+task-version       (debusine #8)                the worker has not reported the task's
                                                 namespace at the registered version
-task-requirements  (seed 004)                   the task's declarative requirements do
+task-requirements  (debusine #8)                the task's declarative requirements do
                                                 not hold on the effective metadata
 too-few-slots      (slots)                      no queue instance has enough slots
 sge-global         (SGE hard requests)          the global host rejects the job

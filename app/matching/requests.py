@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.matching.allocation.allocator import build_requests, list_need, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
 from app.matching.momotor.rows import parse_resources
 from app.notations.debusine.metadata import NAMESPACE_PATTERN
@@ -42,7 +43,8 @@ class JobSpec:
     requires: str | None = None
     shape: str | None = None
     jobspec: list[Any] | None = None
-    #: A registered debusine-style task type (seed 004), and what the agent runs for it.
+    #: A registered debusine-style task type (docs/notations/debusine.md), and what the agent
+    #: runs for it.
     task: str | None = None
     command: list[str] | None = None
     timeout: int | None = None
@@ -90,17 +92,27 @@ def _field(field: str, error: NotationError) -> InvalidFieldError:
 def parse_slot_range(text: str) -> tuple[int, int]:
     """A ``-pe`` slot range: ``n``, ``lo-hi``, ``-hi`` (from 1) or ``lo-`` (up to the PE's
     limit, written as 9999999)."""
-    low_text, dash, high_text = text.strip().partition("-")
-    try:
-        low = int(low_text) if low_text.strip() else 1
-        high = (int(high_text) if high_text.strip() else 9_999_999) if dash else low
-    except ValueError:
-        raise InvalidFieldError(
-            "pe_slots", f"{text!r} is not a slot range (n, lo-hi, -hi or lo-)"
-        ) from None
+    low_text, dash, high_text = (part.strip() for part in text.strip().partition("-"))
+    if not all(_is_count(part) for part in (low_text, high_text)):
+        raise InvalidFieldError("pe_slots", f"{text!r} is not a slot range (n, lo-hi, -hi or lo-)")
+    low = int(low_text) if low_text else 1
+    high = (int(high_text) if high_text else MAX_PE_SLOTS) if dash else low
     if low < 1 or high < low:
         raise InvalidFieldError("pe_slots", f"{text!r}: need 1 <= lo <= hi")
+    if high > MAX_PE_SLOTS:
+        raise InvalidFieldError("pe_slots", f"{text!r}: at most {MAX_PE_SLOTS} slots")
     return low, high
+
+
+#: Grid Engine's largest slot count (sge_pe(5): an open range ``lo-`` means up to it); it
+#: also fits the 32-bit pe_min/pe_max columns.
+MAX_PE_SLOTS = 9_999_999
+
+
+def _is_count(text: str) -> bool:
+    """Empty, or ASCII digits only (``int`` would also take ``1_0`` and other scripts'
+    digits), at most as many as :data:`MAX_PE_SLOTS` has."""
+    return not text or (text.isascii() and text.isdigit() and len(text) <= 8)
 
 
 def _sge_lists(spec: JobSpec, table: ComplexTable | None) -> tuple[RequestList, RequestList]:
@@ -156,6 +168,8 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
             resources = rfc14.validate_resources(spec.jobspec)
         except NotationError as error:
             raise _field("jobspec", error) from error
+    if resources is not None:
+        _check_totals("shape" if spec.shape is not None else "jobspec", resources)
     _check_command(spec)
     if spec.task is not None and not NAMESPACE_PATTERN.fullmatch(spec.task):
         raise InvalidFieldError("task", "a task name is lower case: letters, digits, '_.+-'")
@@ -179,6 +193,26 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
         pe_max=pe_max,
         task=spec.task,
     )
+
+
+#: The largest amount a need, booking or count column holds on both databases (SQLite
+#: INTEGER and PostgreSQL BIGINT are signed 64-bit).
+MAX_STORED_AMOUNT = 2**63 - 1
+
+
+def _check_totals(field_name: str, resources: rfc14.Resources) -> None:
+    """Counts multiply down the tree (``node=N/slot=M/core=K`` needs N*M*K cores); each
+    count alone is within RFC 14's bound, but the products are stored and compared as
+    64-bit integers too, so a product past that bound is the client's error (issue 19)."""
+    requests = build_requests(resources)
+    amounts = [*list_need(requests).values(), *node_needs(requests).values()]
+    amounts.append(min_nodes(requests))
+    if max(amounts, default=0) > MAX_STORED_AMOUNT:
+        raise InvalidFieldError(
+            field_name,
+            f"the counts multiply to more than {MAX_STORED_AMOUNT} of one resource type; "
+            "expected totals that fit a signed 64-bit integer",
+        )
 
 
 def _check_command(spec: JobSpec) -> None:

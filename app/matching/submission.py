@@ -25,7 +25,7 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
-    failed at once with "No suitable worker found" (debusine's rule, seed 004). A job
+    failed at once with "No suitable worker found" (debusine's rule, debusine issue #8). A job
     with Grid Engine requests (hard/soft ``-l``, ``-pe``) waits in either case."""
     request = parse_request(spec, load_table(session))
     if request.pe is not None:
@@ -56,8 +56,8 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         timeout=spec.timeout,
     )
     grid_engine = bool(request.hard.requests or request.soft.requests) or request.pe is not None
-    # Grid Engine keeps a job that nothing can run pending (sge.md c, "attached to no
-    # object"); other jobs fail at once, as debusine does.
+    # Grid Engine keeps a job that nothing can run pending, even one whose attribute is attached
+    # to no object (docs/notations/gridengine.md); other jobs fail at once, as debusine does.
     if not grid_engine and not any_worker_fits(session, category.id, task):
         job.state = JobState.FAILED
         job.failure_reason = NO_SUITABLE_WORKER

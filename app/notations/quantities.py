@@ -2,7 +2,7 @@
 
 Grid Engine 6.2u5 runs every numeric complex value (``-l h_vmem=2G``, ``complex_values
 slots=8``, a load report) through one routine; the declared type only changes the wording
-of the error (research/sge.md section b). So ``true`` is a valid MEMORY, ``1k`` a valid
+of the error (docs/notations/gridengine.md#values). So ``true`` is a valid MEMORY, ``1k`` a valid
 TIME and ``1:00:00`` a valid INT. The rules, in the order they are tried:
 
 1. ``true``/``false`` in any case -> 1/0;

@@ -249,7 +249,7 @@ def upgrade() -> None:
 
 
 def _seed_default_table() -> None:
-    """The 51 built-in attributes of Grid Engine 6.2u5 (research/sge.md section h)."""
+    """The 51 built-in attributes of Grid Engine 6.2u5 (complex(5))."""
     attributes = sa.table(
         "attributes",
         sa.column("name", sa.String),

@@ -1,5 +1,5 @@
 """The worker agent against a real ``jobmatch serve`` on loopback, running real commands
-(seed 004: analyze_worker on the worker, refreshes, and the agent's life cycle)."""
+(debusine issue #8: analyze_worker on the worker, refreshes, and the agent's life cycle)."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_agent_reports_facts_pulls_and_runs_real_commands(
     token = _register_worker(server, "w1")
     agent = _agent(server, "w1", token, plugin_path)
     try:
-        # A (re)started worker reports before it pulls (seed 004).
+        # A (re)started worker reports before it pulls (debusine issue #8).
         meta = _wait_for(
             lambda: (m := server.call("GET", "/v1/workers/w1/metadata"))["reported_at"] and m
         )
@@ -275,7 +275,7 @@ def test_sigterm_lets_a_short_job_finish(
 def test_agent_refreshes_metadata_when_the_server_asks(
     start_server: Callable[..., Server], plugin_path: str
 ) -> None:
-    """Seed 004: the server triggers a refresh once the metadata is old (here 1 s instead
+    """debusine issue #8: the server triggers a refresh once the metadata is old (here 1 s instead
     of 24 h, JOBMATCH_METADATA_REFRESH_SECONDS); the pull response says so."""
     server = start_server(JOBMATCH_METADATA_REFRESH_SECONDS="1")
     token = _register_worker(server, "w1")

@@ -12,7 +12,7 @@ from tests.api.test_health_and_errors import assert_problem
 
 DOCS_WORKER = "language: ?java, ?python\njava: ?8, ?11, ?12, ?13\npython: ?3.6, ?3.7"
 
-#: research/momotor.md (c): the documentation's six jobs against its worker.
+#: Momotor's documentation: its six jobs against its worker.
 DOCS_JOBS = [
     ("language: java\njava: 12", 0.0),
     ("language: java\njava: 14", None),

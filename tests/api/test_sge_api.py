@@ -31,7 +31,7 @@ def test_default_table_is_seeded(client: TestClient, admin_headers: dict[str, st
 
 
 def test_attribute_rules(client: TestClient, admin_headers: dict[str, str]) -> None:
-    """sge.md c: a built-in keeps its type, cannot be deleted; the string family may switch;
+    """complex(5): a built-in keeps its type, cannot be deleted; the string family may switch;
     names and shortcuts are unique; a consumable must use <=."""
     arch = client.get("/v1/attributes/arch", headers=admin_headers).json()
     changed = client.put(
@@ -72,7 +72,7 @@ def test_submission_rejects_unknown_and_non_requestable(
 def test_pull_books_and_finish_releases(
     client: TestClient, admin_headers: dict[str, str], database: Database
 ) -> None:
-    """sge.md d: a per-slot consumable books request x slots on every level with a
+    """complex(5) consumables: a per-slot consumable books request x slots on every level with a
     capacity, in the pull's transaction; the job's end gives it back; never negative."""
     assert client.post("/v1/attributes", json=LIC, headers=admin_headers).status_code == 201
     worker = register(client, admin_headers, "h1", slots=4)

@@ -53,7 +53,7 @@ def test_momotor_tags(text: str) -> None:
         parsed = Resources.from_string(text)
     except NotationError:
         return
-    # as_str is Momotor's, with its documented round-trip quirks (momotor.md R1, R2):
+    # as_str is Momotor's, with its round-trip quirks (docs/notations/momotor.md, R1 and R2):
     # it always re-parses, and the second canonical form is a fixpoint.
     once = Resources.from_string(parsed.as_str())
     assert Resources.from_string(once.as_str()) == once

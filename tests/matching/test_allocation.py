@@ -1,5 +1,6 @@
-"""The pure allocator (app/matching/allocation/allocator.py): every RFC 14 / RFC 46 use case of seed
-001 on a small inventory, and random jobspecs against an exhaustive brute-force reference."""
+"""The pure allocator (app/matching/allocation/allocator.py): every RFC 14 / RFC 46 use
+case of RFC 46 on a small inventory, and random jobspecs against an exhaustive brute-force
+reference."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from app.notations.flux.shape import parse_shape_resources
 from tests.matching.allocation_trees import cluster
 
 NODE = "node/[socket=2/core=8;memory=64{unit:GB};ib10g]"
-#: Eight nodes on two switches of one cluster (seed 001 use cases 1.1-2.9).
+#: Eight nodes on two switches of one cluster (RFC 46 use cases 1.1-2.9).
 MAIN = [f"cluster{{id:c0}}/switch{{id:s{i // 4}}}/{NODE}" for i in range(8)]
 
 
@@ -47,18 +48,18 @@ WHOLE = {"core": "0-15", "ib10g": "0"}
 
 
 def test_use_case_1_1_four_nodes() -> None:
-    """Seed 001 use case 1.1: slot=4/node takes four whole nodes, lowest ranks first."""
+    """RFC 46 use case 1.1: slot=4/node takes four whole nodes, lowest ranks first."""
     assert _nodes(_place(MAIN, "slot=4/node")) == [(f"n{i}", WHOLE) for i in range(4)]
 
 
 def test_use_case_1_2_range_takes_the_largest_available() -> None:
-    """Seed 001 use case 1.2: slot=3-30/node takes all eight nodes (largest <= 8)."""
+    """RFC 46 use case 1.2: slot=3-30/node takes all eight nodes (largest <= 8)."""
     assert len(_nodes(_place(MAIN, "slot=3-30/node"))) == 8
     assert _place(MAIN[:2], "slot=3-30/node") is None
 
 
 def test_use_case_1_3_shared_nodes_exclusive_sockets() -> None:
-    """Seed 001 use case 1.3: node{-x} is shared, the sockets (in a slot) are exclusive."""
+    """RFC 46 use case 1.3: node{-x} is shared, the sockets (in a slot) are exclusive."""
     placement = _place(MAIN, "slot=4{nodelevel}/node{-x}/socket=2+/core=4+")
     assert _nodes(placement) == [(f"n{i}", {"core": "0-15"}) for i in range(4)]
     assert placement is not None
@@ -67,14 +68,14 @@ def test_use_case_1_3_shared_nodes_exclusive_sockets() -> None:
 
 
 def test_use_case_1_4() -> None:
-    """Seed 001 use case 1.4: slot=4/node/socket=2/core=4 - four exclusive nodes."""
+    """RFC 46 use case 1.4: slot=4/node/socket=2/core=4 - four exclusive nodes."""
     assert _nodes(_place(MAIN, "slot=4{nodelevel}/node/socket=2/core=4")) == [
         (f"n{i}", WHOLE) for i in range(4)
     ]
 
 
 def test_use_case_1_5_cluster_and_switch() -> None:
-    """Seed 001 use case 1.5: two ib nodes in the cluster and two nodes of one switch."""
+    """RFC 46 use case 1.5: two ib nodes in the cluster and two nodes of one switch."""
     inventories = [*MAIN[:2], *(inv.replace(";ib10g", "") for inv in MAIN[2:])]
     placement = _place(
         inventories,
@@ -91,7 +92,7 @@ def test_use_case_1_5_cluster_and_switch() -> None:
 
 
 def test_use_case_1_6_two_clusters() -> None:
-    """Seed 001 use case 1.6: in each of 2 clusters, as many shared nodes with 30 cores."""
+    """RFC 46 use case 1.6: in each of 2 clusters, as many shared nodes with 30 cores."""
     inventories = [f"cluster{{id:c{i // 2}}}/node/core=32" for i in range(4)]
     placement = _place(inventories, "cluster=2/slot/node=1+{-x}/core=30")
     assert _nodes(placement) == [(f"n{i}", {"core": "0-29"}) for i in range(4)]
@@ -105,20 +106,20 @@ def test_use_case_1_6_two_clusters() -> None:
 
 
 def test_use_case_1_7_three_switches() -> None:
-    """Seed 001 use case 1.7: three switches, as many nodes with a core in each."""
+    """RFC 46 use case 1.7: three switches, as many nodes with a core in each."""
     inventories = [f"switch{{id:s{i // 2}}}/node/core=2" for i in range(6)]
     placement = _place(inventories, "switch=3/slot/node=1+{-x}/core")
     assert _nodes(placement) == [(f"n{i}", {"core": "0"}) for i in range(6)]
 
 
 def test_use_case_1_8_idset_count() -> None:
-    """Seed 001 use case 1.8: slot=4,9,16,25/node takes 4 of 8 nodes."""
+    """RFC 46 use case 1.8: slot=4,9,16,25/node takes 4 of 8 nodes."""
     assert len(_nodes(_place(MAIN, "slot=4,9,16,25/node"))) == 4
     assert _place(MAIN[:3], "slot=4,9,16,25/node") is None
 
 
 def test_use_case_2_3_slots_within_one_node() -> None:
-    """Seed 001 use case 2.3: slot=10/core=2; each slot's two cores on one node."""
+    """RFC 46 use case 2.3: slot=10/core=2; each slot's two cores on one node."""
     placement = _place(MAIN, "slot=10/core=2")
     assert _nodes(placement) == [("n0", {"core": "0-15"}), ("n1", {"core": "0-3"})]
     assert placement is not None
@@ -127,7 +128,7 @@ def test_use_case_2_3_slots_within_one_node() -> None:
 
 
 def test_use_case_2_4_two_kinds_of_slot_on_one_node() -> None:
-    """Seed 001 use case 2.4: 10 read-db slots and one db slot on one node."""
+    """RFC 46 use case 2.4: 10 read-db slots and one db slot on one node."""
     placement = _place(
         MAIN,
         "node/[slot=10{read-db}/[core;memory=4{unit:GB}];slot{db}/[core=6;memory=24{unit:GB}]]",
@@ -139,7 +140,7 @@ def test_use_case_2_4_two_kinds_of_slot_on_one_node() -> None:
 
 
 def test_use_case_2_5_memory_ranges() -> None:
-    """Seed 001 use case 2.5: ten slots of one core and at least 2 GB each."""
+    """RFC 46 use case 2.5: ten slots of one core and at least 2 GB each."""
     placement = _place(MAIN, "slot=10/[memory=2+{unit:GB};core]")
     assert placement is not None and len(placement.selections) == 10
     for slot in placement.selections:
@@ -149,7 +150,7 @@ def test_use_case_2_5_memory_ranges() -> None:
 
 
 def test_use_case_2_6_and_2_7() -> None:
-    """Seed 001 use cases 2.6 (two nodes with 4+ GB) and 2.7-2.9 (slot/node)."""
+    """RFC 46 use cases 2.6 (two nodes with 4+ GB) and 2.7-2.9 (slot/node)."""
     placement = _place(MAIN, "slot=2{4GB-node}/node/memory=4+{unit:GB}")
     assert [item["pools"] for item in placement_r(placement)] == [{"memory": {"GB": 64}}] * 2  # type: ignore[arg-type]
     assert _nodes(_place(MAIN, "slot/node")) == [("n0", WHOLE)]

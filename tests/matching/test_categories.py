@@ -29,7 +29,7 @@ def test_equal_requests_share_a_category(database: Database) -> None:
 
 
 def test_no_suitable_worker_found(database: Database) -> None:
-    """debusine seed 004: with no worker that could ever run it, the job fails at once."""
+    """debusine issue #8: with no worker that could ever run it, the job fails at once."""
     with database.transaction() as session:
         workers.upsert_worker(session, WorkerSpec(name="w", resources="arch: ?x86", slots=2))
         job = _submit(session, "arch: arm")
@@ -80,7 +80,8 @@ def test_stale_misfit_rows_are_not_read(database: Database) -> None:
 
 
 def test_worker_required_tags_act_as_taints(database: Database) -> None:
-    """momotor.md (b): a worker that requires a tag rejects every job that does not name it."""
+    """Momotor (docs/notations/momotor.md): a worker that requires a tag rejects every job
+    that does not name it."""
     with database.transaction() as session:
         workers.upsert_worker(session, WorkerSpec(name="gpu", resources="gpu: cuda"))
         assert _submit(session, "").state.value == "failed"

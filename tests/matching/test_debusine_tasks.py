@@ -1,4 +1,4 @@
-"""debusine task scheduling (seed 004), rule by rule, in SQL on both databases."""
+"""debusine task scheduling (debusine issue #8), rule by rule, in SQL on both databases."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _generation(database: Database, name: str) -> int:
 
 
 def test_unknown_task_is_rejected_at_submission(database: Database) -> None:
-    """The server knows every task type (seed 004); a job naming another is a 422."""
+    """The server knows every task type (debusine issue #8); a job naming another is a 422."""
     _task(database, "sbuild")
     with database.transaction() as session, pytest.raises(InvalidFieldError) as caught:
         submission.submit_job(session, JobSpec(task="sbuid"), submitter="t")
@@ -95,7 +95,7 @@ def test_unknown_task_is_rejected_at_submission(database: Database) -> None:
 
 
 def test_no_suitable_worker_fails_at_once_otherwise_waiting(database: Database) -> None:
-    """Seed 004: "If none are suitable, the task is immediately marked as failed with the
+    """debusine issue #8: "If none are suitable, the task is immediately marked as failed with the
     message 'No suitable worker found'. Otherwise it keeps the task in the queue"."""
     _task(database, "sbuild", requirements={"ge": ["system:cpu_count", 4]})
     _worker(database, "small")
@@ -109,7 +109,8 @@ def test_no_suitable_worker_fails_at_once_otherwise_waiting(database: Database) 
 
 
 def test_static_metadata_overrides_dynamic_in_sql(database: Database) -> None:
-    """Seed 004: static data set by the admin takes precedence over the dynamic metadata."""
+    """debusine issue #8: static data set by the admin takes precedence over the dynamic
+    metadata."""
     _task(database, "sbuild", requirements={"eq": ["system:architecture", "arm64"]})
     _worker(database, "w")
     _report(database, "w", {"system": {"architecture": "amd64"}, "sbuild": {}})
@@ -124,7 +125,8 @@ def test_static_metadata_overrides_dynamic_in_sql(database: Database) -> None:
 
 
 def test_denylist_keeps_a_task_off_a_worker(database: Database) -> None:
-    """Seed 004: "tasks_denylist: any task named in that list will not be allowed to run"."""
+    """debusine issue #8: "tasks_denylist: any task named in that list will not be allowed
+    to run"."""
     _task(database, "sbuild")
     _task(database, "lintian")
     _worker(database, "w")
@@ -137,8 +139,8 @@ def test_denylist_keeps_a_task_off_a_worker(database: Database) -> None:
 
 
 def test_allowlist_is_the_whole_list_and_beats_the_denylist(database: Database) -> None:
-    """Seed 004: "If tasks_allowlist is present, then that's the list of tasks to use";
-    debusine's test: a task in both lists is allowed (research/peers.md 1.3)."""
+    """debusine issue #8: "If tasks_allowlist is present, then that's the list of tasks to use";
+    debusine's test: a task in both lists is allowed (debusine 0.12's scheduler tests)."""
     for name in ("sbuild", "lintian", "piuparts"):
         _task(database, name)
     _worker(database, "w")
@@ -152,7 +154,7 @@ def test_allowlist_is_the_whole_list_and_beats_the_denylist(database: Database) 
 
 
 def test_version_mismatch_until_the_worker_reports_again(database: Database) -> None:
-    """Seed 004: a version field "used to ensure compatibility between the data returned by
+    """debusine issue #8: a version field "used to ensure compatibility between the data returned by
     the worker and the code running on the scheduler"."""
     _task(database, "sbuild", version=2)
     _worker(database, "w")
@@ -187,8 +189,8 @@ def test_jobs_without_a_task_ignore_task_rules(database: Database) -> None:
 
 
 def test_pull_oldest_after_priority_that_this_worker_may_and_can_run(database: Database) -> None:
-    """Seed 004: filter by the allow/deny lists, "sorts them by descending age, and it picks
-    the first one where task.can_run_on(worker) is True" (after priority, as debusine)."""
+    """debusine issue #8: filter by the allow/deny lists, "sorts them by descending age, and
+    it picks the first one where task.can_run_on(worker) is True" (after priority, as debusine)."""
     _task(database, "sbuild", requirements={"contains": ["sbuild:chroots", "trixie"]})
     _task(database, "lintian")
     _worker(database, "builder")
@@ -229,7 +231,7 @@ def test_relevant_reports_bump_the_generation_identical_ones_only_stamp_time(
 
 
 def test_refresh_is_due_when_never_reported_or_older_than_the_limit(database: Database) -> None:
-    """Seed 004: the server stores the latest dynamic metadata with a timestamp and asks
+    """debusine issue #8: the server stores the latest dynamic metadata with a timestamp and asks
     for a refresh every 24 hours; a worker that never reported is asked at once."""
     _worker(database, "w")
     with database.transaction() as session:

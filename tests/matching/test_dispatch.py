@@ -44,7 +44,7 @@ def test_highest_priority_then_oldest(database: Database) -> None:
 
 
 def test_worker_gets_only_what_it_can_run(database: Database) -> None:
-    """debusine seed 004: a pulling worker gets the oldest job it *can* run."""
+    """debusine issue #8: a pulling worker gets the oldest job it *can* run."""
     _worker(database, "javaonly", "language: java", slots=5)
     _worker(database, "pyonly", "language: python", slots=5)
     py_job = _submit(database, "language: python")

@@ -32,7 +32,8 @@ def test_every_case_matches_its_expected(path: Path) -> None:
 
 
 def test_seed_e2_books_as_the_research_note_corrects_it() -> None:
-    """seed E2 (sge.md d): q2 ends with 3 slots and t02 0, q3 with 0 and 20, q4 2 and 20."""
+    """Example E2 of the 2003 Complex Attribute Specification, its table corrected: q2 ends
+    with 3 slots and t02 0, q3 with 0 and 20, q4 2 and 20."""
     (result,) = [r for r in run_file(SCENARIOS / "seed.jsonl") if r.id == "E2"]
     assert result.outcome["assignment"] == {"q2@h2": 2, "q3@h3": 1, "q4@h4": 1}
     assert result.outcome["remaining"]["queues"] == {

@@ -1,11 +1,10 @@
 """The regex compilation of string requests agrees with the reference matcher
-(research/sge.md section b, vectors/sge/wildcard.jsonl)."""
+(sge_types(1), vectors/sge/wildcard.jsonl)."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,8 +13,9 @@ from hypothesis import strategies as st
 from app.notations.gridengine.string_regex import request_regex
 from app.notations.gridengine.strings import StringExpressionError, match_string
 from app.notations.quantities import ValueType
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "sge" / "wildcard.jsonl"
+VECTORS = SGE / "wildcard.jsonl"
 
 
 def _regex_matches(value_type: ValueType, pattern: str, value: str) -> bool:
@@ -25,8 +25,7 @@ def _regex_matches(value_type: ValueType, pattern: str, value: str) -> bool:
 
 
 def _vectors() -> list[dict[str, object]]:
-    path = VECTORS if VECTORS.exists() else Path("/work/shared/vectors/sge/wildcard.jsonl")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in VECTORS.read_text().splitlines() if line.strip()]
     return [row for row in rows if row["semantics"] != "sge60"]
 
 

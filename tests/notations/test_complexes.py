@@ -1,13 +1,13 @@
 """Complex definitions, the attribute table and comparisons.
 
-Sources: seed 002 section 2 ("Restrictions"), research/sge.md sections (a), (c), (d), (h),
+Sources: complex(5), section 2 ("Restrictions") of the 2003 Complex Attribute Specification,
+docs/notations/gridengine.md,
 vectors/sge/compare.jsonl and vectors/sge/complex_defaults.jsonl.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,8 +37,9 @@ from app.notations.gridengine.attributes import (
 from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
 from app.notations.gridengine.strings import check_semantics
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 
 
 def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
@@ -130,7 +131,7 @@ def test_table_lookup_prefers_names_and_suggests_nearest() -> None:
         table.resolve("mem_fre")
 
 
-# --- seed section 2 / sge.md (c): validity rules ---------------------------------------------
+# --- complex(5): validity rules of the attribute table -----------------------------------------
 
 
 @pytest.mark.parametrize("value_type", ["STRING", "CSTRING", "RESTRING", "HOST"])
@@ -369,7 +370,7 @@ def test_compare_vector_consumable_slots(row: dict[str, Any]) -> None:
         assert slots is not None and (row["slots"] <= slots) is row["match"]
 
 
-# --- sge.md (a): orientation and string relops ----------------------------------------------
+# --- complex(5): orientation and string relops ---------------------------------------------
 
 
 def test_sge_md_a_requested_relop_offered() -> None:

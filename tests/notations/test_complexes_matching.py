@@ -1,5 +1,6 @@
 """Reference evaluator: within-level merge, strict hierarchy, defaults, FORCED, EXCL and soft
-violation counting (research/sge.md sections d, e, f; seed 002 examples E1, E2, section 3).
+violation counting (docs/notations/gridengine.md; examples E1, E2 and section 3 of the
+2003 Complex Attribute Specification).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def run(
     )
 
 
-# --- seed examples ---------------------------------------------------------------------------
+# --- the 2003 specification's examples --------------------------------------------------------
 
 
 def test_seed_e1_fixed_value_is_per_slot_and_never_decremented() -> None:
@@ -101,7 +102,7 @@ def test_seed_e2_consumable_slot_capacity_per_queue() -> None:
     assert fit.message is not None and "qc:t02=0" in fit.message
 
 
-# --- within one level (sge.md e) ---------------------------------------------------------------
+# --- within one level (gridengine.md, levels) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -168,7 +169,7 @@ def test_sge_md_d_consumable_with_load_value_checks_both() -> None:
     fit = run(table, "vf=2G", host=host)
     assert (fit.level, fit.code) == (Level.HOST, FitCode.MISMATCH)
     ok = run(table, "vf=512M", host=host)
-    assert ok.fits and ok.host_slots == 16  # slot count from capacity alone (sge.md d)
+    assert ok.fits and ok.host_slots == 16  # slot count from capacity alone (gridengine.md)
 
 
 # --- across levels: the strict hierarchy -------------------------------------------------------
@@ -306,7 +307,7 @@ def test_sge_md_d_job_consumable_does_not_limit_slot_count() -> None:
     assert run(table, "lic=1", global_host=taken).code is FitCode.MISMATCH
 
 
-# --- soft requests (sge.md f) ------------------------------------------------------------------
+# --- soft requests (gridengine.md) --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

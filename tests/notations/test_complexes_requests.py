@@ -1,10 +1,9 @@
-"""``-l`` request lists (research/sge.md section c "Submission checks"; the string, stored
+"""``-l`` request lists (qsub(1), docs/notations/gridengine.md#requests--l; the string, stored
 and value-less lines of vectors/sge/values.jsonl)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.notations.gridengine.requests import (
     requests_from_pairs,
 )
 from app.notations.quantities import ValueType
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 TABLE = default_table()
 
 
@@ -75,7 +75,7 @@ def test_values_vector_request(row: dict[str, Any]) -> None:
         assert request.value == row["normalized_string"]
 
 
-# --- sge.md (c) submission checks --------------------------------------------------------------
+# --- submission checks (gridengine.md) ---------------------------------------------------------
 
 
 def test_parse_list_resolves_shortcuts_and_normalises() -> None:

@@ -1,11 +1,10 @@
-"""String patterns and expressions (research/sge.md section b, seed 002 "String matching",
+"""String patterns and expressions (sge_types(1), the 2003 specification's "String matching",
 vectors/sge/wildcard.jsonl)."""
 
 from __future__ import annotations
 
 import fnmatch as stdlib_fnmatch
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +25,9 @@ from app.notations.gridengine.strings import (
     parse_expression,
 )
 from app.notations.quantities import ValueType
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 
 
 def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
@@ -60,7 +60,7 @@ def test_wildcard_vector(row: dict[str, Any]) -> None:
         )
 
 
-# --- seed 002 "String matching" examples ---------------------------------------------------
+# --- the 2003 specification's "String matching" examples ----------------------------------
 
 
 def test_seed_restring_examples_hold_in_both_semantics() -> None:

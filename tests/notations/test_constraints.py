@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +28,9 @@ from app.notations.flux.constraints import (
 from app.notations.flux.hostlist import parse_hostlist
 from app.notations.flux.idset import parse_idset
 from app.notations.flux.requires import compile_requires
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 
 
 def _lines(op: str) -> list[Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,9 @@ from app.notations.flux.hostlist import (
     nth_host,
     parse_hostlist,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 PADDINGS: tuple[Padding, ...] = ("rfc", "flux-core")
 
 #: Encode lines whose expected text groups different zero-pad widths in one bracket
@@ -46,7 +46,7 @@ def _lines(op: str) -> list[Any]:
 @pytest.mark.parametrize("row", _lines("expand"))
 def test_vector_expand(row: dict[str, Any]) -> None:
     """`rfc29_strict: error` lines record flux-core sloppiness (multi-bracket expressions,
-    `foo[1-]`, `foo[1]]`, `foo[ 1-2]`); jobmatch is strict (flux-research section 2)."""
+    `foo[1-]`, `foo[1]]`, `foo[ 1-2]`); jobmatch is strict (docs/notations/flux.md)."""
     text = row["input"]
     if row.get("rfc29_strict") == "error":
         for padding in PADDINGS:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ from app.notations.flux.idset import (
     encode_idset,
     parse_idset,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 
 
 def _lines(name: str, op: str | None = None) -> list[Any]:
@@ -36,7 +36,7 @@ DECODE = _lines("idset.jsonl", "decode")
 @pytest.mark.parametrize("row", DECODE)
 def test_vector_decode(row: dict[str, Any]) -> None:
     """idset.jsonl decode lines; `rfc22_strict: error` lines record flux-core leniency
-    (empty tokens skipped) that jobmatch does not copy (flux-research section 1)."""
+    (empty tokens skipped) that jobmatch does not copy (docs/notations/flux.md)."""
     if row.get("error") or row.get("rfc22_strict") == "error":
         with pytest.raises(IdsetError):
             parse_idset(row["input"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,9 @@ from app.notations.flux.jobspec import (
     walk,
 )
 from app.notations.flux.ranges import RangeCount
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 SHAPE_ROWS = [json.loads(line) for line in (VECTORS / "shape.jsonl").read_text().splitlines()]
 RFC46_EXPANSIONS = [
     pytest.param(row["expected"], id=f"shape.jsonl:rfc46:{row['input']}")
@@ -65,7 +65,7 @@ def test_rfc46_expansions_are_valid_rfc14_and_round_trip(resources: list[Any]) -
 
 
 def test_yaml_layout_matches_rfc46_use_case_1_3() -> None:
-    """seed 001 (RFC 46 use case 1.3): canonical YAML is the RFC's own text."""
+    """RFC 46 use case 1.3: canonical YAML is the RFC's own text."""
     model = load_resources_yaml(USE_CASE_1_3_YAML)
     assert dump_resources_yaml(model) == USE_CASE_1_3_YAML
 
@@ -115,7 +115,8 @@ def test_canonical_json_key_order() -> None:
     ],
 )
 def test_rfc14_rules_convention_c9(resources: object, rule: str, path: str) -> None:
-    """flux.md section 4.1 and C9: reserved keys, counts, slot label/with, label uniqueness."""
+    """RFC 14 (docs/notations/flux.md) and C9: reserved keys, counts, slot label/with, label
+    uniqueness."""
     with pytest.raises(JobspecError) as caught:
         validate_resources(resources)
     assert caught.value.rule == rule

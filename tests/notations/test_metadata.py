@@ -1,4 +1,5 @@
-"""debusine worker metadata and task requirements, pure (seed 004, research/peers.md 1)."""
+"""debusine worker metadata and task requirements, pure (debusine issue #8,
+docs/notations/debusine.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from app.notations.debusine.metadata import (
 
 
 def test_static_metadata_wins_over_dynamic_without_deep_merge() -> None:
-    """Seed 004: "The static data set by the admin takes precedence over the dynamic
-    metadata"; debusine's merge is shallow (research/peers.md 1.3)."""
+    """debusine issue #8: "The static data set by the admin takes precedence over the dynamic
+    metadata"; debusine's merge is shallow (``Worker.metadata()``)."""
     dynamic = {"system:architectures": ["amd64", "i386"], "system:cpu_count": 4}
     static = {"system:architectures": ["amd64"]}
     assert effective(static, dynamic) == {
@@ -32,7 +33,7 @@ def test_static_metadata_wins_over_dynamic_without_deep_merge() -> None:
 
 
 def test_dynamic_metadata_is_namespaced_by_task_with_version_default_1() -> None:
-    """Seed 004: metadata namespaced to the task name, a plain integer version, 1 when the
+    """debusine issue #8: metadata namespaced to the task name, a plain integer version, 1 when the
     task sets none."""
     report = parse_dynamic({"sbuild": {"chroots": ["bookworm"]}, "autopkgtest": {"version": 3}})
     assert report["sbuild"].version == 1
@@ -84,7 +85,7 @@ def test_static_metadata_errors(static: object, fragment: str) -> None:
 
 
 def test_allowlist_when_present_is_the_whole_list() -> None:
-    """Seed 004: "If tasks_allowlist is present, then that's the list of tasks to use";
+    """debusine issue #8: "If tasks_allowlist is present, then that's the list of tasks to use";
     debusine ignores the denylist then, and an empty allowlist allows nothing."""
     static = {"tasks_allowlist": ["sbuild"], "tasks_denylist": ["sbuild", "lintian"]}
     assert task_allowed("sbuild", static)
@@ -93,7 +94,7 @@ def test_allowlist_when_present_is_the_whole_list() -> None:
 
 
 def test_without_allowlist_all_tasks_but_the_denied() -> None:
-    """Seed 004: "Otherwise all tasks are used except those listed in tasks_denylist"."""
+    """debusine issue #8: "Otherwise all tasks are used except those listed in tasks_denylist"."""
     static = {"tasks_denylist": ["lintian"]}
     assert task_allowed("sbuild", static)
     assert not task_allowed("lintian", static)

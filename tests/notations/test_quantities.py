@@ -1,10 +1,9 @@
-"""Grid Engine numeric values (research/sge.md section b; vectors/sge/values.jsonl)."""
+"""Grid Engine numeric values (docs/notations/gridengine.md#values; vectors/sge/values.jsonl)."""
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from app.notations.quantities import (
     is_infinity,
     parse_number,
 )
+from tests.vectors import SGE
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "sge"
+VECTORS = SGE
 NUMERIC = [ValueType.INT, ValueType.DOUBLE, ValueType.MEMORY, ValueType.TIME, ValueType.BOOL]
 
 
@@ -68,7 +68,7 @@ def test_values_vector_numeric_lines_all_covered() -> None:
     assert {r["context"] for r in special} == {"stored_string", "request_without_value"}
 
 
-# --- the rules of sge.md (b), one by one --------------------------------------------------
+# --- the rules of sge_types(1) values, one by one ------------------------------------------
 
 
 @pytest.mark.parametrize("value_type", NUMERIC, ids=lambda t: t.value)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,9 @@ from app.notations.flux.ranges import (
     range_from_dict,
     validate_count,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 
 #: range.jsonl dict lines with `operand` but no `operator` that expect success. RFC 14 prose
 #: (followed) requires the two together, as the vectors' own resource_count_missing_operator

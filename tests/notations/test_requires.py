@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from app.notations.flux.requires import (
     compile_requires_constraint,
     parse_query,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 ROWS = [json.loads(line) for line in (VECTORS / "requires.jsonl").read_text().splitlines()]
 
 
@@ -55,7 +55,8 @@ def test_vector_query(row: dict[str, Any]) -> None:
 
 
 def test_vector_flux_configuration_matches_preset() -> None:
-    """flux.md section 7: the --requires lines all use exactly the FLUX_REQUIRES settings."""
+    """RFC 35 (docs/notations/flux.md): the --requires lines all use exactly the
+    FLUX_REQUIRES settings."""
     flux_rows = [r for r in ROWS if r["input"]["parser"]["default_op"] == "properties"]
     assert len(flux_rows) > 50
     assert all(_parser(r["input"]["parser"]) == FLUX_REQUIRES for r in flux_rows)

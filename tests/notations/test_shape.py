@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,9 @@ from app.notations.flux.shape import (
     parse_shape,
     parse_shape_resources,
 )
+from tests.vectors import FLUX
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "flux"
+VECTORS = FLUX
 ROWS = [json.loads(line) for line in (VECTORS / "shape.jsonl").read_text().splitlines()]
 
 

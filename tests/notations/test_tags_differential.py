@@ -3,7 +3,7 @@
 The real package is a test-only dependency (``import momotor.shared.resources``). On every
 generated input both must agree on parsing (groups, items, flags, order), on all four
 ``as_str`` modes, on which error is raised, and on ``match``; the only differences allowed are
-the four documented deviations (research/momotor.md, tags.py docstring).
+the four documented deviations (docs/notations/momotor.md, tags.py docstring).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``from_string`` first tries a fast path (``tags._parse_fast``: quoted spans and escapes
 swapped for stand-ins, then plain string splits) and falls back to the scanner that mirrors
-Momotor's (research/momotor.md section d) for everything else. ``match`` decides each group
+Momotor's ``Resources.from_string`` for everything else. ``match`` decides each group
 pair with set relations instead of walking the match table (sections a-c). These tests hold
 both to the exact behaviour on generated definitions shaped like real ones: several groups
 and items, optional and excluded tags, quoted and escaped values holding separators, odd
@@ -136,7 +136,7 @@ def test_realistic_definitions_parse_like_momotor(text: str) -> None:
     assert ours == _outcome(momotor.Resources.from_string, text)
 
 
-# --- match: set relations against the table walk (research/momotor.md a-c) ---------------
+# --- match: set relations against the table walk (momotor.md, matching) ------------------
 
 VALUES = ["x", "y", "z", "w", "v"]
 group_items = st.lists(

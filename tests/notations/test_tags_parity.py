@@ -1,8 +1,8 @@
 """app.notations.momotor.tags against the behaviour of momotor-engine-shared 2.1.3.
 
-Every expectation here comes from research/momotor.md (section and quirk named in the test
-or parametrize id) or seed 000 (the documentation's six jobs); the differential tests in
-test_tags_differential.py compare with the real package on generated inputs.
+Every expectation here is Momotor 2.1.3's behaviour (docs/notations/momotor.md; the quirk is named
+in the test or parametrize id) or from Momotor's documentation (its six jobs); the
+differential tests in test_tags_differential.py compare with the real package on generated inputs.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_documentation_six_jobs(job: str, want: object) -> None:
 
 
 def test_documentation_job1_per_group_values() -> None:
-    # momotor.md (c): language -1, java -1 (the docs wrongly say NEUTRAL), python none.
+    # Momotor: language -1, java -1 (the docs wrongly say NEUTRAL), python none.
     job = R("language: java\njava: 12")
     worker = R(DOCS_WORKER)
     assert job.get("language").match(worker.get("language")) == STRONG
@@ -152,7 +152,8 @@ def test_documentation_job1_per_group_values() -> None:
 
 
 def test_seed_flattened_job_is_colon_error() -> None:
-    # momotor.md (c): the seed lost its line breaks; "language: java java: 12" is an error.
+    # An extracted copy of Momotor's docs lost the line breaks: "language: java java: 12" is
+    # an error.
     with pytest.raises(ItemColonError):
         R("language: java java: 12")
 
@@ -452,7 +453,8 @@ def test_str_and_tuples() -> None:
     ],
 )
 def test_round_trip_failures_like_momotor(text: str) -> None:
-    # momotor.md (e) R1/R2: as_str re-parses without error but to a different definition.
+    # docs/notations/momotor.md, as_str R1/R2: as_str re-parses without error but to a
+    # different definition.
     resources = R(text)
     assert R(resources.as_str()) != resources
 

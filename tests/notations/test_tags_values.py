@@ -1,8 +1,8 @@
 """Value-type resources (app.notations.momotor.typed_groups): typed groups of comparisons.
 
-Seed 000 "Value type resources" names the idea (``ram >= 1 GiB`` against ``ram =
+Momotor's documentation ("Value type resources") names the idea (``ram >= 1 GiB`` against ``ram =
 2147483648``); the strength table is ours and documented in the tag_values module docstring.
-Numbers follow research/sge.md section b via app.notations.quantities.
+Numbers follow docs/notations/gridengine.md#values via app.notations.quantities.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
+from app.api.schemas import MAX_NAME_LENGTH, NAME_PATTERN, NamePath
 from app.db.models import Attribute, ParallelEnvironment
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine import parallel
@@ -24,8 +25,8 @@ class AttributeIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255)
-    shortcut: str = Field(min_length=1, max_length=255)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    shortcut: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
     type: str = Field(description="INT DOUBLE MEMORY TIME BOOL STRING CSTRING RESTRING HOST")
     relop: str = Field(description="== != <= < >= > EXCL")
     requestable: str = Field(default="YES", description="YES, NO or FORCED")
@@ -59,7 +60,7 @@ def list_attributes(session: SessionDep, _who: SubmitterDep) -> list[AttributeOu
 
 
 @router.get("/attributes/{name}", response_model=AttributeOut)
-def get_attribute(name: str, session: SessionDep, _who: SubmitterDep) -> AttributeOut:
+def get_attribute(name: NamePath, session: SessionDep, _who: SubmitterDep) -> AttributeOut:
     return _out(complex_table.get_attribute(session, name))
 
 
@@ -72,7 +73,7 @@ def create_attribute(body: AttributeIn, session: SessionDep, _admin: AdminDep) -
 
 @router.put("/attributes/{name}", response_model=AttributeOut)
 def change_attribute(
-    name: str, body: AttributeIn, session: SessionDep, _admin: AdminDep
+    name: NamePath, body: AttributeIn, session: SessionDep, _admin: AdminDep
 ) -> AttributeOut:
     """Change an attribute (a built-in keeps its type; the string types may switch)."""
     definition = complex_table.definition_from_body(body.model_dump())
@@ -80,10 +81,14 @@ def change_attribute(
 
 
 @router.delete("/attributes/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_attribute(name: str, session: SessionDep, _admin: AdminDep) -> Response:
+def delete_attribute(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
     """Delete a user-defined attribute that nothing uses."""
     complex_table.delete_attribute(session, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+#: Most attributes one request may set per kind of value (the default table has 51).
+MAX_VALUES = 1024
 
 
 class ValuesIn(BaseModel):
@@ -92,13 +97,19 @@ class ValuesIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     complex_values: dict[str, str] | None = Field(
-        default=None, description="fixed values; for consumables, their capacities"
+        default=None,
+        max_length=MAX_VALUES,
+        description="fixed values; for consumables, their capacities",
     )
     load_values: dict[str, str] | None = Field(
-        default=None, description="reported load values (global and host level)"
+        default=None,
+        max_length=MAX_VALUES,
+        description="reported load values (global and host level)",
     )
     attributes: dict[str, str] | None = Field(
-        default=None, description="built-in queue attributes such as h_rt or h_vmem"
+        default=None,
+        max_length=MAX_VALUES,
+        description="built-in queue attributes such as h_rt or h_vmem",
     )
 
 
@@ -125,14 +136,16 @@ def set_global_values(body: ValuesIn, session: SessionDep, _admin: AdminDep) -> 
 
 
 @router.put("/values/hosts/{host}", response_model=ValuesOut)
-def set_host_values(host: str, body: ValuesIn, session: SessionDep, _admin: AdminDep) -> ValuesOut:
+def set_host_values(
+    host: NamePath, body: ValuesIn, session: SessionDep, _admin: AdminDep
+) -> ValuesOut:
     """Values of an execution host (a worker)."""
     return _apply(session, "host", host, None, body)
 
 
 @router.put("/values/queues/{queue}/{host}", response_model=ValuesOut)
 def set_queue_values(
-    queue: str, host: str, body: ValuesIn, session: SessionDep, _admin: AdminDep
+    queue: NamePath, host: NamePath, body: ValuesIn, session: SessionDep, _admin: AdminDep
 ) -> ValuesOut:
     """Values of the queue instance ``queue@host``."""
     return _apply(session, "queue_instance", host, queue, body)
@@ -159,14 +172,14 @@ def list_pes(session: SessionDep, _who: SubmitterDep) -> list[PeOut]:
 
 
 @router.put("/pes/{name}", response_model=PeOut)
-def put_pe(name: str, body: PeIn, session: SessionDep, _admin: AdminDep) -> PeOut:
+def put_pe(name: NamePath, body: PeIn, session: SessionDep, _admin: AdminDep) -> PeOut:
     """Create or change a parallel environment."""
     pe, _created = parallel.upsert_pe(session, name, body.allocation_rule, body.slots)
     return _pe_out(pe)
 
 
 @router.delete("/pes/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_pe(name: str, session: SessionDep, _admin: AdminDep) -> Response:
+def delete_pe(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
     parallel.delete_pe(session, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -55,7 +55,9 @@ class JobIn(BaseModel):
         default=None, max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`"
     )
     jobspec: list[Any] | None = Field(
-        default=None, description="RFC 14 resources list; an alternative to shape"
+        default=None,
+        max_length=256,
+        description="RFC 14 resources list (at most 256 top-level items); an alternative to shape",
     )
     task: Text | None = Field(
         default=None,

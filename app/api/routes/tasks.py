@@ -1,4 +1,4 @@
-"""The task registry (seed 004): the task types the server knows, with their versions,
+"""The task registry (debusine issue #8): the task types the server knows, with their versions,
 declarative requirements and optional ``can_run_on`` plug-in."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
+from app.api.schemas import NamePath
 from app.db.models import Task
 from app.matching.debusine import registry as tasks
 from app.matching.debusine.registry import TaskSpec
@@ -98,5 +99,5 @@ def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
 
 
 @router.get("/{name}", response_model=TaskOut)
-def get_task(name: str, session: SessionDep, _who: PrincipalDep) -> TaskOut:
+def get_task(name: NamePath, session: SessionDep, _who: PrincipalDep) -> TaskOut:
     return task_out(tasks.get_task(session, name))

@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
+from app.api.limits import check_metadata_size
 from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import JobOut, job_out
-from app.api.schemas import LimitQuery, OffsetQuery, Page, Text, page_of
+from app.api.schemas import LimitQuery, NamePath, OffsetQuery, Page, Text, page_of
 from app.db import tokens
 from app.db.models import (
     InventoryCount,
@@ -179,7 +180,7 @@ def list_workers(
 
 
 @router.get("/{name}", response_model=WorkerOut)
-def get_worker(name: str, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
+def get_worker(name: NamePath, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
     return worker_out(session, worker_by_name(session, name))
 
 
@@ -205,7 +206,7 @@ _REFRESH_DOC = {
     },
 )
 def pull(
-    name: str, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
+    name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
 ) -> JobOut | Response:
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
     jobspec job on a worker with an inventory, its vertices) booked. The
@@ -231,7 +232,9 @@ class HeartbeatOut(BaseModel):
 
 
 @router.post("/{name}/heartbeat", response_model=HeartbeatOut)
-def heartbeat(name: str, request: Request, session: SessionDep, _worker: WorkerDep) -> HeartbeatOut:
+def heartbeat(
+    name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep
+) -> HeartbeatOut:
     """The worker is alive (while it runs a job, for instance): its lease on its running
     jobs is renewed, and the answer says whether it should report its metadata again."""
     worker = leases.heartbeat(session, name)
@@ -293,7 +296,7 @@ def _metadata_out(request: Request, session: Session, worker: Worker) -> Metadat
 
 @router.get("/{name}/metadata", response_model=MetadataOut)
 def get_metadata(
-    name: str, request: Request, session: SessionDep, principal: PrincipalDep
+    name: NamePath, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> MetadataOut:
     """The worker's static, dynamic and effective metadata (admins, submitters and the
     worker itself)."""
@@ -304,19 +307,21 @@ def get_metadata(
 
 @router.put("/{name}/metadata", response_model=MetadataOut)
 def set_static_metadata(
-    name: str, body: StaticMetadataIn, request: Request, session: SessionDep, _admin: AdminDep
+    name: NamePath, body: StaticMetadataIn, request: Request, session: SessionDep, _admin: AdminDep
 ) -> MetadataOut:
     """The administrator replaces the worker's static metadata; it overrides what the
     worker reports, and its `tasks_allowlist`/`tasks_denylist` decide which tasks it runs."""
+    check_metadata_size(body.metadata, request.app.state.settings)
     worker = worker_metadata.set_static_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)
 
 
 @router.post("/{name}/metadata", response_model=MetadataOut)
 def report_dynamic_metadata(
-    name: str, body: DynamicMetadataIn, request: Request, session: SessionDep, _w: WorkerDep
+    name: NamePath, body: DynamicMetadataIn, request: Request, session: SessionDep, _w: WorkerDep
 ) -> MetadataOut:
     """The worker reports its dynamic metadata (with its own token); it replaces the
     previous report, and the server stamps the time."""
+    check_metadata_size(body.metadata, request.app.state.settings)
     worker = worker_metadata.report_dynamic_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)

@@ -27,7 +27,7 @@ class Worker(Base):
     #: The Momotor resource definition exactly as the worker (or its admin) wrote it.
     resources: Mapped[str] = mapped_column(Text, default="")
     last_seen: Mapped[datetime | None] = mapped_column(default=None)
-    #: When the worker last reported its dynamic metadata (seed 004); NULL: never.
+    #: When the worker last reported its dynamic metadata (debusine issue #8); NULL: never.
     metadata_reported_at: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,4 +1,4 @@
-"""debusine tasks and worker metadata (seed 004): the task registry, and each worker's
+"""debusine tasks and worker metadata (debusine issue #8): the task registry, and each worker's
 static and dynamic metadata as typed rows that SQL can filter on."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Grid Engine complex attributes as rows (research/sge.md): the attribute table, values at
-the global, host and queue-instance levels, consumable capacities with their bookings,
-parallel environments, and the ``-l`` requests of a category.
+"""Grid Engine complex attributes as rows (docs/notations/gridengine.md): the attribute
+table, values at the global, host and queue-instance levels, consumable capacities with their
+bookings, parallel environments, and the ``-l`` requests of a category.
 
 Levels: ``global`` (no object, ``object_key`` 0), ``host`` (a worker) and
 ``queue_instance``. Values are kept as written (``text``) and normalised for SQL: numbers
@@ -62,7 +62,7 @@ class AttributeValue(Base):
     instance's built-in attribute such as ``qname`` or ``h_rt``).
 
     ``effective`` is False for a row that the within-object merge ignores: for relops
-    ``==``/``!=`` only the first of fixed, builtin, load counts (sge.md e); for the other
+    ``==``/``!=`` only the first of fixed, builtin, load counts (gridengine.md); for the other
     relops every row counts, and checking each is the same as checking the most
     restrictive one.
     """

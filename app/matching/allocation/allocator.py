@@ -1,5 +1,5 @@
 """Allocating an RFC 14 resources request on free inventory trees: a depth-first walk with
-pruning and a selection policy, as Fluxion matches (research/flux.md section 9).
+pruning and a selection policy, as Fluxion matches (docs/notations/flux.md).
 
 Pure functions over plain data (:class:`Vertex` trees): app/matching/allocation/inventory.py builds
 the trees from rows, filters workers in SQL first and books what this module selects; the

@@ -1,5 +1,5 @@
-"""A worker's static and dynamic metadata (seed 004): stored as typed rows, read back as
-dicts, and kept consistent with the misfit cache.
+"""A worker's static and dynamic metadata (docs/notations/debusine.md): stored as typed
+rows, read back as dicts, and kept consistent with the misfit cache.
 
 Every write replaces the rows of one side and recomputes which dynamic rows the static
 side overrides (``effective``). When the effective metadata or a namespace version changes,
@@ -198,7 +198,7 @@ def set_static_metadata(session: Session, worker_name: str, data: object) -> Wor
 
 def report_dynamic_metadata(session: Session, worker_name: str, data: object) -> Worker:
     """The worker reports its dynamic metadata: it replaces the previous report whole, and
-    the server stamps the time (seed 004)."""
+    the server stamps the time (debusine issue #8)."""
     try:
         namespaces = parse_dynamic(data)
     except NotationError as error:
@@ -213,7 +213,7 @@ def report_dynamic_metadata(session: Session, worker_name: str, data: object) ->
 
 def refresh_due(worker: Worker, max_age_seconds: float, now: datetime | None = None) -> bool:
     """Whether the worker should report its dynamic metadata again: never reported, or
-    older than ``max_age_seconds`` (24 h by default, seed 004)."""
+    older than ``max_age_seconds`` (24 h by default, debusine issue #8)."""
     return report_due(worker.metadata_reported_at, max_age_seconds, now)
 
 

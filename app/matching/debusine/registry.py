@@ -1,4 +1,4 @@
-"""The task registry: every task type the server knows (seed 004: "the full list of
+"""The task registry: every task type the server knows (debusine issue #8: "the full list of
 existing tasks should be known to the server"), with its version, requirements and plug-in.
 """
 

@@ -1,5 +1,5 @@
 """Task requirements (app/notations/debusine/metadata.py) as SQL predicates over a worker's
-effective metadata rows, and the allow/deny and version clauses of seed 004.
+effective metadata rows, and the allow/deny and version clauses of debusine issue #8.
 
 Each leaf is one EXISTS over ``worker_metadata`` rows of the worker that are effective
 (static over dynamic), so a requirement costs one indexed lookup per leaf and never calls
@@ -106,7 +106,7 @@ def _listed(worker: type[Worker], key: str, task: type[Task]) -> ColumnElement[b
 
 
 def task_denied(worker: type[Worker], task: type[Task]) -> ColumnElement[bool]:
-    """Seed 004's precedence: a present allowlist is the whole list (the denylist is then
+    """debusine's precedence: a present allowlist is the whole list (the denylist is then
     ignored), otherwise the denylist excludes."""
     row = aliased(WorkerMetadata)
     has_allowlist = exists().where(

@@ -151,7 +151,8 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 continue
             job, category = held
             if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
-                # Grid Engine rules: load values and consumables now, bookings (sge.md d).
+                # Grid Engine rules: load values and consumables now, bookings
+                # (docs/notations/gridengine.md).
                 if state is None:
                     # The attribute table comes in the same statement as the values.
                     state = load_state(session, None, [puller.id], names={puller.id: puller.name})

@@ -102,7 +102,8 @@ def store_worker_name_parts(session: Session, worker_id: int, name: str) -> None
 def _has_property(worker: type[Worker], name: ColumnExpressionArgument[str]) -> ColumnElement[bool]:
     wp = aliased(WorkerProperty)
     owned = exists().where(wp.worker_id == worker.id, wp.name == name).correlate_except(wp)
-    # flux-core also matches a property against the hostname (research/flux.md section 6).
+    # flux-core also matches a property against the hostname
+    # (docs/notations/flux.md#rfc-31-constraints).
     return or_(owned, worker.name == name)
 
 

@@ -35,7 +35,7 @@ class ConsumableBooking:
 def bookings_for(
     state: ClusterState, assignment: dict[int, int], master: int, hard: RequestList
 ) -> list[ConsumableBooking]:
-    """What a job with this assignment books, object by object (sge.md d)."""
+    """What a job with this assignment books, object by object (docs/notations/gridengine.md)."""
     table = state.table
     total = sum(assignment.values())
     per_host: dict[int, int] = {}

@@ -7,7 +7,7 @@ reference evaluator's objects (app/notations/gridengine/evaluator.py) and lets i
 queue instance, with load values and availability as they are now. The evaluator is the
 oracle the SQL filter is tested against, so both speak the same semantics.
 
-Bookings (research/sge.md section d): a per-slot consumable (YES) books
+Bookings (docs/notations/gridengine.md#consumables-and-bookings): a per-slot consumable (YES) books
 ``request x slots`` on each queue instance, ``request x host slots`` on each host and
 ``request x total`` globally, wherever the attribute has a capacity; a per-job one (JOB)
 books its request once on the master queue, its host and globally; EXCL attributes count
@@ -83,7 +83,7 @@ def decide(
             break
     fitting = [(slot, fit) for slot, fit in fits if fit.fits]
     # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
-    # order breaks ties (sge.md f).
+    # order breaks ties (docs/notations/gridengine.md#soft-requests).
     fitting.sort(key=lambda item: item[1].soft_violations)
     if pe_rule is None:
         if not fitting:

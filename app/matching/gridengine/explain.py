@@ -1,4 +1,4 @@
-"""Explanations of Grid Engine jobs in the words of ``qstat -j`` (research/sge.md f):
+"""Explanations of Grid Engine jobs in the words of ``qstat -j`` (docs/notations/gridengine.md):
 ``(-l LIST) cannot run at host "H" because it offers only hl:arch=sol-amd64`` and the like,
 one line per queue instance that cannot take the job, from the reference evaluator on the
 current values and bookings."""

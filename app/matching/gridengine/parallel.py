@@ -1,5 +1,5 @@
 """Parallel environments and how a job's slots spread over queue instances
-(research/sge.md section e, "Parallel job").
+(docs/notations/gridengine.md#parallel-environments, sge_pe(5)).
 
 Each fitting queue instance offers ``slots_avail`` slots for this job (its own slot and
 consumable capacity); each host offers the minimum of its own capacity and the sum of its

@@ -1,5 +1,5 @@
 """A scheduling run: dispatch the waiting jobs in priority, then age order, each seeing the
-bookings of the ones before (research/sge.md sections e and g).
+bookings of the ones before (docs/notations/gridengine.md, levels and categories).
 
 The run locks every worker first (the lock order of app/matching/dispatch/pull.py), so pulls
 wait for it rather than deadlock with it. It loads the cluster once; per category it asks

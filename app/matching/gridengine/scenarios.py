@@ -1,5 +1,5 @@
 """``jobmatch scenario run FILE``: Grid Engine scenarios (model ``sge62u5-reference-v1``,
-research/sge.md "Scenario file format") run through the engine, one fresh database each.
+the format below) run through the engine, one fresh database each.
 
 A case is loaded the way an admin would set the cluster up: the attribute table
 (``complex_mod`` merged into built-in rows, ``complex_add`` new rows) through the attribute

@@ -1,11 +1,12 @@
 """Hard ``-l`` requests as SQL predicates, level by level with the strict hierarchy
-(research/sge.md section e), for the misfit cache.
+(docs/notations/gridengine.md#levels-and-the-strict-hierarchy), for the misfit cache.
 
 A request fails an object (the global host, a worker, a queue instance) when the object
 has an *effective* static value of the attribute that does not satisfy
 ``requested RELOP offered``: numbers compare the normalised ``number`` columns, strings
-test the offered ``string`` against the request's compiled regex
-(app/notations/gridengine/string_regex.py) with PostgreSQL ``~`` or SQLite ``REGEXP``. Every row
+test the offered ``string`` against the request (app/db/dialect.py
+:func:`~app.db.dialect.string_request_match`: PostgreSQL ``~`` with the compiled regex,
+SQLite a non-backtracking automaton). Every row
 that counts is checked, which for ``<``, ``<=``, ``>``, ``>=`` is the same as checking the
 most restrictive one (the within-object merge); for ``==``/``!=`` only the row of highest
 precedence counts (``effective``). A consumable's fixed value is its capacity: the static
@@ -51,6 +52,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
+from app.db.dialect import string_request_match
 from app.db.models import (
     Attribute,
     AttributeValue,
@@ -60,6 +62,7 @@ from app.db.models import (
     Worker,
 )
 from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
+from app.notations.quantities import ValueType
 
 REASONS = {
     "sge-global": "a hard request does not fit the global host",
@@ -82,7 +85,8 @@ def _satisfied(
         and_(relop == ">", req > off),
         and_(relop == "EXCL", or_(req == 0, req <= off)),
     )
-    matched = value.string.regexp_match(request.regex)
+    folds = attribute.type.in_((ValueType.CSTRING.value, ValueType.HOST.value))
+    matched = string_request_match(value.string, request.text, folds, request.regex)
     string = case((relop == "==", matched), else_=not_(matched))
     return case((request.regex.is_not(None), string), else_=numeric)
 

@@ -123,7 +123,7 @@ class ObjectState:
     #: level_offers gives its offers in).
     _keys: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     #: The attributes every evaluation of this object looks at, whatever the job asks:
-    #: FORCED ones and consumables with a capacity here (research/sge.md c, d).
+    #: FORCED ones and consumables with a capacity here (docs/notations/gridengine.md).
     _always: tuple[str, ...] = field(default=(), repr=False)
     #: Per request lists (by identity, the lists kept alive here): the offers of the
     #: attributes the evaluator can look at for them, see :meth:`offers_for`.

@@ -1,6 +1,7 @@
 """The complex attribute table in the database: reading it as a ComplexTable, and the admin
-changes (add, change, delete) under Grid Engine's rules (research/sge.md section c); a
-change's consequences for stored values and misfit rows are app/matching/gridengine/admin.py's.
+changes (add, change, delete) under Grid Engine's rules
+(docs/notations/gridengine.md#the-attribute-table); a change's consequences for stored
+values and misfit rows are app/matching/gridengine/admin.py's.
 
 Rules beyond a single row's validity (app/notations/gridengine/attributes.py): names and
 shortcuts are unique across both columns; a built-in attribute cannot be deleted and keeps its type

@@ -1,6 +1,6 @@
 """Values of complex attributes at the global, host and queue-instance levels.
 
-Three kinds, as Grid Engine has them (research/sge.md section 0 and e):
+Three kinds, as Grid Engine has them (docs/notations/gridengine.md#levels-and-the-strict-hierarchy):
 
 * ``complex_values`` (kind ``fixed``): at every level; for a consumable, its capacity,
   which also gets a ``consumable_usage`` row that bookings count against;
@@ -48,8 +48,8 @@ QUEUE_ATTRIBUTES = frozenset(
     {*QUEUE_LIMITS, "seq_no", "rerun", "tmpdir", "calendar", "min_cpu_interval"}
 )
 
-#: Precedence within one object for relops == and != (sge.md e): the administrator's
-#: value beats the built-in, which beats the load report.
+#: Precedence within one object for relops == and != (docs/notations/gridengine.md): the
+#: administrator's value beats the built-in, which beats the load report.
 _PRECEDENCE = {"fixed": 0, "builtin": 1, "load": 2}
 
 

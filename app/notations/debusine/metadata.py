@@ -1,4 +1,4 @@
-"""debusine-style worker metadata and declarative task requirements (seed 004).
+"""debusine-style worker metadata and declarative task requirements (debusine issue #8).
 
 Worker metadata
     *Static* metadata is a flat JSON object an administrator sets (``{"system:cpu_count": 8,
@@ -7,15 +7,15 @@ Worker metadata
     does not set one): ``{"sbuild": {"version": 2, "chroots": ["bookworm"]}}``. Flattened,
     namespace ``sbuild`` key ``chroots`` is ``sbuild:chroots``. The *effective* metadata is
     the dynamic keys overlaid by the static ones: on a clash static wins, and values are not
-    merged below the top level (debusine's ``Worker.metadata()``, research/peers.md 1.3).
+    merged below the top level (debusine's ``Worker.metadata()``).
 
     ``tasks_allowlist`` and ``tasks_denylist`` are lists of task names and belong to the
     static side only: a worker must not widen its own placement by reporting them (the
-    provenance argument of debusine's later scheduler tags, research/peers.md 1.4). Likewise
+    provenance argument of debusine's later scheduler tags; docs/notations/debusine.md). Likewise
     ``<namespace>:version`` is reported by the worker, never pinned statically, so a version
     mismatch always means "this worker's code differs from the server's".
 
-Allow/deny precedence (seed 004, and debusine's scheduler)
+Allow/deny precedence (debusine issue #8, and debusine's scheduler)
     When ``tasks_allowlist`` is present (even empty) it is the whole list and the denylist is
     ignored; otherwise every task except those in ``tasks_denylist`` is allowed.
 
@@ -75,7 +75,7 @@ OPERATORS = ("and", "or", "not", "exists", "eq", "ne", *COMPARISONS, "in", "cont
 
 
 class MetadataError(NotationError):
-    """Worker metadata (static or dynamic) breaks the rules of seed 004: a bad key, a bad
+    """Worker metadata (static or dynamic) breaks the rules of debusine issue #8: a bad key, a bad
     namespace or version, a reserved key on the wrong side, or a non-JSON value."""
 
     notation = "debusine-metadata"
@@ -224,12 +224,12 @@ def flatten_dynamic(namespaces: Mapping[str, Namespace]) -> dict[str, Any]:
 
 
 def effective(static: Mapping[str, Any], dynamic: Mapping[str, Any]) -> dict[str, Any]:
-    """Dynamic overlaid by static: static wins on a clash, no deeper merge (seed 004)."""
+    """Dynamic overlaid by static: static wins on a clash, no deeper merge (debusine issue #8)."""
     return {**dynamic, **static}
 
 
 def task_allowed(task: str, static: Mapping[str, Any]) -> bool:
-    """The seed's precedence: an allowlist, when present, is the whole list; otherwise all
+    """debusine's precedence: an allowlist, when present, is the whole list; otherwise all
     tasks but the denied ones."""
     if ALLOWLIST in static:
         return task in static[ALLOWLIST]

@@ -5,7 +5,7 @@ A constraint is a JSON object with at most one operator key whose value is an ar
 (RFC 22 strings), ``and``/``or``/``not`` (constraint objects). ``{}``, ``{"and": []}`` and
 ``{"or": []}`` match everything; ``{"not": []}`` matches nothing (RFC 31).
 
-Decisions recorded in the vectors (flux-research sections 6 and 10):
+Decisions recorded in the vectors (docs/notations/flux.md#rfc-31-constraints):
 
 * ``not`` with several values means NOT(AND(values)) (flux-core and Fluxion).
 * ``hostlist: []`` and ``ranks: []`` match nothing; ``properties: []`` matches everything

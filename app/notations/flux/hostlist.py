@@ -4,7 +4,7 @@ A :class:`Hostlist` keeps the parsed runs (prefix, id range, zero-pad width, suf
 expanded names, so counting, ``nth`` and ``find`` are O(number of runs) and iteration is lazy.
 Encoding streams the names and keeps only the bracket group being built.
 
-Zero padding (flux-research section 2, decision A13). RFC 29 says the leading zeros of the
+Zero padding (docs/notations/flux.md#rfc-29-hostlists). RFC 29 says the leading zeros of the
 FIRST idlist element apply to every id (``[005,4,11-13]`` is 005,004,011,012,013); flux-core
 instead pads each comma element by its own low bound (005,4,11,12,13). jobmatch follows the
 RFC by default (``padding="rfc"``); an element with more zeros of its own keeps them

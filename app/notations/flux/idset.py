@@ -1,7 +1,8 @@
 """RFC 22 idsets: sets of non-negative integers written as ``1-3,5,7-9``.
 
 The model keeps maximal runs ``(lo, hi)`` rather than the ids themselves, so ``0-2147483647``
-costs two integers, not two billion. Parsing is strict RFC 22 (flux-research section 1):
+costs two integers, not two billion. Parsing is strict RFC 22
+(docs/notations/flux.md#rfc-22-idsets):
 decimal ids without leading zeros, strictly ascending elements, ``lo-hi`` with ``hi > lo``, at
 most one pair of enclosing brackets, no whitespace, no empty elements. flux-core's leniency of
 skipping empty tokens (``1,,2``) is deliberately not copied.

@@ -1,7 +1,8 @@
 """RFC 14 canonical jobspec, resources part: validation, model and canonical JSON/YAML.
 
 A resources list is a non-empty list of vertices ``{type, count, unit?, exclusive?, with?,
-label?, id?}``. Rules enforced (flux-research section 4.1 and convention C9): ``type`` a
+label?, id?}``. Rules enforced (docs/notations/flux.md#rfc-14-jobspec-resources, convention
+C9): ``type`` a
 non-empty string; ``count`` per :mod:`app.notations.flux.ranges`; ``unit``, ``label`` and ``id``
 strings; ``exclusive`` a boolean; ``with`` a non-empty list; a ``slot`` has a label and a
 ``with``; labels are unique in the whole list. Keys outside RFC 14 ("extension keys", which

@@ -4,7 +4,8 @@ A count is one of: a positive integer; an RFC 22 idset of acceptable counts (``"
 an RFC 45 range string (``"2-8:2:*"``, ``"4+"``); or the RFC 14 range dict
 ``{min, max?, operator?, operand?}``. The model is ``int | RangeCount | IdsetCount``.
 
-Conventions (flux-research section 5.4): C1 a bounded range maps to a dict with all four keys;
+Conventions (docs/notations/flux.md#rfc-45-ranges-and-rfc-14-counts): C1 a bounded range maps
+to a dict with all four keys;
 C2 an open range maps to ``{min}`` when operator and operand are the defaults, otherwise to
 ``{min, operator, operand}`` (never ``max: Infinity``); C3 an idset count keeps its text as
 written, brackets stripped; C4 a lone ``a-b`` is a range, ``[N]`` is the integer N.

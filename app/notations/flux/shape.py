@@ -8,7 +8,7 @@ Grammar (RFC 46)::
     dict   : '{' (item (',' item)*)? '}'
     item   : key ':' VALUE | ('+'|'-')? key
 
-Conventions where RFC 46 is silent (flux-research section 5.4): C1/C2 range counts become
+Conventions where RFC 46 is silent (docs/notations/flux.md#rfc-46-shapes): C1/C2 range counts become
 RFC 14 dicts; C3 idset counts keep their text, brackets stripped; C4 a lone ``a-b`` is a range
 and ``[N]`` the integer N; C5 a lone unlabelled slot gets ``default_label``; C6 ``x`` means
 ``exclusive`` only as a key of a vertex dict, and the first entry of a slot's braces is always

@@ -2,7 +2,8 @@
 
 One row of ``qconf -sc`` is a :class:`ComplexDefinition` (``name shortcut type relop
 requestable consumable default urgency``). A definition is validated when it is built, by
-the 6.2u5 rules (research/sge.md section c, which refines the seed's section 2):
+the 6.2u5 rules (docs/notations/gridengine.md#the-attribute-table; they refine section 2 of the 2003
+Complex Attribute Specification):
 
 * string types (STRING, CSTRING, RESTRING, HOST): relop ``==`` or ``!=``, never consumable;
 * BOOL: relop ``==``, or ``EXCL`` which requires a consumable; a BOOL consumable must use
@@ -39,6 +40,7 @@ from app.notations.gridengine.strings import (
     is_expression,
     match_string,
 )
+from app.notations.gridengine.wildcard_nfa import compile_request
 from app.notations.quantities import (
     QuantityError,
     ValueType,
@@ -78,7 +80,7 @@ Value = float | str
 #: Maps a host name to its canonical name, or None when it cannot be resolved.
 HostResolver = Callable[[str], str | None]
 
-#: Built-in string attributes may switch among these types (seed section 2, sge.md c).
+#: Built-in string attributes may switch among these types (complex(5); gridengine.md).
 STRING_FAMILY = frozenset({ValueType.STRING, ValueType.CSTRING, ValueType.RESTRING})
 
 # Characters that cannot appear in attribute names: Grid Engine's key check forbids the
@@ -585,6 +587,16 @@ def format_value(value_type: ValueType, value: Value) -> str:
 # Comparisons
 
 
+def _string_matches(value_type: ValueType, pattern: str, value: str, semantics: Semantics) -> bool:
+    """6.1+ requests go through the non-backtracking automaton (compiled once per request,
+    linear in the value), as SQLite's misfit SQL does; 6.0's fnmatch pieces through
+    :func:`match_string`."""
+    if semantics == "6.0":
+        return match_string(value_type, pattern, value, semantics=semantics)
+    folds = value_type in (ValueType.CSTRING, ValueType.HOST)
+    return compile_request(pattern, folds).matches(value.lower() if folds else value)
+
+
 def compare(
     value_type: ValueType,
     relop: Relop,
@@ -606,7 +618,7 @@ def compare(
         if relop not in (Relop.EQ, Relop.NE):
             raise ValueError(f"relop {relop.value} is not defined for strings")
         try:
-            matched = match_string(value_type, str(requested), str(offered), semantics=semantics)
+            matched = _string_matches(value_type, str(requested), str(offered), semantics)
         except StringExpressionError:
             return relop is Relop.NE
         return matched if relop is Relop.EQ else not matched

@@ -1,7 +1,7 @@
 """The default complex attribute table of Grid Engine 6.2u5 (``qconf -sc`` after install).
 
-Data copied from ``shared/vectors/sge/complex_defaults.jsonl`` (51 rows, derived from
-``source/dist/util/resources/centry/*`` at ``V62u5_TAG``, see research/sge.md section h),
+Data copied from ``tests/vectors/sge/complex_defaults.jsonl`` (51 rows, derived from
+``source/dist/util/resources/centry/*`` at ``V62u5_TAG``, see docs/notations/gridengine.md),
 so that :mod:`app.notations.gridengine.attributes` is self-contained; the test suite checks that the
 two stay equal. ``origin`` says where values come from (``host_load`` or
 ``queue_config``); ``in_sge60_default`` is False for the five rows 6.2 added.

@@ -1,10 +1,11 @@
-"""Reference evaluator: does a job's ``-l`` list fit a queue instance (research/sge.md e, f)?
+"""Reference evaluator: does a job's ``-l`` list fit a queue instance
+(docs/notations/gridengine.md)?
 
 Pure functions that the SQL engine is tested against. Three objects carry values: the
 global pseudo host, the execution host and the queue instance (:class:`LevelObject`).
 
-Within one object the sources of an attribute are merged into *offers* (sge.md e,
-"within one level"):
+Within one object the sources of an attribute are merged into *offers*
+(docs/notations/gridengine.md#levels-and-the-strict-hierarchy):
 
 1. ``complex_values`` gives a fixed value, or for a consumable the capacity, of which
    ``capacity - used`` is available;
@@ -492,7 +493,7 @@ def count_soft_violations(
                     faithful += 1
                     failed = True
             elif level is Level.QUEUE and not matched:
-                faithful += 1  # Grid Engine's "not found on the queue" count (sge.md f)
+                faithful += 1  # Grid Engine's "not found on the queue" count (gridengine.md)
         if failed or not defined:
             naive += 1
     return faithful, naive

@@ -1,7 +1,7 @@
 """``-l`` resource request lists of Grid Engine: ``-l h_vmem=2G,arch=lx*``.
 
 A list is ``name[=value]`` items separated by commas or blanks. Each item is checked the
-way qmaster checks a submission (research/sge.md section c):
+way qmaster checks a submission (docs/notations/gridengine.md#requests--l):
 
 * the name or shortcut must be in the attribute table (else "unknown resource", with the
   nearest name suggested); a shortcut is replaced by the full name;
@@ -35,6 +35,7 @@ from app.notations.gridengine.attributes import (
 from app.notations.gridengine.strings import (
     Semantics,
     StringExpressionError,
+    check_request_size,
     check_semantics,
     parse_expression,
 )
@@ -200,18 +201,20 @@ def _check_string_request(
             value_position + value.index("@"),
             "a cluster queue name or pattern",
         )
-    # Only hard requests are syntax-checked at submit; a malformed soft expression is kept
-    # and simply never matches with == (always with !=).
-    if not soft and semantics == "6.1":
-        try:
+    # Every request, hard or soft, stays within the matcher's bounds; only hard requests
+    # are syntax-checked at submit: a malformed soft expression is kept and simply never
+    # matches with == (always with !=).
+    try:
+        check_request_size(value)
+        if not soft and semantics == "6.1":
             parse_expression(value)
-        except StringExpressionError as error:
-            raise _error(
-                f"{definition.name}: {error.message}",
-                source,
-                value_position + (error.position or 0),
-                error.expected,
-            ) from None
+    except StringExpressionError as error:
+        raise _error(
+            f"{definition.name}: {error.message}",
+            source,
+            value_position + (error.position or 0),
+            error.expected,
+        ) from None
 
 
 def _items(text: str) -> Iterator[tuple[str, int]]:

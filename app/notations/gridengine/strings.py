@@ -1,7 +1,7 @@
 """Grid Engine string matching: wildcard patterns and the 6.1+ boolean expression language.
 
 A string request (``-l arch=lx*|sol*``) is the *pattern*; the value offered by a host or
-queue is the *subject* (research/sge.md sections a and b).
+queue is the *subject* (docs/notations/gridengine.md#comparisons).
 
 Grid Engine 6.1 and later (the default, ``semantics="6.1"``):
 
@@ -18,7 +18,7 @@ Grid Engine 6.1 and later (the default, ``semantics="6.1"``):
 
 Grid Engine 6.0 (``semantics="6.0"``): STRING exact, CSTRING and HOST ignoring case, no
 wildcards; RESTRING splits the request at every ``|`` (empty pieces dropped) and matches
-each piece with fnmatch - the rules of the 2003 seed document.
+each piece with fnmatch - the rules of the 2003 Complex Attribute Specification.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from app.notations.quantities import ValueType
 
 __all__ = [
     "EXPRESSION_CHARACTERS",
+    "MAX_NESTING",
+    "MAX_REQUEST_LENGTH",
+    "MAX_WILDCARDS",
     "And",
     "Expression",
     "Not",
@@ -39,6 +42,7 @@ __all__ = [
     "Pattern",
     "Semantics",
     "StringExpressionError",
+    "check_request_size",
     "check_semantics",
     "fnmatch",
     "is_expression",
@@ -53,6 +57,18 @@ Semantics = Literal["6.0", "6.1"]
 EXPRESSION_CHARACTERS = frozenset("*?[]&|!()")
 _OPERATORS = "!&|()"
 _BLANKS = " \t\n\r\v\f"
+
+#: Bounds on one string request, checked before it is parsed or matched (issue 19). Grid
+#: Engine itself sets none; real requests (``lx*|sol*``, ``*.example.com``) are a few
+#: dozen characters. The matcher is linear whatever the pattern (app/notations/
+#: wildcard_nfa.py), so these bound the cost of one match and the depth of the parser's
+#: recursion, not an exponential.
+MAX_REQUEST_LENGTH = 1024
+#: Wildcards (``*``, ``?``, ``[``) in one request.
+MAX_WILDCARDS = 64
+#: Parentheses and ``!`` nested in one another.
+MAX_NESTING = 32
+_WILDCARDS = "*?["
 
 
 class StringExpressionError(NotationError):
@@ -263,11 +279,35 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
     return tokens
 
 
+def check_request_size(text: str) -> None:
+    """Refuse a string request longer than :data:`MAX_REQUEST_LENGTH` or with more than
+    :data:`MAX_WILDCARDS` wildcards, naming the first position past the bound."""
+    if len(text) > MAX_REQUEST_LENGTH:
+        raise StringExpressionError(
+            f"string request is {len(text)} characters long, more than {MAX_REQUEST_LENGTH}",
+            text=text[:64] + "...",
+            position=MAX_REQUEST_LENGTH,
+            expected=f"at most {MAX_REQUEST_LENGTH} characters",
+        )
+    count = 0
+    for position, char in enumerate(text):
+        if char in _WILDCARDS:
+            count += 1
+            if count > MAX_WILDCARDS:
+                raise StringExpressionError(
+                    f"string request has more than {MAX_WILDCARDS} wildcards (* ? [)",
+                    text=text,
+                    position=position,
+                    expected=f"at most {MAX_WILDCARDS} wildcards",
+                )
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.index = 0
+        self.depth = 0
 
     def _peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -314,6 +354,20 @@ class _Parser:
         if token is None:
             raise self._fail("a pattern, '!' or '('")
         kind = token[0]
+        if kind in "!(":
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self._fail(f"at most {MAX_NESTING} nested '!' and '('")
+            try:
+                return self._nested(kind)
+            finally:
+                self.depth -= 1
+        if kind == "p":
+            self.index += 1
+            return Pattern(token[1])
+        raise self._fail("a pattern, '!' or '('")
+
+    def _nested(self, kind: str) -> Expression:
         if kind == "!":
             self.index += 1
             return Not(self._unary())
@@ -325,9 +379,6 @@ class _Parser:
                 raise self._fail("')'")
             self.index += 1
             return inner
-        if kind == "p":
-            self.index += 1
-            return Pattern(token[1])
         raise self._fail("a pattern, '!' or '('")
 
 
@@ -347,6 +398,9 @@ def parse_expression(text: str) -> Expression:
     """The 6.1+ expression in ``text``; raises :class:`StringExpressionError`.
 
     A plain string (see :func:`is_expression`) parses to one :class:`Pattern`.
+    :data:`MAX_NESTING` bounds the parser's recursion; the size bounds of
+    :func:`check_request_size` are a rule of submission (a request stored before them is
+    still evaluated, by a matcher linear in any case).
     """
     if not is_expression(text):
         return Pattern(text)

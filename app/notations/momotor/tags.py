@@ -6,7 +6,7 @@ An item is a *required* tag (``x``), an *optional* tag (``?x``) or an *excluded*
 ``task.match(worker)`` gives a strength, lower is better, or raises :class:`NoMatch`.
 
 Parsing, ``as_str`` in its four modes and ``match`` give the same results as Momotor 2.1.3 on
-every input, quirks included (research/momotor.md sections a-g): empty groups count as
+every input, quirks included (docs/notations/momotor.md): empty groups count as
 NEUTRAL, ``?x`` against ``?x`` is WEAKEST, a repeated group name merges, whitespace jumps past
 escapes, quotes and escapes cannot protect a ``?``/``~`` prefix. Single-tag match table (task
 rows, worker columns; "ignored" adds nothing to the group)::
@@ -447,7 +447,7 @@ class ResourceGroup:
 
 
 def _group_value(task: ResourceGroup, worker: ResourceGroup) -> float | None:
-    """The match table over two tag groups (research/momotor.md a-c), by sets.
+    """The match table over two tag groups (docs/notations/momotor.md#matching), by sets.
 
     Each value has one mode per group, so the group's cells follow from set relations:
     NoMatch when a required value of either side is not offered by the other (absent or
@@ -503,7 +503,7 @@ AnyGroup: TypeAlias = "ResourceGroup | ValueGroup"
 Typed: TypeAlias = "Mapping[str, ValueType | str] | None"
 
 # ---------------------------------------------------------------------------------------
-# Scanning (research/momotor.md section d)
+# Scanning (Momotor's ``Resources.from_string``)
 
 _BLANK: Final = " \t"
 _QUOTES: Final = "'\""

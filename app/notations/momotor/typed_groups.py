@@ -8,7 +8,8 @@ a non-empty tag group raises :class:`~app.notations.momotor.tags.GroupKindMismat
 
 Types: ``int``, ``double``, ``memory`` (bytes), ``time`` (seconds), any case, or the
 :class:`~app.notations.quantities.ValueType` members INT, DOUBLE, MEMORY, TIME. Numbers use
-Grid Engine's value syntax (research/sge.md section b: ``2G``, ``1.5g``, ``0x10K``, ``1:30:00``,
+Grid Engine's value syntax (docs/notations/gridengine.md#values: ``2G``, ``1.5g``, ``0x10K``,
+``1:30:00``,
 ``INFINITY``); MEMORY also takes the binary units ``KiB``, ``MiB``, ``GiB``, ``TiB``, with or
 without a space (``1 GiB``, ``512MiB``).
 

@@ -1,0 +1,116 @@
+"""`make run` and `make test` install what they need, from the pinned constraints.
+
+`make run` installs the serving dependencies only, with pip's progress shown, and prints
+the URL, the admin token and the database file before it serves; `make test` adds the dev
+tools. constraints.txt pins every dependency both install (and the Dockerfile too).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from tests.live_server import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pins() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not pinned with =="
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def _dry_run(target: str) -> str:
+    """What `make TARGET` would run on a fresh clone (a venv that does not exist yet)."""
+    result = subprocess.run(
+        ["make", "-n", target, "VENV=/nonexistent/venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_constraints_pin_every_runtime_and_dev_dependency() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = _pins()
+    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        requirement = Requirement(spec)
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        assert name in pins, f"{name} missing from constraints.txt (run make lock)"
+        assert requirement.specifier.contains(pins[name]), (spec, pins[name])
+
+
+def test_make_run_installs_serving_dependencies_only_and_visibly() -> None:
+    commands = _dry_run("run")
+    installs = [line for line in commands.splitlines() if " install " in line]
+    assert installs, commands
+    for line in installs:
+        assert "--constraint constraints.txt" in line
+        assert "[dev]" not in line and "--quiet" not in line and " -q" not in line, line
+
+
+def test_make_test_adds_the_dev_tools_and_runs_every_check() -> None:
+    commands = _dry_run("test")
+    assert any("'.[dev]'" in line and "--constraint" in line for line in commands.splitlines())
+    for tool in ("ruff check", "ruff format --check", "mypy", "lint-imports", "pytest"):
+        assert tool in commands, tool
+
+
+def test_dockerfile_installs_with_the_same_constraints() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "constraints.txt" in dockerfile.split("RUN /opt/venv/bin/pip install")[0]
+    assert "pip install --constraint constraints.txt ." in dockerfile
+
+
+def test_make_run_prints_url_token_and_database_file_then_serves(tmp_path: Path) -> None:
+    """The real `make run` (with this checkout's venv, already installed): the banner, and
+    a server that answers /readyz."""
+    port = free_port()
+    database = tmp_path / "run.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
+    env.update(JOBMATCH_DATABASE_URL=f"sqlite:///{database}", JOBMATCH_ADMIN_TOKEN="run-token")
+    log = tmp_path / "make-run.log"
+    with log.open("wb") as out:
+        make = subprocess.Popen(
+            ["make", "--no-print-directory", "run", f"PORT={port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline and make.poll() is None:
+            try:
+                url = f"http://127.0.0.1:{port}/readyz"
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    status = response.status
+                    break
+            except OSError:
+                time.sleep(0.2)
+        output = log.read_text()
+        assert status == 200, output
+        assert f"serving on http://127.0.0.1:{port}" in output
+        assert "admin token: run-token" in output
+        assert f"database file: {database}" in output
+        assert database.is_file()
+    finally:
+        os.killpg(make.pid, signal.SIGTERM)
+        make.wait(timeout=30)
