@@ -40,7 +40,7 @@ class LateReportError(ConflictError):
         detail: str,
         *,
         job_id: int,
-        lost_at: datetime | None,
+        lost_at: datetime,
         state: JobState,
         now_on: str | None,
     ) -> None:
@@ -72,7 +72,10 @@ def resent_or_late(
         return None
     if job.state is JobState.RUNNING and job.worker_id == worker.id:
         return None  # still its own job: not late (e.g. a start racing the finish)
-    raise _record_late(session, job, worker_name, events, outcome, exit_code)
+    lost = _how_it_was_lost(events, worker_name)
+    if lost is None:
+        return None  # the worker ended the job itself: another outcome is a plain conflict
+    raise _record_late(session, job, worker_name, lost, outcome, exit_code)
 
 
 def _repeats_last_end(
@@ -99,16 +102,15 @@ def _record_late(
     session: Session,
     job: Job,
     worker_name: str,
-    events: list[JobEvent],
+    lost: JobEvent,
     outcome: JobEventKind,
     exit_code: int | None,
 ) -> LateReportError:
-    lost = _how_it_was_lost(events, worker_name)
     now_on = None
     if job.state is JobState.RUNNING and job.worker_id is not None:
         now_on = session.scalar(select(Worker.name).where(Worker.id == job.worker_id))
-    since = "" if lost is None else f" at {lost.at.isoformat()}"
-    why = "it was taken from the worker" if lost is None else _loss_words(lost)
+    since = f" at {lost.at.isoformat()}"
+    why = _loss_words(lost)
     where = f" on worker {now_on}" if now_on is not None else ""
     code = "" if exit_code is None else f" (exit status {exit_code})"
     detail = (
@@ -121,7 +123,7 @@ def _record_late(
     return LateReportError(
         detail,
         job_id=job.id,
-        lost_at=None if lost is None else lost.at,
+        lost_at=lost.at,
         state=job.state,
         now_on=now_on,
     )
@@ -136,8 +138,11 @@ def _how_it_was_lost(events: list[JobEvent], worker_name: str) -> JobEvent | Non
         if e.kind is JobEventKind.DISPATCHED and e.worker == worker_name
     )
     for event in events[dispatched + 1 :]:
-        took = (JobEventKind.REQUEUED, JobEventKind.FAILED, JobEventKind.RETURNED)
-        if event.kind in took and event.worker == worker_name:
+        by_lease = event.detail is not None and event.detail.startswith(LEASE_EXPIRED)
+        took = event.kind in (JobEventKind.REQUEUED, JobEventKind.RETURNED) or (
+            event.kind is JobEventKind.FAILED and by_lease  # not the worker's own report
+        )
+        if took and event.worker == worker_name:
             return event
         if event.kind is JobEventKind.CANCELLED:
             return event

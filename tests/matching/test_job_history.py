@@ -123,8 +123,9 @@ def test_resent_finish_is_answered_again_but_not_another_outcome(database: Datab
     with database.transaction() as session:
         again = dispatch.finish(session, job_id, "w", "failed", "exit status 2", exit_code=2)
         assert again.state is JobState.FAILED
-    with database.transaction() as session, pytest.raises(ConflictError):
+    with database.transaction() as session, pytest.raises(ConflictError) as refused:
         dispatch.finish(session, job_id, "w", "failed", exit_code=3)
+    assert not isinstance(refused.value, LateReportError)  # w ended it itself: not late
     with database.transaction() as session:
         kinds = [e.kind for e in history.events(session, job_id)]
         assert kinds.count(JobEventKind.FAILED) == 1

@@ -479,7 +479,7 @@ def finish_job(
             title="The job was no longer this worker's",
             type=LATE_REPORT_TYPE,
             job=late.job_id,
-            lost_at=None if late.lost_at is None else late.lost_at.isoformat(),
+            lost_at=late.lost_at.isoformat(),
             state=late.state.value,
             worker=late.now_on,
         )
