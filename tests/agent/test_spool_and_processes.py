@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from app.agent import processes
 from app.agent.client import ApiError, Reply
 from app.agent.runner import Agent, AgentOptions
 from app.agent.spool import Spool, SpoolEntry
+from tests.hostile.agent_probes import alive, wait_for
 
 #: A command whose child outlives it in the same process group (a job's stray daemon).
 _LEAVES_A_CHILD = (
@@ -24,21 +24,8 @@ _LEAVES_A_CHILD = (
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
-def _wait_dead(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+def _wait_dead(pid: int) -> bool:
+    return bool(wait_for(lambda: not alive(pid), timeout=10, what=f"the death of {pid}"))
 
 
 def test_a_job_leads_its_own_group_and_what_is_left_of_it_can_be_killed() -> None:
@@ -52,7 +39,7 @@ def test_a_job_leads_its_own_group_and_what_is_left_of_it_can_be_killed() -> Non
         assert job.started == members[job.pgid]
         # Another start time: the group is someone else's (a reused id), left alone.
         assert processes.kill_group_left(job.pgid, (job.started or 0) + 1) == []
-        assert _alive(child)
+        assert alive(child)
         killed = processes.kill_group_left(job.pgid, job.started)
         assert child in killed and _wait_dead(child)
     finally:
@@ -72,7 +59,7 @@ def test_killing_the_agent_takes_the_jobs_grandchildren_with_it() -> None:
     agent = subprocess.Popen([sys.executable, "-c", stand_in], stdout=subprocess.PIPE)
     assert agent.stdout is not None
     shim, child = (int(pid) for pid in agent.stdout.readline().split())
-    assert _alive(shim) and _alive(child)
+    assert alive(shim) and alive(child)
     agent.send_signal(signal.SIGKILL)
     agent.wait(timeout=10)
     assert _wait_dead(shim) and _wait_dead(child)
