@@ -16,7 +16,7 @@ from app.api.lease_sweeper import LeaseSweeper
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import JobEventKind, JobState
-from app.matching import dispatch, history, leases, submission, workers
+from app.matching import dispatch, history, leases, scheduling, submission, workers
 from app.matching.errors import ConflictError, ForbiddenError
 from app.matching.late_reports import LateReportError
 from app.matching.submission import JobSpec
@@ -206,3 +206,15 @@ def test_sweeper_expires_nothing_until_a_lease_has_passed_since_it_started(
     time.sleep(0.35)
     assert not sweeper.in_grace() and sweeper.sweep() == 1
     assert _last(database, job_id)[:2] == (JobState.WAITING, JobEventKind.REQUEUED)
+
+
+def test_a_scheduler_start_is_recorded_as_dispatched(database: Database) -> None:
+    """POST /v1/jobs/{id}/allocate's service starts a job on its first node: that change
+    of state is in the history too, naming the node."""
+    with database.transaction() as session:
+        spec = WorkerSpec(name="n0", rank=0, slots=8, inventory="node/socket=2/core=4")
+        workers.upsert_worker(session, spec)
+        job_id = submission.submit_job(session, JobSpec(shape="slot/core=2"), submitter="t").id
+    with database.transaction() as session:
+        scheduling.schedule_job(session, job_id, "first")
+    assert _last(database, job_id) == (JobState.RUNNING, JobEventKind.DISPATCHED, "n0")
