@@ -198,31 +198,50 @@ def worker(
         ),
     ] = 30.0,
     max_jobs: Annotated[int | None, typer.Option(min=1, help="exit after this many jobs")] = None,
+    spool: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="JOBMATCH_AGENT_SPOOL",
+            help="directory where the agent keeps its jobs across restarts (one per agent) "
+            "[default: $XDG_STATE_HOME/jobmatch/agent-NAME]",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker agent: report this host's facts, pull jobs, run their commands."""
     import logging
+    import os
     import signal
     import socket
 
     from app.agent.client import ApiError, Client
     from app.agent.runner import Agent, AgentOptions
+    from app.agent.spool import SpoolError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    agent = Agent(
-        Client(server, token),
-        AgentOptions(
-            name=name or socket.gethostname(),
-            poll_interval=poll_interval,
-            heartbeat_interval=heartbeat_interval,
-            grace=grace,
-            max_jobs=max_jobs,
-        ),
-    )
+    name = name or socket.gethostname()
+    if spool is None:
+        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        spool = Path(state) / "jobmatch" / f"agent-{name}"
+    try:
+        agent = Agent(
+            Client(server, token),
+            AgentOptions(
+                name=name,
+                poll_interval=poll_interval,
+                heartbeat_interval=heartbeat_interval,
+                grace=grace,
+                max_jobs=max_jobs,
+                spool=spool,
+            ),
+        )
+    except SpoolError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     try:
         raise typer.Exit(agent.run())
-    except ApiError as error:
+    except (ApiError, SpoolError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
 

@@ -19,6 +19,7 @@ from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import history
 from app.matching.dispatch import release_allocations
 from app.matching.errors import NotFoundError
+from app.matching.late_reports import LEASE_EXPIRED
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def expire_leases(
             continue
         release_allocations(session, job)
         silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
-        detail = f"lease expired: worker {worker.name} last heard from {silent}"
+        detail = f"{LEASE_EXPIRED}: worker {worker.name} last heard from {silent}"
         if job.attempts >= max_attempts:
             job.state = JobState.FAILED
             job.failure_reason = f"{detail}; {job.attempts} attempts used"
