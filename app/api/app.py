@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__, heap
+from app.api.body_limits import BodyLimitMiddleware
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
@@ -23,6 +24,7 @@ from app.api.routes import (
     workers,
 )
 from app.api.schemas import Problem
+from app.api.token_gate import TokenGateMiddleware
 from app.db.engine import Database
 from app.logs import configure_logging
 from app.settings import Settings, get_settings
@@ -62,7 +64,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             401: {"model": Problem, "description": "No valid bearer token"},
             403: {"model": Problem, "description": "The token's role may not do this"},
             404: {"model": Problem, "description": "No such resource"},
+            408: {"model": Problem, "description": "The request body arrived too slowly"},
             409: {"model": Problem, "description": "The request contradicts the current state"},
+            413: {"model": Problem, "description": "The request body is over the size limit"},
             422: {"model": Problem, "description": "Invalid request or notation"},
             500: {"model": Problem, "description": "Internal error (logged, no details)"},
             503: {"model": Problem, "description": "Database busy or unreachable; retry"},
@@ -72,6 +76,16 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.settings = settings
     app.state.database = database
     app.state.lease_sweeper = sweeper
+    # The last added runs first: request ids and access logs, then the body limits, then
+    # the token gate, all before FastAPI reads a byte of the body.
+    app.add_middleware(
+        TokenGateMiddleware, openapi=app.openapi, database=database, settings=settings
+    )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        timeout=settings.body_timeout_seconds,
+    )
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     app.include_router(health.router)
