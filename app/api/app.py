@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import BaseRoute
 
 from app import __version__, heap
 from app.api.body_limits import BodyLimitMiddleware
@@ -36,6 +37,26 @@ Every error is an RFC 9457 `application/problem+json` body. Authenticate with
 `Authorization: Bearer <token>`: the admin token from `JOBMATCH_ADMIN_TOKEN`, or a worker or
 submitter token issued by `POST /v1/tokens`.
 """
+
+
+#: The service's routers, in the order the app tries them.
+ROUTERS = (
+    health.router,
+    metrics.router,
+    tokens.router,
+    workers.router,
+    jobs.router,
+    flux.router,
+    leases.router,
+    tasks.router,
+    complexes.router,
+)
+
+
+def service_routes() -> list[BaseRoute]:
+    """Every route of the routers, for the token gate (which looks at each one's
+    dependencies to know whether it needs a token)."""
+    return [route for router in ROUTERS for route in router.routes]
 
 
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> FastAPI:
@@ -79,7 +100,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     # The last added runs first: request ids and access logs, then the body limits, then
     # the token gate, all before FastAPI reads a byte of the body.
     app.add_middleware(
-        TokenGateMiddleware, openapi=app.openapi, database=database, settings=settings
+        TokenGateMiddleware, routes=service_routes(), database=database, settings=settings
     )
     app.add_middleware(
         BodyLimitMiddleware,
@@ -88,15 +109,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     )
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
-    app.include_router(tokens.router)
-    app.include_router(workers.router)
-    app.include_router(jobs.router)
-    app.include_router(flux.router)
-    app.include_router(leases.router)
-    app.include_router(tasks.router)
-    app.include_router(complexes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     return app
 
 

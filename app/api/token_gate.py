@@ -5,26 +5,28 @@ FastAPI reads and parses a request's body before it solves the route's dependenc
 token checked by a dependency is checked after the work it should have prevented: an
 anonymous 50 MB JSON array cost 1.39 GB of memory before its 401 (issue 19). This pure
 ASGI middleware looks at the headers only. For a route that needs a token (one whose
-operation carries a security requirement in the OpenAPI document) it resolves the bearer
-token (the admin token compared in constant time, an issued token looked up by its hash,
+dependencies include :func:`app.api.auth.authenticate`, as the role checks do) it resolves
+the bearer token (the admin token compared in constant time, an issued token looked up by its hash,
 one lookup per request as before) and answers 401 problem+json at once when there is none;
 otherwise it leaves the principal in the ASGI scope, where ``authenticate`` picks it up.
 Routes without a token (the probes, /metrics, the API documents) and unknown paths (the
 router's 404 and 405) pass untouched.
-A route left out of the document would pass the gate and then meet ``authenticate`` without
-a principal: it answers 401, after the body was read, but never lets a caller through.
+The gate is given the routes of the service's own routers. A route added to the app in
+another way would pass the gate and then meet ``authenticate`` without a principal: it
+answers 401, after the body was read, but never lets a caller through.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterable
 
 import anyio.to_thread
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import OperationalError
-from starlette.routing import compile_path
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.auth import (
@@ -33,6 +35,7 @@ from app.api.auth import (
     UNKNOWN_TOKEN,
     Principal,
     admin_principal,
+    authenticate,
     bearer_token,
     stored_principal,
 )
@@ -43,40 +46,41 @@ from app.settings import Settings
 
 log = logging.getLogger("app.api")
 
-#: One path of the API as the gate sees it: its pattern, and for each method whether the
-#: operation needs a token.
-PathRule = tuple[re.Pattern[str], dict[str, bool]]
+#: One route as the gate sees it: its path pattern, its methods, and whether it needs a token.
+RouteRule = tuple[re.Pattern[str], frozenset[str], bool]
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def path_rules(spec: dict[str, Any]) -> list[PathRule]:
-    """The gate's rules, read from the OpenAPI document in the router's order.
-
-    The document is what the API promises its clients: an operation with a ``security``
-    requirement needs a token (FastAPI adds it for every route that depends on
-    :func:`~app.api.auth.authenticate`, through its HTTPBearer parameter), so the gate
-    enforces exactly what the document says. HEAD is served by GET routes.
-    """
-    rules: list[PathRule] = []
-    for path, operations in spec.get("paths", {}).items():
-        pattern, _format, _convertors = compile_path(path)
-        guarded = {
-            method.upper(): bool(operation.get("security"))
-            for method, operation in operations.items()
-        }
-        if "GET" in guarded:
-            guarded.setdefault("HEAD", guarded["GET"])
-        rules.append((pattern, guarded))
-    return rules
+def depends_on_authentication(dependant: Dependant) -> bool:
+    """True when :func:`~app.api.auth.authenticate` is among the dependant's dependencies,
+    at any depth (the role checks depend on it)."""
+    return any(
+        sub.call is authenticate or depends_on_authentication(sub) for sub in dependant.dependencies
+    )
 
 
-def needs_token(rules: list[PathRule], method: str, path: str) -> bool:
+def route_rules(routes: Iterable[BaseRoute]) -> list[RouteRule]:
+    """The rules of the API routes, in the order the router tries them."""
+    return [
+        (
+            route.path_regex,
+            frozenset(route.methods or ()),
+            depends_on_authentication(route.dependant),
+        )
+        for route in routes
+        if isinstance(route, APIRoute)
+    ]
+
+
+def needs_token(rules: list[RouteRule], method: str, path: str) -> bool:
     """Whether the route the router will pick for this request needs a token; unknown
-    paths and methods (404, 405) do not: nothing runs for them."""
-    for pattern, guarded in rules:
-        if method in guarded and pattern.match(path):
-            return guarded[method]
+    paths and methods (the router's 404 and 405) do not: no endpoint runs for them."""
+    if method == "HEAD":
+        method = "GET"  # Starlette serves HEAD with the GET route
+    for pattern, methods, guarded in rules:
+        if method in methods and pattern.match(path):
+            return guarded
     return False
 
 
@@ -95,25 +99,17 @@ class TokenGateMiddleware:
         self,
         app: ASGIApp,
         *,
-        openapi: Callable[[], dict[str, Any]],
+        routes: Iterable[BaseRoute],
         database: Database,
         settings: Settings,
     ) -> None:
         self.app = app
-        self.openapi = openapi
+        self.rules = route_rules(routes)
         self.database = database
         self.settings = settings
-        self._rules: list[PathRule] | None = None
-
-    def rules(self) -> list[PathRule]:
-        # Built on the first request: the routers are all included by then, not yet when
-        # the middleware is declared (FastAPI caches the document it builds).
-        if self._rules is None:
-            self._rules = path_rules(self.openapi())
-        return self._rules
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not needs_token(self.rules(), scope["method"], scope["path"]):
+        if scope["type"] != "http" or not needs_token(self.rules, scope["method"], scope["path"]):
             await self.app(scope, receive, send)
             return
         token = bearer_token(_authorization(scope))

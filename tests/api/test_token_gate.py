@@ -1,5 +1,5 @@
 """The token gate and the body limits in process (issue 19): the gate guards exactly the
-operations the OpenAPI document marks as secured, resolves the token once for the
+routes that depend on authenticate, resolves the token once for the
 dependencies, fails closed for a guarded route it was not told about, and the body limit
 answers 413 problem+json. The live-server probes are in tests/hostile/."""
 
@@ -12,26 +12,34 @@ from fastapi.testclient import TestClient
 
 from app.api.app import create_app
 from app.api.auth import Principal, authenticate
-from app.api.token_gate import needs_token, path_rules
+from app.api.token_gate import needs_token, route_rules
 from app.db.engine import Database
 from app.settings import Settings
 from tests.api.test_health_and_errors import assert_problem
 
-SPEC = {
-    "paths": {
-        "/healthz": {"get": {}},
-        "/v1/jobs": {"get": {"security": [{"HTTPBearer": []}]}, "post": {"security": [{}]}},
-        "/v1/jobs/{job_id}": {"get": {"security": [{"HTTPBearer": []}]}},
-    }
-}
+
+async def require_someone(who: Annotated[Principal, Depends(authenticate)]) -> None:
+    """A role check of the test routes (module level: FastAPI resolves the annotations)."""
 
 
-def test_rules_follow_the_security_of_each_operation() -> None:
-    rules = path_rules(SPEC)
+def test_rules_follow_each_route_s_dependencies() -> None:
+    router = APIRouter()
+
+    @router.get("/healthz")
+    async def probe() -> None: ...
+
+    @router.get("/v1/jobs")
+    @router.post("/v1/jobs")
+    async def jobs(who: Annotated[Principal, Depends(authenticate)]) -> None: ...
+
+    @router.get("/v1/jobs/{job_id}")
+    async def job(job_id: int, _: Annotated[None, Depends(require_someone)]) -> None: ...
+
+    rules = route_rules(router.routes)
     assert not needs_token(rules, "GET", "/healthz")
     assert needs_token(rules, "GET", "/v1/jobs")
     assert needs_token(rules, "POST", "/v1/jobs")
-    assert needs_token(rules, "HEAD", "/v1/jobs/7")  # HEAD is served by the GET route
+    assert needs_token(rules, "HEAD", "/v1/jobs/7")  # through a role check, as GET serves HEAD
     # The router answers these itself (405, 404) without running an endpoint.
     assert not needs_token(rules, "DELETE", "/v1/jobs")
     assert not needs_token(rules, "GET", "/v1/jobs/7/extra")
@@ -49,7 +57,8 @@ def test_a_guarded_route_missing_from_the_document_fails_closed(
 
     app.include_router(router)
     with TestClient(app, raise_server_exceptions=False) as client:
-        # The gate does not know the route; authenticate finds no principal: 401, even
+        # Not a route of the service's routers, so the gate does not know it; authenticate
+        # finds no principal: 401, even
         # with a valid token, never a caller let through unchecked.
         assert_problem(client.get("/hidden", headers=admin_headers), 401)
 
