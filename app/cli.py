@@ -57,8 +57,74 @@ def serve(
             "[default: yes on SQLite, no on PostgreSQL]",
         ),
     ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="largest request body in bytes; a larger one is answered 413 before it is "
+            "read (default: JOBMATCH_MAX_BODY_BYTES, 1048576)",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="seconds a connection may take to send a request's headers before it is "
+            "answered 408 and closed (default: JOBMATCH_HEADER_TIMEOUT_SECONDS, 10)",
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="seconds a request may take to send its whole body before it is answered "
+            "408 and its connection closed (default: JOBMATCH_BODY_TIMEOUT_SECONDS, 30)",
+        ),
+    ] = None,
+    keep_alive: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="seconds an idle keep-alive connection stays open "
+            "(default: JOBMATCH_KEEP_ALIVE_SECONDS, 5)",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="open connections per worker process; requests beyond them are answered "
+            "503 with Retry-After (default: JOBMATCH_MAX_CONNECTIONS, 1000)",
+        ),
+    ] = None,
+    backlog: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="connections the kernel queues before they are accepted "
+            "(default: JOBMATCH_BACKLOG, 2048)",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the HTTP API."""
+    """Serve the HTTP API, with limits on what each client can make it hold."""
+    import os
+
+    from app.api.http_protocol import LimitedHttpProtocol
+
+    overrides = {
+        "max_body_bytes": max_body_bytes,
+        "header_timeout_seconds": header_timeout,
+        "body_timeout_seconds": body_timeout,
+        "keep_alive_seconds": keep_alive,
+        "max_connections": max_connections,
+        "backlog": backlog,
+    }
+    for field, value in overrides.items():
+        if value is not None:
+            # Through the environment: the worker processes (--workers) read their
+            # settings from it, as they read every other setting.
+            os.environ[f"JOBMATCH_{field.upper()}"] = str(value)
+    get_settings.cache_clear()
     settings = get_settings()
     if migrate_first is None:
         # The embedded database belongs to this process; a shared PostgreSQL is migrated
@@ -73,6 +139,10 @@ def serve(
         port=port,
         workers=workers,
         log_config=None,
+        http=LimitedHttpProtocol,
+        timeout_keep_alive=settings.keep_alive_seconds,
+        limit_concurrency=settings.max_connections,
+        backlog=settings.backlog,
     )
 
 
@@ -198,31 +268,50 @@ def worker(
         ),
     ] = 30.0,
     max_jobs: Annotated[int | None, typer.Option(min=1, help="exit after this many jobs")] = None,
+    spool: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="JOBMATCH_AGENT_SPOOL",
+            help="directory where the agent keeps its jobs across restarts (one per agent) "
+            "[default: $XDG_STATE_HOME/jobmatch/agent-NAME]",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker agent: report this host's facts, pull jobs, run their commands."""
     import logging
+    import os
     import signal
     import socket
 
     from app.agent.client import ApiError, Client
     from app.agent.runner import Agent, AgentOptions
+    from app.agent.spool import SpoolError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    agent = Agent(
-        Client(server, token),
-        AgentOptions(
-            name=name or socket.gethostname(),
-            poll_interval=poll_interval,
-            heartbeat_interval=heartbeat_interval,
-            grace=grace,
-            max_jobs=max_jobs,
-        ),
-    )
+    name = name or socket.gethostname()
+    if spool is None:
+        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        spool = Path(state) / "jobmatch" / f"agent-{name}"
+    try:
+        agent = Agent(
+            Client(server, token),
+            AgentOptions(
+                name=name,
+                poll_interval=poll_interval,
+                heartbeat_interval=heartbeat_interval,
+                grace=grace,
+                max_jobs=max_jobs,
+                spool=spool,
+            ),
+        )
+    except SpoolError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     try:
         raise typer.Exit(agent.run())
-    except ApiError as error:
+    except (ApiError, SpoolError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
 

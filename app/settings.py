@@ -49,6 +49,25 @@ class Settings(BaseSettings):
     #: Most keys in worker metadata (static or one dynamic report), counted at any depth.
     metadata_max_keys: int = Field(default=256, ge=1)
 
+    # Request limits (issue 19): each bounds what one client can make the server hold
+    # before it has proved anything; `jobmatch serve` options override them.
+    #: Largest request body accepted, in bytes; a larger one is answered 413 before it is
+    #: read (a declared Content-Length up front, a chunked body as soon as it passes this).
+    max_body_bytes: int = Field(default=1024 * 1024, ge=0)
+    #: Seconds a connection may take to send a request's headers (from the moment it is
+    #: accepted, or from the first byte of a later request on it) before it is closed.
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Seconds a request may take to send its whole body once the headers are in; past it
+    #: the request is answered 408 and the connection closed.
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Seconds an idle keep-alive connection is kept open between requests.
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    #: Open connections (idle ones included) per server process; a request arriving while
+    #: this many are open is answered 503 problem+json with Retry-After.
+    max_connections: int = Field(default=1000, ge=1)
+    #: Connections the kernel queues for the process before it accepts them (listen backlog).
+    backlog: int = Field(default=2048, ge=1)
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -5,22 +5,31 @@ whenever a pull or heartbeat response asks for it. On SIGTERM it stops pulling; 
 command gets ``grace`` seconds to finish (then its result is reported as usual), after
 which it is terminated and the job is returned to the queue, unfinished, for another
 worker.
+
+Every job the agent takes is written to its spool (app/agent/spool.py) before its
+command starts, and its command runs in a process group that dies with the agent
+(app/agent/processes.py). A restarted agent first kills and gives back the jobs it left
+running and resends the outcomes the server may not have, and only then pulls.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from app.agent import processes
 from app.agent.client import ApiError, Client
 from app.agent.facts import analyze
+from app.agent.spool import Spool, SpoolEntry
 
 log = logging.getLogger("jobmatch.agent")
 
@@ -29,6 +38,8 @@ REFRESH_HEADER = "jobmatch-refresh-metadata"
 OUTPUT_TAIL = 65_536
 #: Seconds a terminated command has to exit before it is killed.
 KILL_AFTER = 5.0
+#: Why a job left running by an earlier life of the agent is given back.
+RESTARTED = "agent restarted; the job's processes were killed"
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,8 @@ class AgentOptions:
     grace: float = 30.0
     #: Stop after this many jobs (None: run until told to stop).
     max_jobs: int | None = None
+    #: Where the agent keeps its taken jobs across restarts (None: nowhere; tests only).
+    spool: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,7 @@ class Agent:
         self.options = options
         self.stopping = threading.Event()
         self._refresh_wanted = False
+        self.spool = Spool(options.spool) if options.spool is not None else None
 
     # ------------------------------------------------------------------ the server
     def report_metadata(self) -> None:
@@ -82,13 +96,68 @@ class Agent:
         log.info("stopping")
         self.stopping.set()
 
+    # ------------------------------------------------------------------ the spool
+    def recover(self) -> None:
+        """Before any pull: kill and give back the jobs an earlier life of the agent left
+        running, and resend the outcomes the server may not have. Retried until the
+        server has them all (or the agent is told to stop)."""
+        if self.spool is None:
+            return
+        for entry in self.spool.entries():
+            if entry.outcome is None:
+                killed = []
+                if entry.pgid is not None and entry.boot == processes.boot_id():
+                    killed = processes.kill_group_left(entry.pgid, entry.started)
+                log.warning("job %s was left running; killed %s", entry.job, killed or "nothing")
+                outcome = Outcome("returned", None, "", RESTARTED)
+                self.spool.write(SpoolEntry(entry.job, outcome=asdict(outcome)))
+        while not self.stopping.is_set() and not self._resend_pending():
+            self.stopping.wait(self.options.poll_interval)
+
+    def _resend_pending(self) -> bool:
+        """Send every outcome still in the spool; True when none is left."""
+        if self.spool is None:
+            return True
+        pending = [(e.job, e.outcome) for e in self.spool.entries() if e.outcome is not None]
+        return all(self._report(job, Outcome(**outcome)) for job, outcome in pending)
+
+    def _report(self, job_id: int, outcome: Outcome) -> bool:
+        """Tell the server how the job ended; True once the server has decided (accepted,
+        or refused for good), when the spool may forget the job."""
+        try:
+            if outcome.kind == "returned":
+                self.client.request("POST", f"/v1/jobs/{job_id}/return", {"reason": outcome.reason})
+            else:
+                self.client.request(
+                    "POST",
+                    f"/v1/jobs/{job_id}/finish",
+                    {
+                        "outcome": outcome.kind,
+                        "reason": outcome.reason,
+                        "exit_code": outcome.exit_code,
+                        "output": outcome.output,
+                    },
+                )
+        except ApiError as error:
+            log.warning("could not report job %s: %s", job_id, error)
+            if error.status == 0 or error.status >= 500 or error.status in (408, 429):
+                return False  # kept in the spool and sent again
+            # E.g. the job was cancelled or requeued meanwhile (409): the server has it.
+        if self.spool is not None:
+            self.spool.remove(job_id)
+        return True
+
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
+        self.recover()
         self.report_metadata()
         done = 0
         while not self.stopping.is_set():
             if self._refresh_wanted:
                 self.report_metadata()
+            if not self._resend_pending():
+                self.stopping.wait(self.options.poll_interval)
+                continue  # outcomes first: the server must not count this worker idle
             try:
                 reply = self.client.request("POST", f"/v1/workers/{self.options.name}/pull")
             except ApiError as error:
@@ -109,40 +178,38 @@ class Agent:
     def run_job(self, job: dict[str, Any]) -> Outcome:
         job_id = job["id"]
         log.info("running job %s", job_id)
-        outcome = self._execute(job.get("command"), job.get("timeout"))
-        try:
-            if outcome.kind == "returned":
-                self.client.request("POST", f"/v1/jobs/{job_id}/return")
-            else:
-                self.client.request(
-                    "POST",
-                    f"/v1/jobs/{job_id}/finish",
-                    {
-                        "outcome": outcome.kind,
-                        "reason": outcome.reason,
-                        "exit_code": outcome.exit_code,
-                        "output": outcome.output,
-                    },
-                )
-        except ApiError as error:
-            # E.g. the job was cancelled meanwhile (409): nothing left to report.
-            log.warning("could not report job %s: %s", job_id, error)
+        if self.spool is not None:
+            self.spool.write(SpoolEntry(job_id))
+        outcome = self._execute(job_id, job.get("command"), job.get("timeout"))
+        if self.spool is not None:
+            self.spool.write(SpoolEntry(job_id, outcome=asdict(outcome)))
+        self._report(job_id, outcome)
         log.info("job %s: %s", job_id, outcome.kind)
         return outcome
 
-    def _execute(self, command: list[str] | None, timeout: int | None) -> Outcome:
+    def _execute(self, job_id: int, command: list[str] | None, timeout: int | None) -> Outcome:
         if not command:
             return Outcome("finished", None, "", None)
+        if shutil.which(command[0]) is None:
+            return Outcome("failed", None, "", f"cannot start {command[0]!r}: not found")
         try:
-            process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group, so a stop reaches children
-            )
+            job = processes.start_job(command)
         except OSError as error:
             return Outcome("failed", None, "", f"cannot start {command[0]!r}: {error}")
+        try:
+            if self.spool is not None:
+                self.spool.write(SpoolEntry(job_id, job.pgid, job.started, processes.boot_id()))
+            return self._watch(job, timeout)
+        finally:
+            # However the watch ended (an error, KeyboardInterrupt): nothing of the job
+            # outlives it. The shim is reaped here, its group id no longer guarded.
+            if job.popen.poll() is None:
+                processes.signal_group(job, signal.SIGKILL)
+                job.popen.wait()
+            processes.kill_group_left(job.pgid, job.started)
+
+    def _watch(self, job: processes.JobProcess, timeout: int | None) -> Outcome:
+        process = job.popen
         tail: deque[str] = deque()
         reader = threading.Thread(target=_read_tail, args=(process, tail), daemon=True)
         reader.start()
@@ -154,13 +221,13 @@ class Agent:
             now = time.monotonic()
             if timeout is not None and now - started >= timeout:
                 ended_by = "timeout"
-                _terminate(process)
+                _terminate(job)
                 break
             if self.stopping.is_set() and stop_deadline is None:
                 stop_deadline = now + self.options.grace
             if stop_deadline is not None and now >= stop_deadline:
                 ended_by = "stop"
-                _terminate(process)
+                _terminate(job)
                 break
             if now >= next_heartbeat:
                 self._heartbeat()
@@ -195,12 +262,10 @@ def _read_tail(process: subprocess.Popen[bytes], tail: deque[str]) -> None:
             size -= len(tail.popleft())
 
 
-def _terminate(process: subprocess.Popen[bytes]) -> None:
+def _terminate(job: processes.JobProcess) -> None:
     """SIGTERM to the command's process group, SIGKILL if it lingers."""
+    processes.signal_group(job, signal.SIGTERM)
     try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=KILL_AFTER)
+        job.popen.wait(timeout=KILL_AFTER)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        processes.signal_group(job, signal.SIGKILL)

@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import BaseRoute
 
 from app import __version__, heap
+from app.api.body_limits import BodyLimitMiddleware
 from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
@@ -24,6 +26,7 @@ from app.api.routes import (
     workers,
 )
 from app.api.schemas import Problem
+from app.api.token_gate import TokenGateMiddleware
 from app.db.engine import Database
 from app.logs import configure_logging
 from app.settings import Settings, get_settings
@@ -35,6 +38,26 @@ Every error is an RFC 9457 `application/problem+json` body. Authenticate with
 `Authorization: Bearer <token>`: the admin token from `JOBMATCH_ADMIN_TOKEN`, or a worker or
 submitter token issued by `POST /v1/tokens`.
 """
+
+
+#: The service's routers, in the order the app tries them.
+ROUTERS = (
+    health.router,
+    metrics.router,
+    tokens.router,
+    workers.router,
+    jobs.router,
+    flux.router,
+    leases.router,
+    tasks.router,
+    complexes.router,
+)
+
+
+def service_routes() -> list[BaseRoute]:
+    """Every route of the routers, for the token gate (which looks at each one's
+    dependencies to know whether it needs a token)."""
+    return [route for router in ROUTERS for route in router.routes]
 
 
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> FastAPI:
@@ -66,7 +89,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             401: {"model": Problem, "description": "No valid bearer token"},
             403: {"model": Problem, "description": "The token's role may not do this"},
             404: {"model": Problem, "description": "No such resource"},
+            408: {"model": Problem, "description": "The request body arrived too slowly"},
             409: {"model": Problem, "description": "The request contradicts the current state"},
+            413: {"model": Problem, "description": "The request body is over the size limit"},
             422: {"model": Problem, "description": "Invalid request or notation"},
             500: {"model": Problem, "description": "Internal error (logged, no details)"},
             503: {"model": Problem, "description": "Database busy or unreachable; retry"},
@@ -76,18 +101,21 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.settings = settings
     app.state.database = database
     app.state.lease_sweeper = sweeper
+    # The last added runs first: request ids and access logs, then the body limits, then
+    # the token gate, all before FastAPI reads a byte of the body.
+    app.add_middleware(
+        TokenGateMiddleware, routes=service_routes(), database=database, settings=settings
+    )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        timeout=settings.body_timeout_seconds,
+    )
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     install_docs_ui(app)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
-    app.include_router(tokens.router)
-    app.include_router(workers.router)
-    app.include_router(jobs.router)
-    app.include_router(flux.router)
-    app.include_router(leases.router)
-    app.include_router(tasks.router)
-    app.include_router(complexes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     return app
 
 

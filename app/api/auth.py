@@ -1,7 +1,9 @@
 """Bearer-token authentication and role checks.
 
 401 when no usable token is presented, 403 when the token is valid but its role (or the
-resource it is bound to) does not allow the request.
+resource it is bound to) does not allow the request. The token itself is resolved by the
+token gate (app/api/token_gate.py) before anything reads the request body; the dependencies
+here read what it found and check roles.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
+from sqlalchemy.orm import Session
 
-from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.db.models import Role
 from app.db.tokens import find_active_token
@@ -21,6 +24,13 @@ from app.db.tokens import find_active_token
 bearer_scheme = HTTPBearer(
     auto_error=False, description="A token issued by jobmatch, or the admin token."
 )
+
+#: Where the token gate (app/api/token_gate.py) leaves the caller it resolved, in the ASGI
+#: scope, for :func:`authenticate` to read without a second lookup.
+PRINCIPAL_SCOPE_KEY = "jobmatch.principal"
+
+NO_TOKEN = "a bearer token is required (Authorization: Bearer <token>)"
+UNKNOWN_TOKEN = "the bearer token is unknown or revoked"
 
 
 @dataclass(frozen=True)
@@ -31,28 +41,56 @@ class Principal:
     subject: str
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, None without one.
+
+    The scheme is case-insensitive (RFC 9110 section 11.1), as FastAPI's HTTPBearer reads it.
+    """
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+def admin_principal(token: str, admin_token: SecretStr | None) -> Principal | None:
+    """The admin, when the token is the configured admin token (compared in constant time)."""
+    if admin_token is not None and hmac.compare_digest(
+        token.encode("utf-8"), admin_token.get_secret_value().encode("utf-8")
+    ):
+        return Principal(role=Role.ADMIN, subject="admin")
+    return None
+
+
+def stored_principal(session: Session, token: str) -> Principal | None:
+    """The role and subject of an issued, unrevoked token (looked up by its hash)."""
+    found = find_active_token(session, token)
+    if found is None:
+        return None
+    role, subject = found
+    return Principal(role=role, subject=subject)
+
+
 def _unauthorized(detail: str) -> ProblemError:
     return ProblemError(401, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
-def authenticate(
+async def authenticate(
     request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Principal:
-    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-        raise _unauthorized("a bearer token is required (Authorization: Bearer <token>)")
-    token = credentials.credentials
-    admin = request.app.state.settings.admin_token
-    if admin is not None and hmac.compare_digest(
-        token.encode("utf-8"), admin.get_secret_value().encode("utf-8")
-    ):
-        return Principal(role=Role.ADMIN, subject="admin")
-    found = find_active_token(session, token)
-    if found is None:
-        raise _unauthorized("the bearer token is unknown or revoked")
-    role, subject = found
-    return Principal(role=role, subject=subject)
+    """The caller the token gate resolved before the body was read.
+
+    ``_credentials`` is unused here: it declares the bearer scheme in the OpenAPI document.
+    A route that depends on this function is one the gate guards, so a missing principal
+    means the gate refused nothing it should have; answering 401 keeps that failure closed.
+    """
+    principal = request.scope.get(PRINCIPAL_SCOPE_KEY)
+    if not isinstance(principal, Principal):
+        raise _unauthorized(NO_TOKEN)
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]

@@ -1,9 +1,22 @@
-"""The background thread that expires leases while the server runs."""
+"""The background thread that expires leases while the server runs.
+
+Downtime of the server is not silence of its workers: while no server process runs, a
+worker's pulls and heartbeats fail, its ``last_seen`` ages, and a sweep right after the
+restart would take the jobs of workers that are alive and still running them. So each
+sweeping process expires nothing until ``lease_seconds`` have passed since it started:
+every worker gets a full lease, counted from the moment it could be heard again.
+
+The grace is per process, not per service: it needs no shared record of "the server's
+start" (which a crashed process could not update), and it is always safe. A process that
+starts while others keep running waits a lease before it sweeps; the others go on
+sweeping, which is right, as the workers could reach the service all along.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from app.db.engine import Database
@@ -22,6 +35,7 @@ class LeaseSweeper:
         self.settings = settings
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
 
     def start(self) -> None:
         """Start sweeping; an app's lifespan may run more than once, so each start makes a
@@ -29,6 +43,7 @@ class LeaseSweeper:
         if self.settings.lease_sweep_seconds <= 0 or self._thread is not None:
             return
         self._stop = threading.Event()
+        self._started = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, args=(self._stop,), name="lease-sweeper", daemon=True
         )
@@ -40,7 +55,14 @@ class LeaseSweeper:
             self._thread.join(timeout=10)
             self._thread = None
 
+    def in_grace(self) -> bool:
+        """Whether less than a lease has passed since this process started sweeping."""
+        return time.monotonic() - self._started < self.settings.lease_seconds
+
     def sweep(self) -> int:
+        """Expire the leases of silent workers, once a lease has passed since the start."""
+        if self.in_grace():
+            return 0
         with self.database.transaction() as session:
             expired = expire_leases(
                 session,

@@ -45,6 +45,22 @@ class ProblemError(Exception):
         self.extensions = extensions
 
 
+def problem_document(
+    status: int, detail: str, instance: str, *, title: str | None = None, **extensions: Any
+) -> dict[str, Any]:
+    """The RFC 9457 body every error carries (also sent by the ASGI middleware that answers
+    before FastAPI runs, app/api/raw_problems.py)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+    }
+    body.update(extensions)
+    return body
+
+
 def problem_response(
     request: Request,
     status: int,
@@ -54,14 +70,7 @@ def problem_response(
     headers: dict[str, str] | None = None,
     **extensions: Any,
 ) -> JSONResponse:
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": title or HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    body.update(extensions)
+    body = problem_document(status, detail, request.url.path, title=title, **extensions)
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 

@@ -18,6 +18,7 @@ from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import history
 from app.matching.dispatch.pull import release_allocations
+from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
 
 
@@ -57,7 +58,7 @@ def expire_leases(
             continue
         release_allocations(session, job)
         silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
-        detail = f"lease expired: worker {worker.name} last heard from {silent}"
+        detail = f"{LEASE_EXPIRED}: worker {worker.name} last heard from {silent}"
         if job.attempts >= max_attempts:
             job.state = JobState.FAILED
             job.failure_reason = f"{detail}; {job.attempts} attempts used"

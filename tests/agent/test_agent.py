@@ -118,6 +118,8 @@ def _agent(
     server: Server, name: str, token: str, plugin_path: str, *extra: str
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": plugin_path, "JOBMATCH_WORKER_TOKEN": token}
+    # Each test's agents keep their spool in the test's directory, not the user's.
+    env["JOBMATCH_AGENT_SPOOL"] = str(Path(plugin_path).parent / f"spool-{name}")
     return subprocess.Popen(
         [
             JOBMATCH,

@@ -186,8 +186,11 @@ def test_pull_and_finish_over_http(client: TestClient, admin_headers) -> None:  
     )
     done = client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=w1)
     assert done.status_code == 200 and done.json()["state"] == "finished"
+    # A resend after a lost reply is answered as the first (issue 19); another outcome is not.
+    again = client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=w1)
+    assert again.status_code == 200 and again.json() == done.json()
     assert_problem(
-        client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=w1), 409
+        client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "failed"}, headers=w1), 409
     )
 
 

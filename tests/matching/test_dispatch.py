@@ -101,8 +101,14 @@ def test_finish_rules(database: Database) -> None:
         dispatch.finish(session, job, "other", "finished")
     with database.transaction() as session:
         dispatch.finish(session, job, "w", "finished")
+    # The same report again (its reply was lost) is answered as the first (issue 19);
+    # another outcome for an ended job is refused.
+    with database.transaction() as session:
+        assert dispatch.finish(session, job, "w", "finished").state is JobState.FINISHED
     with database.transaction() as session, pytest.raises(ConflictError):
-        dispatch.finish(session, job, "w", "finished")
+        dispatch.finish(session, job, "w", "failed")
+    with database.transaction() as session, pytest.raises(ForbiddenError):
+        dispatch.finish(session, job, "other", "finished")
     with database.transaction() as session, pytest.raises(ConflictError):
         submission.cancel_job(session, job)
 

@@ -15,7 +15,7 @@ from app.db.engine import Database
 from app.db.models import JobEventKind, JobState, QueueInstance
 from app.matching import history, leases, submission, workers
 from app.matching.dispatch import pull as dispatch
-from app.matching.errors import ForbiddenError
+from app.matching.late_reports import LateReportError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 from app.settings import Settings
@@ -58,8 +58,9 @@ def test_silent_worker_loses_its_job_and_its_slots(database: Database) -> None:
         assert all(qi.used_slots == 0 for qi in session.scalars(select(QueueInstance)))
         kinds = [e.kind for e in history.events(session, job_id)]
         assert kinds == [JobEventKind.SUBMITTED, JobEventKind.DISPATCHED, JobEventKind.REQUEUED]
-    # The old worker can no longer report the job; another worker gets it.
-    with database.transaction() as session, pytest.raises(ForbiddenError):
+    # The old worker can no longer report the job (its late report is explained, issue
+    # 19); another worker gets it.
+    with database.transaction() as session, pytest.raises(LateReportError):
         dispatch.finish(session, job_id, "w", "finished")
     assert _pull(database, "v") == job_id
     with database.transaction() as session:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
-from app.api.problems import ProblemError
+from app.api.problems import ProblemError, problem_response
 from app.api.retries import RetryingRoute
 from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
 from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
@@ -22,6 +22,7 @@ from app.matching.allocation import allocate as scheduling
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
 from app.matching.gridengine import explain as complex_explain
+from app.matching.late_reports import LateReportError
 from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
@@ -440,28 +441,65 @@ def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut
     return _candidates_out(None, candidates.dry_run(session, body.spec()))
 
 
+#: The problem type of a finish that came after the worker lost the job.
+LATE_REPORT_TYPE = "urn:jobmatch:problem:late-report"
+
+
 @router.post("/jobs/{job_id}/finish", response_model=JobOut)
 def finish_job(
-    job_id: IdPath, body: FinishIn, session: SessionDep, principal: AnyWorkerDep
-) -> JobOut:
-    """The worker running the job reports its end; what the job held is freed."""
-    job = dispatch.finish(
-        session,
-        job_id,
-        principal.subject,
-        body.outcome,
-        body.reason,
-        exit_code=body.exit_code,
-        output=body.output,
-    )
+    request: Request,
+    job_id: IdPath,
+    body: FinishIn,
+    session: SessionDep,
+    principal: AnyWorkerDep,
+) -> JobOut | Response:
+    """The worker running the job reports its end; what the job held is freed. The same
+    report sent again (its reply was lost) is answered 200 again. A report from the worker
+    that held the job but lost it (its lease expired) is recorded in the job's history and
+    answered 409 saying what happened; it changes nothing else."""
+    try:
+        job = dispatch.finish(
+            session,
+            job_id,
+            principal.subject,
+            body.outcome,
+            body.reason,
+            exit_code=body.exit_code,
+            output=body.output,
+        )
+    except LateReportError as late:
+        # Answered, not raised: the history event must be committed with the response.
+        return problem_response(
+            request,
+            409,
+            str(late),
+            title="The job was no longer this worker's",
+            type=LATE_REPORT_TYPE,
+            job=late.job_id,
+            lost_at=late.lost_at.isoformat(),
+            state=late.state.value,
+            worker=late.now_on,
+        )
     return job_out(session, job)
 
 
+class ReturnIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Text | None = Field(default=None, max_length=4096, description="why, for the history")
+
+
 @router.post("/jobs/{job_id}/return", response_model=JobOut)
-def return_job(job_id: IdPath, session: SessionDep, principal: AnyWorkerDep) -> JobOut:
-    """The worker running the job gives it back unfinished (it is stopping): the job waits
-    again, in its original place."""
-    return job_out(session, dispatch.return_job(session, job_id, principal.subject))
+def return_job(
+    job_id: IdPath,
+    session: SessionDep,
+    principal: AnyWorkerDep,
+    body: ReturnIn | None = None,
+) -> JobOut:
+    """The worker running the job gives it back unfinished (it is stopping, or it restarted
+    and killed what it had left running): the job waits again, in its original place."""
+    reason = body.reason if body is not None else None
+    return job_out(session, dispatch.return_job(session, job_id, principal.subject, reason))
 
 
 __all__ = ["JobOut", "WorkerState", "job_out", "router"]

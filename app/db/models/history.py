@@ -19,6 +19,12 @@ class JobEventKind(enum.StrEnum):
     FINISHED = "finished"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: The running worker gave the job back unfinished (it stopped, or it restarted and
+    #: killed what it had left running): the job waits again.
+    RETURNED = "returned"
+    #: A worker reported the end of a job it no longer held (its lease had expired): the
+    #: report is kept here but changed nothing.
+    LATE_REPORT = "late_report"
 
 
 class JobEvent(Base):

@@ -43,12 +43,14 @@ from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Job,
+    JobEventKind,
     JobState,
     Worker,
     WorkerInventory,
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
+from app.matching import history
 from app.matching.allocation import book_pg as booking_statements
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import coarse_filter, trees
@@ -522,6 +524,11 @@ def start_placed(
     set_committed_value(job, "state", JobState.RUNNING)
     set_committed_value(job, "worker_id", leader)
     set_committed_value(job, "started_at", now)
+    # Every change of state is in the job's history (issue 19), this start included.
+    leader_name = session.scalar(select(Worker.name).where(Worker.id == leader))
+    history.record(
+        session, job, JobEventKind.DISPATCHED, worker=leader_name, detail="placed by the scheduler"
+    )
     return job
 
 

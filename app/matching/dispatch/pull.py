@@ -35,7 +35,7 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
-from app.matching import history
+from app.matching import history, late_reports
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
@@ -318,7 +318,16 @@ def finish(
         )
         if ended is not None:
             return ended
-    worker, job = _running_job_of(session, job_id, worker_name)
+    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
+    try:
+        worker, job = _running_job_of(session, job_id, worker_name)
+    except (ForbiddenError, ConflictError):
+        # A resend of an applied report is answered as the first; a report from the worker
+        # that lost the job raises LateReportError, recorded; anything else is refused.
+        resent = late_reports.resent_or_late(session, job_id, worker_name, kind, exit_code)
+        if resent is None:
+            raise
+        return resent
     release_allocations(session, job)
     job.exit_code = exit_code
     job.output = output
@@ -326,21 +335,29 @@ def finish(
     job.ended_at = utcnow()
     if outcome == "failed":
         job.failure_reason = reason or "the worker reported failure"
-    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
     history.record(session, job, kind, worker=worker.name, detail=reason)
     worker.last_seen = utcnow()
     session.flush()
     return job
 
 
-def return_job(session: Session, job_id: int, worker_name: str) -> Job:
-    """The running worker gives its job back (it is stopping): the job waits again with its
-    original submission time, so it keeps its place, and its slots are freed."""
+def return_job(session: Session, job_id: int, worker_name: str, reason: str | None = None) -> Job:
+    """The running worker gives its job back (it is stopping, or it restarted and killed
+    what it had left running): the job waits again with its original submission time, so
+    it keeps its place, and its slots are freed. The attempt stays counted (it was counted
+    when the job was dispatched), as after an expired lease. The history says so."""
     worker, job = _running_job_of(session, job_id, worker_name)
     release_allocations(session, job)
     job.state = JobState.WAITING
     job.worker_id = None
     job.started_at = None
+    history.record(
+        session,
+        job,
+        JobEventKind.RETURNED,
+        worker=worker.name,
+        detail=reason or "the worker gave the job back unfinished",
+    )
     worker.last_seen = utcnow()
     session.flush()
     return job

@@ -1,0 +1,113 @@
+"""uvicorn's HTTP protocol (httptools) with a header timeout and a problem+json 503.
+
+uvicorn (0.54) closes idle keep-alive connections (``timeout_keep_alive``) but sets no
+timer while a request's headers arrive, nor before the first byte of a new connection: 1,100
+connections that never finished their headers were held open for as long as their clients
+liked (issue 19). This subclass starts a timer when a connection is accepted and when the
+first byte of each later request arrives, and stops it when the headers are complete; when
+it fires the connection is answered 408 problem+json (when nothing else is being written on
+it) and closed. The body's own time limit is enforced in ASGI (app/api/body_limits.py).
+
+Past uvicorn's ``limit_concurrency`` (``JOBMATCH_MAX_CONNECTIONS``) uvicorn answers 503 in
+plain text; this subclass answers the same 503 as application/problem+json with Retry-After,
+like every other error of the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+from uvicorn.config import Config
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from app.api.problems import PROBLEM_JSON, problem_document
+from app.api.raw_problems import send_problem
+from app.settings import get_settings
+
+OVERLOADED = "the server has as many connections open as it accepts (JOBMATCH_MAX_CONNECTIONS)"
+
+
+def header_timeout_response(timeout: float) -> bytes:
+    """The raw 408 sent when a request's headers did not arrive in time (there is no
+    request, hence no ASGI scope, to answer through)."""
+    document = problem_document(
+        408,
+        f"the request headers did not arrive within {timeout:g} s "
+        "(JOBMATCH_HEADER_TIMEOUT_SECONDS)",
+        "",
+    )
+    del document["instance"]
+    body = json.dumps(document).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        f"content-type: {PROBLEM_JSON}\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
+    """What a request gets while the process has its maximum of connections open."""
+    await send_problem(scope, send, 503, OVERLOADED, headers={"Retry-After": "1"}, close=True)
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol with a header timeout and a problem+json 503 (module docstring)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.header_timeout = get_settings().header_timeout_seconds
+        self.header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._start_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_timer()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # The first request's timer runs from the accept; a later request's from its
+        # first byte (the keep-alive timeout covers the idle time before it).
+        if self.header_timer is None:
+            self._start_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._stop_header_timer()
+        super().on_headers_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        if app is service_unavailable:
+            app = overloaded
+        super()._start_asgi_task(cycle, app)
+
+    def _start_header_timer(self) -> None:
+        self.header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _stop_header_timer(self) -> None:
+        if self.header_timer is not None:
+            self.header_timer.cancel()
+            self.header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self.header_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            # Nothing else is being written: the client may learn why it was cut off.
+            self.transport.write(header_timeout_response(self.header_timeout))
+        self.transport.close()
