@@ -4,12 +4,20 @@ environments, and the scheduling run."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
-from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
-from app.api.schemas import MAX_NAME_LENGTH, NAME_PATTERN, NamePath
+from app.api.schemas.common import NamePath
+from app.api.schemas.gridengine import (
+    AttributeIn,
+    AttributeOut,
+    PeIn,
+    PeOut,
+    ScheduleOut,
+    ValuesIn,
+    ValuesOut,
+)
 from app.db.models import Attribute, ParallelEnvironment
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine import parallel
@@ -18,25 +26,6 @@ from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import resolve_target
 
 router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
-
-
-class AttributeIn(BaseModel):
-    """One ``qconf -sc`` row."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
-    shortcut: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
-    type: str = Field(description="INT DOUBLE MEMORY TIME BOOL STRING CSTRING RESTRING HOST")
-    relop: str = Field(description="== != <= < >= > EXCL")
-    requestable: str = Field(default="YES", description="YES, NO or FORCED")
-    consumable: str = Field(default="NO", description="NO, YES (per slot) or JOB")
-    default: str = Field(default="0", max_length=255)
-    urgency: float = 0.0
-
-
-class AttributeOut(AttributeIn):
-    builtin: bool
 
 
 def _out(attribute: Attribute) -> AttributeOut:
@@ -87,36 +76,6 @@ def delete_attribute(name: NamePath, session: SessionDep, _admin: AdminDep) -> R
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-#: Most attributes one request may set per kind of value (the default table has 51).
-MAX_VALUES = 1024
-
-
-class ValuesIn(BaseModel):
-    """Each list given replaces that kind of values of the object; omitted ones stay."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    complex_values: dict[str, str] | None = Field(
-        default=None,
-        max_length=MAX_VALUES,
-        description="fixed values; for consumables, their capacities",
-    )
-    load_values: dict[str, str] | None = Field(
-        default=None,
-        max_length=MAX_VALUES,
-        description="reported load values (global and host level)",
-    )
-    attributes: dict[str, str] | None = Field(
-        default=None,
-        max_length=MAX_VALUES,
-        description="built-in queue attributes such as h_rt or h_vmem",
-    )
-
-
-class ValuesOut(BaseModel):
-    static_changed: bool = Field(description="whether the misfit cache was recomputed")
-
-
 def _apply(
     session: SessionDep, level: str, host: str | None, queue: str | None, body: ValuesIn
 ) -> ValuesOut:
@@ -151,17 +110,6 @@ def set_queue_values(
     return _apply(session, "queue_instance", host, queue, body)
 
 
-class PeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    allocation_rule: str = Field(description="$pe_slots, $fill_up, $round_robin or a number")
-    slots: int = Field(default=999_999, ge=0, le=9_999_999)
-
-
-class PeOut(PeIn):
-    name: str
-
-
 def _pe_out(pe: ParallelEnvironment) -> PeOut:
     return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
 
@@ -182,12 +130,6 @@ def put_pe(name: NamePath, body: PeIn, session: SessionDep, _admin: AdminDep) ->
 def delete_pe(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
     parallel.delete_pe(session, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-class ScheduleOut(BaseModel):
-    considered: int
-    dispatched: int
-    rejected_categories: int
 
 
 @router.post("/schedule", response_model=ScheduleOut)
