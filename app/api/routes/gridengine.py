@@ -21,7 +21,7 @@ from app.api.schemas.gridengine import (
 from app.db.models import Attribute, ParallelEnvironment
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine import parallel
-from app.matching.gridengine import table as complex_table
+from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import resolve_target
 
@@ -45,19 +45,19 @@ def _out(attribute: Attribute) -> AttributeOut:
 @router.get("/attributes", response_model=list[AttributeOut])
 def list_attributes(session: SessionDep, _who: SubmitterDep) -> list[AttributeOut]:
     """The attribute table (``qconf -sc``), sorted by name."""
-    return [_out(a) for a in complex_table.list_attributes(session)]
+    return [_out(a) for a in gridengine_table.list_attributes(session)]
 
 
 @router.get("/attributes/{name}", response_model=AttributeOut)
 def get_attribute(name: NamePath, session: SessionDep, _who: SubmitterDep) -> AttributeOut:
-    return _out(complex_table.get_attribute(session, name))
+    return _out(gridengine_table.get_attribute(session, name))
 
 
 @router.post("/attributes", status_code=status.HTTP_201_CREATED, response_model=AttributeOut)
 def create_attribute(body: AttributeIn, session: SessionDep, _admin: AdminDep) -> AttributeOut:
     """Add an attribute; the row must satisfy Grid Engine's validity rules."""
-    definition = complex_table.definition_from_body(body.model_dump())
-    return _out(complex_table.create_attribute(session, definition))
+    definition = gridengine_table.definition_from_body(body.model_dump())
+    return _out(gridengine_table.create_attribute(session, definition))
 
 
 @router.put("/attributes/{name}", response_model=AttributeOut)
@@ -65,14 +65,14 @@ def change_attribute(
     name: NamePath, body: AttributeIn, session: SessionDep, _admin: AdminDep
 ) -> AttributeOut:
     """Change an attribute (a built-in keeps its type; the string types may switch)."""
-    definition = complex_table.definition_from_body(body.model_dump())
+    definition = gridengine_table.definition_from_body(body.model_dump())
     return _out(gridengine_admin.change_attribute(session, name, definition))
 
 
 @router.delete("/attributes/{name}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_attribute(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
     """Delete a user-defined attribute that nothing uses."""
-    complex_table.delete_attribute(session, name)
+    gridengine_table.delete_attribute(session, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

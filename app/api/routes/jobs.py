@@ -31,10 +31,10 @@ from app.api.schemas.jobs import (
 )
 from app.db.models import Job, JobState, Role, Worker, WorkerState
 from app.matching import candidates, history, idempotency, submission
-from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
-from app.matching.gridengine import explain as complex_explain
+from app.matching.gridengine import explain as gridengine_explain
 from app.matching.late_reports import LateReportError
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
@@ -184,7 +184,7 @@ def explain_job(
     explanations = candidates.explain_job(session, job, worker)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
-        attempt = scheduling.find_placement(
+        attempt = allocate.find_placement(
             session, job, request.app.state.settings.allocation_policy
         )
         allocation = AllocationExplanationOut(
@@ -203,7 +203,7 @@ def explain_job(
         )
     return ExplanationOut(
         job=job.id,
-        scheduling_info=complex_explain.scheduling_info(session, job),
+        scheduling_info=gridengine_explain.scheduling_info(session, job),
         allocation=allocation,
         workers=[
             WorkerExplanationOut(
@@ -243,7 +243,7 @@ def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: 
     """Scheduler-side dispatch: allocate a waiting job's vertices on as many workers as it
     needs (multi-node requests), book them and start it on its first node. 409 when it
     cannot be placed now (the explanation says why)."""
-    job = scheduling.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
+    job = allocate.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
     return job_out(session, job)
 
 

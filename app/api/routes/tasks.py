@@ -11,7 +11,7 @@ from app.api.retries import RetryingRoute
 from app.api.schemas.common import NamePath
 from app.api.schemas.tasks import TaskIn, TaskOut
 from app.db.models import Task
-from app.matching.debusine import registry as tasks
+from app.matching.debusine import registry as task_registry
 from app.matching.debusine.registry import TaskSpec
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=RetryingRoute)
@@ -22,7 +22,7 @@ def task_out(task: Task) -> TaskOut:
         name=task.name,
         version=task.version,
         description=task.description,
-        requirements=tasks.requirements_json(task),
+        requirements=task_registry.requirements_json(task),
         plugin=task.plugin,
         created_at=task.created_at,
         updated_at=task.updated_at,
@@ -47,7 +47,7 @@ def register_task(
         requirements=body.requirements,
         plugin=body.plugin,
     )
-    task, created = tasks.upsert_task(session, spec)
+    task, created = task_registry.upsert_task(session, spec)
     if not created:
         response.status_code = status.HTTP_200_OK
     return task_out(task)
@@ -56,9 +56,9 @@ def register_task(
 @router.get("", response_model=list[TaskOut])
 def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
     """Every registered task type (workers read it to know what to analyse)."""
-    return [task_out(task) for task in tasks.list_tasks(session)]
+    return [task_out(task) for task in task_registry.list_tasks(session)]
 
 
 @router.get("/{name}", response_model=TaskOut)
 def get_task(name: NamePath, session: SessionDep, _who: PrincipalDep) -> TaskOut:
-    return task_out(tasks.get_task(session, name))
+    return task_out(task_registry.get_task(session, name))

@@ -34,7 +34,7 @@ from app.db.models import (
     WorkerProperty,
 )
 from app.matching import leases, workers
-from app.matching.debusine import metadata as worker_metadata
+from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.locks import worker_by_name
 from app.matching.workers import QueueSpec, WorkerSpec
@@ -124,7 +124,7 @@ def get_worker(name: NamePath, session: SessionDep, _who: SubmitterDep) -> Worke
 
 def _refresh_due(request: Request, worker: Worker) -> bool:
     max_age: float = request.app.state.settings.metadata_refresh_seconds
-    return worker_metadata.refresh_due(worker, max_age)
+    return debusine_metadata.refresh_due(worker, max_age)
 
 
 _REFRESH_DOC = {
@@ -150,7 +150,7 @@ def pull(
     jobspec job on a worker with an inventory, its vertices) booked. The
     ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
     job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
-    refresh = worker_metadata.report_due(
+    refresh = debusine_metadata.report_due(
         puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
     )
     if job is None:
@@ -176,7 +176,7 @@ def heartbeat(
 
 
 def _metadata_out(request: Request, session: Session, worker: Worker) -> MetadataOut:
-    view = worker_metadata.read_metadata(session, worker)
+    view = debusine_metadata.read_metadata(session, worker)
     return MetadataOut(
         worker=worker.name,
         generation=worker.generation,
@@ -210,7 +210,7 @@ def set_static_metadata(
     """The administrator replaces the worker's static metadata; it overrides what the
     worker reports, and its `tasks_allowlist`/`tasks_denylist` decide which tasks it runs."""
     check_metadata_size(body.metadata, request.app.state.settings)
-    worker = worker_metadata.set_static_metadata(session, name, body.metadata)
+    worker = debusine_metadata.set_static_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)
 
 
@@ -221,5 +221,5 @@ def report_dynamic_metadata(
     """The worker reports its dynamic metadata (with its own token); it replaces the
     previous report, and the server stamps the time."""
     check_metadata_size(body.metadata, request.app.state.settings)
-    worker = worker_metadata.report_dynamic_metadata(session, name, body.metadata)
+    worker = debusine_metadata.report_dynamic_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)

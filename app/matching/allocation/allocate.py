@@ -51,9 +51,8 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
 from app.matching import history
-from app.matching.allocation import book_pg as booking_statements
+from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
-from app.matching.allocation import coarse_filter, trees
 from app.matching.allocation.allocator import (
     Key,
     Outcome,
@@ -455,7 +454,7 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         dismantle(attempt.tree)
     leader = worker_ids[0]
     connection = session.connection()
-    one_statement = dialect.supports_writing_ctes(connection) and booking_statements.disjoint(plan)
+    one_statement = dialect.supports_writing_ctes(connection) and book_pg.disjoint(plan)
     if dialect.supports_skip_locked(connection) and not one_statement:
         # Row locks (PostgreSQL), in the usual order, in one statement; the one-statement
         # start takes the same locks first thing. SQLite serialises writers at BEGIN
@@ -490,7 +489,7 @@ def start_placed(
     connection = session.connection()
     now = utcnow()
     if one_statement:
-        started = booking_statements.book_and_start(session, job, plan, leader, list(lock), now)
+        started = book_pg.book_and_start(session, job, plan, leader, list(lock), now)
         if started.at is None:
             raise _not_waiting(session, job)
         if not started.room:

@@ -40,7 +40,7 @@ from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
 from app.matching.debusine.metadata import effective_metadata
-from app.matching.dispatch import pull_sql as statements
+from app.matching.dispatch import pull_sql
 from app.matching.dispatch.finish_pg import finish_holding_vertices
 from app.matching.dispatch.finish_sql import finish_slots_only
 from app.matching.dispatch.pull_sql import Puller, lock_puller
@@ -119,7 +119,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
     grid_engine: GridEnginePull | None = None
     rounds = 0
     while rounds < ROUNDS:
-        heads = statements.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
+        heads = pull_sql.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
         if not heads:
             return None
         refused_before = len(plugins.refused)
@@ -132,7 +132,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             if plain and not puller.complex_cluster:
                 # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
                 # SQL; claim, book and record in four statements without ORM objects.
-                claimed, taken = statements.claim_plain_job(session, job_id, puller, now)
+                claimed, taken = pull_sql.claim_plain_job(session, job_id, puller, now)
                 if claimed:
                     return taken
                 continue
@@ -146,7 +146,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 if started is None:
                     continue
                 return started
-            held = statements.claim_with_category(session, job_id)
+            held = pull_sql.claim_with_category(session, job_id)
             if held is None:
                 continue
             job, category = held
@@ -159,7 +159,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
                 if not booked:
                     continue
-                return statements.start(session, job, job.worker_id or puller.id, puller.name)
+                return pull_sql.start(session, job, job.worker_id or puller.id, puller.name)
             placement = None
             if puller.managed and category.jobspec is not None:
                 outcome = place_requests(
@@ -171,13 +171,13 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                     skipped.add(job_id)
                     continue
                 placement = outcome.placement
-            queue_instance_id = statements.book_first_room(session, puller.id, job.slots)
+            queue_instance_id = pull_sql.book_first_room(session, puller.id, job.slots)
             if queue_instance_id is None:
                 return None
-            statements.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
+            pull_sql.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
             if placement is not None:
                 vertex_bookings.book_placement(session, job, placement)
-            return statements.start(session, job, puller.id, puller.name)
+            return pull_sql.start(session, job, puller.id, puller.name)
         if len(plugins.refused) == refused_before:
             # Every head was taken by concurrent pulls: another round, a bounded number.
             rounds += 1

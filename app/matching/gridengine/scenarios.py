@@ -44,7 +44,7 @@ from app.db import migrate
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, Queue, QueueInstance, Worker
 from app.matching.errors import MatchingError
-from app.matching.gridengine import table as complex_table
+from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.parallel import upsert_pe
@@ -89,7 +89,7 @@ def _number(value: float) -> float | int:
 
 def _setup_table(session: Session, case: Mapping[str, Any]) -> None:
     for row in case.get("complex_mod", []):
-        current = complex_table.get_attribute(session, row["name"])
+        current = gridengine_table.get_attribute(session, row["name"])
         merged = {
             "name": current.name,
             "shortcut": current.shortcut,
@@ -101,9 +101,9 @@ def _setup_table(session: Session, case: Mapping[str, Any]) -> None:
             "urgency": current.urgency,
             **row,
         }
-        change_attribute(session, current.name, complex_table.definition_from_body(merged))
+        change_attribute(session, current.name, gridengine_table.definition_from_body(merged))
     for row in case.get("complex_add", []):
-        complex_table.create_attribute(session, complex_table.definition_from_body(row))
+        gridengine_table.create_attribute(session, gridengine_table.definition_from_body(row))
 
 
 def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, int]:
@@ -161,8 +161,8 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
 def _set_used(
     session: Session, target: Target, used: Mapping[str, float], nonexclusive: Mapping[str, float]
 ) -> None:
-    ids = complex_table.attribute_ids(session)
-    table = complex_table.load_table(session)
+    ids = gridengine_table.attribute_ids(session)
+    table = gridengine_table.load_table(session)
     for key, amount in used.items():
         name = table[key].name
         if name == "slots" and target.level == "queue_instance":
@@ -274,8 +274,8 @@ def _assignment_outcome(decision: Decision, names: Mapping[int, str]) -> dict[st
 
 
 def _remaining(session: Session, names: Mapping[int, str]) -> dict[str, Any]:
-    table = complex_table.load_table(session)
-    by_id = {v: k for k, v in complex_table.attribute_ids(session).items()}
+    table = gridengine_table.load_table(session)
+    by_id = {v: k for k, v in gridengine_table.attribute_ids(session).items()}
     hosts = dict(session.execute(select(Worker.id, Worker.name)).all())
     out: dict[str, Any] = {"global": {}, "hosts": {}, "queues": {}}
     for qi_id, slots, used in session.execute(
