@@ -38,7 +38,7 @@ class InventoryError(NotationError):
 
 
 @dataclass(frozen=True)
-class InventoryVertex:
+class DeclaredVertex:
     """One concrete vertex, in depth-first order; ``parent`` is a position or None."""
 
     position: int
@@ -56,7 +56,7 @@ class Inventory:
     (position 0 is the node)."""
 
     upper: tuple[tuple[str, str], ...]
-    vertices: tuple[InventoryVertex, ...]
+    vertices: tuple[DeclaredVertex, ...]
 
     def upper_json(self) -> str:
         return json.dumps([list(pair) for pair in self.upper], separators=(",", ":"))
@@ -109,7 +109,7 @@ def expand_inventory(resources: rfc14.Resources) -> Inventory:
         path += "[0].with"
     else:
         inside = level
-    out: list[InventoryVertex] = [InventoryVertex(0, None, 0, "node", 0, None, 1)]
+    out: list[DeclaredVertex] = [DeclaredVertex(0, None, 0, "node", 0, None, 1)]
     counters: dict[str, int] = {}
 
     def visit(vertices: rfc14.Resources, parent: int, depth: int, where: str) -> None:
@@ -137,7 +137,7 @@ def expand_inventory(resources: rfc14.Resources) -> Inventory:
                 counters[vertex.type] = index + 1
                 position = len(out)
                 out.append(
-                    InventoryVertex(position, parent, depth, vertex.type, index, vertex.unit, size)
+                    DeclaredVertex(position, parent, depth, vertex.type, index, vertex.unit, size)
                 )
                 visit(vertex.with_, position, depth + 1, f"{here}.with")
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
 from app.matching.gridengine.decide import Decision
-from app.matching.gridengine.run_bookings import RunBookings, schedule_job
+from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
@@ -100,7 +100,7 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             locked |= _lock_waiting(session, jobs[index:locked_until], memos)
         if job_id not in locked:
             continue  # cancelled (or taken) since the list was read
-        decision, booked = schedule_job(
+        decision, booked = book_in_run(
             state, run, lookup, job_id, memo.category, memo.order, now, trace=trace
         )
         if trace:

@@ -262,7 +262,7 @@ def _guarded(
     return statement.where(*guard(given)).values(**new_values(given))
 
 
-def schedule_job(
+def book_in_run(
     state: ClusterState,
     run: RunBookings,
     lookup: PeLookup,
