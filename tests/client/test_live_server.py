@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -35,29 +34,10 @@ from app.client import (
     WorkerSpec,
 )
 from app.db.engine import Database
+from tests.client.conftest import ADMIN
 from tests.live_server import LiveServer
 
-ADMIN = "client-admin"
 NODE = "node/[socket=2/[core=4;gpu=1];memory=16{unit:GB}]"
-
-
-@pytest.fixture
-def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
-    running = LiveServer(
-        database_url,
-        tmp_path / "server.log",
-        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
-        admin_token=ADMIN,
-    )
-    running.start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def admin(server: LiveServer) -> Iterator[AdminClient]:
-    with AdminClient(server.base_url, ADMIN) as client:
-        yield client
 
 
 def test_admin_round_trip(server: LiveServer, admin: AdminClient) -> None:
