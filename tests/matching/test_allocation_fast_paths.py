@@ -44,17 +44,15 @@ from app.db.models import (
     WorkerInventory,
 )
 from app.db.tables import CATEGORIES
-from app.matching import (
-    allocation,
-    booking_statements,
-    dispatch,
-    inventory,
-    release_statements,
-    scheduling,
-    submission,
-    workers,
-)
-from app.matching.allocation import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import allocator as allocation
+from app.matching.allocation import book_pg as booking_statements
+from app.matching.allocation import bookings as vertex_bookings
+from app.matching.allocation import trees
+from app.matching.allocation.allocator import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching.dispatch import finish_pg as release_statements
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
@@ -186,14 +184,14 @@ def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list
     first two) parsed and checked against the tables."""
     out = []
     for ordinal, row in enumerate(session.execute(query, {**parameters, "prefetch": 2})):
-        below = inventory.parse_rows_below(row[-1])
+        below = trees.parse_rows_below(row[-1])
         if ordinal < 2:
-            stored_below = session.execute(inventory._BELOW_NODES, {"worker_ids": [row[0]]}).all()
+            stored_below = session.execute(trees._BELOW_NODES, {"worker_ids": [row[0]]}).all()
             assert below is not None
             assert sorted(map(tuple, below)) == sorted(map(tuple, stored_below))
         else:
             assert below is None
-        counts = inventory.parse_free_counts(row[-2])
+        counts = trees.parse_free_counts(row[-2])
         stored = {
             (type_, unit or None): free
             for type_, unit, free in session.execute(
@@ -409,7 +407,7 @@ def test_one_statement_start_books_as_statement_by_statement(
             if placement is None:
                 continue
             leader = next(n.place[0] for n in placement.nodes() if n.place is not None)
-            plan = inventory.plan_bookings(session, job, placement)
+            plan = vertex_bookings.plan_bookings(session, job, placement)
             results = {}
             for one_statement in (True, False):
                 savepoint = session.begin_nested()
@@ -424,13 +422,13 @@ def test_one_statement_start_books_as_statement_by_statement(
     assert tried >= len(SHAPES)
 
 
-def _planned(database: Database, job_id: int) -> tuple[inventory.BookingPlan, int]:
+def _planned(database: Database, job_id: int) -> tuple[vertex_bookings.BookingPlan, int]:
     with database.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
         placement = scheduling.find_placement(session, job, "first").outcome.placement
         assert placement is not None
-        plan = inventory.plan_bookings(session, job, placement)
+        plan = vertex_bookings.plan_bookings(session, job, placement)
     return plan, plan.workers[0]
 
 
@@ -510,7 +508,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
     plan, leader = _planned(database, job_id)
     outcome: dict[str, Any] = {}
 
-    def allocate() -> None:
+    def place_requests() -> None:
         try:
             with database.transaction() as session:
                 job = session.get(Job, job_id)
@@ -522,7 +520,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
 
     with database.engine.connect() as blocker, database.engine.connect() as observer:
         blocker.execute(select(Worker.id).where(Worker.id == leader).with_for_update())
-        thread = threading.Thread(target=allocate)
+        thread = threading.Thread(target=place_requests)
         thread.start()
         waiting = None
         for _ in range(200):

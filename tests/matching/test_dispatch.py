@@ -7,7 +7,8 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
-from app.matching import dispatch, submission, workers
+from app.matching import submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, ForbiddenError
 from app.matching.submission import JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
@@ -144,7 +145,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
     from datetime import UTC, datetime
 
     from app.db.models import Job, JobEvent
-    from app.matching import pull_statements
+    from app.matching.dispatch import pull_sql as pull_statements
 
     _worker(database, "w", slots=1)
     running = _submit(database)
@@ -156,7 +157,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
         assert puller is not None and puller.max_free == 0
         # As if the count had been read before the other pull booked the last slot.
         stale = pull_statements.Puller(**{**puller.__dict__, "max_free": 1})
-        claimed, job = pull_statements.take_plain(session, waiting, stale, now)
+        claimed, job = pull_statements.claim_plain_job(session, waiting, stale, now)
         assert (claimed, job) == (True, None)
     with database.transaction() as session:
         row = session.get(Job, waiting)

@@ -1,11 +1,11 @@
 """The fast paths of the Grid Engine engine (issue 6, speed) decide as the slow ones did,
 on both databases:
 
-* the misfit rows a *changed worker* gets (worker scope, app/matching/complex_sql.py) agree
+* the misfit rows a *changed worker* gets (worker scope, app/matching/gridengine/sql.py) agree
   with the reference evaluator, as the rows of a new category do (the oracle test in
   test_sge_sql_oracle.py sets every value before submitting, so it only sees the category
   scope);
-* a scheduling run's batched bookings (app/matching/run_bookings.py) leave the books
+* a scheduling run's batched bookings (app/matching/gridengine/run_bookings.py) leave the books
   consistent: used slots and consumable usage are the sums of the allocations and job
   bookings, every dispatched job runs on the worker of its master queue;
 * a batched guard that no longer holds raises instead of overbooking.
@@ -30,24 +30,21 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching.complex_dispatch import (
-    apply_in_memory,
-    category_lists,
-    has_complex_values,
-    load_state,
-    plan_job,
-)
-from app.matching.complex_sql import Scope
-from app.matching.complex_table import load_table
-from app.matching.complex_values import Target, set_values
 from app.matching.errors import ConflictError
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.bookings import apply_in_memory
+from app.matching.gridengine.decide import category_lists, has_complex_values, plan_job
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.run_bookings import RunBookings
+from app.matching.gridengine.sql import Scope
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import load_table
+from app.matching.gridengine.values import Target
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
-from app.matching.run_bookings import RunBookings
-from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.complex_matching import evaluate_queue_instance, level_offers
+from app.notations.gridengine.evaluator import evaluate_queue_instance, level_offers
 from tests.matching.test_sge_sql_oracle import PATTERNS, _attributes, give_random_values
 
 

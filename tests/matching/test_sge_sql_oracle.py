@@ -1,5 +1,5 @@
 """The SQL misfit cache decides as the reference evaluator does (app/notations/
-complex_matching.py), on generated clusters with static values, on both databases: a
+gridengine/evaluator.py), on generated clusters with static values, on both databases: a
 worker is kept exactly when some queue instance of it fits. Covers numbers with every
 relop, strings with wildcards and expressions (the regex compilation on PostgreSQL ~ and
 SQLite REGEXP), CSTRING folding, FORCED attributes, consumable defaults and unknown
@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session
 
 from app.db.engine import Database
 from app.db.models import Category, Worker
-from app.matching.complex_dispatch import category_lists, load_state
-from app.matching.complex_table import create_attribute, definition_from_body, load_table
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.decide import category_lists
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import create_attribute, definition_from_body, load_table
+from app.matching.gridengine.values import Target
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
