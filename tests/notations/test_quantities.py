@@ -35,7 +35,7 @@ def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 # values.jsonl lines about the numeric parser itself; the string types, the stored TIME
-# text and "-l name" without value are tested in test_complexes_requests.py.
+# text and "-l name" without value are tested in gridengine/test_requests.py.
 NUMBER_CONTEXTS = {"request", "consumable_request", "consumable_capacity", "complex_value"}
 NUMBER_VECTORS = [
     pytest.param(row, id=f"values.jsonl:{number}:{row['type']}:{row['context']}:{row['input']!r}")

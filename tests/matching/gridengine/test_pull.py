@@ -50,7 +50,7 @@ from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.complexes import ComplexTable
-from tests.matching.test_sge_sql_oracle import _attributes
+from tests.matching.gridengine.test_sql_matches_evaluator import _attributes
 
 
 def _more_attributes(session: Session) -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.matching.scenarios import read_scenarios, run_file
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios" / "sge"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "sge"
 FILES = sorted(SCENARIOS.glob("*.jsonl"))
 
 

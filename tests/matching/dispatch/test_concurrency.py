@@ -1,7 +1,7 @@
 """Many workers pulling at once never receive the same job, never exceed a queue instance's
 slots, and lose no job (issue 4), on SQLite (threads) and PostgreSQL (processes).
 
-Executors (tests/matching/concurrency_worker.py) act as workers: they pull, hold jobs for a
+Executors (tests/support/concurrency_worker.py) act as workers: they pull, hold jobs for a
 few turns so that slots are held concurrently, and finish them (a tenth as failures), while
 a submitter adds the last part of the jobs and a monitor checks every snapshot it reads.
 On SQLite the executors are threads sharing one engine (writers meet at BEGIN IMMEDIATE);
@@ -46,7 +46,7 @@ from app.matching import dispatch, submission, workers
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
 from app.notations.tags import NoMatch, Resources
-from tests.matching.concurrency_worker import Plan, Report, process_main, run_executor
+from tests.support.concurrency_worker import Plan, Report, process_main, run_executor
 
 pytestmark = pytest.mark.db
 

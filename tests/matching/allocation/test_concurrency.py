@@ -2,7 +2,7 @@
 jobs on the same workers never book one vertex twice, return every count to full, and
 lose no job (issue 9), on SQLite (threads) and PostgreSQL (processes).
 
-Executors are those of the dispatch concurrency test (tests/matching/concurrency_worker.py:
+Executors are those of the dispatch concurrency test (tests/support/concurrency_worker.py:
 pull, hold a few turns, finish); the scheduler (allocation_concurrency_worker.py) calls the
 service of POST /v1/jobs/{id}/allocate with both policies and finishes what it placed.
 Afterwards:
@@ -43,13 +43,13 @@ from app.db.models import (
 from app.matching import submission, workers
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
-from tests.matching.allocation_concurrency_worker import (
+from tests.support.allocation_concurrency_worker import (
     SchedulerPlan,
     SchedulerReport,
     run_scheduler,
     scheduler_process_main,
 )
-from tests.matching.concurrency_worker import Plan, Report, process_main, run_executor
+from tests.support.concurrency_worker import Plan, Report, process_main, run_executor
 
 pytestmark = pytest.mark.db
 

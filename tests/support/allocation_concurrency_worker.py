@@ -1,7 +1,7 @@
 """The scheduler side of the allocation concurrency test: a loop that allocates waiting
 multi-node jobs with POST /v1/jobs/{id}/allocate's service (scheduling.schedule_job),
 holds them for a few turns and finishes them as their first node, while executors
-(tests/matching/concurrency_worker.py) pull single-node jobs on the same workers.
+(tests/support/concurrency_worker.py) pull single-node jobs on the same workers.
 
 Like the executors, it runs in a thread (SQLite) or a spawned process (PostgreSQL), never
 asserts, and reports through a picklable dataclass.
@@ -22,8 +22,8 @@ from app.db.models import CategoryShape, Job, JobState, Worker
 from app.matching import dispatch, scheduling
 from app.matching.allocation import POLICIES
 from app.matching.errors import ConflictError
-from tests.matching.concurrency_worker import MAX_KEPT_ERRORS, Flag, _Deadline, _transact
-from tests.matching.concurrency_worker import Report as _ExecutorReport
+from tests.support.concurrency_worker import MAX_KEPT_ERRORS, Flag, _Deadline, _transact
+from tests.support.concurrency_worker import Report as _ExecutorReport
 
 
 @dataclass(frozen=True)

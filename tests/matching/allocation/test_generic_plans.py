@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
 from app.matching import booking_statements, release_statements
-from tests.matching.test_pull_generic_plans import _generic_plan
+from tests.matching.dispatch.test_generic_plans import _generic_plan
 
 pytestmark = pytest.mark.db
 

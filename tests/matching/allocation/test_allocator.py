@@ -25,7 +25,7 @@ from app.matching.allocation import (
 from app.matching.inventory_spec import InventoryError, parse_inventory
 from app.notations.ranges import count_values
 from app.notations.shape import parse_shape_resources
-from tests.matching.allocation_trees import cluster
+from tests.support.allocation_trees import cluster
 
 NODE = "node/[socket=2/core=8;memory=64{unit:GB};ib10g]"
 #: Eight nodes on two switches of one cluster (RFC 46 use cases 1.1-2.9).

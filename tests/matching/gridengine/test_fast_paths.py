@@ -48,7 +48,11 @@ from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.complex_matching import evaluate_queue_instance, level_offers
-from tests.matching.test_sge_sql_oracle import PATTERNS, _attributes, give_random_values
+from tests.matching.gridengine.test_sql_matches_evaluator import (
+    PATTERNS,
+    _attributes,
+    give_random_values,
+)
 
 
 def _random_requests(rng: random.Random) -> str:

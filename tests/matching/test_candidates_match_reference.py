@@ -13,7 +13,7 @@ from app.matching.explain import slot_clauses, tag_clauses
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 from app.notations.tags import NoMatch, Resources
-from tests.matching.clusters import cluster
+from tests.support.clusters import cluster
 
 
 def reference(

@@ -19,7 +19,7 @@ from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
 from app.matching.tasks import TaskSpec
 from app.matching.workers import WorkerSpec
 from app.task_plugins import load_plugin
-from tests.task_plugins import install_plugins
+from tests.support.task_plugins import install_plugins
 
 PICKY = """
 CALLS = []
