@@ -9,8 +9,7 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, JobBooking
-from tests.api.test_health_and_errors import assert_problem
-from tests.api.test_matching_api import register, submit
+from tests.support.http_api import assert_problem, register, submit
 
 LIC = {
     "name": "lic",

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from app import cli as cli_module
 from app.db.engine import Database
 from app.db.models import Category, Job
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 
 def test_worker_properties_and_constrained_jobs(client: TestClient, admin_headers) -> None:  # type: ignore[no-untyped-def]

@@ -503,7 +503,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
     the job's start, its allocation and its bookings are later than anything the
     holder did before it let go (with a time taken before the statement, a booking
     could predate the release it waited for, and the books showed a vertex held twice:
-    test_allocation_concurrency caught it)."""
+    allocation/test_concurrency.py caught it)."""
     _postgresql_only(backend)
     _cluster(database)
     job_id = _submit(database, "slot/node")

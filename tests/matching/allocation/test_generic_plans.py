@@ -12,7 +12,7 @@ were planned as hashes over every worker's row, 0.4-0.6 ms each at 4,096 nodes
   semi join over a sequential scan of ``workers`` (0.5 ms of a 0.8 ms lock); it is now a
   join with the distinct booked workers.
 
-Each statement is prepared under ``force_generic_plan`` (see test_pull_generic_plans) in
+Each statement is prepared under ``force_generic_plan`` (see tests/support/generic_plans.py) in
 a transaction that gave ``workers`` and ``worker_inventories`` the bench's 4,096 rows and
 fresh statistics: the plan must seek those rows by the job's own keys. (With sequential
 scans merely priced out, the old statements found an index too; at this size they did
@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
 from app.matching import booking_statements, release_statements
-from tests.matching.dispatch.test_generic_plans import _generic_plan
+from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db
 
@@ -85,7 +85,7 @@ def test_booking_moves_untouched_counters_by_worker_key(postgres: Database) -> N
     }
     with postgres.engine.connect() as connection:
         _cluster_of(connection)
-        plan = _generic_plan(
+        plan = generic_plan(
             connection, booking_statements._BOOK_AND_START, values, price_out_scans=False
         )
         connection.rollback()
@@ -144,7 +144,7 @@ def test_release_runs_under_generic_plans_that_seek_by_key(postgres: Database) -
         )
         connection.exec_driver_sql("ANALYZE inventory_vertices")
         connection.exec_driver_sql("ANALYZE inventory_counts")
-        plan = _generic_plan(
+        plan = generic_plan(
             connection,
             release_statements._RELEASE[False],
             values,

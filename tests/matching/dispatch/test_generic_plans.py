@@ -19,63 +19,15 @@ statements to be valid; the plans do not depend on them.
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
 from app.matching import pull_statements
+from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db
-
-_NAMED = re.compile(r"%\((\w+)\)s")
-
-
-def _generic_plan(
-    connection: Connection,
-    statement: Any,
-    values: dict[str, Any],
-    *,
-    price_out_scans: bool = True,
-) -> str:
-    """The generic plan of ``statement`` as psycopg would prepare it, with ``values``
-    (only their order and types matter to a generic plan); sequential scans priced out
-    unless the caller gave the tables realistic statistics."""
-    compiled = statement.compile(dialect=connection.dialect)
-    sql = str(compiled)
-    order: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in order:
-            order.append(name)
-        return f"${order.index(name) + 1}"
-
-    prepared = _NAMED.sub(number, sql)
-    parameters = {**compiled.params, **values}
-    connection.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
-    if price_out_scans:
-        connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
-    connection.exec_driver_sql(f"PREPARE generic_probe AS {prepared}")
-    try:
-        arguments = ", ".join(_literal(parameters[name]) for name in order)
-        rows = connection.exec_driver_sql(f"EXPLAIN EXECUTE generic_probe({arguments})").scalars()
-        return "\n".join(rows)
-    finally:
-        connection.exec_driver_sql("DEALLOCATE generic_probe")
-
-
-def _literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 @pytest.fixture
@@ -87,7 +39,7 @@ def postgres(database: Database) -> Database:
 
 def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -> None:
     with postgres.engine.connect() as connection:
-        plan = _generic_plan(
+        plan = generic_plan(
             connection,
             pull_statements._LOCK_PULLER,
             {"p_name": "w1", "p_now": "2026-11-21T00:00:00+00:00"},
@@ -128,7 +80,7 @@ def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> 
     statement = pull_statements._heads(True, managed, False)
     with postgres.engine.connect() as connection:
         _backlog(connection)
-        plan = _generic_plan(
+        plan = generic_plan(
             connection,
             statement,
             {"p_worker_id": 1, "p_generation": 1, "p_max_free": 4, "p_limit": 8},

@@ -3,7 +3,7 @@ on both databases:
 
 * the misfit rows a *changed worker* gets (worker scope, app/matching/complex_sql.py) agree
   with the reference evaluator, as the rows of a new category do (the oracle test in
-  test_sge_sql_oracle.py sets every value before submitting, so it only sees the category
+  test_sql_matches_evaluator.py sets every value before submitting, so it only sees the category
   scope);
 * a scheduling run's batched bookings (app/matching/run_bookings.py) leave the books
   consistent: used slots and consumable usage are the sums of the allocations and job
@@ -48,9 +48,9 @@ from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.complex_matching import evaluate_queue_instance, level_offers
-from tests.matching.gridengine.test_sql_matches_evaluator import (
+from tests.support.gridengine_values import (
     PATTERNS,
-    _attributes,
+    define_attributes,
     give_random_values,
 )
 
@@ -75,7 +75,7 @@ def test_a_changed_worker_gets_the_misfit_rows_the_evaluator_decides(
 ) -> None:
     rng = random.Random(61)
     with database.transaction() as session:
-        _attributes(session)
+        define_attributes(session)
         workers = [
             upsert_worker(
                 session,
@@ -125,7 +125,7 @@ def test_a_misfit_scope_names_exactly_one_side() -> None:
 
 
 def _cluster(session, rng: random.Random) -> None:  # type: ignore[no-untyped-def]
-    _attributes(session)
+    define_attributes(session)
     set_values(session, Target("global"), "complex_values", {"lic": "7"})
     for index in range(4):
         worker, _ = upsert_worker(
@@ -206,7 +206,7 @@ def test_a_batched_guard_that_fails_raises_instead_of_overbooking(database: Data
 
 
 def _evaluator_cluster(session, rng: random.Random) -> list[Worker]:  # type: ignore[no-untyped-def]
-    _attributes(session)
+    define_attributes(session)
     set_values(session, Target("global"), "complex_values", {"rank_gt": "0.5", "lic": "9"})
     workers = []
     for index in range(6):

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from app.db.engine import Database
 from app.matching import dispatch
 from app.matching.invariants import violations
-from tests.api.test_matching_api import register, submit
+from tests.support.http_api import register, submit
 
 pytestmark = pytest.mark.db
 

@@ -50,7 +50,7 @@ from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.complexes import ComplexTable
-from tests.matching.gridengine.test_sql_matches_evaluator import _attributes
+from tests.support.gridengine_values import define_attributes
 
 
 def _more_attributes(session: Session) -> None:
@@ -90,7 +90,7 @@ def _hard(rng: random.Random) -> str:
 
 
 def _cluster(session: Session, rng: random.Random) -> list[str]:
-    _attributes(session)
+    define_attributes(session)
     _more_attributes(session)
     set_values(session, Target("global"), "complex_values", {"lic": "30", "jlic": "6"})
     upsert_pe(session, "mpi", "$fill_up", 6)
@@ -233,7 +233,7 @@ def test_the_core_pull_books_what_the_orm_pull_booked(
 
 
 def _one_job(session: Session, hard: str) -> tuple[Worker, int]:
-    _attributes(session)
+    define_attributes(session)
     _more_attributes(session)
     set_values(session, Target("global"), "complex_values", {"mem": "4G"})
     worker, _ = upsert_worker(session, WorkerSpec(name="h0", queues=(QueueSpec("a", 2),)))
