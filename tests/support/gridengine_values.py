@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Worker
 from app.matching.complex_table import create_attribute, definition_from_body
 from app.matching.complex_values import Target, set_values
+from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 
 ARCHES = ["lx-amd64", "lx-ia64", "sol-sparc64", "LX-AMD64", "darwin", "[linux"]
 PATTERNS = [
@@ -81,3 +82,39 @@ def give_random_values(session: Session, rng: random.Random, worker: Worker) -> 
                 "complex_values",
                 {"rank_ne": str(rng.randint(1, 3)), "rank_le": str(rng.randint(1, 5))},
             )
+
+
+def random_requests(rng: random.Random) -> str:
+    """A hard request list over the attributes of define_attributes, drawn from ``rng``."""
+    items = [f"arch={rng.choice(PATTERNS)}"]
+    for name, choices in (
+        ("os", ["LINUX", "bsd", "l*"]),
+        ("rle", ["1", "3", "6"]),
+        ("rgt", ["0.25", "1"]),
+        ("rne", ["1", "2"]),
+        ("lic", ["0", "1", "3"]),
+        ("key", ["1"]),
+    ):
+        if rng.random() < 0.4:
+            items.append(f"{name}={rng.choice(choices)}")
+    return ",".join(items)
+
+
+def evaluator_cluster(session: Session, rng: random.Random) -> list[Worker]:
+    """Six workers with two queues each and random values, and global values, for the tests
+    that compare the engine's cluster state with the reference evaluator."""
+    define_attributes(session)
+    set_values(session, Target("global"), "complex_values", {"rank_gt": "0.5", "lic": "9"})
+    workers = []
+    for index in range(6):
+        worker, _ = upsert_worker(
+            session,
+            WorkerSpec(
+                name=f"h{index}",
+                queues=tuple(QueueSpec(f"q{n}", rng.randint(1, 3)) for n in range(2)),
+            ),
+        )
+        give_random_values(session, rng, worker)
+        workers.append(worker)
+    session.flush()
+    return workers
