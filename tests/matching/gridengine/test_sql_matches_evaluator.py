@@ -20,7 +20,7 @@ from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from tests.support.gridengine_values import PATTERNS, define_attributes, give_random_values
+from tests.support.gridengine_values import define_attributes, give_random_values, random_requests
 
 
 def test_sql_misfits_equal_the_reference_evaluator(database: Database) -> None:
@@ -37,20 +37,10 @@ def test_sql_misfits_equal_the_reference_evaluator(database: Database) -> None:
                 ),
             )
             give_random_values(session, rng, worker)
-        jobs = []
-        for _ in range(40):
-            items = [f"arch={rng.choice(PATTERNS)}"]
-            for name, choices in (
-                ("os", ["LINUX", "bsd", "l*"]),
-                ("rle", ["1", "3", "6"]),
-                ("rgt", ["0.25", "1"]),
-                ("rne", ["1", "2"]),
-                ("lic", ["0", "1", "3"]),
-                ("key", ["1"]),
-            ):
-                if rng.random() < 0.4:
-                    items.append(f"{name}={rng.choice(choices)}")
-            jobs.append(submit_job(session, JobSpec(hard=",".join(items)), submitter="t"))
+        jobs = [
+            submit_job(session, JobSpec(hard=random_requests(rng)), submitter="t")
+            for _ in range(40)
+        ]
         session.flush()
         table = load_table(session)
         state = load_state(session, table)
