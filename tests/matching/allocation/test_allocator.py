@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -420,3 +421,68 @@ def test_random_against_brute_force(seed: int) -> None:
         assert (outcome.placement is not None) == _exists(root, requests), (shape, policy)
         if outcome.placement is not None:
             _check_valid(outcome.placement)
+
+
+def _fields(vertex: Vertex) -> tuple[Any, ...]:
+    parent = vertex.parent
+    return (
+        vertex.key,
+        vertex.type,
+        vertex.index,
+        vertex.unit,
+        vertex.size,
+        vertex.used,
+        vertex.held,
+        vertex.shared,
+        vertex.worker,
+        vertex.rank,
+        vertex.place,
+        list(vertex.free.items()),
+        vertex.pristine,
+        None if parent is None else parent.key,
+        [_fields(child) for child in vertex.loaded_children],
+    )
+
+
+def test_built_vertices_equal_constructed_ones() -> None:
+    """Random subtrees (held, shared, drawn pools; a worker given or inherited): the fast
+    constructor leaves every field, free count and the order of the counts as __init__."""
+    rng = random.Random(3)
+    for _ in range(300):
+        seed = rng.random()
+        slow = _random_subtree(0, False, random.Random(seed), iter(range(1, 1000)))
+        fast = _random_subtree(0, True, random.Random(seed), iter(range(1, 1000)))
+        assert _fields(fast) == _fields(slow)
+
+
+def _random_subtree(depth: int, fast: bool, state: random.Random, keys: Iterator[int]) -> Vertex:
+    fanout = state.randrange(4) if depth < 3 else 0
+    children = [_random_subtree(depth + 1, fast, state, keys) for _ in range(fanout)]
+    unit = state.choice([None, None, "GB"]) if not children else None
+    size = state.randrange(1, 5) if unit else 1
+    used = state.randrange(size + 1) if unit else 0
+    held = state.random() < 0.2
+    shared = state.randrange(2)
+    worker = state.choice([None, "n1"])
+    rank = 7 if worker else None
+    key = next(keys)
+    type_ = state.choice(["socket", "core", "gpu"])
+    place = (1, key, key + 3)
+    if fast:
+        return Vertex.built(
+            key, type_, key, unit, size, used, held, shared, worker, rank, children, place
+        )
+    return Vertex(
+        key,
+        type_,
+        key,
+        unit=unit,
+        size=size,
+        used=used,
+        held=held,
+        shared=shared,
+        worker=worker,
+        rank=rank,
+        children=children,
+        place=place,
+    )
