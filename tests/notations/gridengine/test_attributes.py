@@ -7,7 +7,6 @@ vectors/sge/compare.jsonl and vectors/sge/complex_defaults.jsonl.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
 from app.notations.complex_strings import check_semantics
 from app.notations.complexes import (
-    BUILTIN_NAMES,
     ComplexDefinition,
     ComplexError,
     ComplexTable,
@@ -37,14 +35,7 @@ from app.notations.complexes import (
     parse_value,
 )
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
-from tests.vectors import SGE
-
-VECTORS = SGE
-
-
-def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
-    lines = (VECTORS / name).read_text(encoding="utf-8").splitlines()
-    return [(number, json.loads(line)) for number, line in enumerate(lines, 1) if line.strip()]
+from tests.vectors import sge_rows
 
 
 def _definition(
@@ -70,51 +61,6 @@ def _definition(
             "urgency": 0,
         }
     )
-
-
-# --- complex_defaults.jsonl ----------------------------------------------------------------
-
-DEFAULT_ROWS = _load("complex_defaults.jsonl")
-
-
-@pytest.mark.parametrize(
-    "row", [pytest.param(r, id=f"complex_defaults.jsonl:{n}:{r['name']}") for n, r in DEFAULT_ROWS]
-)
-def test_complex_defaults_vector_row_builds_and_round_trips(row: dict[str, Any]) -> None:
-    definition = ComplexDefinition.from_row(row)
-    assert definition.name == row["name"]
-    assert definition.shortcut == row["shortcut"]
-    assert definition.type is ValueType[row["type"]]
-    assert definition.relop.value == row["relop"]
-    assert definition.requestable.value == row["requestable"]
-    assert definition.consumable.value == row["consumable"]
-    assert definition.default == row["default"]
-    assert definition.urgency == row["urgency"]
-    assert ComplexDefinition.from_line(definition.to_line()) == definition
-    assert ComplexDefinition.from_row(definition.to_row()) == definition
-    assert default_table()[row["shortcut"]] == definition
-
-
-def test_complex_defaults_module_copy_equals_the_vector_file() -> None:
-    keys = [k for k in DEFAULT_COMPLEX_ROWS[0]]
-    assert [dict(r) for r in DEFAULT_COMPLEX_ROWS] == [
-        {k: row[k] for k in keys} for _, row in DEFAULT_ROWS
-    ]
-
-
-def test_sge_md_h_default_table_has_51_rows_and_46_in_sge60() -> None:
-    assert len(default_table()) == 51
-    sge60 = default_table(sge60=True)
-    assert len(sge60) == 46
-    assert "m_topology" not in sge60 and "topo" not in sge60
-    assert {d.name for d in default_table()} == BUILTIN_NAMES
-
-
-def test_sge_md_h_only_slots_has_urgency_and_a_default() -> None:
-    table = default_table()
-    assert [d.name for d in table if d.urgency] == ["slots"]
-    assert [d.name for d in table if d.is_consumable] == ["slots"]
-    assert table["slots"].default_value == 1
 
 
 def test_table_text_round_trip() -> None:
@@ -312,7 +258,7 @@ def test_seed2_builtins_cannot_be_deleted_or_change_type() -> None:
 
 # --- compare.jsonl ---------------------------------------------------------------------------
 
-COMPARE_ROWS = _load("compare.jsonl")
+COMPARE_ROWS = sge_rows("compare.jsonl")
 
 
 def _compare_id(number: int, row: dict[str, Any]) -> str:

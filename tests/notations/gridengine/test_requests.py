@@ -3,7 +3,6 @@ and value-less lines of vectors/sge/values.jsonl)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -20,15 +19,10 @@ from app.notations.complex_requests import (
 )
 from app.notations.complexes import ComplexDefinition, ComplexTable, default_table
 from app.notations.quantities import ValueType
-from tests.vectors import SGE
+from tests.vectors import SGE, sge_rows
 
 VECTORS = SGE
 TABLE = default_table()
-
-
-def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
-    lines = (VECTORS / name).read_text(encoding="utf-8").splitlines()
-    return [(number, json.loads(line)) for number, line in enumerate(lines, 1) if line.strip()]
 
 
 def _table_with(*lines: str) -> ComplexTable:
@@ -47,7 +41,7 @@ def _vector_table(value_type: str) -> ComplexTable:
 
 REQUEST_VECTORS = [
     pytest.param(row, id=f"values.jsonl:{n}:{row['type']}:{row['context']}:{row['input']!r}")
-    for n, row in _load("values.jsonl")
+    for n, row in sge_rows("values.jsonl")
     if not ValueType[row["type"]].is_numeric
     or row["context"] in ("stored_string", "request_without_value")
 ]

@@ -4,7 +4,6 @@ vectors/sge/wildcard.jsonl)."""
 from __future__ import annotations
 
 import fnmatch as stdlib_fnmatch
-import json
 from typing import Any
 
 import pytest
@@ -25,22 +24,14 @@ from app.notations.complex_strings import (
     parse_expression,
 )
 from app.notations.quantities import ValueType
-from tests.vectors import SGE
-
-VECTORS = SGE
-
-
-def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
-    lines = (VECTORS / name).read_text(encoding="utf-8").splitlines()
-    return [(number, json.loads(line)) for number, line in enumerate(lines, 1) if line.strip()]
-
+from tests.vectors import sge_rows
 
 WILDCARDS = [
     pytest.param(
         row,
         id=f"wildcard.jsonl:{n}:{row['semantics']}:{row['type']}:{row['pattern']!r}~{row['string']!r}",
     )
-    for n, row in _load("wildcard.jsonl")
+    for n, row in sge_rows("wildcard.jsonl")
 ]
 
 
