@@ -170,8 +170,8 @@ def demo(
     from sqlalchemy import make_url
 
     from app.db.engine import Database
-    from app.matching import dispatch
     from app.matching.demo import DEMO_WORKERS, load_demo
+    from app.matching.dispatch import pull as dispatch
 
     settings = get_settings()
     if is_sqlite(database_url):
@@ -217,8 +217,8 @@ def shape(
     label: Annotated[str, typer.Option(help="label of an unlabelled slot")] = "default",
 ) -> None:
     """Expand an RFC 46 shape into its RFC 14 resources list."""
-    from app.matching import flux_tools
     from app.matching.errors import InvalidFieldError
+    from app.matching.flux import tools as flux_tools
 
     try:
         if yaml:
@@ -236,8 +236,8 @@ def requires(
     text: Annotated[list[str], typer.Argument(help="RFC 35 terms, e.g. 'host:node[0-3] ssd'")],
 ) -> None:
     """Compile RFC 35 text to an RFC 31 constraint, as `flux submit --requires` does."""
-    from app.matching import flux_tools
     from app.matching.errors import InvalidFieldError
+    from app.matching.flux import tools as flux_tools
 
     try:
         typer.echo(json.dumps(flux_tools.compile_requires_text(" ".join(text)), indent=2))
@@ -324,7 +324,7 @@ def scenario_run(
     ] = False,
 ) -> None:
     """Run each scenario against a fresh database; print outcomes and which matched."""
-    from app.matching.scenarios import ScenarioError, run_file
+    from app.matching.gridengine.scenarios import ScenarioError, run_file
 
     try:
         results = run_file(file)

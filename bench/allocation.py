@@ -53,9 +53,11 @@ from app.db.models import (
     WorkerProperty,
     WorkerTag,
 )
-from app.matching import dispatch, scheduling, submission, workers
-from app.matching.constraint_sql import store_worker_name_parts
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
+from app.matching.flux.sql import store_worker_name_parts
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 from tests.databases import fresh_database

@@ -38,11 +38,11 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching import dispatch
-from app.matching.complex_table import create_attribute, definition_from_body, load_table
-from app.matching.complex_values import _row, write_queue_builtins
+from app.matching.dispatch import pull as dispatch
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.table import create_attribute, definition_from_body, load_table
+from app.matching.gridengine.values import _row, write_queue_builtins
 from app.matching.requests import JobSpec
-from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 
 SEED = 6062
@@ -117,7 +117,7 @@ def build(database: Database, hosts: int, categories: int, jobs: int) -> float:
         session.expire_all()
         rows = []
         usage = []
-        from app.matching.complex_values import Target
+        from app.matching.gridengine.values import Target
 
         targets = [Target("global")]
         for worker in session.scalars(select(Worker).order_by(Worker.id)):

@@ -93,9 +93,10 @@ from app.db.models import (  # noqa: E402
     WorkerTag,
 )
 from app.db.models import Worker as WorkerRow  # noqa: E402
-from app.matching import candidates, dispatch  # noqa: E402
+from app.matching import candidates  # noqa: E402
+from app.matching.dispatch import pull as dispatch  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
-from app.notations.tags import NoMatch, Resources  # noqa: E402
+from app.notations.momotor.tags import NoMatch, Resources  # noqa: E402
 
 SEED = 20261121
 POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

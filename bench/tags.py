@@ -1,4 +1,4 @@
-"""Momotor tags: jobmatch's ``app.notations.tags`` against ``momotor.shared.resources``.
+"""Momotor tags: jobmatch's ``app.notations.momotor.tags`` against ``momotor.shared.resources``.
 
 Run ``python bench/tags.py`` (from the repository root). It parses and matches the same
 generated definitions with both implementations in one run and prints the rates and the
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from momotor.shared.resources import NoMatch as MomotorNoMatch
 from momotor.shared.resources import Resources as MomotorResources
 
-from app.notations import tags
+from app.notations.momotor import tags
 
 SEED = 20240611
 JOBS = 20_000

@@ -19,7 +19,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.base import Base
 from app.db.engine import Database
-from app.matching.complex_table import reset_attributes
+from app.matching.gridengine.table import reset_attributes
 from app.settings import Settings
 from tests.databases import BACKENDS, fresh_database, postgres_server_url
 

@@ -14,18 +14,8 @@ from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
-from app.api.routes import (
-    complexes,
-    flux,
-    health,
-    jobs,
-    leases,
-    metrics,
-    tasks,
-    tokens,
-    workers,
-)
-from app.api.schemas import Problem
+from app.api.routes import flux, gridengine, health, jobs, leases, metrics, tasks, tokens, workers
+from app.api.schemas.common import Problem
 from app.api.token_gate import TokenGateMiddleware
 from app.db.engine import Database
 from app.logs import configure_logging
@@ -50,7 +40,7 @@ ROUTERS = (
     flux.router,
     leases.router,
     tasks.router,
-    complexes.router,
+    gridengine.router,
 )
 
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from app.notations.wildcard_nfa import sql_request_match
+from app.notations.gridengine.wildcard_nfa import sql_request_match
 
 #: Execution option carrying whether a transaction will write. On SQLite a writing
 #: transaction starts with BEGIN IMMEDIATE so that it takes the write lock up front:
@@ -135,6 +135,13 @@ def keeps_subquery_order(connection: Connection) -> bool:
     return connection.dialect.name == "postgresql"
 
 
+def binds_arrays(connection: Connection) -> bool:
+    """Whether a list can be bound as one array parameter and unnested into rows
+    (PostgreSQL), so that many rows' writes take one statement instead of an
+    executemany of one statement per row; SQLite, in process, takes the executemany."""
+    return connection.dialect.name == "postgresql"
+
+
 def json_rows_function(connection: Connection) -> tuple[str, str]:
     """The aggregate that gathers rows into one JSON array and the function that makes
     one row a JSON array: json_agg and json_build_array on PostgreSQL, SQLite's JSON1
@@ -165,7 +172,7 @@ class StringRequestMatch(FunctionElement[bool]):
     Arguments: the offered value (lower-cased for CSTRING/HOST), the request's text, a
     boolean "folds case" and the request compiled to a regex (app/notations/
     complex_regex.py). SQLite calls :data:`STRING_MATCH_FUNCTION`, a non-backtracking
-    automaton over the request's text (app/notations/wildcard_nfa.py): SQLAlchemy's own
+    automaton over the request's text (app/notations/gridengine/wildcard_nfa.py): SQLAlchemy's own
     REGEXP there is Python's backtracking ``re``, which a ``*?*?*?...`` pattern freezes for
     minutes (issue 19). PostgreSQL tests ``value ~ regex``: its regex engine simulates
     automata rather than backtracking, and answered every pattern and value of issue 19's

@@ -29,7 +29,8 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.categories import accepted_by_plugin, get_or_create_category
-from app.matching.complex_table import load_table
+from app.matching.debusine.metadata import read_metadata
+from app.matching.debusine.registry import get_task
 from app.matching.errors import NotFoundError
 from app.matching.explain import (
     Clause,
@@ -41,14 +42,13 @@ from app.matching.explain import (
     tag_clauses,
     task_clauses,
 )
+from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
+from app.matching.momotor.rows import parse_resources
 from app.matching.requests import JobSpec, parse_request
-from app.matching.tag_rows import parse_resources
-from app.matching.tasks import get_task
-from app.matching.worker_metadata import read_metadata
-from app.notations.constraints import Target, parse_constraint
-from app.notations.metadata import Requirement, parse_requirement
-from app.notations.tags import NoMatch, Resources
+from app.notations.debusine.metadata import Requirement, parse_requirement
+from app.notations.flux.constraints import Target, parse_constraint
+from app.notations.momotor.tags import NoMatch, Resources
 from app.task_plugins import can_run_on
 
 log = logging.getLogger(__name__)

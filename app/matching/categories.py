@@ -10,15 +10,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
-from app.matching.allocation import build_requests
-from app.matching.complex_requests import store_category_requests
-from app.matching.constraint_sql import store_constraint_rows
-from app.matching.inventory import store_category_needs
+from app.matching.allocation.allocator import build_requests
+from app.matching.allocation.inventory import store_category_needs
+from app.matching.debusine.metadata import effective_metadata
+from app.matching.flux.rows import store_resource_vertices
+from app.matching.flux.sql import store_constraint_rows
+from app.matching.gridengine.rows import store_category_requests
 from app.matching.misfits import cache_category_misfits, fits
+from app.matching.momotor.rows import canonical_resources, tag_rows
 from app.matching.requests import ParsedRequest
-from app.matching.resource_rows import store_resource_vertices
-from app.matching.tag_rows import canonical_resources, tag_rows
-from app.matching.worker_metadata import effective_metadata
 from app.metrics import CATEGORY_LOOKUPS
 from app.task_plugins import can_run_on
 

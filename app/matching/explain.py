@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.models import WorkerState
-from app.notations.constraints import (
+from app.notations.debusine.metadata import ALLOWLIST, Requirement, describe_failure, task_allowed
+from app.notations.flux.constraints import (
     And,
     Constraint,
     Hosts,
@@ -24,8 +25,7 @@ from app.notations.constraints import (
     constraint_to_json,
     matches,
 )
-from app.notations.metadata import ALLOWLIST, Requirement, describe_failure, task_allowed
-from app.notations.tags import ResourceGroup, ResourceItem, Resources
+from app.notations.momotor.tags import ResourceGroup, ResourceItem, Resources
 
 
 @dataclass(frozen=True)

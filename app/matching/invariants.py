@@ -18,7 +18,7 @@ from app.db.models import (
     ParallelEnvironment,
     QueueInstance,
 )
-from app.matching.inventory_invariants import inventory_violations
+from app.matching.allocation.invariants import inventory_violations
 
 #: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
 #: may differ from the running total in the last bits without anything being wrong.
@@ -87,7 +87,7 @@ def violations(session: Session) -> list[str]:
 
 
 def _consumable_violations(session: Session) -> list[str]:
-    """Grid Engine consumables (app/matching/complex_dispatch.py): each usage row's
+    """Grid Engine consumables (app/matching/gridengine/decide.py): each usage row's
     ``used`` and ``used_nonexclusive`` equal the sums of the job bookings on it and stay
     within 0..capacity, and only running jobs hold bookings."""
     problems: list[str] = []

@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import history
-from app.matching.dispatch import release_allocations
-from app.matching.errors import NotFoundError
+from app.matching.dispatch.pull import release_allocations
 from app.matching.late_reports import LEASE_EXPIRED
+from app.matching.locks import worker_by_name
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ def expire_leases(
 
 def heartbeat(session: Session, worker_name: str) -> Worker:
     """The worker is alive: its lease on its running jobs is renewed."""
-    worker = session.scalar(select(Worker).where(Worker.name == worker_name).with_for_update())
-    if worker is None:
-        raise NotFoundError(f"no worker named {worker_name!r}")
+    worker = worker_by_name(session, worker_name, lock=True)
     worker.last_seen = utcnow()
     session.flush()
     return worker

@@ -28,10 +28,8 @@ small                                           node of it could never hold what
                                                 job needs per node (totals, not free)
 =================  ===========================  =====================================
 
-The SGE clauses are compiled in app/matching/complex_sql.py.
-
-The parser rejects one tag in two modes within a group, so each (group, value) has at most
-one mode per side and these cells are exactly Momotor's NoMatch cases.
+Each family compiles its own clauses (its ``sql.py``; the slot clause in
+app/matching/slots.py); :data:`MISFIT_ORDER` lists them in the order above.
 
 Results are cached as ``category_misfits`` rows written by INSERT ... SELECT, one statement
 for a new category (against every worker) or for a changed worker (against every
@@ -46,146 +44,54 @@ from functools import lru_cache
 from sqlalchemy import (
     ColumnElement,
     ColumnExpressionArgument,
-    ScalarSelect,
-    and_,
     case,
     delete,
     exists,
     false,
-    func,
     insert,
     literal,
-    not_,
     select,
     true,
 )
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from app.db import dialect
 from app.db.models import (
     Category,
     CategoryMisfit,
-    CategoryNodeNeed,
-    CategoryTag,
     CategoryTask,
-    InventoryCount,
-    QueueInstance,
-    TagMode,
     Task,
     Worker,
-    WorkerInventory,
-    WorkerTag,
 )
 from app.db.tables import CATEGORY_MISFITS
-from app.matching.complex_sql import REASONS as COMPLEX_REASONS
-from app.matching.complex_sql import Scope, complex_reasons
-from app.matching.constraint_sql import compile_constraint
-from app.matching.requirement_sql import compile_requirement, task_denied, task_version_differs
-from app.notations.constraints import Constraint, parse_constraint
-from app.notations.metadata import Requirement, parse_requirement
+from app.matching import slots
+from app.matching.allocation import sql as allocation_sql
+from app.matching.debusine import sql as debusine_sql
+from app.matching.debusine.sql import compile_requirement
+from app.matching.flux import sql as flux_sql
+from app.matching.flux.sql import compile_constraint
+from app.matching.gridengine import sql as gridengine_sql
+from app.matching.gridengine.sql import Scope
+from app.matching.momotor import sql as momotor_sql
+from app.matching.reasons import MisfitClauses, MisfitPair
+from app.notations.debusine.metadata import Requirement, parse_requirement
+from app.notations.flux.constraints import Constraint, parse_constraint
 
-_OFFERED = (TagMode.REQUIRED, TagMode.OPTIONAL)
+#: The families' clause providers in CASE order: a pair's reason is the first that fails.
+#: Adding a family means adding its provider here (and its codes to the table above).
+MISFIT_ORDER: tuple[MisfitClauses, ...] = (
+    momotor_sql.MISFITS,
+    flux_sql.MISFITS,
+    debusine_sql.MISFITS,
+    slots.MISFITS,
+    gridengine_sql.MISFITS,
+    allocation_sql.MISFITS,
+)
 
-REASONS = {
-    "job-requires-tag": "the job requires a tag the worker does not offer",
-    "worker-excludes-tag": "the worker excludes a tag the job asks for",
-    "job-excludes-tag": "the job excludes a tag the worker offers",
-    "worker-requires-tag": "the worker requires a tag the job does not ask for",
-    "constraint": "the job's RFC 31 constraint does not hold on the worker",
-    "task-denied": "the worker's tasks_allowlist or tasks_denylist refuses the job's task",
-    "task-version": "the worker reports another version of the job's task, or none",
-    "task-requirements": "the task's requirements do not hold on the worker's metadata",
-    "too-few-slots": "no queue instance of the worker has enough slots",
-    **COMPLEX_REASONS,
-    "inventory-too-small": "the worker's whole inventory is smaller than what the job needs "
-    "on one node",
-}
+REASONS = {code: text for provider in MISFIT_ORDER for code, text in provider.reasons.items()}
 
 #: Constrained categories compiled into one statement when a worker changes.
 CONSTRAINED_PER_STATEMENT = 50
-
-
-def _tag_pair(category_tag: type[CategoryTag], worker_tag: type[WorkerTag]) -> ColumnElement[bool]:
-    return and_(
-        worker_tag.group_name == category_tag.group_name, worker_tag.value == category_tag.value
-    )
-
-
-@lru_cache(maxsize=8)
-def _pair_clauses(
-    category: type[Category], worker: type[Worker]
-) -> tuple[
-    ColumnElement[bool],
-    ColumnElement[bool],
-    ColumnElement[bool],
-    ColumnElement[bool],
-    ScalarSelect[int],
-    ColumnElement[bool],
-]:
-    """The tag, slot and inventory clauses of :func:`misfit_reason`. Expressions are
-    immutable, so they are built once: aliasing the models costs tens of ms a time."""
-    ct, wt = aliased(CategoryTag), aliased(WorkerTag)
-    job_requires = exists().where(
-        ct.category_id == category.id,
-        ct.mode == TagMode.REQUIRED,
-        # Correlate explicitly: SQLAlchemy's automatic correlation stops at the enclosing
-        # SELECT and would give this subquery a FROM of its own for the outer table.
-        ~exists()
-        .where(wt.worker_id == worker.id, _tag_pair(ct, wt), wt.mode.in_(_OFFERED))
-        .correlate_except(wt),
-    )
-    ct2, wt2 = aliased(CategoryTag), aliased(WorkerTag)
-    worker_excludes = exists().where(
-        ct2.category_id == category.id,
-        ct2.mode.in_(_OFFERED),
-        wt2.worker_id == worker.id,
-        _tag_pair(ct2, wt2),
-        wt2.mode == TagMode.EXCLUDED,
-    )
-    ct3, wt3 = aliased(CategoryTag), aliased(WorkerTag)
-    job_excludes = exists().where(
-        ct3.category_id == category.id,
-        ct3.mode == TagMode.EXCLUDED,
-        wt3.worker_id == worker.id,
-        _tag_pair(ct3, wt3),
-        wt3.mode.in_(_OFFERED),
-    )
-    ct4, wt4 = aliased(CategoryTag), aliased(WorkerTag)
-    worker_requires = exists().where(
-        wt4.worker_id == worker.id,
-        wt4.mode == TagMode.REQUIRED,
-        ~exists()
-        .where(ct4.category_id == category.id, _tag_pair(ct4, wt4), ct4.mode.in_(_OFFERED))
-        .correlate_except(ct4),
-    )
-    largest_slots = (
-        select(func.coalesce(func.max(QueueInstance.slots), 0))
-        .where(QueueInstance.worker_id == worker.id)
-        .scalar_subquery()
-    )
-    # Workers without an inventory are not managed: a jobspec never rules them out.
-    inventory_too_small = and_(
-        exists().where(WorkerInventory.worker_id == worker.id),
-        exists().where(
-            CategoryNodeNeed.category_id == category.id,
-            ~exists()
-            .where(
-                InventoryCount.worker_id == worker.id,
-                InventoryCount.type == CategoryNodeNeed.type,
-                InventoryCount.unit == CategoryNodeNeed.unit,
-                InventoryCount.total >= CategoryNodeNeed.amount,
-            )
-            .correlate_except(InventoryCount),
-        ),
-    )
-    return (
-        job_requires,
-        worker_excludes,
-        job_excludes,
-        worker_requires,
-        largest_slots,
-        inventory_too_small,
-    )
 
 
 def misfit_reason(
@@ -201,30 +107,13 @@ def misfit_reason(
     task, outer-joined (NULL columns for a category without a task). ``scope`` names the
     one category or the one worker the statement is about (the SGE clauses are sets
     narrowed to it)."""
-    (
-        job_requires,
-        worker_excludes,
-        job_excludes,
-        worker_requires,
-        largest_slots,
-        inventory_too_small,
-    ) = _pair_clauses(category, worker)
-    sge_clauses = complex_reasons(category, worker, scope.kind)
+    pair = MisfitPair(category, worker, scope.kind, constraint_ok, requirements_ok)
     return case(
-        (job_requires, literal("job-requires-tag")),
-        (worker_excludes, literal("worker-excludes-tag")),
-        (job_excludes, literal("job-excludes-tag")),
-        (worker_requires, literal("worker-requires-tag")),
-        (not_(constraint_ok if constraint_ok is not None else true()), literal("constraint")),
-        (and_(Task.id.is_not(None), task_denied(worker, Task)), literal("task-denied")),
-        (and_(Task.id.is_not(None), task_version_differs(worker, Task)), literal("task-version")),
-        (
-            not_(requirements_ok if requirements_ok is not None else true()),
-            literal("task-requirements"),
+        *(
+            (condition, literal(code))
+            for provider in MISFIT_ORDER
+            for condition, code in provider.clauses(pair)
         ),
-        (largest_slots < category.slots, literal("too-few-slots")),
-        *((condition, literal(code)) for condition, code in sge_clauses),
-        (inventory_too_small, literal("inventory-too-small")),
         else_=None,
     )
 

@@ -10,18 +10,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.matching.allocation import build_requests, list_need, min_nodes, node_needs
+from app.matching.allocation.allocator import build_requests, list_need, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
-from app.matching.tag_rows import parse_resources
-from app.notations import jobspec as rfc14
-from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import ComplexTable
-from app.notations.constraints import Constraint, constraint_to_json, parse_constraint
+from app.matching.momotor.rows import parse_resources
+from app.notations.debusine.metadata import NAMESPACE_PATTERN
 from app.notations.errors import NotationError
-from app.notations.metadata import NAMESPACE_PATTERN
-from app.notations.requires import compile_requires_constraint
-from app.notations.shape import parse_shape_resources
-from app.notations.tags import Resources
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.constraints import Constraint, constraint_to_json, parse_constraint
+from app.notations.flux.requires import compile_requires_constraint
+from app.notations.flux.shape import parse_shape_resources
+from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.requests import RequestList, parse_request_list
+from app.notations.momotor.tags import Resources
 
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
 #: A job's command: at most this many arguments of at most this many characters.

@@ -11,12 +11,12 @@ from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState
 from app.matching import history
 from app.matching.categories import any_worker_fits, get_or_create_category
-from app.matching.complex_table import load_table
-from app.matching.dispatch import booked_workers, lock_workers, release_allocations
+from app.matching.debusine.registry import get_task
+from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, NotFoundError
-from app.matching.parallel import check_pe_exists
+from app.matching.gridengine.parallel import check_pe_exists
+from app.matching.gridengine.table import load_table
 from app.matching.requests import JobSpec, parse_request
-from app.matching.tasks import get_task
 
 __all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
 
@@ -101,7 +101,7 @@ LOCK_ATTEMPTS = 3
 def _lock_for_cancel(session: Session, job_id: int) -> Job:
     """Lock the job for a change of state, and first, when it runs, its workers (the one it
     runs on and every one it holds vertices on, in id order): the lock order of every
-    writer is workers -> job -> queue instances -> inventory rows (app/matching/dispatch.py).
+    writer is workers -> job -> queue instances -> inventory rows (app/matching/dispatch/pull.py).
     The workers are known only from an unlocked read, so they are locked in a savepoint and
     the read repeated when the job moved meanwhile (a waiting job pulled or allocated);
     rolling back the savepoint drops the locks taken out of order."""

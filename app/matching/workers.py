@@ -10,14 +10,14 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
-from app.matching.complex_values import write_queue_builtins
-from app.matching.constraint_sql import store_worker_name_parts
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.matching.inventory import parse_worker_inventory, set_rank, store_inventory
+from app.matching.allocation.inventory import parse_worker_inventory, set_rank, store_inventory
+from app.matching.errors import ConflictError, InvalidFieldError
+from app.matching.flux.sql import store_worker_name_parts
+from app.matching.gridengine.values import write_queue_builtins
 from app.matching.misfits import recache_worker_misfits
-from app.matching.tag_rows import canonical_resources, parse_resources, tag_rows
-from app.notations.constraints import validate_property_name
+from app.matching.momotor.rows import canonical_resources, parse_resources, tag_rows
 from app.notations.errors import NotationError
+from app.notations.flux.constraints import validate_property_name
 
 DEFAULT_QUEUE = "default"
 
@@ -113,7 +113,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         )
         if holder is not None:
             raise ConflictError(f"rank {spec.rank} belongs to worker {holder!r}")
-    # The worker row first, as every writer does (see app/matching/dispatch.py).
+    # The worker row first, as every writer does (see app/matching/dispatch/pull.py).
     worker = session.scalar(select(Worker).where(Worker.name == spec.name).with_for_update())
     created = worker is None
     if worker is None:
@@ -161,13 +161,6 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         recache_worker_misfits(session, worker.id)
     session.flush()
     return worker, created
-
-
-def get_worker(session: Session, name: str) -> Worker:
-    worker = session.scalar(select(Worker).where(Worker.name == name))
-    if worker is None:
-        raise NotFoundError(f"no worker named {name!r}")
-    return worker
 
 
 def list_workers(session: Session, *, limit: int, offset: int) -> list[Worker]:

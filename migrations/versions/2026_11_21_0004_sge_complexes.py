@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
 from app.notations.quantities import ValueType, parse_number
 
-# A row's object matches its level (app/db/models/complexes.py).
+# A row's object matches its level (app/db/models/gridengine.py).
 _OBJECT_CHECK = (
     "(level = 'global' AND worker_id IS NULL AND queue_instance_id IS NULL AND object_key = 0)"
     " OR (level = 'host' AND worker_id IS NOT NULL AND queue_instance_id IS NULL"

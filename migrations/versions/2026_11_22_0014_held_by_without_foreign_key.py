@@ -9,7 +9,7 @@ PostgreSQL checked the key once for every row a booking holds: 39 checks for a w
 node of the bench's inventory, 4 for four cores. With it dropped, the booking statement
 of a 4-core job took 2.1 ms instead of 2.5-2.8 ms, and a 4-node job 9.7-9.9 ms instead of
 12.5-13.4 ms (bench/allocation.py's steady state at 4,096 nodes). The key only said that
-some job of that id exists; app/matching/inventory_invariants.py checks that the row's
+some job of that id exists; app/matching/allocation/invariants.py checks that the row's
 job has an active exclusive booking over it, and that every such booking's rows are held
 by its job (``jobmatch db check``). Its ON DELETE SET NULL had nothing left to do: jobs
 are deleted only before they ever run (a lost idempotency race), and nulling held_by

@@ -19,7 +19,9 @@ from app.db.models import (
     Worker,
     WorkerInventory,
 )
-from app.matching import dispatch, scheduling, submission, workers
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from app.matching.invariants import violations
 from app.matching.submission import JobSpec

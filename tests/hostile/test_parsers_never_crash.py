@@ -17,19 +17,19 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.notations import jobspec as rfc14
-from app.notations.complex_requests import parse_request_list
-from app.notations.complex_strings import parse_expression
-from app.notations.complexes import default_table
-from app.notations.constraints import ConstraintError, constraint_to_json, parse_constraint
 from app.notations.errors import NotationError
-from app.notations.hostlist import parse_hostlist
-from app.notations.idset import parse_idset
+from app.notations.flux import jobspec as rfc14
+from app.notations.flux.constraints import ConstraintError, constraint_to_json, parse_constraint
+from app.notations.flux.hostlist import parse_hostlist
+from app.notations.flux.idset import parse_idset
+from app.notations.flux.ranges import count_values, parse_count_string
+from app.notations.flux.requires import compile_requires
+from app.notations.flux.shape import format_shape, parse_shape_resources
+from app.notations.gridengine.attributes import default_table
+from app.notations.gridengine.requests import parse_request_list
+from app.notations.gridengine.strings import parse_expression
+from app.notations.momotor.tags import Resources
 from app.notations.quantities import ValueType, canonical_number, parse_number
-from app.notations.ranges import count_values, parse_count_string
-from app.notations.requires import compile_requires
-from app.notations.shape import format_shape, parse_shape_resources
-from app.notations.tags import Resources
 
 HOSTILE = settings(
     max_examples=300,

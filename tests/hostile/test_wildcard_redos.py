@@ -3,7 +3,8 @@
 A backtracking regex (Python's ``re`` inside SQLite's REGEXP) took 33.7 s to decide that
 ``*?*?*?*?*?*?*?*?*?*?*?*z`` does not match ``build-worker-0001.ci.example.com``, with every
 other request waiting. Now SQLite calls a non-backtracking automaton
-(app/notations/wildcard_nfa.py), PostgreSQL keeps its own regex engine (measured here), and
+(app/notations/gridengine/wildcard_nfa.py), PostgreSQL keeps its own regex engine (measured
+here), and
 requests are bounded at parse time. The automaton must give exactly the answers of the
 reference evaluator (:func:`match_string`, glibc ``fnmatch`` rules per sge_types(1)), on
 Grid Engine's own matcher cases and on random patterns.
@@ -25,8 +26,9 @@ from sqlalchemy import func, select, text
 
 from app.db.engine import Database
 from app.db.models import CategoryRequest, Job
-from app.notations.complex_regex import request_regex
-from app.notations.complex_strings import (
+from app.notations.gridengine.attributes import Relop, compare
+from app.notations.gridengine.string_regex import request_regex
+from app.notations.gridengine.strings import (
     MAX_NESTING,
     MAX_REQUEST_LENGTH,
     MAX_WILDCARDS,
@@ -35,9 +37,8 @@ from app.notations.complex_strings import (
     match_string,
     parse_expression,
 )
-from app.notations.complexes import Relop, compare
+from app.notations.gridengine.wildcard_nfa import compile_request, sql_request_match
 from app.notations.quantities import ValueType
-from app.notations.wildcard_nfa import compile_request, sql_request_match
 from tests.live_server import LiveServer
 from tests.notations.gridengine.test_string_regex import _vectors
 from tests.support.http_api import assert_problem, register

@@ -16,7 +16,9 @@ from app.api.lease_sweeper import LeaseSweeper
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import JobEventKind, JobState
-from app.matching import dispatch, history, leases, scheduling, submission, workers
+from app.matching import history, leases, submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, ForbiddenError
 from app.matching.late_reports import LateReportError
 from app.matching.submission import JobSpec

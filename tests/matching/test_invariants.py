@@ -10,7 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.engine import Database
-from app.matching import dispatch, scheduling, submission, workers
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.dispatch import pull as dispatch
 from app.matching.invariants import violations
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

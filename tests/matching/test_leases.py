@@ -13,7 +13,8 @@ from app.api.app import create_app
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import JobEventKind, JobState, QueueInstance
-from app.matching import dispatch, history, leases, submission, workers
+from app.matching import history, leases, submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.late_reports import LateReportError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 
 from app.db.engine import Database
 from app.db.models import CategoryShape, Job, JobState, Worker
-from app.matching import dispatch, scheduling
-from app.matching.allocation import POLICIES
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation.allocator import POLICIES
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from tests.support.concurrency_worker import MAX_KEPT_ERRORS, Flag, _Deadline, _transact
 from tests.support.concurrency_worker import Report as _ExecutorReport

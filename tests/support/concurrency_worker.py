@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from app.db import dialect
 from app.db.engine import Database
 from app.db.models import Job, JobState
-from app.matching import dispatch
+from app.matching.dispatch import pull as dispatch
 
 T = TypeVar("T")
 

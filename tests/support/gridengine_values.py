@@ -13,8 +13,9 @@ import random
 from sqlalchemy.orm import Session
 
 from app.db.models import Worker
-from app.matching.complex_table import create_attribute, definition_from_body
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.table import create_attribute, definition_from_body
+from app.matching.gridengine.values import Target
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 
 ARCHES = ["lx-amd64", "lx-ia64", "sol-sparc64", "LX-AMD64", "darwin", "[linux"]

@@ -25,8 +25,10 @@ from app.db.models import (
     Worker,
     WorkerInventory,
 )
-from app.matching import dispatch, scheduling, submission, workers
-from app.matching.allocation import Policy
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation.allocator import Policy
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

@@ -4,7 +4,8 @@ dispatch tests that pin the pull and the finish (tests/matching/dispatch/)."""
 from __future__ import annotations
 
 from app.db.engine import Database
-from app.matching import dispatch, submission, workers
+from app.matching import submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 

@@ -2,46 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import PrincipalDep
 from app.api.retries import RetryingRoute
-from app.api.schemas import Text
-from app.matching import flux_tools
+from app.api.schemas.flux import ConstraintIn, ConstraintOut, RequiresIn, ShapeIn, ShapeOut
+from app.matching.flux import tools as flux_tools
 
 router = APIRouter(prefix="/v1/flux", tags=["flux"], route_class=RetryingRoute)
-
-
-class ShapeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    shape: Text = Field(max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`")
-    default_label: Text = Field(default="default", min_length=1, max_length=255)
-    format: Literal["json", "yaml"] = "json"
-
-
-class ShapeOut(BaseModel):
-    shape: str = Field(description="the canonical shape string")
-    resources: list[Any] = Field(description="the RFC 14 resources list")
-
-
-class RequiresIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    requires: Text = Field(max_length=65_536, description="RFC 35 text, as flux --requires")
-
-
-class ConstraintIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    constraint: Any = Field(description="an RFC 31 constraint object")
-
-
-class ConstraintOut(BaseModel):
-    constraint: dict[str, Any] = Field(description="the canonical RFC 31 object")
 
 
 @router.post(

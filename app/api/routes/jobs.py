@@ -4,138 +4,40 @@ the running worker's report of the end of its job."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError, problem_response
 from app.api.retries import RetryingRoute
-from app.api.schemas import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
-from app.db.models import Job, JobEventKind, JobState, Role, Worker, WorkerState
-from app.matching import (
-    candidates,
-    complex_explain,
-    dispatch,
-    history,
-    idempotency,
-    inventory,
-    scheduling,
-    submission,
+from app.api.schemas.common import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas.jobs import (
+    AllocationExplanationOut,
+    AllocationOut,
+    CandidateOut,
+    CandidatesOut,
+    ClauseOut,
+    ExplanationOut,
+    FinishIn,
+    JobEventOut,
+    JobHistoryOut,
+    JobIn,
+    JobOut,
+    ReturnIn,
+    ShortfallOut,
+    WorkerExplanationOut,
 )
+from app.db.models import Job, JobState, Role, Worker, WorkerState
+from app.matching import candidates, history, idempotency, submission
+from app.matching.allocation import allocate
+from app.matching.allocation import r as r_description
+from app.matching.dispatch import pull as dispatch
+from app.matching.gridengine import explain as gridengine_explain
 from app.matching.late_reports import LateReportError
-from app.matching.submission import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
-
-
-class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    resources: Text = Field(
-        default="",
-        max_length=65_536,
-        description="Momotor resource definition of what the job needs",
-    )
-    priority: int = Field(
-        default=0,
-        ge=-1_000_000,
-        le=1_000_000,
-        description="higher runs first; equal priorities run oldest first",
-    )
-    slots: int = Field(default=1, ge=1, le=1_000_000)
-    constraint: dict[str, Any] | None = Field(
-        default=None, description='RFC 31 constraint, e.g. {"properties": ["ssd"]}'
-    )
-    requires: Text | None = Field(
-        default=None,
-        max_length=65_536,
-        description="RFC 35 text compiled as flux --requires, e.g. `host:node[0-3] ssd`; "
-        "an alternative to constraint",
-    )
-    shape: Text | None = Field(
-        default=None, max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`"
-    )
-    jobspec: list[Any] | None = Field(
-        default=None,
-        max_length=256,
-        description="RFC 14 resources list (at most 256 top-level items); an alternative to shape",
-    )
-    task: Text | None = Field(
-        default=None,
-        max_length=255,
-        description="a registered task type (GET /v1/tasks); its requirements, version and "
-        "the workers' allow/deny lists then decide where the job may run",
-    )
-    command: list[str] | None = Field(
-        default=None,
-        max_length=4096,
-        description='argv the worker agent runs, e.g. `["python3", "-c", "print(1)"]`',
-    )
-    timeout: int | None = Field(
-        default=None, ge=1, le=7 * 24 * 3600, description="seconds the command may run"
-    )
-    hard: Text = Field(
-        default="",
-        max_length=65_536,
-        description="Grid Engine hard -l list, e.g. h_vmem=2G,arch=lx*",
-    )
-    soft: Text = Field(default="", max_length=65_536, description="Grid Engine soft -l list")
-    pe: Text | None = Field(default=None, max_length=255, description="parallel environment")
-    pe_slots: Text | None = Field(
-        default=None, max_length=64, description="slot range of the pe: n, lo-hi, -hi, lo-"
-    )
-
-    def spec(self) -> JobSpec:
-        return JobSpec(
-            resources=self.resources,
-            priority=self.priority,
-            slots=self.slots,
-            constraint=self.constraint,
-            requires=self.requires,
-            shape=self.shape,
-            jobspec=self.jobspec,
-            task=self.task,
-            command=self.command,
-            timeout=self.timeout,
-            hard=self.hard,
-            soft=self.soft,
-            pe=self.pe,
-            pe_slots=self.pe_slots,
-        )
-
-
-class JobOut(BaseModel):
-    id: int
-    state: JobState
-    priority: int
-    slots: int
-    category_id: int
-    resources: str
-    constraint: str | None = Field(description="the constraint as given (RFC 31 JSON or RFC 35)")
-    constraint_syntax: str | None = Field(description="rfc31 or rfc35")
-    shape: str | None
-    jobspec: str | None = Field(description="the RFC 14 resources as given (JSON text)")
-    task: str | None
-    command: list[str] | None
-    timeout: int | None
-    hard: str | None
-    soft: str | None
-    pe: str | None
-    pe_slots: str | None
-    submitter: str
-    worker: str | None
-    failure_reason: str | None
-    attempts: int = Field(description="times the job was dispatched")
-    exit_code: int | None = Field(description="the command's exit status, as the agent reported")
-    output: str | None = Field(description="the tail of the command's output")
-    submitted_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
 
 
 def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> JobOut:
@@ -171,101 +73,6 @@ def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> Jo
         submitted_at=job.submitted_at,
         started_at=job.started_at,
         ended_at=job.ended_at,
-    )
-
-
-class CandidateOut(BaseModel):
-    """One eligible worker. ``strength`` is Momotor's match strength, lower is better:
-    -Infinity (STRONGEST), -1.0 (STRONG), 0.0 (NEUTRAL), 1.0 (WEAK), Infinity (WEAKEST).
-    Infinities are written as the JSON strings "-Infinity" and "Infinity"."""
-
-    model_config = ConfigDict(ser_json_inf_nan="strings")
-
-    worker: str
-    strength: float
-    strength_name: str
-    free_slots: int
-    state: WorkerState
-
-
-class CandidatesOut(BaseModel):
-    job: int | None = Field(description="the job, or null for a dry-run match")
-    items: list[CandidateOut] = Field(description="eligible workers, best match first")
-
-
-class ClauseOut(BaseModel):
-    reason: str
-    message: str
-    group: str | None
-    tag: str | None
-
-
-class WorkerExplanationOut(BaseModel):
-    worker: str
-    eligible: bool
-    misfit_reason: str | None = Field(description="the reason code cached in SQL, if any")
-    clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
-
-
-class ShortfallOut(BaseModel):
-    path: str = Field(description="the level of the request, e.g. slot/node/core")
-    needed: int
-    found: int = Field(description="the most found in one place")
-    places: int = Field(description="how many places (vertices) were searched")
-    workers: list[str] = Field(description="the workers where that level fell short")
-
-
-class AllocationExplanationOut(BaseModel):
-    placeable: bool
-    candidate_workers: int = Field(
-        description="workers that passed the SQL filter (fit, active, enough free per type)"
-    )
-    shortfalls: list[ShortfallOut]
-
-
-class ExplanationOut(BaseModel):
-    job: int
-    workers: list[WorkerExplanationOut]
-    scheduling_info: list[str] = Field(
-        default_factory=list,
-        description="Grid Engine jobs: why queue instances cannot take the job, in the "
-        "words of qstat -j (level, attribute, requested and offered value)",
-    )
-    allocation: AllocationExplanationOut | None = Field(
-        default=None, description="for a waiting job with a shape or jobspec: can it be placed"
-    )
-
-
-class JobEventOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    kind: JobEventKind
-    worker: str | None
-    detail: str | None
-    at: datetime
-
-
-class JobHistoryOut(BaseModel):
-    job: int
-    events: list[JobEventOut] = Field(description="changes of state, oldest first")
-
-
-class AllocationOut(BaseModel):
-    """RFC 20-like R of what the job holds: per node its rank, name, the ids of each leaf
-    type as an RFC 22 idset and the amounts drawn from pools."""
-
-    job: int
-    R_lite: list[dict[str, Any]]
-
-
-class FinishIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    outcome: Literal["finished", "failed"]
-    reason: Text | None = Field(default=None, max_length=4096)
-    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    output: Text | None = Field(
-        default=None, max_length=1_048_576, description="the command's output (its tail is kept)"
     )
 
 
@@ -377,7 +184,7 @@ def explain_job(
     explanations = candidates.explain_job(session, job, worker)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
-        attempt = scheduling.find_placement(
+        attempt = allocate.find_placement(
             session, job, request.app.state.settings.allocation_policy
         )
         allocation = AllocationExplanationOut(
@@ -396,7 +203,7 @@ def explain_job(
         )
     return ExplanationOut(
         job=job.id,
-        scheduling_info=complex_explain.scheduling_info(session, job),
+        scheduling_info=gridengine_explain.scheduling_info(session, job),
         allocation=allocation,
         workers=[
             WorkerExplanationOut(
@@ -428,7 +235,7 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
     job = _visible_job(session, job_id, principal)
-    return AllocationOut(job=job.id, R_lite=inventory.job_r(session, job.id))
+    return AllocationOut(job=job.id, R_lite=r_description.booked_r(session, job.id))
 
 
 @router.post("/jobs/{job_id}/allocate", response_model=JobOut)
@@ -436,7 +243,7 @@ def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: 
     """Scheduler-side dispatch: allocate a waiting job's vertices on as many workers as it
     needs (multi-node requests), book them and start it on its first node. 409 when it
     cannot be placed now (the explanation says why)."""
-    job = scheduling.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
+    job = allocate.schedule_job(session, job_id, request.app.state.settings.allocation_policy)
     return job_out(session, job)
 
 
@@ -486,12 +293,6 @@ def finish_job(
             worker=late.now_on,
         )
     return job_out(session, job)
-
-
-class ReturnIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    reason: Text | None = Field(default=None, max_length=4096, description="why, for the history")
 
 
 @router.post("/jobs/{job_id}/return", response_model=JobOut)

@@ -5,18 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
+from app.api.schemas.leases import ExpireOut
 from app.matching.leases import expire_leases
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"], route_class=RetryingRoute)
-
-
-class ExpireOut(BaseModel):
-    expired: int
 
 
 @router.post("/expire", response_model=ExpireOut)

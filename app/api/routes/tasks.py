@@ -3,57 +3,18 @@ declarative requirements and optional ``can_run_on`` plug-in."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from fastapi import APIRouter, Response, status
-from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
-from app.api.schemas import NamePath
+from app.api.schemas.common import NamePath
+from app.api.schemas.tasks import TaskIn, TaskOut
 from app.db.models import Task
-from app.matching import tasks
-from app.matching.tasks import TaskSpec
+from app.matching.debusine import registry as task_registry
+from app.matching.debusine.registry import TaskSpec
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=RetryingRoute)
-
-
-class TaskIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=255, description="lower case, e.g. `sbuild`")
-    version: int = Field(
-        default=1,
-        ge=1,
-        le=2**31 - 1,
-        description="the version workers must report for this task's namespace",
-    )
-    description: str = Field(default="", max_length=65_536)
-    requirements: Any = Field(
-        default=None,
-        description="a condition on the worker's effective metadata, e.g. "
-        '`{"and": [{"eq": ["system:architecture", "amd64"]}, '
-        '{"ge": ["system:cpu_count", 4]}]}`; operators: and, or, not, exists, eq, ne, '
-        "lt, le, gt, ge, in, contains",
-    )
-    plugin: str | None = Field(
-        default=None,
-        max_length=255,
-        description="an entry point of group `jobmatch.tasks` whose can_run_on runs on "
-        "the workers SQL found suitable",
-    )
-
-
-class TaskOut(BaseModel):
-    name: str
-    version: int
-    description: str
-    requirements: Any
-    plugin: str | None
-    created_at: datetime
-    updated_at: datetime
 
 
 def task_out(task: Task) -> TaskOut:
@@ -61,7 +22,7 @@ def task_out(task: Task) -> TaskOut:
         name=task.name,
         version=task.version,
         description=task.description,
-        requirements=tasks.requirements_json(task),
+        requirements=task_registry.requirements_json(task),
         plugin=task.plugin,
         created_at=task.created_at,
         updated_at=task.updated_at,
@@ -86,7 +47,7 @@ def register_task(
         requirements=body.requirements,
         plugin=body.plugin,
     )
-    task, created = tasks.upsert_task(session, spec)
+    task, created = task_registry.upsert_task(session, spec)
     if not created:
         response.status_code = status.HTTP_200_OK
     return task_out(task)
@@ -95,9 +56,9 @@ def register_task(
 @router.get("", response_model=list[TaskOut])
 def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
     """Every registered task type (workers read it to know what to analyse)."""
-    return [task_out(task) for task in tasks.list_tasks(session)]
+    return [task_out(task) for task in task_registry.list_tasks(session)]
 
 
 @router.get("/{name}", response_model=TaskOut)
 def get_task(name: NamePath, session: SessionDep, _who: PrincipalDep) -> TaskOut:
-    return task_out(tasks.get_task(session, name))
+    return task_out(task_registry.get_task(session, name))

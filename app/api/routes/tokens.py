@@ -2,51 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
-
 from fastapi import APIRouter, status
-from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
-from app.api.schemas import IdPath, LimitQuery, OffsetQuery, Page, Text, page_of
+from app.api.schemas.common import IdPath, LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas.tokens import IssuedToken, TokenCreate, TokenOut
 from app.db import tokens
-from app.db.models import Role
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRoute)
-
-
-class TokenCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    role: Literal[Role.WORKER, Role.SUBMITTER] = Field(
-        description="worker or submitter; the admin token is set in settings, never issued"
-    )
-    subject: str = Field(
-        min_length=1,
-        max_length=255,
-        pattern=r"^[A-Za-z0-9._@:-]+$",
-        description="the worker or submitter name the token acts for",
-    )
-    label: Text = Field(default="", max_length=255)
-
-
-class TokenOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    role: Role
-    subject: str
-    label: str
-    created_at: datetime
-    revoked_at: datetime | None
-
-
-class IssuedToken(TokenOut):
-    token: str = Field(description="the bearer token; shown only in this response")
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=IssuedToken)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
-
 from fastapi import APIRouter, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -15,8 +11,20 @@ from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
 from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
-from app.api.routes.jobs import JobOut, job_out
-from app.api.schemas import LimitQuery, NamePath, OffsetQuery, Page, Text, page_of
+from app.api.routes.jobs import job_out
+from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.jobs import JobOut
+from app.api.schemas.workers import (
+    DynamicMetadataIn,
+    HeartbeatOut,
+    MetadataOut,
+    NamespaceOut,
+    QueueInstanceOut,
+    RegisteredWorker,
+    StaticMetadataIn,
+    WorkerIn,
+    WorkerOut,
+)
 from app.db import tokens
 from app.db.models import (
     InventoryCount,
@@ -24,86 +32,19 @@ from app.db.models import (
     Worker,
     WorkerInventory,
     WorkerProperty,
-    WorkerState,
 )
-from app.matching import dispatch, leases, worker_metadata, workers
+from app.matching import leases, workers
+from app.matching.debusine import metadata as debusine_metadata
+from app.matching.dispatch import pull as dispatch
+from app.matching.locks import worker_by_name
 from app.matching.workers import QueueSpec, WorkerSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 
 #: Set on pull and heartbeat responses when the worker should report its dynamic metadata
 #: again (never reported, or older than JOBMATCH_METADATA_REFRESH_SECONDS).
 REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
-
-
-class QueueIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
-    slots: int = Field(ge=0, le=1_000_000)
-
-
-class WorkerIn(BaseModel):
-    """A worker's registration. Without ``queues`` the worker gets one queue instance of
-    the ``default`` queue with ``slots`` slots."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
-    resources: Text = Field(
-        default="",
-        max_length=65_536,
-        description="Momotor resource definition, e.g. `language: java, ?python`",
-    )
-    slots: int = Field(default=1, ge=0, le=1_000_000)
-    rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    state: WorkerState = WorkerState.ACTIVE
-    queues: list[QueueIn] | None = Field(default=None, max_length=256)
-    properties: list[
-        Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]
-    ] = Field(
-        default_factory=list,
-        max_length=1024,
-        description="RFC 31 properties, tested by `properties` constraints",
-    )
-    inventory: str | list[Any] | None = Field(
-        default=None,
-        description="the worker's resources as a shape (`node/[socket=2/[core=16;gpu=2];"
-        "memory=256{unit:GB}]`) or an RFC 14 resources list; jobs with a shape or jobspec "
-        "get concrete vertices of it",
-    )
-
-
-class QueueInstanceOut(BaseModel):
-    queue: str
-    slots: int
-    used_slots: int
-
-
-class WorkerOut(BaseModel):
-    name: str
-    rank: int | None
-    state: WorkerState
-    generation: int
-    resources: str
-    properties: list[str]
-    inventory: str | None = Field(description="the inventory as given (shape or JSON text)")
-    free: dict[str, int] = Field(
-        description="free units per resource type (`type` or `type:unit` for pools)"
-    )
-    queues: list[QueueInstanceOut]
-    last_seen: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-
-class RegisteredWorker(WorkerOut):
-    token: str | None = Field(
-        description="the worker's bearer token, issued when the worker is created; null on "
-        "an update (issue another with POST /v1/tokens)"
-    )
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
@@ -178,12 +119,12 @@ def list_workers(
 
 @router.get("/{name}", response_model=WorkerOut)
 def get_worker(name: NamePath, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
-    return worker_out(session, workers.get_worker(session, name))
+    return worker_out(session, worker_by_name(session, name))
 
 
 def _refresh_due(request: Request, worker: Worker) -> bool:
     max_age: float = request.app.state.settings.metadata_refresh_seconds
-    return worker_metadata.refresh_due(worker, max_age)
+    return debusine_metadata.refresh_due(worker, max_age)
 
 
 _REFRESH_DOC = {
@@ -209,7 +150,7 @@ def pull(
     jobspec job on a worker with an inventory, its vertices) booked. The
     ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
     job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
-    refresh = worker_metadata.report_due(
+    refresh = debusine_metadata.report_due(
         puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
     )
     if job is None:
@@ -220,12 +161,6 @@ def pull(
     if refresh:
         response.headers[REFRESH_HEADER] = "true"
     return job_out(session, job, worker_name=name)
-
-
-class HeartbeatOut(BaseModel):
-    worker: str
-    last_seen: datetime | None
-    refresh_metadata: bool = Field(description="the worker should report its metadata again")
 
 
 @router.post("/{name}/heartbeat", response_model=HeartbeatOut)
@@ -240,42 +175,8 @@ def heartbeat(
     )
 
 
-class StaticMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    metadata: dict[str, Any] = Field(
-        description='flat keys, e.g. `{"system:cpu_count": 8, "tasks_denylist": '
-        '["sbuild"]}`; replaces the whole static metadata'
-    )
-
-
-class DynamicMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    metadata: dict[str, Any] = Field(
-        description="namespaced by task name, each with an integer version (1 by default), "
-        'e.g. `{"sbuild": {"version": 2, "chroots": ["trixie"]}}`'
-    )
-
-
-class NamespaceOut(BaseModel):
-    version: int
-    reported_at: datetime
-
-
-class MetadataOut(BaseModel):
-    worker: str
-    generation: int
-    static: dict[str, Any]
-    dynamic: dict[str, Any] = Field(description="flat keys of the latest report")
-    effective: dict[str, Any] = Field(description="dynamic overlaid by static")
-    namespaces: dict[str, NamespaceOut]
-    reported_at: datetime | None = Field(description="when the worker last reported")
-    refresh_metadata: bool = Field(description="a refresh is due")
-
-
 def _metadata_out(request: Request, session: Session, worker: Worker) -> MetadataOut:
-    view = worker_metadata.read_metadata(session, worker)
+    view = debusine_metadata.read_metadata(session, worker)
     return MetadataOut(
         worker=worker.name,
         generation=worker.generation,
@@ -299,7 +200,7 @@ def get_metadata(
     worker itself)."""
     if principal.role is Role.WORKER and principal.subject != name:
         raise ProblemError(403, f"this token belongs to worker {principal.subject!r}, not {name!r}")
-    return _metadata_out(request, session, workers.get_worker(session, name))
+    return _metadata_out(request, session, worker_by_name(session, name))
 
 
 @router.put("/{name}/metadata", response_model=MetadataOut)
@@ -309,7 +210,7 @@ def set_static_metadata(
     """The administrator replaces the worker's static metadata; it overrides what the
     worker reports, and its `tasks_allowlist`/`tasks_denylist` decide which tasks it runs."""
     check_metadata_size(body.metadata, request.app.state.settings)
-    worker = worker_metadata.set_static_metadata(session, name, body.metadata)
+    worker = debusine_metadata.set_static_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)
 
 
@@ -320,5 +221,5 @@ def report_dynamic_metadata(
     """The worker reports its dynamic metadata (with its own token); it replaces the
     previous report, and the server stamps the time."""
     check_metadata_size(body.metadata, request.app.state.settings)
-    worker = worker_metadata.report_dynamic_metadata(session, name, body.metadata)
+    worker = debusine_metadata.report_dynamic_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)

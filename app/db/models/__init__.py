@@ -1,14 +1,15 @@
 """All ORM models; importing this package registers every table on ``Base.metadata``."""
 
-from app.db.models.cluster import Queue, QueueInstance, Worker, WorkerTag
-from app.db.models.complexes import (
-    Attribute,
-    AttributeValue,
-    CategoryRequest,
-    ConsumableUsage,
-    JobBooking,
-    ParallelEnvironment,
+from app.db.models.allocation import (
+    CategoryNodeNeed,
+    CategoryShape,
+    InventoryBooking,
+    InventoryCount,
+    InventoryVertex,
+    WorkerInventory,
 )
+from app.db.models.cluster import Queue, QueueInstance, Worker
+from app.db.models.debusine import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.enums import JobState, TagMode, WorkerState
 from app.db.models.flux import (
     ConstraintHostRun,
@@ -18,18 +19,18 @@ from app.db.models.flux import (
     WorkerNamePart,
     WorkerProperty,
 )
+from app.db.models.gridengine import (
+    Attribute,
+    AttributeValue,
+    CategoryRequest,
+    ConsumableUsage,
+    JobBooking,
+    ParallelEnvironment,
+)
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
-from app.db.models.inventory import (
-    CategoryNodeNeed,
-    CategoryShape,
-    InventoryBooking,
-    InventoryCount,
-    InventoryVertex,
-    WorkerInventory,
-)
-from app.db.models.jobs import Allocation, Category, CategoryMisfit, CategoryTag, Job
-from app.db.models.tasks import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
+from app.db.models.jobs import Allocation, Category, CategoryMisfit, Job
+from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [

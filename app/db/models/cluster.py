@@ -1,14 +1,14 @@
-"""The cluster side: workers (hosts), queues, queue instances and the worker's tag rows."""
+"""The cluster side: workers (hosts), queues and queue instances (Momotor tag rows: momotor.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, utcnow
-from app.db.models.enums import TagMode, WorkerState, string_enum
+from app.db.models.enums import WorkerState, string_enum
 
 
 class Worker(Base):
@@ -66,19 +66,3 @@ class QueueInstance(Base):
 
     worker: Mapped[Worker] = relationship(back_populates="queue_instances")
     queue: Mapped[Queue] = relationship()
-
-
-class WorkerTag(Base):
-    """One Momotor tag of a worker's definition: group, value and mode."""
-
-    __tablename__ = "worker_tags"
-    __table_args__ = (
-        # The misfit predicates look tags up by (group, value) for one worker.
-        Index("ix_worker_tags_lookup", "worker_id", "group_name", "value", "mode"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"))
-    group_name: Mapped[str] = mapped_column(Text)
-    value: Mapped[str] = mapped_column(Text)
-    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))

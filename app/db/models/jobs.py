@@ -1,4 +1,4 @@
-"""The job side: categories (with their tag rows and cached misfits), jobs, allocations."""
+"""The job side: categories (with their cached misfits), jobs, allocations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
-from app.db.models.enums import JobState, TagMode, string_enum
+from app.db.models.enums import JobState, string_enum
 
 
 class Category(Base):
@@ -39,21 +39,6 @@ class Category(Base):
     pe_min: Mapped[int] = mapped_column(default=1, server_default="1")
     pe_max: Mapped[int] = mapped_column(default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class CategoryTag(Base):
-    """One Momotor tag of a category's request."""
-
-    __tablename__ = "category_tags"
-    __table_args__ = (
-        Index("ix_category_tags_lookup", "category_id", "group_name", "value", "mode"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    category_id: Mapped[int] = mapped_column(ForeignKey("categories.id", ondelete="CASCADE"))
-    group_name: Mapped[str] = mapped_column(Text)
-    value: Mapped[str] = mapped_column(Text)
-    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))
 
 
 class CategoryMisfit(Base):

@@ -1,4 +1,4 @@
-"""The scheduler's placement search (app/matching/scheduling.py) on a fragmented cluster
+"""The scheduler's placement search (app/matching/allocation/allocate.py) on a fragmented cluster
 whose ranks run against the ids (issue 9):
 
 * the survivors query driven by a room index (migration 0012) returns the same workers in
@@ -22,8 +22,12 @@ from app.db import dialect
 from app.db.engine import Database
 from app.db.models import InventoryCount, Job
 from app.db.tables import CATEGORIES
-from app.matching import allocation, dispatch, inventory, scheduling, submission
-from app.matching.allocation import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching import submission
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import allocator as allocation
+from app.matching.allocation import trees
+from app.matching.allocation.allocator import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from tests.support.inventory_cluster import NODES, SHAPES, build_cluster, fragment, submit_shape
 
@@ -100,14 +104,14 @@ def _survivors(session: Session, query: Any, parameters: dict[str, Any]) -> list
     first two) parsed and checked against the tables."""
     out = []
     for ordinal, row in enumerate(session.execute(query, {**parameters, "prefetch": 2})):
-        below = inventory.parse_rows_below(row[-1])
+        below = trees.parse_rows_below(row[-1])
         if ordinal < 2:
-            stored_below = session.execute(inventory._BELOW_NODES, {"worker_ids": [row[0]]}).all()
+            stored_below = session.execute(trees._BELOW_NODES, {"worker_ids": [row[0]]}).all()
             assert below is not None
             assert sorted(map(tuple, below)) == sorted(map(tuple, stored_below))
         else:
             assert below is None
-        counts = inventory.parse_free_counts(row[-2])
+        counts = trees.parse_free_counts(row[-2])
         stored = {
             (type_, unit or None): free
             for type_, unit, free in session.execute(

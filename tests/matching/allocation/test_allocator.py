@@ -1,5 +1,6 @@
-"""The pure allocator (app/matching/allocation.py): every RFC 14 / RFC 46 use case of RFC 46
-on a small inventory, and random jobspecs against an exhaustive brute-force reference."""
+"""The pure allocator (app/matching/allocation/allocator.py): every RFC 14 / RFC 46 use
+case of RFC 46 on a small inventory, and random jobspecs against an exhaustive brute-force
+reference."""
 
 from __future__ import annotations
 
@@ -10,22 +11,22 @@ from typing import Any
 
 import pytest
 
-from app.matching.allocation import (
-    Booking,
+from app.matching.allocation.allocator import (
     Placement,
     Selection,
     Vertex,
-    allocate,
+    VertexBooking,
     apply_bookings,
     build_requests,
     min_nodes,
     node_needs,
-    r_lite,
+    place_requests,
+    placement_r,
     whole_types,
 )
-from app.matching.inventory_spec import InventoryError, parse_inventory
-from app.notations.ranges import count_values
-from app.notations.shape import parse_shape_resources
+from app.matching.allocation.spec import InventoryError, parse_inventory
+from app.notations.flux.ranges import count_values
+from app.notations.flux.shape import parse_shape_resources
 from tests.support.allocation_trees import cluster
 
 NODE = "node/[socket=2/core=8;memory=64{unit:GB};ib10g]"
@@ -35,13 +36,13 @@ MAIN = [f"cluster{{id:c0}}/switch{{id:s{i // 4}}}/{NODE}" for i in range(8)]
 
 def _place(inventories: list[str], shape: str, policy: str = "first") -> Placement | None:
     root = cluster(inventories)
-    outcome = allocate(root, build_requests(parse_shape_resources(shape)), policy)  # type: ignore[arg-type]
+    outcome = place_requests(root, build_requests(parse_shape_resources(shape)), policy)  # type: ignore[arg-type]
     return outcome.placement
 
 
 def _nodes(placement: Placement | None) -> list[tuple[str | None, dict[str, object]]]:
     assert placement is not None
-    return [(item["node"], item["children"]) for item in r_lite(placement)]  # type: ignore[misc]
+    return [(item["node"], item["children"]) for item in placement_r(placement)]  # type: ignore[misc]
 
 
 WHOLE = {"core": "0-15", "ib10g": "0"}
@@ -97,7 +98,7 @@ def test_use_case_1_6_two_clusters() -> None:
     placement = _place(inventories, "cluster=2/slot/node=1+{-x}/core=30")
     assert _nodes(placement) == [(f"n{i}", {"core": "0-29"}) for i in range(4)]
     # With one cluster only, the cluster level is short, and says so.
-    outcome = allocate(
+    outcome = place_requests(
         cluster(inventories[:2]),
         build_requests(parse_shape_resources("cluster=2/slot/node=1+{-x}/core=30")),
     )
@@ -134,7 +135,7 @@ def test_use_case_2_4_two_kinds_of_slot_on_one_node() -> None:
         "node/[slot=10{read-db}/[core;memory=4{unit:GB}];slot{db}/[core=6;memory=24{unit:GB}]]",
     )
     assert placement is not None
-    (item,) = r_lite(placement)
+    (item,) = placement_r(placement)
     assert item["node"] == "n0" and item["children"] == {"core": "0-15"}
     assert item["pools"] == {"memory": {"GB": 64}}
 
@@ -152,7 +153,7 @@ def test_use_case_2_5_memory_ranges() -> None:
 def test_use_case_2_6_and_2_7() -> None:
     """RFC 46 use cases 2.6 (two nodes with 4+ GB) and 2.7-2.9 (slot/node)."""
     placement = _place(MAIN, "slot=2{4GB-node}/node/memory=4+{unit:GB}")
-    assert [item["pools"] for item in r_lite(placement)] == [{"memory": {"GB": 64}}] * 2  # type: ignore[arg-type]
+    assert [item["pools"] for item in placement_r(placement)] == [{"memory": {"GB": 64}}] * 2  # type: ignore[arg-type]
     assert _nodes(_place(MAIN, "slot/node")) == [("n0", WHOLE)]
 
 
@@ -162,12 +163,12 @@ def test_pack_fills_partly_used_nodes_first() -> None:
     one_core = build_requests(parse_shape_resources("slot/core"))
     # Book one core of n2 by hand (another job).
     n2 = root.children[2]
-    apply_bookings([Booking(n2.children[0], "exclusive")])
-    first = allocate(root, one_core, "first").placement
-    pack = allocate(root, one_core, "pack").placement
+    apply_bookings([VertexBooking(n2.children[0], "exclusive")])
+    first = place_requests(root, one_core, "first").placement
+    pack = place_requests(root, one_core, "pack").placement
     assert first is not None and [v.worker for v in first.nodes()] == ["n0"]
     assert pack is not None and [v.worker for v in pack.nodes()] == ["n2"]
-    assert r_lite(pack) == [{"rank": 2, "node": "n2", "children": {"core": "1"}}]
+    assert placement_r(pack) == [{"rank": 2, "node": "n2", "children": {"core": "1"}}]
 
 
 def test_node_needs_and_min_nodes() -> None:
@@ -210,7 +211,7 @@ def test_whole_types_hold_on_every_node_used(seed: int) -> None:
     for _ in range(rng.randint(0, 3)):
         requests = build_requests(parse_shape_resources(_random_shape(rng)))
         for policy in ("first", "pack"):
-            placement = allocate(root, requests, policy).placement  # type: ignore[arg-type]
+            placement = place_requests(root, requests, policy).placement  # type: ignore[arg-type]
             if placement is None:
                 continue
             for node in placement.nodes():
@@ -409,14 +410,14 @@ def test_random_against_brute_force(seed: int) -> None:
     rng = random.Random(seed)
     root = cluster([_random_inventory(rng) for _ in range(rng.randint(1, 3))])
     for _ in range(rng.randint(0, 2)):  # earlier jobs
-        earlier = allocate(root, build_requests(parse_shape_resources(_random_shape(rng))))
+        earlier = place_requests(root, build_requests(parse_shape_resources(_random_shape(rng))))
         if earlier.placement is not None:
             _check_valid(earlier.placement)
             apply_bookings(earlier.placement.bookings())
     shape = _random_shape(rng)
     requests = build_requests(parse_shape_resources(shape))
     for policy in ("first", "pack"):
-        outcome = allocate(root, requests, policy)  # type: ignore[arg-type]
+        outcome = place_requests(root, requests, policy)  # type: ignore[arg-type]
         assert not outcome.exhausted
         assert (outcome.placement is not None) == _exists(root, requests), (shape, policy)
         if outcome.placement is not None:

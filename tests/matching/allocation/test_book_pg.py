@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement booking and start (app/matching/booking_statements.py) leaves
+"""PostgreSQL's one-statement booking and start (app/matching/allocation/book_pg.py) leaves
 every row as the statement-by-statement path does (each tried in a savepoint, compared and
 rolled back), refuses what that path refuses, keeps the lock order of every writer, and
 stays within psycopg's statement cache (issue 9).
@@ -28,7 +28,10 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
-from app.matching import booking_statements, inventory, scheduling, submission
+from app.matching import submission
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import book_pg as booking_statements
+from app.matching.allocation import bookings as vertex_bookings
 from app.matching.errors import ConflictError
 from tests.support.inventory_cluster import (
     SHAPES,
@@ -57,7 +60,7 @@ def test_one_statement_start_books_as_statement_by_statement(
             if placement is None:
                 continue
             leader = next(n.place[0] for n in placement.nodes() if n.place is not None)
-            plan = inventory.plan_bookings(session, job, placement)
+            plan = vertex_bookings.plan_bookings(session, job, placement)
             results = {}
             for one_statement in (True, False):
                 savepoint = session.begin_nested()
@@ -72,13 +75,13 @@ def test_one_statement_start_books_as_statement_by_statement(
     assert tried >= len(SHAPES)
 
 
-def _planned(database: Database, job_id: int) -> tuple[inventory.BookingPlan, int]:
+def _planned(database: Database, job_id: int) -> tuple[vertex_bookings.BookingPlan, int]:
     with database.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
         placement = scheduling.find_placement(session, job, "first").outcome.placement
         assert placement is not None
-        plan = inventory.plan_bookings(session, job, placement)
+        plan = vertex_bookings.plan_bookings(session, job, placement)
     return plan, plan.workers[0]
 
 
@@ -158,7 +161,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
     plan, leader = _planned(database, job_id)
     outcome: dict[str, Any] = {}
 
-    def allocate() -> None:
+    def place_requests() -> None:
         try:
             with database.transaction() as session:
                 job = session.get(Job, job_id)
@@ -170,7 +173,7 @@ def test_one_statement_start_takes_the_workers_lock_before_writing_and_stamping(
 
     with database.engine.connect() as blocker, database.engine.connect() as observer:
         blocker.execute(select(Worker.id).where(Worker.id == leader).with_for_update())
-        thread = threading.Thread(target=allocate)
+        thread = threading.Thread(target=place_requests)
         thread.start()
         waiting = None
         for _ in range(200):

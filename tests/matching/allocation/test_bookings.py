@@ -1,4 +1,4 @@
-"""Booking a placement (inventory.book) from the tree it was made on (issue 9): the
+"""Booking a placement (vertex_bookings.book_placement) from the tree it was made on (issue 9): the
 positions come from the tree's vertices, so booking reads nothing back; and a placement
 that went stale still fails as a whole, for shared holds (one conditional UPDATE over all
 of them) as for exclusive ones, leaving the counts as they were."""
@@ -13,8 +13,10 @@ from sqlalchemy import event, func, select
 
 from app.db.engine import Database
 from app.db.models import InventoryBooking, InventoryCount, InventoryVertex, Job
-from app.matching import inventory, scheduling, submission, workers
-from app.matching.allocation import Placement
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation import bookings as vertex_bookings
+from app.matching.allocation.allocator import Placement
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
@@ -88,7 +90,7 @@ def test_booking_reads_no_positions_back(one_node: Database) -> None:
         job = session.get(Job, job_id)
         assert job is not None
         with _statements(database) as sent:
-            touched = inventory.book(session, job, placement)
+            touched = vertex_bookings.book_placement(session, job, placement)
     assert len(touched) == 1
     assert not [s for s in sent if s.lstrip().upper().startswith("SELECT")], sent
     with database.transaction(write=False) as session:
@@ -118,5 +120,5 @@ def test_a_stale_placement_books_nothing(one_node: Database, stale: str, taker: 
     with pytest.raises(ConflictError), database.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
-        inventory.book(session, job, placement)
+        vertex_bookings.book_placement(session, job, placement)
     assert _state(database) == before

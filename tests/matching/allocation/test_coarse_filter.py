@@ -13,8 +13,10 @@ from app.db import dialect
 from app.db.engine import Database
 from app.db.models import Job
 from app.db.tables import CATEGORIES
-from app.matching import dispatch, scheduling, submission, workers
-from app.matching.allocation import node_needs, whole_types
+from app.matching import submission, workers
+from app.matching.allocation import allocate as scheduling
+from app.matching.allocation.allocator import node_needs, whole_types
+from app.matching.dispatch import pull as dispatch
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 

@@ -25,7 +25,8 @@ import pytest
 from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
-from app.matching import booking_statements, release_statements
+from app.matching.allocation import book_pg as booking_statements
+from app.matching.dispatch import finish_pg as release_statements
 from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db

@@ -1,4 +1,4 @@
-"""Worker inventories as rows (app/matching/inventory.py): the ranks copied onto
+"""Worker inventories as rows (app/matching/allocation/inventory.py): the ranks copied onto
 inventories and counts follow the worker's rank (issue 9)."""
 
 from __future__ import annotations

@@ -13,10 +13,14 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import CategoryMisfit, JobState, Worker
-from app.matching import dispatch, submission, tasks, worker_metadata, workers
+from app.matching import submission, workers
+from app.matching.debusine import metadata as worker_metadata
+from app.matching.debusine import registry as tasks
+from app.matching.debusine.registry import TaskSpec
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import InvalidFieldError
+from app.matching.locks import worker_by_name
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
-from app.matching.tasks import TaskSpec
 from app.matching.workers import WorkerSpec
 from app.task_plugins import load_plugin
 from tests.support.task_plugins import install_plugins
@@ -78,7 +82,7 @@ def _pull(database: Database, worker: str) -> int | None:
 
 def _generation(database: Database, name: str) -> int:
     with database.transaction() as session:
-        return workers.get_worker(session, name).generation
+        return worker_by_name(session, name).generation
 
 
 def test_unknown_task_is_rejected_at_submission(database: Database) -> None:
@@ -215,11 +219,11 @@ def test_relevant_reports_bump_the_generation_identical_ones_only_stamp_time(
     _report(database, "w", {"sbuild": {"chroots": ["sid"]}})
     first = _generation(database, "w")
     with database.transaction() as session:
-        before = workers.get_worker(session, "w").metadata_reported_at
+        before = worker_by_name(session, "w").metadata_reported_at
     _report(database, "w", {"sbuild": {"chroots": ["sid"], "version": 1}})
     assert _generation(database, "w") == first
     with database.transaction() as session:
-        assert workers.get_worker(session, "w").metadata_reported_at > before  # type: ignore[operator]
+        assert worker_by_name(session, "w").metadata_reported_at > before  # type: ignore[operator]
     _report(database, "w", {"sbuild": {"chroots": ["sid"], "version": 2}})
     assert _generation(database, "w") == first + 1
     _static(database, "w", {"tasks_denylist": ["x"]})
@@ -231,11 +235,11 @@ def test_refresh_is_due_when_never_reported_or_older_than_the_limit(database: Da
     for a refresh every 24 hours; a worker that never reported is asked at once."""
     _worker(database, "w")
     with database.transaction() as session:
-        worker = workers.get_worker(session, "w")
+        worker = worker_by_name(session, "w")
         assert worker_metadata.refresh_due(worker, 86_400)
     _report(database, "w", {"sbuild": {}})
     with database.transaction() as session:
-        worker = workers.get_worker(session, "w")
+        worker = worker_by_name(session, "w")
         reported = worker.metadata_reported_at
         assert reported is not None
         view = worker_metadata.read_metadata(session, worker)

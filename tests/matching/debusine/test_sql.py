@@ -11,10 +11,12 @@ from sqlalchemy import delete, select
 
 from app.db.engine import Database
 from app.db.models import Worker
-from app.matching import worker_metadata, workers
-from app.matching.requirement_sql import compile_requirement
+from app.matching import workers
+from app.matching.debusine import metadata as worker_metadata
+from app.matching.debusine.sql import compile_requirement
+from app.matching.locks import worker_by_name
 from app.matching.workers import WorkerSpec
-from app.notations.metadata import effective, evaluate, parse_requirement
+from app.notations.debusine.metadata import effective, evaluate, parse_requirement
 
 KEYS = ["ns:a", "ns:b", "ns:c", "other:d"]
 SCALARS = st.sampled_from(["x", "y", "", 0, 1, 1.0, 2.5, -3, True, False])
@@ -83,7 +85,7 @@ def test_sql_agrees_with_python(
             workers.upsert_worker(session, WorkerSpec(name=name))
             worker_metadata.report_dynamic_metadata(session, name, _flat(dynamic))
             worker_metadata.set_static_metadata(session, name, static)
-            view = worker_metadata.read_metadata(session, workers.get_worker(session, name))
+            view = worker_metadata.read_metadata(session, worker_by_name(session, name))
         expected_metadata[name] = view.effective
         flat_dynamic = {**{f"{k.split(':')[0]}:version": 1 for k in dynamic}, **dynamic}
         assert view.effective == effective(static, flat_dynamic)

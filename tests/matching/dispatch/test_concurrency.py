@@ -42,10 +42,11 @@ from sqlalchemy.orm import Session
 from app.db import dialect
 from app.db.engine import Database
 from app.db.models import Allocation, Job, JobState, QueueInstance, Worker
-from app.matching import dispatch, submission, workers
+from app.matching import submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
-from app.notations.tags import NoMatch, Resources
+from app.notations.momotor.tags import NoMatch, Resources
 from tests.support.concurrency_worker import Plan, Report, process_main, run_executor
 
 pytestmark = pytest.mark.db

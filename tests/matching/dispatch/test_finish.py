@@ -1,4 +1,4 @@
-"""Finishing a pulled job (app/matching/dispatch.py, finish): who may report an outcome,
+"""Finishing a pulled job (app/matching/dispatch/pull.py, finish): who may report an outcome,
 and the slots and allocations freed on finish, failure and cancel."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
-from app.matching import dispatch, submission
+from app.matching import submission
+from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, ForbiddenError
 from tests.support.pulls import add_worker, pull_job, submit_job
 

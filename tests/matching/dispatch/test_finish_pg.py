@@ -1,5 +1,5 @@
 """PostgreSQL's two-statement end of a job that holds vertices
-(app/matching/release_statements.py) leaves every row as the general finish path does,
+(app/matching/dispatch/finish_pg.py) leaves every row as the general finish path does,
 for finished and failed jobs, each tried in a savepoint, compared and rolled back
 (issue 9).
 """
@@ -13,7 +13,8 @@ import pytest
 
 from app.db.engine import Database
 from app.db.models import Job
-from app.matching import dispatch, release_statements
+from app.matching.dispatch import finish_pg as release_statements
+from app.matching.dispatch import pull as dispatch
 from tests.support.inventory_cluster import (
     build_cluster,
     fragment,

@@ -24,7 +24,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
-from app.matching import pull_statements
+from app.matching.dispatch import pull_sql as pull_statements
 from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db
@@ -118,7 +118,7 @@ def test_grid_engine_claim_switches_the_rest_of_the_pull_to_generic_plans() -> N
     setting, and its variant (no SKIP LOCKED) does not carry it."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    from app.matching import complex_pull
+    from app.matching.gridengine import pull as complex_pull
 
     on_postgres = complex_pull._CLAIMS_WITH_STATE[True].compile(dialect=postgresql.dialect())
     on_sqlite = complex_pull._CLAIMS_WITH_STATE[False].compile(dialect=sqlite.dialect())

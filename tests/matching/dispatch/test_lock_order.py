@@ -12,7 +12,8 @@ from sqlalchemy import select, text
 
 from app.db.engine import Database
 from app.db.models import Job, JobState, Worker
-from app.matching import dispatch, submission, workers
+from app.matching import submission, workers
+from app.matching.dispatch import pull as dispatch
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 

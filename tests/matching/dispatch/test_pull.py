@@ -1,4 +1,4 @@
-"""Pull-mode dispatch (app/matching/dispatch.py, pull): the order in which a worker gets
+"""Pull-mode dispatch (app/matching/dispatch/pull.py, pull): the order in which a worker gets
 jobs, which jobs it may get, and the slots a pull books."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
-from app.matching import dispatch
+from app.matching.dispatch import pull as dispatch
 from app.matching.workers import QueueSpec
 from tests.support.pulls import add_worker, pull_job, submit_job
 
@@ -86,7 +86,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
     from datetime import UTC, datetime
 
     from app.db.models import Job, JobEvent
-    from app.matching import pull_statements
+    from app.matching.dispatch import pull_sql as pull_statements
 
     add_worker(database, "w", slots=1)
     running = submit_job(database)
@@ -98,7 +98,7 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
         assert puller is not None and puller.max_free == 0
         # As if the count had been read before the other pull booked the last slot.
         stale = pull_statements.Puller(**{**puller.__dict__, "max_free": 1})
-        claimed, job = pull_statements.take_plain(session, waiting, stale, now)
+        claimed, job = pull_statements.claim_plain_job(session, waiting, stale, now)
         assert (claimed, job) == (True, None)
     with database.transaction() as session:
         row = session.get(Job, waiting)

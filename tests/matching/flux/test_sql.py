@@ -1,4 +1,4 @@
-"""RFC 31 constraints in SQL equal the pure-Python evaluator (app.notations.constraints),
+"""RFC 31 constraints in SQL equal the pure-Python evaluator (app.notations.flux.constraints),
 on generated constraints and clusters, on both databases."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from sqlalchemy import func, select
 from app.db.engine import Database
 from app.db.models import ConstraintHostRun, ConstraintRankRun, Worker
 from app.matching import candidates, submission, workers
-from app.matching.constraint_sql import compile_constraint
+from app.matching.flux.sql import compile_constraint
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
-from app.notations.constraints import Target, matches, parse_constraint
+from app.notations.flux.constraints import Target, matches, parse_constraint
 
 PROPERTIES = ["ssd", "gpu", "big", "node03"]
 NAMES = ["node00", "node01", "node3", "node03", "node10", "node100", "login", "gpu", "n0a7"]

@@ -1,4 +1,4 @@
-"""has_complex_values (app/matching/complex_dispatch.py), the pull's check whether a
+"""has_complex_values (app/matching/gridengine/decide.py), the pull's check whether a
 worker needs the evaluator at all, reads the attribute table in the same statement, and
 the transaction's next load_table is served from that read once (issue 6, speed).
 """
@@ -10,9 +10,10 @@ import random
 from sqlalchemy import event
 
 from app.db.engine import Database
-from app.matching.complex_dispatch import has_complex_values
-from app.matching.complex_table import load_table
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.decide import has_complex_values
+from app.matching.gridengine.table import load_table
+from app.matching.gridengine.values import Target
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from tests.support.gridengine_values import evaluator_cluster
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.db.engine import Database
-from app.matching import dispatch
+from app.matching.dispatch import pull as dispatch
 from app.matching.invariants import violations
 from tests.support.http_api import register, submit
 

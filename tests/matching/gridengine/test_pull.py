@@ -1,4 +1,4 @@
-"""The Core Grid Engine pull (app/matching/complex_pull.py) decides and books exactly as
+"""The Core Grid Engine pull (app/matching/gridengine/pull.py) decides and books exactly as
 the ORM path it replaced, on both databases, and a guard that fails writes nothing.
 
 The comparison runs every pull twice on the same database state: first the ORM path in a
@@ -21,35 +21,32 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
-from app.matching import complex_dispatch, dispatch
-from app.matching.complex_dispatch import (
-    Booking,
-    pe_from_database,
-    plan_job,
-    state_of_rows,
-    table_parameters,
-    worker_row_parts,
-)
-from app.matching.complex_pull import (
+from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch.pull_sql import lock_puller
+from app.matching.gridengine import loaders
+from app.matching.gridengine.admin import change_attribute, set_values
+from app.matching.gridengine.bookings import ConsumableBooking
+from app.matching.gridengine.decide import pe_from_database, plan_job
+from app.matching.gridengine.loaders import table_parameters, worker_row_parts
+from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.pull import (
     _CLAIMS_WITH_STATE,
     _LOCK_ROWS,
     GridEnginePull,
-    _take,
+    _claim_and_book_pg,
     take_in_one,
 )
-from app.matching.complex_table import (
-    change_attribute,
+from app.matching.gridengine.state import state_of_rows
+from app.matching.gridengine.table import (
     create_attribute,
     definition_from_body,
     load_table,
 )
-from app.matching.complex_values import Target, set_values
-from app.matching.parallel import upsert_pe
-from app.matching.pull_statements import lock_puller
+from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.complexes import ComplexTable
+from app.notations.gridengine.attributes import ComplexTable
 from tests.support.gridengine_values import define_attributes
 
 
@@ -242,7 +239,9 @@ def _one_job(session: Session, hard: str) -> tuple[Worker, int]:
     return worker, job.id
 
 
-def _plan(session: Session, worker: Worker, job_id: int) -> tuple[dict[int, int], list[Booking]]:
+def _plan(
+    session: Session, worker: Worker, job_id: int
+) -> tuple[dict[int, int], list[ConsumableBooking]]:
     puller = lock_puller(session, worker.name, utcnow())
     assert puller is not None and puller.complex_cluster
     pull = GridEnginePull(session, puller)
@@ -306,7 +305,7 @@ def test_the_table_rows_are_read_again_only_when_the_table_changed(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A process that has not read the table yet.
-    monkeypatch.setattr(complex_dispatch, "_KNOWN_TABLE", None)
+    monkeypatch.setattr(loaders, "_KNOWN_TABLE", None)
     with database.transaction() as session:
         worker, _job_id = _one_job(session, "mem=1G")
         read, table = _table_rows_read(session, worker.id)
@@ -359,7 +358,7 @@ def test_the_pull_statements_stay_within_psycopgs_query_cache() -> None:
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
     from sqlalchemy.dialects import postgresql
 
-    for statement in (*_CLAIMS_WITH_STATE.values(), _take(), _LOCK_ROWS):
+    for statement in (*_CLAIMS_WITH_STATE.values(), _claim_and_book_pg(), _LOCK_ROWS):
         compiled = statement.compile(dialect=postgresql.psycopg.dialect())
         assert len(str(compiled)) <= MAX_CACHED_STATEMENT_LENGTH
         assert len(compiled.params) <= MAX_CACHED_STATEMENT_PARAMS

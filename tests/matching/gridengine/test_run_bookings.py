@@ -1,4 +1,4 @@
-"""A scheduling run's batched bookings (app/matching/run_bookings.py) leave the books
+"""A scheduling run's batched bookings (app/matching/gridengine/run_bookings.py) leave the books
 consistent on both databases (issue 6, speed): used slots and consumable usage are the
 sums of the allocations and job bookings, every dispatched job runs on the worker of its
 master queue; and a batched guard that no longer holds raises instead of overbooking.
@@ -14,11 +14,12 @@ from sqlalchemy import func, select
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Allocation, ConsumableUsage, Job, JobBooking, JobState, QueueInstance
-from app.matching.complex_values import Target, set_values
 from app.matching.errors import ConflictError
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.run_bookings import RunBookings
+from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
-from app.matching.run_bookings import RunBookings
-from app.matching.schedule import schedule
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from tests.support.gridengine_values import define_attributes

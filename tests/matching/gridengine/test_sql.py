@@ -1,4 +1,4 @@
-"""The misfit rows of a *changed worker* (app/matching/complex_sql.py, worker scope) agree
+"""The misfit rows of a *changed worker* (app/matching/gridengine/sql.py, worker scope) agree
 with the reference evaluator on both databases (issue 6, speed). The oracle test
 (test_sql_matches_evaluator.py) sets every value before submitting, so it only sees the
 rows of a new category (category scope); here the categories come first and every value
@@ -14,10 +14,12 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import Category, Worker
-from app.matching.complex_dispatch import category_lists, load_state
-from app.matching.complex_sql import Scope
-from app.matching.complex_table import load_table
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.decide import category_lists
+from app.matching.gridengine.sql import Scope
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import load_table
+from app.matching.gridengine.values import Target
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job

@@ -13,9 +13,11 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import Category, Worker
-from app.matching.complex_dispatch import category_lists, load_state
-from app.matching.complex_table import load_table
-from app.matching.complex_values import Target, set_values
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.decide import category_lists
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import load_table
+from app.matching.gridengine.values import Target
 from app.matching.misfits import fits
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job

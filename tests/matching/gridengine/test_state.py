@@ -1,5 +1,5 @@
 """The in-memory cluster state of the Grid Engine engine (ClusterState and load_state in
-app/matching/complex_dispatch.py) decides and loads as the slow paths did (issue 6, speed):
+app/matching/gridengine/state.py) decides and loads as the slow paths did (issue 6, speed):
 evaluating a queue instance with cut offers, memoised level verdicts and partial
 recomputes gives the reference evaluator's verdict as bookings accumulate, and loading
 one worker in one statement gives what the whole cluster's load has for it.
@@ -13,9 +13,11 @@ from sqlalchemy import event
 
 from app.db.engine import Database
 from app.db.models import Category
-from app.matching.complex_dispatch import apply_in_memory, category_lists, load_state, plan_job
-from app.matching.complex_table import load_table
-from app.notations.complex_matching import evaluate_queue_instance, level_offers
+from app.matching.gridengine.bookings import apply_in_memory
+from app.matching.gridengine.decide import category_lists, plan_job
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import load_table
+from app.notations.gridengine.evaluator import evaluate_queue_instance, level_offers
 from tests.support.gridengine_values import evaluator_cluster, random_requests
 
 

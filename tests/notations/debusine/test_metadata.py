@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.notations.metadata import (
+from app.notations.debusine.metadata import (
     MetadataError,
     RequirementError,
     canonical_requirement,

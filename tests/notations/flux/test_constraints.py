@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.notations.constraints import (
+from app.notations.errors import NotationError
+from app.notations.flux.constraints import (
     MAX_DEPTH,
     And,
     ConstraintError,
@@ -24,10 +25,9 @@ from app.notations.constraints import (
     matches,
     parse_constraint,
 )
-from app.notations.errors import NotationError
-from app.notations.hostlist import parse_hostlist
-from app.notations.idset import parse_idset
-from app.notations.requires import compile_requires
+from app.notations.flux.hostlist import parse_hostlist
+from app.notations.flux.idset import parse_idset
+from app.notations.flux.requires import compile_requires
 from tests.vectors import FLUX
 
 VECTORS = FLUX

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.hostlist import (
+from app.notations.flux.hostlist import (
     MAX_HOSTS,
     Hostlist,
     HostlistError,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.idset import (
+from app.notations.flux.idset import (
     IDSET_MAX_ID,
     IdSet,
     IdsetError,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.jobspec import (
+from app.notations.flux.jobspec import (
     MAX_DEPTH,
     JobspecError,
     ResourceVertex,
@@ -23,7 +23,7 @@ from app.notations.jobspec import (
     validate_resources,
     walk,
 )
-from app.notations.ranges import RangeCount
+from app.notations.flux.ranges import RangeCount
 from tests.vectors import FLUX
 
 VECTORS = FLUX

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.ranges import (
+from app.notations.flux.ranges import (
     COUNT_MAX,
     IdsetCount,
     RangeCount,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.notations.constraints import ConstraintError, Hosts, Properties, Ranks
 from app.notations.errors import NotationError
-from app.notations.requires import (
+from app.notations.flux.constraints import ConstraintError, Hosts, Properties, Ranks
+from app.notations.flux.requires import (
     FLUX_REQUIRES,
     MAX_DEPTH,
     QueryParser,

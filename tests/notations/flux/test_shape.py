@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.jobspec import resources_to_json
-from app.notations.shape import (
+from app.notations.flux.jobspec import resources_to_json
+from app.notations.flux.shape import (
     MAX_SHAPE_DEPTH,
     ShapeError,
     format_shape,

@@ -13,9 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
-from app.notations.complex_strings import check_semantics
-from app.notations.complexes import (
+from app.notations.gridengine.attributes import (
     ComplexDefinition,
     ComplexError,
     ComplexTable,
@@ -34,6 +32,8 @@ from app.notations.complexes import (
     normalize_value,
     parse_value,
 )
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.strings import check_semantics
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
 from tests.vectors import sge_rows
 

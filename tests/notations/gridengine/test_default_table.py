@@ -1,4 +1,4 @@
-"""The built-in attribute table (app/notations/complex_defaults.py and default_table()):
+"""The built-in attribute table (app/notations/gridengine/default_table.py and default_table()):
 every row of the vector file vectors/sge/complex_defaults.jsonl builds, round-trips and
 equals the module's copy; the table has the 51 rows of Grid Engine 6.2u5's default complex
 (46 in 6.0's, which lacks the topology attributes such as m_topology) and only ``slots``
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from app.notations.complex_defaults import DEFAULT_COMPLEX_ROWS
-from app.notations.complexes import BUILTIN_NAMES, ComplexDefinition, default_table
+from app.notations.gridengine.attributes import BUILTIN_NAMES, ComplexDefinition, default_table
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
 from app.notations.quantities import ValueType
 from tests.vectors import sge_rows
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.notations.complex_matching import (
+from app.notations.gridengine.attributes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.evaluator import (
     FitCode,
     Level,
     LevelObject,
@@ -19,8 +20,7 @@ from app.notations.complex_matching import (
     level_offers,
     queue_builtins,
 )
-from app.notations.complex_requests import RequestList, parse_request_list
-from app.notations.complexes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.requests import RequestList, parse_request_list
 
 BASE = default_table()
 

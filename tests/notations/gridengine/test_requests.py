@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.complex_requests import (
+from app.notations.gridengine.attributes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.requests import (
     Request,
     RequestError,
     RequestList,
@@ -17,7 +18,6 @@ from app.notations.complex_requests import (
     parse_request_list,
     requests_from_pairs,
 )
-from app.notations.complexes import ComplexDefinition, ComplexTable, default_table
 from app.notations.quantities import ValueType
 from tests.vectors import SGE, sge_rows
 

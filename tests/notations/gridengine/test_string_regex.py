@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.complex_regex import request_regex
-from app.notations.complex_strings import StringExpressionError, match_string
+from app.notations.gridengine.string_regex import request_regex
+from app.notations.gridengine.strings import StringExpressionError, match_string
 from app.notations.quantities import ValueType
 from tests.vectors import SGE
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.complex_strings import (
+from app.notations.gridengine.strings import (
     And,
     Expression,
     Not,

@@ -1,4 +1,4 @@
-"""app.notations.tags against the behaviour of momotor-engine-shared 2.1.3.
+"""app.notations.momotor.tags against the behaviour of momotor-engine-shared 2.1.3.
 
 Every expectation here is Momotor 2.1.3's behaviour (docs/notations/momotor.md; the quirk is named
 in the test or parametrize id) or from Momotor's documentation (its six jobs); the
@@ -12,9 +12,9 @@ import pickle
 
 import pytest
 
-from app.notations import tags
 from app.notations.errors import NotationError
-from app.notations.tags import (
+from app.notations.momotor import tags
+from app.notations.momotor.tags import (
     NEUTRAL,
     STRONG,
     STRONGEST,

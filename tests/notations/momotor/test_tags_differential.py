@@ -1,4 +1,4 @@
-"""Differential property tests: app.notations.tags against momotor-engine-shared 2.1.3.
+"""Differential property tests: app.notations.momotor.tags against momotor-engine-shared 2.1.3.
 
 The real package is a test-only dependency (``import momotor.shared.resources``). On every
 generated input both must agree on parsing (groups, items, flags, order), on all four
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.notations import tags
-from app.notations.tags import NoMatch, Resources, TagsError
+from app.notations.momotor import tags
+from app.notations.momotor.tags import NoMatch, Resources, TagsError
 
 momotor = pytest.importorskip("momotor.shared.resources")
 MomotorNoMatch = momotor.NoMatch

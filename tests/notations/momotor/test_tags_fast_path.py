@@ -1,4 +1,4 @@
-"""The speed paths of app.notations.tags against the exact ones and against Momotor.
+"""The speed paths of app.notations.momotor.tags against the exact ones and against Momotor.
 
 ``from_string`` first tries a fast path (``tags._parse_fast``: quoted spans and escapes
 swapped for stand-ins, then plain string splits) and falls back to the scanner that mirrors
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.notations import tags
-from app.notations.tags import (
+from app.notations.momotor import tags
+from app.notations.momotor.tags import (
     NEUTRAL,
     ConflictingModesError,
     NoMatch,

@@ -1,4 +1,4 @@
-"""Value-type resources (app.notations.tag_values): typed groups of comparisons.
+"""Value-type resources (app.notations.momotor.typed_groups): typed groups of comparisons.
 
 Momotor's documentation ("Value type resources") names the idea (``ram >= 1 GiB`` against ``ram =
 2147483648``); the strength table is ours and documented in the tag_values module docstring.
@@ -11,16 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.quantities import ValueType
-from app.notations.tag_values import (
-    Comparison,
-    ComparisonSyntaxError,
-    ConflictingValuesError,
-    UnknownValueTypeError,
-    ValueGroup,
-    parse_quantity,
-)
-from app.notations.tags import (
+from app.notations.momotor.tags import (
     NEUTRAL,
     STRONG,
     GroupKindMismatchError,
@@ -28,6 +19,15 @@ from app.notations.tags import (
     Resources,
     TagsError,
 )
+from app.notations.momotor.typed_groups import (
+    Comparison,
+    ComparisonSyntaxError,
+    ConflictingValuesError,
+    UnknownValueTypeError,
+    ValueGroup,
+    parse_quantity,
+)
+from app.notations.quantities import ValueType
 
 RAM = {"ram": "memory"}
 

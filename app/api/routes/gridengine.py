@@ -1,0 +1,144 @@
+"""Grid Engine administration: the complex attribute table, values per level, parallel
+environments, and the scheduling run."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from app.api.auth import AdminDep, SubmitterDep
+from app.api.deps import SessionDep
+from app.api.retries import RetryingRoute
+from app.api.schemas.common import NamePath
+from app.api.schemas.gridengine import (
+    AttributeIn,
+    AttributeOut,
+    PeIn,
+    PeOut,
+    ScheduleOut,
+    ValuesIn,
+    ValuesOut,
+)
+from app.db.models import Attribute, ParallelEnvironment
+from app.matching.gridengine import admin as gridengine_admin
+from app.matching.gridengine import parallel
+from app.matching.gridengine import table as gridengine_table
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.values import resolve_target
+
+router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
+
+
+def _out(attribute: Attribute) -> AttributeOut:
+    return AttributeOut(
+        name=attribute.name,
+        shortcut=attribute.shortcut,
+        type=attribute.type,
+        relop=attribute.relop,
+        requestable=attribute.requestable,
+        consumable=attribute.consumable,
+        default=attribute.default,
+        urgency=attribute.urgency,
+        builtin=attribute.builtin,
+    )
+
+
+@router.get("/attributes", response_model=list[AttributeOut])
+def list_attributes(session: SessionDep, _who: SubmitterDep) -> list[AttributeOut]:
+    """The attribute table (``qconf -sc``), sorted by name."""
+    return [_out(a) for a in gridengine_table.list_attributes(session)]
+
+
+@router.get("/attributes/{name}", response_model=AttributeOut)
+def get_attribute(name: NamePath, session: SessionDep, _who: SubmitterDep) -> AttributeOut:
+    return _out(gridengine_table.get_attribute(session, name))
+
+
+@router.post("/attributes", status_code=status.HTTP_201_CREATED, response_model=AttributeOut)
+def create_attribute(body: AttributeIn, session: SessionDep, _admin: AdminDep) -> AttributeOut:
+    """Add an attribute; the row must satisfy Grid Engine's validity rules."""
+    definition = gridengine_table.definition_from_body(body.model_dump())
+    return _out(gridengine_table.create_attribute(session, definition))
+
+
+@router.put("/attributes/{name}", response_model=AttributeOut)
+def change_attribute(
+    name: NamePath, body: AttributeIn, session: SessionDep, _admin: AdminDep
+) -> AttributeOut:
+    """Change an attribute (a built-in keeps its type; the string types may switch)."""
+    definition = gridengine_table.definition_from_body(body.model_dump())
+    return _out(gridengine_admin.change_attribute(session, name, definition))
+
+
+@router.delete("/attributes/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_attribute(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
+    """Delete a user-defined attribute that nothing uses."""
+    gridengine_table.delete_attribute(session, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _apply(
+    session: SessionDep, level: str, host: str | None, queue: str | None, body: ValuesIn
+) -> ValuesOut:
+    target = resolve_target(session, level, host, queue)
+    changed = False
+    for field in ("complex_values", "load_values", "attributes"):
+        values = getattr(body, field)
+        if values is not None:
+            changed = gridengine_admin.set_values(session, target, field, values) or changed
+    return ValuesOut(static_changed=changed)
+
+
+@router.put("/values/global", response_model=ValuesOut)
+def set_global_values(body: ValuesIn, session: SessionDep, _admin: AdminDep) -> ValuesOut:
+    """Values of the global host (``qconf -me global``)."""
+    return _apply(session, "global", None, None, body)
+
+
+@router.put("/values/hosts/{host}", response_model=ValuesOut)
+def set_host_values(
+    host: NamePath, body: ValuesIn, session: SessionDep, _admin: AdminDep
+) -> ValuesOut:
+    """Values of an execution host (a worker)."""
+    return _apply(session, "host", host, None, body)
+
+
+@router.put("/values/queues/{queue}/{host}", response_model=ValuesOut)
+def set_queue_values(
+    queue: NamePath, host: NamePath, body: ValuesIn, session: SessionDep, _admin: AdminDep
+) -> ValuesOut:
+    """Values of the queue instance ``queue@host``."""
+    return _apply(session, "queue_instance", host, queue, body)
+
+
+def _pe_out(pe: ParallelEnvironment) -> PeOut:
+    return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
+
+
+@router.get("/pes", response_model=list[PeOut])
+def list_pes(session: SessionDep, _who: SubmitterDep) -> list[PeOut]:
+    return [_pe_out(pe) for pe in parallel.list_pes(session)]
+
+
+@router.put("/pes/{name}", response_model=PeOut)
+def put_pe(name: NamePath, body: PeIn, session: SessionDep, _admin: AdminDep) -> PeOut:
+    """Create or change a parallel environment."""
+    pe, _created = parallel.upsert_pe(session, name, body.allocation_rule, body.slots)
+    return _pe_out(pe)
+
+
+@router.delete("/pes/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_pe(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
+    parallel.delete_pe(session, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/schedule", response_model=ScheduleOut)
+def run_schedule(session: SessionDep, _admin: AdminDep) -> ScheduleOut:
+    """One scheduling run: waiting jobs in priority, then age order, each seeing the
+    bookings of the ones before."""
+    report = schedule(session)
+    return ScheduleOut(
+        considered=report.considered,
+        dispatched=report.dispatched,
+        rejected_categories=report.rejected_categories,
+    )

@@ -1,0 +1,44 @@
+"""Bodies of the task registry routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TaskIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255, description="lower case, e.g. `sbuild`")
+    version: int = Field(
+        default=1,
+        ge=1,
+        le=2**31 - 1,
+        description="the version workers must report for this task's namespace",
+    )
+    description: str = Field(default="", max_length=65_536)
+    requirements: Any = Field(
+        default=None,
+        description="a condition on the worker's effective metadata, e.g. "
+        '`{"and": [{"eq": ["system:architecture", "amd64"]}, '
+        '{"ge": ["system:cpu_count", 4]}]}`; operators: and, or, not, exists, eq, ne, '
+        "lt, le, gt, ge, in, contains",
+    )
+    plugin: str | None = Field(
+        default=None,
+        max_length=255,
+        description="an entry point of group `jobmatch.tasks` whose can_run_on runs on "
+        "the workers SQL found suitable",
+    )
+
+
+class TaskOut(BaseModel):
+    name: str
+    version: int
+    description: str
+    requirements: Any
+    plugin: str | None
+    created_at: datetime
+    updated_at: datetime

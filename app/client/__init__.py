@@ -1,0 +1,86 @@
+"""A typed Python client for the jobmatch HTTP API.
+
+Three classes, one per role, share :class:`~app.client.base.BaseClient` (base URL, token,
+timeouts, retries, user agent)::
+
+    from app.client import AdminClient, JobSpec, SubmitterClient, WorkerClient
+
+    with SubmitterClient("http://127.0.0.1:8000", token) as jobs:
+        job = jobs.submit_job(JobSpec(resources="linux", slots=2))
+
+Its only third-party imports are httpx2 and stamina (``pip install 'jobmatch[agent]'``), so a
+worker host needs none of the server's stack. docs/client.md shows an example per role.
+"""
+
+from app.client.admin import AdminClient
+from app.client.base import USER_AGENT, BaseClient
+from app.client.errors import (
+    ApiError,
+    BadRequest,
+    ClientError,
+    Conflict,
+    FieldError,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    RequestTimeout,
+    ServerError,
+    ServerUnreachable,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    UnexpectedResponse,
+    ValidationFailed,
+)
+from app.client.models import JobState, Role, WorkerState
+from app.client.policy import NO_RETRIES, RetryPolicy, Timeouts
+from app.client.requests import (
+    AttributeSpec,
+    JobSpec,
+    PeSpec,
+    QueueSpec,
+    TaskSpec,
+    ValuesSpec,
+    WorkerSpec,
+)
+from app.client.submitter import SubmitterClient
+from app.client.worker import WorkerClient
+
+__all__ = [
+    "NO_RETRIES",
+    "USER_AGENT",
+    "AdminClient",
+    "ApiError",
+    "AttributeSpec",
+    "BadRequest",
+    "BaseClient",
+    "ClientError",
+    "Conflict",
+    "FieldError",
+    "Forbidden",
+    "JobSpec",
+    "JobState",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "PeSpec",
+    "QueueSpec",
+    "RequestTimeout",
+    "RetryPolicy",
+    "Role",
+    "ServerError",
+    "ServerUnreachable",
+    "ServiceUnavailable",
+    "SubmitterClient",
+    "TaskSpec",
+    "Timeouts",
+    "TooManyRequests",
+    "Unauthorized",
+    "UnexpectedResponse",
+    "ValidationFailed",
+    "ValuesSpec",
+    "WorkerClient",
+    "WorkerSpec",
+    "WorkerState",
+]

@@ -1,0 +1,134 @@
+"""The admin's client: everything a submitter can do, plus tokens, workers, the Grid Engine
+complex, tasks, leases and the scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.client import operations as ops
+from app.client.models import (
+    Attribute,
+    Expired,
+    IssuedToken,
+    Job,
+    ParallelEnvironment,
+    RegisteredWorker,
+    Role,
+    ScheduleRun,
+    Task,
+    Token,
+    TokenPage,
+    ValuesChanged,
+    WorkerMetadata,
+)
+from app.client.operations import covers
+from app.client.requests import AttributeSpec, PeSpec, TaskSpec, ValuesSpec, WorkerSpec
+from app.client.submitter import SubmitterClient
+
+
+class AdminClient(SubmitterClient):
+    """What the admin token may do: a superset of :class:`SubmitterClient`."""
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    @covers(ops.ISSUE_TOKEN)
+    def issue_token(
+        self, role: Role | str, subject: str, *, label: str | None = None
+    ) -> IssuedToken:
+        """Issue a worker or submitter token; its secret is in the answer, and only there."""
+        body: dict[str, Any] = {"role": str(role), "subject": subject}
+        if label is not None:
+            body["label"] = label
+        return self._call(IssuedToken, ops.ISSUE_TOKEN, body=body)
+
+    @covers(ops.LIST_TOKENS)
+    def list_tokens(self, *, limit: int | None = None, offset: int | None = None) -> TokenPage:
+        return self._call(TokenPage, ops.LIST_TOKENS, query={"limit": limit, "offset": offset})
+
+    @covers(ops.REVOKE_TOKEN)
+    def revoke_token(self, token_id: int) -> Token:
+        return self._call(Token, ops.REVOKE_TOKEN, path={"token_id": token_id})
+
+    # -- workers ---------------------------------------------------------------------------
+
+    @covers(ops.REGISTER_WORKER)
+    def register_worker(self, worker: WorkerSpec) -> RegisteredWorker:
+        """Register a worker, or replace the whole worker of that name; a new worker's token
+        is in the answer."""
+        return self._call(RegisteredWorker, ops.REGISTER_WORKER, body=worker)
+
+    @covers(ops.SET_STATIC_METADATA)
+    def set_static_metadata(self, worker: str, metadata: dict[str, Any]) -> WorkerMetadata:
+        """Set the admin's (static) part of a worker's debusine metadata."""
+        return self._call(
+            WorkerMetadata,
+            ops.SET_STATIC_METADATA,
+            path={"name": worker},
+            body={"metadata": metadata},
+        )
+
+    # -- jobs and the scheduler ------------------------------------------------------------
+
+    @covers(ops.ALLOCATE_JOB)
+    def allocate_job(self, job_id: int) -> Job:
+        """Place one waiting job on workers now (Grid Engine style allocation)."""
+        return self._call(Job, ops.ALLOCATE_JOB, path={"job_id": job_id})
+
+    @covers(ops.RUN_SCHEDULE)
+    def run_schedule(self) -> ScheduleRun:
+        """Run one scheduler pass over the waiting jobs."""
+        return self._call(ScheduleRun, ops.RUN_SCHEDULE)
+
+    @covers(ops.EXPIRE_LEASES)
+    def expire_leases(self) -> Expired:
+        """Requeue now the jobs of workers whose lease has run out."""
+        return self._call(Expired, ops.EXPIRE_LEASES)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    @covers(ops.REGISTER_TASK)
+    def register_task(self, task: TaskSpec) -> Task:
+        """Register or update a debusine task type."""
+        return self._call(Task, ops.REGISTER_TASK, body=task)
+
+    # -- the Grid Engine complex -----------------------------------------------------------
+
+    @covers(ops.CREATE_ATTRIBUTE)
+    def create_attribute(self, attribute: AttributeSpec) -> Attribute:
+        return self._call(Attribute, ops.CREATE_ATTRIBUTE, body=attribute)
+
+    @covers(ops.CHANGE_ATTRIBUTE)
+    def change_attribute(self, attribute: AttributeSpec) -> Attribute:
+        return self._call(
+            Attribute, ops.CHANGE_ATTRIBUTE, path={"name": attribute.name}, body=attribute
+        )
+
+    @covers(ops.DELETE_ATTRIBUTE)
+    def delete_attribute(self, name: str) -> None:
+        self._send(ops.DELETE_ATTRIBUTE, path={"name": name})
+
+    @covers(ops.SET_GLOBAL_VALUES)
+    def set_global_values(self, values: ValuesSpec) -> ValuesChanged:
+        """The cluster-wide complex values (Grid Engine's global host)."""
+        return self._call(ValuesChanged, ops.SET_GLOBAL_VALUES, body=values)
+
+    @covers(ops.SET_HOST_VALUES)
+    def set_host_values(self, host: str, values: ValuesSpec) -> ValuesChanged:
+        """A host's complex_values and load_values (sge_host_conf(5))."""
+        return self._call(ValuesChanged, ops.SET_HOST_VALUES, path={"host": host}, body=values)
+
+    @covers(ops.SET_QUEUE_VALUES)
+    def set_queue_values(self, queue: str, host: str, values: ValuesSpec) -> ValuesChanged:
+        """A queue instance's complex values (queue_conf(5))."""
+        return self._call(
+            ValuesChanged, ops.SET_QUEUE_VALUES, path={"queue": queue, "host": host}, body=values
+        )
+
+    @covers(ops.PUT_PE)
+    def put_pe(self, name: str, pe: PeSpec) -> ParallelEnvironment:
+        """Create or replace a parallel environment (sge_pe(5))."""
+        return self._call(ParallelEnvironment, ops.PUT_PE, path={"name": name}, body=pe)
+
+    @covers(ops.DELETE_PE)
+    def delete_pe(self, name: str) -> None:
+        self._send(ops.DELETE_PE, path={"name": name})

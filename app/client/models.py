@@ -1,0 +1,321 @@
+"""What the API answers, as frozen dataclasses (parsed by app.client.parsing).
+
+One class per response schema of the OpenAPI document; field names and types follow it.
+Timestamps stay ISO 8601 strings as the server sends them. Fields a newer server adds are
+ignored, so an older client keeps working.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Role(enum.StrEnum):
+    """Who a token acts as."""
+
+    ADMIN = "admin"
+    WORKER = "worker"
+    SUBMITTER = "submitter"
+
+
+class WorkerState(enum.StrEnum):
+    ACTIVE = "active"
+    DRAINING = "draining"
+    OFFLINE = "offline"
+
+
+class JobState(enum.StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobEventKind(enum.StrEnum):
+    SUBMITTED = "submitted"
+    DISPATCHED = "dispatched"
+    REQUEUED = "requeued"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RETURNED = "returned"
+    LATE_REPORT = "late_report"
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    role: Role
+    subject: str
+    label: str
+    created_at: str
+    revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class IssuedToken(Token):
+    """A token just issued: the only time its secret is shown."""
+
+    token: str
+
+
+@dataclass(frozen=True)
+class QueueInstance:
+    queue: str
+    slots: int
+    used_slots: int
+
+
+@dataclass(frozen=True)
+class Worker:
+    name: str
+    rank: int | None
+    state: WorkerState
+    generation: int
+    resources: str
+    properties: list[str]
+    inventory: str | None
+    free: dict[str, int]
+    queues: list[QueueInstance]
+    last_seen: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class RegisteredWorker(Worker):
+    """A worker as registered; ``token`` is its new worker token (None when re-registered
+    without a new one)."""
+
+    token: str | None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    worker: str
+    last_seen: str | None
+    refresh_metadata: bool
+
+
+@dataclass(frozen=True)
+class MetadataNamespace:
+    version: int
+    reported_at: str
+
+
+@dataclass(frozen=True)
+class WorkerMetadata:
+    """debusine-style worker metadata: static (admin), dynamic (the worker's own report) and
+    the effective merge that matching reads."""
+
+    worker: str
+    generation: int
+    static: dict[str, Any]
+    dynamic: dict[str, Any]
+    effective: dict[str, Any]
+    namespaces: dict[str, MetadataNamespace]
+    reported_at: str | None
+    refresh_metadata: bool
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    state: JobState
+    priority: int
+    slots: int
+    category_id: int
+    resources: str
+    constraint: str | None
+    constraint_syntax: str | None
+    shape: str | None
+    jobspec: str | None
+    task: str | None
+    command: list[str] | None
+    timeout: int | None
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
+    submitter: str
+    worker: str | None
+    failure_reason: str | None
+    attempts: int
+    exit_code: int | None
+    output: str | None
+    submitted_at: str
+    started_at: str | None
+    ended_at: str | None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    items: list[Job]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class WorkerPage:
+    items: list[Worker]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class TokenPage:
+    items: list[Token]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    worker: str
+    strength: float
+    strength_name: str
+    free_slots: int
+    state: WorkerState
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Workers that could run a job, strongest first (job is None for /v1/match)."""
+
+    job: int | None
+    items: list[Candidate]
+
+
+@dataclass(frozen=True)
+class Clause:
+    reason: str
+    message: str
+    group: str | None
+    tag: str | None
+
+
+@dataclass(frozen=True)
+class WorkerExplanation:
+    worker: str
+    eligible: bool
+    misfit_reason: str | None
+    clauses: list[Clause]
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    path: str
+    needed: int
+    found: int
+    places: int
+    workers: list[str]
+
+
+@dataclass(frozen=True)
+class AllocationExplanation:
+    placeable: bool
+    candidate_workers: int
+    shortfalls: list[Shortfall]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    job: int
+    workers: list[WorkerExplanation]
+    scheduling_info: list[str] = field(default_factory=list)
+    allocation: AllocationExplanation | None = None
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    kind: JobEventKind
+    worker: str | None
+    detail: str | None
+    at: str
+
+
+@dataclass(frozen=True)
+class JobHistory:
+    job: int
+    events: list[JobEvent]
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The resources a running job holds, as RFC 20 R_lite entries."""
+
+    job: int
+    R_lite: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ExpandedShape:
+    """An RFC 46 shape and the RFC 14 resources list it expands to."""
+
+    shape: str
+    resources: list[Any]
+
+
+@dataclass(frozen=True)
+class CompiledConstraint:
+    """The canonical RFC 31 constraint object."""
+
+    constraint: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Expired:
+    expired: int
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    version: int
+    description: str
+    requirements: Any
+    plugin: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A Grid Engine complex attribute (complex(5))."""
+
+    name: str
+    shortcut: str
+    type: str
+    relop: str
+    builtin: bool
+    requestable: str | None = None
+    consumable: str | None = None
+    default: str | None = None
+    urgency: float | None = None
+
+
+@dataclass(frozen=True)
+class ValuesChanged:
+    static_changed: bool
+
+
+@dataclass(frozen=True)
+class ParallelEnvironment:
+    """A Grid Engine parallel environment (sge_pe(5))."""
+
+    name: str
+    allocation_rule: str
+    slots: int | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    considered: int
+    dispatched: int
+    rejected_categories: int

@@ -1,0 +1,112 @@
+"""The table of API operations and which client method covers each.
+
+Each :class:`Operation` names one (method, path) of the OpenAPI document and whether sending
+it twice is safe. Client methods are marked with :func:`covers`; tests/client compare the
+table and the marked methods with the server's OpenAPI document, so a new route without a
+client method (or a method for a route that is gone) fails the build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+F = TypeVar("F", bound=Callable[..., object])
+
+#: HTTP methods that RFC 9110 (section 9.2.2) defines as idempotent.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One API operation. ``pure`` marks a POST that changes nothing on the server (a
+    computation such as /v1/match), so that, like GET, it may be retried."""
+
+    method: str
+    path: str
+    pure: bool = False
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method in IDEMPOTENT_METHODS or self.pure
+
+
+def covers(operation: Operation) -> Callable[[F], F]:
+    """Mark a client method as the one that sends ``operation``."""
+
+    def mark(method: F) -> F:
+        method.__jobmatch_operation__ = operation  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+def covered_by(cls: type) -> dict[Operation, str]:
+    """The operations the methods of ``cls`` (and its bases) cover, with the method names."""
+    found: dict[Operation, str] = {}
+    for name in dir(cls):
+        operation = getattr(getattr(cls, name, None), "__jobmatch_operation__", None)
+        if isinstance(operation, Operation):
+            found[operation] = name
+    return found
+
+
+# Service
+HEALTHZ = Operation("GET", "/healthz")
+READYZ = Operation("GET", "/readyz")
+METRICS = Operation("GET", "/metrics")
+# Tokens
+ISSUE_TOKEN = Operation("POST", "/v1/tokens")
+LIST_TOKENS = Operation("GET", "/v1/tokens")
+REVOKE_TOKEN = Operation("DELETE", "/v1/tokens/{token_id}")
+# Workers
+REGISTER_WORKER = Operation("POST", "/v1/workers")
+LIST_WORKERS = Operation("GET", "/v1/workers")
+GET_WORKER = Operation("GET", "/v1/workers/{name}")
+PULL = Operation("POST", "/v1/workers/{name}/pull")
+HEARTBEAT = Operation("POST", "/v1/workers/{name}/heartbeat")
+GET_METADATA = Operation("GET", "/v1/workers/{name}/metadata")
+SET_STATIC_METADATA = Operation("PUT", "/v1/workers/{name}/metadata")
+REPORT_METADATA = Operation("POST", "/v1/workers/{name}/metadata")
+# Jobs
+SUBMIT_JOB = Operation("POST", "/v1/jobs")
+LIST_JOBS = Operation("GET", "/v1/jobs")
+GET_JOB = Operation("GET", "/v1/jobs/{job_id}")
+CANCEL_JOB = Operation("POST", "/v1/jobs/{job_id}/cancel")
+JOB_CANDIDATES = Operation("GET", "/v1/jobs/{job_id}/candidates")
+EXPLAIN_JOB = Operation("GET", "/v1/jobs/{job_id}/explain")
+JOB_HISTORY = Operation("GET", "/v1/jobs/{job_id}/history")
+JOB_ALLOCATION = Operation("GET", "/v1/jobs/{job_id}/allocation")
+ALLOCATE_JOB = Operation("POST", "/v1/jobs/{job_id}/allocate")
+MATCH = Operation("POST", "/v1/match", pure=True)
+FINISH_JOB = Operation("POST", "/v1/jobs/{job_id}/finish")
+RETURN_JOB = Operation("POST", "/v1/jobs/{job_id}/return")
+# Flux tools: computations only
+EXPAND_SHAPE = Operation("POST", "/v1/flux/shape", pure=True)
+COMPILE_REQUIRES = Operation("POST", "/v1/flux/requires", pure=True)
+VALIDATE_CONSTRAINT = Operation("POST", "/v1/flux/constraint", pure=True)
+# Leases
+EXPIRE_LEASES = Operation("POST", "/v1/leases/expire")
+# Tasks
+LIST_TASKS = Operation("GET", "/v1/tasks")
+REGISTER_TASK = Operation("POST", "/v1/tasks")
+GET_TASK = Operation("GET", "/v1/tasks/{name}")
+# Grid Engine complexes, values, PEs and the scheduler
+LIST_ATTRIBUTES = Operation("GET", "/v1/attributes")
+CREATE_ATTRIBUTE = Operation("POST", "/v1/attributes")
+GET_ATTRIBUTE = Operation("GET", "/v1/attributes/{name}")
+CHANGE_ATTRIBUTE = Operation("PUT", "/v1/attributes/{name}")
+DELETE_ATTRIBUTE = Operation("DELETE", "/v1/attributes/{name}")
+SET_GLOBAL_VALUES = Operation("PUT", "/v1/values/global")
+SET_HOST_VALUES = Operation("PUT", "/v1/values/hosts/{host}")
+SET_QUEUE_VALUES = Operation("PUT", "/v1/values/queues/{queue}/{host}")
+LIST_PES = Operation("GET", "/v1/pes")
+PUT_PE = Operation("PUT", "/v1/pes/{name}")
+DELETE_PE = Operation("DELETE", "/v1/pes/{name}")
+RUN_SCHEDULE = Operation("POST", "/v1/schedule")
+
+
+def all_operations() -> frozenset[Operation]:
+    """Every operation in this table."""
+    return frozenset(value for value in globals().values() if isinstance(value, Operation))

@@ -1,0 +1,98 @@
+"""What callers send: request bodies as frozen dataclasses.
+
+Every field left at None is left out of the JSON, so the server applies its documented
+default (see the OpenAPI document for each field's meaning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.client.models import WorkerState
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job to submit (or to match with /v1/match) in any of the supported notations:
+    Momotor tags (``resources``), Flux (``constraint``, ``requires``, ``shape``,
+    ``jobspec``), debusine (``task``) and Grid Engine (``hard``, ``soft``, ``pe``)."""
+
+    resources: str | None = None
+    priority: int | None = None
+    slots: int | None = None
+    constraint: dict[str, Any] | None = None
+    requires: str | None = None
+    shape: str | None = None
+    jobspec: list[Any] | None = None
+    task: str | None = None
+    command: list[str] | None = None
+    timeout: int | None = None
+    hard: str | None = None
+    soft: str | None = None
+    pe: str | None = None
+    pe_slots: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A Grid Engine queue instance on a worker."""
+
+    name: str
+    slots: int
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A worker to register; POST /v1/workers replaces a worker of the same name whole."""
+
+    name: str
+    resources: str | None = None
+    slots: int | None = None
+    rank: int | None = None
+    state: WorkerState | None = None
+    queues: list[QueueSpec] | None = None
+    properties: list[str] | None = None
+    inventory: str | list[Any] | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A debusine task type: its requirements and optional can_run_on plug-in."""
+
+    name: str
+    version: int | None = None
+    description: str | None = None
+    requirements: Any = None
+    plugin: str | None = None
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    """A Grid Engine complex attribute, as one line of complex(5)."""
+
+    name: str
+    shortcut: str
+    type: str
+    relop: str
+    requestable: str | None = None
+    consumable: str | None = None
+    default: str | None = None
+    urgency: float | None = None
+
+
+@dataclass(frozen=True)
+class ValuesSpec:
+    """complex_values, load_values and attribute values of a host, a queue or the cluster."""
+
+    complex_values: dict[str, str] | None = None
+    load_values: dict[str, str] | None = None
+    attributes: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class PeSpec:
+    """A Grid Engine parallel environment's allocation rule and slots."""
+
+    allocation_rule: str
+    slots: int | None = None

@@ -1,0 +1,103 @@
+"""The submitter's client: submit jobs in any notation, follow and explain them."""
+
+from __future__ import annotations
+
+from app.client import operations as ops
+from app.client.base import IDEMPOTENCY_KEY, BaseClient
+from app.client.models import (
+    Allocation,
+    Attribute,
+    Candidates,
+    Explanation,
+    Job,
+    JobHistory,
+    JobPage,
+    JobState,
+    ParallelEnvironment,
+    Worker,
+    WorkerPage,
+)
+from app.client.operations import covers
+from app.client.requests import JobSpec
+
+
+class SubmitterClient(BaseClient):
+    """What a submitter token may do (an admin token may do it too, for every submitter)."""
+
+    @covers(ops.SUBMIT_JOB)
+    def submit_job(self, job: JobSpec, *, idempotency_key: str | None = None) -> Job:
+        """Submit a job. It always carries an Idempotency-Key (a fresh one unless given), so
+        a retry after a lost answer returns the same job instead of submitting it twice."""
+        key = idempotency_key or self.new_idempotency_key()
+        return self._call(Job, ops.SUBMIT_JOB, body=job, headers={IDEMPOTENCY_KEY: key})
+
+    @covers(ops.LIST_JOBS)
+    def list_jobs(
+        self,
+        *,
+        state: JobState | str | None = None,
+        category: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> JobPage:
+        """One page of jobs (a submitter sees its own), newest first."""
+        query = {"state": state, "category": category, "limit": limit, "offset": offset}
+        return self._call(JobPage, ops.LIST_JOBS, query=query)
+
+    @covers(ops.GET_JOB)
+    def get_job(self, job_id: int) -> Job:
+        return self._call(Job, ops.GET_JOB, path={"job_id": job_id})
+
+    @covers(ops.CANCEL_JOB)
+    def cancel_job(self, job_id: int) -> Job:
+        """Cancel a waiting or running job (Conflict when it has already ended)."""
+        return self._call(Job, ops.CANCEL_JOB, path={"job_id": job_id})
+
+    @covers(ops.JOB_CANDIDATES)
+    def job_candidates(self, job_id: int) -> Candidates:
+        """The workers that could run the job, strongest first."""
+        return self._call(Candidates, ops.JOB_CANDIDATES, path={"job_id": job_id})
+
+    @covers(ops.EXPLAIN_JOB)
+    def explain_job(self, job_id: int, *, worker: str | None = None) -> Explanation:
+        """Why each worker (or only ``worker``) can or cannot run the job."""
+        return self._call(
+            Explanation, ops.EXPLAIN_JOB, path={"job_id": job_id}, query={"worker": worker}
+        )
+
+    @covers(ops.JOB_HISTORY)
+    def job_history(self, job_id: int) -> JobHistory:
+        """Every state change of the job, oldest first."""
+        return self._call(JobHistory, ops.JOB_HISTORY, path={"job_id": job_id})
+
+    @covers(ops.JOB_ALLOCATION)
+    def job_allocation(self, job_id: int) -> Allocation:
+        """The inventory resources the job holds (RFC 20 R_lite)."""
+        return self._call(Allocation, ops.JOB_ALLOCATION, path={"job_id": job_id})
+
+    @covers(ops.MATCH)
+    def match(self, job: JobSpec) -> Candidates:
+        """The workers that could run ``job``, without submitting it."""
+        return self._call(Candidates, ops.MATCH, body=job)
+
+    @covers(ops.LIST_WORKERS)
+    def list_workers(self, *, limit: int | None = None, offset: int | None = None) -> WorkerPage:
+        return self._call(WorkerPage, ops.LIST_WORKERS, query={"limit": limit, "offset": offset})
+
+    @covers(ops.GET_WORKER)
+    def get_worker(self, name: str) -> Worker:
+        return self._call(Worker, ops.GET_WORKER, path={"name": name})
+
+    @covers(ops.LIST_ATTRIBUTES)
+    def list_attributes(self) -> list[Attribute]:
+        """The Grid Engine complex: every attribute a -l request may name."""
+        return self._call_list(Attribute, ops.LIST_ATTRIBUTES)
+
+    @covers(ops.GET_ATTRIBUTE)
+    def get_attribute(self, name: str) -> Attribute:
+        return self._call(Attribute, ops.GET_ATTRIBUTE, path={"name": name})
+
+    @covers(ops.LIST_PES)
+    def list_pes(self) -> list[ParallelEnvironment]:
+        """The Grid Engine parallel environments."""
+        return self._call_list(ParallelEnvironment, ops.LIST_PES)

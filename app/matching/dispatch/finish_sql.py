@@ -1,0 +1,177 @@
+"""The end of a job that holds no inventory vertices, in a few statements built once.
+
+Most jobs end holding only queue-instance slots (and sometimes Grid Engine consumables):
+such an end is a handful of UPDATEs, which ``dispatch.finish`` used to run through ORM
+objects and a flush, about fourteen statements in all. Here it is five or six. The same
+lock order holds as everywhere: the worker, then the job, then its queue instances, then
+consumables. A job that holds vertices (which may sit on other workers, whose rows must
+be locked first), an unknown worker, or a job that is not running on this worker goes the
+general way (``dispatch.finish``), which also words the errors.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, exists, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.models import (
+    InventoryBooking,
+    Job,
+    JobBooking,
+    JobEventKind,
+    JobState,
+)
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.matching.errors import ConflictError
+from app.matching.gridengine.bookings import release_bookings
+
+_JOB: Any = bindparam("p_job_id")
+_NOW: Any = bindparam("p_now")
+
+
+def _holds_vertices() -> Any:
+    return exists().where(InventoryBooking.job_id == _JOB, InventoryBooking.released_at.is_(None))
+
+
+# Lock the worker and learn whether the job holds vertices. The answer may predate a
+# commit that this statement waited for; the check after the job's lock decides.
+_LOCK_WORKER = (
+    update(WORKERS)
+    .where(WORKERS.c.name == bindparam("p_name"))
+    .values(last_seen=_NOW, updated_at=_NOW)
+    .returning(WORKERS.c.id, _holds_vertices())
+)
+
+
+def _end(failed: bool) -> Any:
+    values: dict[str, Any] = {
+        "state": JobState.FAILED if failed else JobState.FINISHED,
+        "ended_at": _NOW,
+        "exit_code": bindparam("p_exit_code"),
+        "output": bindparam("p_output"),
+    }
+    if failed:
+        values["failure_reason"] = bindparam("p_reason")
+    return (
+        update(JOBS)
+        .where(
+            JOBS.c.id == _JOB,
+            JOBS.c.worker_id == bindparam("p_worker_id"),
+            JOBS.c.state == JobState.RUNNING,
+        )
+        .values(**values)
+        .returning(*JOBS.c)
+    )
+
+
+_END = {failed: select(Job).from_statement(_end(failed)) for failed in (False, True)}
+
+# After the job's lock nothing can book for it any more: this answer is exact.
+_HOLDINGS = select(_holds_vertices(), exists().where(JobBooking.job_id == _JOB))
+
+_OPEN = (ALLOCATIONS.c.job_id == _JOB) & ALLOCATIONS.c.released_at.is_(None)
+
+
+def _release_in_one() -> Any:
+    """PostgreSQL: end the allocations and give their slots back in one statement."""
+    released = (
+        update(ALLOCATIONS)
+        .where(_OPEN)
+        .values(released_at=_NOW)
+        .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
+        .cte("released")
+    )
+    freed = (
+        select(released.c.queue_instance_id, func.sum(released.c.slots).label("slots"))
+        .group_by(released.c.queue_instance_id)
+        .subquery("freed")
+    )
+    return (
+        update(QUEUE_INSTANCES)
+        .where(QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
+        .values(used_slots=QUEUE_INSTANCES.c.used_slots - freed.c.slots)
+    )
+
+
+_RELEASE_IN_ONE = _release_in_one()
+
+# SQLite: the slots first (read from the open allocations), then the allocations.
+_GIVE_BACK_SLOTS = (
+    update(QUEUE_INSTANCES)
+    .where(QUEUE_INSTANCES.c.id.in_(select(ALLOCATIONS.c.queue_instance_id).where(_OPEN)))
+    .values(
+        used_slots=QUEUE_INSTANCES.c.used_slots
+        - select(func.sum(ALLOCATIONS.c.slots))
+        .where(_OPEN, ALLOCATIONS.c.queue_instance_id == QUEUE_INSTANCES.c.id)
+        .scalar_subquery()
+    )
+)
+_END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
+
+_RECORD = insert(JOB_EVENTS).values(
+    job_id=_JOB,
+    kind=bindparam("p_kind"),
+    worker=bindparam("p_worker"),
+    detail=bindparam("p_detail"),
+    at=_NOW,
+)
+
+
+def finish_slots_only(
+    session: Session,
+    job_id: int,
+    worker_name: str,
+    failed: bool,
+    reason: str | None,
+    exit_code: int | None,
+    output: str | None,
+    now: datetime,
+) -> Job | None:
+    """End a running job that holds no vertices: the ended Job, or None when the general
+    path must decide (no such worker, the job holds vertices, or it is not running on
+    this worker), in which case nothing was changed but the worker's ``last_seen``."""
+    row = session.execute(_LOCK_WORKER, {"p_name": worker_name, "p_now": now, "p_job_id": job_id})
+    locked = row.one_or_none()
+    if locked is None or locked[1]:
+        return None
+    worker_id = locked[0]
+    job: Job | None = session.execute(
+        _END[failed],
+        {
+            "p_job_id": job_id,
+            "p_worker_id": worker_id,
+            "p_now": now,
+            "p_exit_code": exit_code,
+            "p_output": output,
+            "p_reason": reason or "the worker reported failure",
+        },
+        execution_options={"populate_existing": True},
+    ).scalar_one_or_none()
+    if job is None:
+        return None
+    holds_vertices, holds_consumables = session.execute(_HOLDINGS, {"p_job_id": job_id}).one()
+    if holds_vertices:
+        # Dispatched again (with vertices) between the two statements above.
+        raise ConflictError(f"job {job_id} started while it was being finished; retry")
+    if dialect.supports_writing_ctes(session.connection()):
+        session.execute(_RELEASE_IN_ONE, {"p_job_id": job_id, "p_now": now})
+    else:
+        session.execute(_GIVE_BACK_SLOTS, {"p_job_id": job_id})
+        session.execute(_END_ALLOCATIONS, {"p_job_id": job_id, "p_now": now})
+    if holds_consumables:
+        release_bookings(session, job_id)
+    session.execute(
+        _RECORD,
+        {
+            "p_job_id": job_id,
+            "p_kind": JobEventKind.FAILED if failed else JobEventKind.FINISHED,
+            "p_worker": worker_name,
+            "p_detail": reason,
+            "p_now": now,
+        },
+    )
+    return job

@@ -1,0 +1,363 @@
+"""Dispatch in pull mode: a worker asks for work and gets the best waiting job it can run,
+its slots booked in the same transaction; and the end of a job, which frees them.
+
+Every writer takes row locks in one order: the worker (several workers in id order, for a
+job that holds vertices on several), then the job, then its queue instances, then inventory
+rows. PostgreSQL then never finds a cycle between pulls, allocations, finishes and cancels.
+
+The cost of a pull grows with the number of categories, not of waiting jobs: for each
+category the worker fits, the best waiting job is one seek in the partial index
+``ix_jobs_waiting_order``; the best of those heads wins (priority, then age, then id).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.base import utcnow
+from app.db.models import (
+    Allocation,
+    Job,
+    JobEventKind,
+    JobState,
+    Queue,
+    QueueInstance,
+    Task,
+    Worker,
+)
+from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
+from app.matching import history, late_reports
+from app.matching.allocation import bookings as vertex_bookings
+from app.matching.allocation import trees
+from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
+from app.matching.debusine.metadata import effective_metadata
+from app.matching.dispatch import pull_sql
+from app.matching.dispatch.finish_pg import finish_holding_vertices
+from app.matching.dispatch.finish_sql import finish_slots_only
+from app.matching.dispatch.pull_sql import Puller, lock_puller
+from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
+from app.matching.gridengine.bookings import release_bookings
+from app.matching.gridengine.decide import dispatch_on
+from app.matching.gridengine.pull import GridEnginePull
+from app.matching.gridengine.state import ClusterState, load_state
+from app.matching.locks import worker_by_name
+from app.metrics import DISPATCH_LATENCY
+from app.notations.flux.jobspec import validate_resources
+from app.task_plugins import can_run_on
+
+#: How many heads one pull considers before giving up on a round (others may hold them).
+HEADS_PER_ROUND = 8
+ROUNDS = 3
+
+#: Workers with Grid Engine values take every job through the Core statements of
+#: app/matching/gridengine/pull.py; off, they take the ORM path that workers without values
+#: keep for Grid Engine jobs (tests compare the two).
+CORE_GRID_ENGINE = True
+
+
+@dataclass(frozen=True)
+class FreeSlots:
+    queue_instance_id: int
+    queue: str
+    free: int
+
+
+def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
+    """The worker's queue instances in queue order, with their free slots."""
+    rows = session.execute(
+        select(QueueInstance.id, Queue.name, QueueInstance.slots - QueueInstance.used_slots)
+        .join(Queue, Queue.id == QueueInstance.queue_id)
+        .where(QueueInstance.worker_id == worker_id)
+        .order_by(Queue.seq_no, QueueInstance.id)
+    ).all()
+    return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
+
+
+@lru_cache(maxsize=4096)
+def category_requests(jobspec_json: str) -> tuple[VertexRequest, ...]:
+    """The allocator's request tree of a category's canonical jobspec."""
+    return build_requests(validate_resources(json.loads(jobspec_json)))
+
+
+def pull(session: Session, worker_name: str, policy: Policy = "first") -> Job | None:
+    """Give the worker its next job (running, slots booked), or None when there is none.
+    A job with a jobspec given to a worker with an inventory gets its vertices on that
+    worker, chosen by ``policy`` and booked in this transaction."""
+    return pull_for(session, worker_name, policy)[0]
+
+
+def pull_for(
+    session: Session, worker_name: str, policy: Policy = "first"
+) -> tuple[Job | None, Puller]:
+    """:func:`pull`, with what the pull read about the worker (its metadata report time,
+    for the HTTP answer), so that the caller need not read the worker again."""
+    started = time.perf_counter()
+    now = utcnow()
+    puller = lock_puller(session, worker_name, now)
+    if puller is None:
+        raise NotFoundError(f"no worker named {worker_name!r}")
+    job = _pull(session, puller, now, policy)
+    DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
+    return job, puller
+
+
+def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:
+    if not puller.active or puller.max_free <= 0:
+        return None
+    plugins = _PluginVerdicts(session, puller.id)
+    skipped: set[int] = set()
+    state: ClusterState | None = None
+    grid_engine: GridEnginePull | None = None
+    rounds = 0
+    while rounds < ROUNDS:
+        heads = pull_sql.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
+        if not heads:
+            return None
+        refused_before = len(plugins.refused)
+        for job_id, task_id, plain in heads:
+            # A plug-in's verdict depends on the task and the worker only, so a refusal
+            # rules out every category of the task; the next query leaves them out, and
+            # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
+            if job_id in skipped or (task_id is not None and not plugins.accepts(task_id)):
+                continue
+            if plain and not puller.complex_cluster:
+                # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
+                # SQL; claim, book and record in four statements without ORM objects.
+                claimed, taken = pull_sql.claim_plain_job(session, job_id, puller, now)
+                if claimed:
+                    return taken
+                continue
+            if puller.complex_cluster and CORE_GRID_ENGINE:
+                # Every job of this worker meets the Grid Engine rules (its values, the
+                # global host's): claim with the state, decide, then book and start in
+                # one statement on PostgreSQL.
+                if grid_engine is None:
+                    grid_engine = GridEnginePull(session, puller)
+                started = grid_engine.take(job_id)
+                if started is None:
+                    continue
+                return started
+            held = pull_sql.claim_with_category(session, job_id)
+            if held is None:
+                continue
+            job, category = held
+            if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
+                # Grid Engine rules: load values and consumables now, bookings
+                # (docs/notations/gridengine.md).
+                if state is None:
+                    # The attribute table comes in the same statement as the values.
+                    state = load_state(session, None, [puller.id], names={puller.id: puller.name})
+                _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
+                if not booked:
+                    continue
+                return pull_sql.start(session, job, job.worker_id or puller.id, puller.name)
+            placement = None
+            if puller.managed and category.jobspec is not None:
+                outcome = place_requests(
+                    trees.worker_tree(session, [puller.id]),
+                    category_requests(category.jobspec),
+                    policy,
+                )
+                if outcome.placement is None:
+                    skipped.add(job_id)
+                    continue
+                placement = outcome.placement
+            queue_instance_id = pull_sql.book_first_room(session, puller.id, job.slots)
+            if queue_instance_id is None:
+                return None
+            pull_sql.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
+            if placement is not None:
+                vertex_bookings.book_placement(session, job, placement)
+            return pull_sql.start(session, job, puller.id, puller.name)
+        if len(plugins.refused) == refused_before:
+            # Every head was taken by concurrent pulls: another round, a bounded number.
+            rounds += 1
+    return None
+
+
+class _PluginVerdicts:
+    """``can_run_on`` of each task's plug-in for one worker, asked at most once per pull."""
+
+    def __init__(self, session: Session, worker_id: int) -> None:
+        self._session = session
+        self._worker_id = worker_id
+        self._verdicts: dict[int, bool] = {}
+        self._metadata: dict[str, Any] | None = None
+        self.refused: set[int] = set()
+
+    def accepts(self, task_id: int) -> bool:
+        if task_id not in self._verdicts:
+            task = self._session.get(Task, task_id)
+            verdict = True
+            if task is not None and task.plugin is not None:
+                if self._metadata is None:
+                    self._metadata = effective_metadata(self._session, [self._worker_id])[
+                        self._worker_id
+                    ]
+                verdict = can_run_on(task.plugin, self._metadata)
+            self._verdicts[task_id] = verdict
+            if not verdict:
+                self.refused.add(task_id)
+        return self._verdicts[task_id]
+
+
+# Built once: building a statement costs more than running it (issue 9).
+_RETURN_SLOTS = (
+    update(QUEUE_INSTANCES)
+    .where(QUEUE_INSTANCES.c.id == bindparam("qi_id"))
+    .values(used_slots=QUEUE_INSTANCES.c.used_slots - bindparam("b_slots"))
+)
+_HELD_ALLOCATIONS = (
+    select(Allocation)
+    .where(Allocation.job_id == bindparam("job_id"), Allocation.released_at.is_(None))
+    .with_for_update()
+)
+_LOCK_JOB = select(Job).where(Job.id == bindparam("job_id")).with_for_update()
+_BOOKED_WORKERS = (
+    select(INVENTORY_BOOKINGS.c.worker_id)
+    .where(
+        INVENTORY_BOOKINGS.c.job_id == bindparam("job_id"),
+        INVENTORY_BOOKINGS.c.released_at.is_(None),
+    )
+    .distinct()
+)
+
+
+def release_allocations(session: Session, job: Job) -> None:
+    """Free what a job holds: its allocations end and their slots return."""
+    allocations = session.scalars(_HELD_ALLOCATIONS, {"job_id": job.id}).all()
+    now = utcnow()
+    for allocation in allocations:
+        session.connection().execute(
+            _RETURN_SLOTS, {"qi_id": allocation.queue_instance_id, "b_slots": allocation.slots}
+        )
+        allocation.released_at = now
+    release_bookings(session, job.id)
+    vertex_bookings.release(session, job)
+    session.flush()
+
+
+def booked_workers(session: Session, job_id: int) -> set[int]:
+    """The workers the job holds vertices on (a running job's set does not change)."""
+    return set(session.connection().execute(_BOOKED_WORKERS, {"job_id": job_id}).scalars())
+
+
+def lock_workers(session: Session, worker_ids: set[int]) -> set[int]:
+    """Lock the workers' rows in id order (the order every multi-worker writer uses)."""
+    session.scalars(
+        select(Worker)
+        .where(Worker.id.in_(sorted(worker_ids)))
+        .order_by(Worker.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
+    return set(worker_ids)
+
+
+FINAL_OUTCOMES = {"finished": JobState.FINISHED, "failed": JobState.FAILED}
+
+
+#: The tail of a command's output kept on the job.
+MAX_OUTPUT = 65_536
+
+
+def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Worker, Job]:
+    """The worker and its running job, locked for a change of state."""
+    # Lock order: workers, then job, then queue instances, as in pull; the other order
+    # deadlocked with a concurrent pull by the same worker on PostgreSQL. A job holding
+    # vertices on other workers (multi-node) locks those workers too: releasing rewrites
+    # their free counts, whose foreign key waits for any pull that holds their row.
+    worker = worker_by_name(session, worker_name)
+    locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
+    job = session.scalars(_LOCK_JOB, {"job_id": job_id}).one_or_none()
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id}")
+    if job.worker_id != worker.id:
+        raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
+    if job.state is not JobState.RUNNING:
+        raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    if not booked_workers(session, job_id) <= locked:
+        raise ConflictError(f"job {job_id} started while it was being finished; retry")
+    return worker, job
+
+
+def finish(
+    session: Session,
+    job_id: int,
+    worker_name: str,
+    outcome: str,
+    reason: str | None = None,
+    *,
+    exit_code: int | None = None,
+    output: str | None = None,
+) -> Job:
+    """The running worker reports the end of its job (with its command's exit status and
+    output, when it ran one); its slots are freed."""
+    if outcome not in FINAL_OUTCOMES:
+        raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
+    output = output[-MAX_OUTPUT:] if output is not None else None
+    now = utcnow()
+    ended = finish_slots_only(
+        session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
+    )
+    if ended is not None:
+        return ended
+    if dialect.supports_writing_ctes(session.connection()):
+        # A job that holds vertices, in two statements on PostgreSQL.
+        ended = finish_holding_vertices(
+            session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
+        )
+        if ended is not None:
+            return ended
+    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
+    try:
+        worker, job = _running_job_of(session, job_id, worker_name)
+    except (ForbiddenError, ConflictError):
+        # A resend of an applied report is answered as the first; a report from the worker
+        # that lost the job raises LateReportError, recorded; anything else is refused.
+        resent = late_reports.resent_or_late(session, job_id, worker_name, kind, exit_code)
+        if resent is None:
+            raise
+        return resent
+    release_allocations(session, job)
+    job.exit_code = exit_code
+    job.output = output
+    job.state = FINAL_OUTCOMES[outcome]
+    job.ended_at = utcnow()
+    if outcome == "failed":
+        job.failure_reason = reason or "the worker reported failure"
+    history.record(session, job, kind, worker=worker.name, detail=reason)
+    worker.last_seen = utcnow()
+    session.flush()
+    return job
+
+
+def return_job(session: Session, job_id: int, worker_name: str, reason: str | None = None) -> Job:
+    """The running worker gives its job back (it is stopping, or it restarted and killed
+    what it had left running): the job waits again with its original submission time, so
+    it keeps its place, and its slots are freed. The attempt stays counted (it was counted
+    when the job was dispatched), as after an expired lease. The history says so."""
+    worker, job = _running_job_of(session, job_id, worker_name)
+    release_allocations(session, job)
+    job.state = JobState.WAITING
+    job.worker_id = None
+    job.started_at = None
+    history.record(
+        session,
+        job,
+        JobEventKind.RETURNED,
+        worker=worker.name,
+        detail=reason or "the worker gave the job back unfinished",
+    )
+    worker.last_seen = utcnow()
+    session.flush()
+    return job

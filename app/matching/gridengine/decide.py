@@ -1,0 +1,256 @@
+"""Dynamic fit and bookings of Grid Engine jobs, shared by pull and the scheduling run.
+
+The misfit cache (SQL, app/matching/gridengine/sql.py) has ruled out the workers whose static
+values reject a category. For the survivors, this module loads the current picture (fixed,
+built-in and load values, consumable capacities and bookings, free slots) into the
+reference evaluator's objects (app/notations/gridengine/evaluator.py) and lets it decide per
+queue instance, with load values and availability as they are now. The evaluator is the
+oracle the SQL filter is tested against, so both speak the same semantics.
+
+Bookings (docs/notations/gridengine.md#consumables-and-bookings): a per-slot consumable (YES) books
+``request x slots`` on each queue instance, ``request x host slots`` on each host and
+``request x total`` globally, wherever the attribute has a capacity; a per-job one (JOB)
+books its request once on the master queue, its host and globally; EXCL attributes count
+exclusive users in ``used`` and the others in ``used_nonexclusive``. The request is the
+hard one or else the attribute's default; zero books nothing. Updates are guarded
+(``used + amount <= capacity``) and the CHECKs keep usage within bounds, so concurrent
+dispatches cannot overbook; a guard that fails undoes the job's dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import Allocation, AttributeValue, Category, Job, ParallelEnvironment
+from app.matching.gridengine.bookings import (
+    ConsumableBooking,
+    apply_in_memory,
+    bookings_for,
+    write_bookings,
+)
+from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
+from app.matching.gridengine.state import ClusterState, QueueSlot
+from app.matching.gridengine.table import prefetch_table
+from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.evaluator import QueueFit
+from app.notations.gridengine.requests import RequestList, parse_request_list
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the engine decided for one job: each considered queue instance's fit (in queue
+    order), the chosen assignment (queue instance id -> slots), the master queue."""
+
+    fits: list[tuple[QueueSlot, QueueFit]]
+    assignment: dict[int, int] | None
+    master: int | None
+
+    @property
+    def soft_violations(self) -> int:
+        chosen = dict(self.assignment or {})
+        return sum(fit.soft_violations * chosen.get(slot.id, 0) for slot, fit in self.fits)
+
+
+def decide(
+    state: ClusterState,
+    order: Sequence[QueueSlot],
+    hard: RequestList,
+    soft: RequestList,
+    *,
+    pe_rule: str | None = None,
+    low: int = 1,
+    high: int = 1,
+    pe_limit: int = UNLIMITED,
+    first_only: bool = False,
+) -> Decision:
+    """Evaluate the queue instances (all of them, or for a sequential job without soft
+    requests up to the first fit when ``first_only``) and choose an assignment."""
+    fits: list[tuple[QueueSlot, QueueFit]] = []
+    for slot in order:
+        if first_only and state.full(slot):
+            # The same verdict without evaluating three levels: late in a run most
+            # instances are full, and a category scans them all before it is rejected.
+            fits.append((slot, slot.full_fit()))
+            continue
+        fit = state.evaluate(slot, hard, soft)
+        fits.append((slot, fit))
+        if first_only and fit.fits and pe_rule is None and not soft.requests:
+            break
+    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
+    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
+    # order breaks ties (docs/notations/gridengine.md#soft-requests).
+    fitting.sort(key=lambda item: item[1].soft_violations)
+    if pe_rule is None:
+        if not fitting:
+            return Decision(fits, None, None)
+        slot = fitting[0][0]
+        return Decision(fits, {slot.id: 1}, slot.id)
+    global_cap = next(
+        (fit.global_slots for _slot, fit in fitting if fit.global_slots is not None), None
+    )
+    offers = [
+        Offered(
+            slot.id,
+            slot.host,
+            _cap(fit.queue_slots) if fit.queue_slots is not None else UNLIMITED,
+            _cap(fit.host_slots) if fit.host_slots is not None else UNLIMITED,
+        )
+        for slot, fit in fitting
+    ]
+    limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
+    assignment = spread_slots(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
+    if not assignment:
+        return Decision(fits, None, None)
+    master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
+    return Decision(fits, assignment, master)
+
+
+def _cap(value: int) -> int:
+    return max(0, min(value, UNLIMITED))
+
+
+_LISTS: dict[tuple[int, str, str], tuple[RequestList, RequestList]] = {}
+
+
+def category_lists(table: ComplexTable, hard: str, soft: str) -> tuple[RequestList, RequestList]:
+    """A category's stored ``-l`` lists (category form, ``NONE`` when empty) parsed again
+    against the current table; memoised per table."""
+    key = (id(table), hard, soft)
+    lists = _LISTS.get(key)
+    if lists is None:
+        if len(_LISTS) > 10_000:
+            _LISTS.clear()
+        lists = (
+            parse_request_list("" if hard == "NONE" else hard, table),
+            parse_request_list("" if soft == "NONE" else soft, table, soft=True),
+        )
+        _LISTS[key] = lists
+    return lists
+
+
+def pe_slots_in_use(session: Session, pe: str) -> int:
+    return int(
+        session.scalar(
+            select(func.coalesce(func.sum(Allocation.slots), 0))
+            .join(Job, Job.id == Allocation.job_id)
+            .where(Job.pe == pe, Allocation.released_at.is_(None))
+        )
+        or 0
+    )
+
+
+def has_complex_values(session: Session, worker_id: int) -> bool:
+    """Whether the global host or the worker carries any complex value or capacity (then
+    every job is checked by the evaluator: FORCED attributes, defaults, slot capacities).
+    Read with the attribute table, which the transaction's next load_table then reuses."""
+    flag = exists().where(
+        or_(
+            AttributeValue.level == "global",
+            and_(AttributeValue.worker_id == worker_id, AttributeValue.kind != "builtin"),
+        )
+    )
+    found = prefetch_table(session, flag)
+    if found is not None:
+        return found
+    return bool(session.scalar(select(flag)))
+
+
+#: A parallel environment's allocation rule and free slots, or None when it is unknown.
+PeLookup = Callable[[str], tuple[str, int] | None]
+
+
+def pe_from_database(session: Session) -> PeLookup:
+    """Each lookup asks the database (a pull: one PE job at most)."""
+
+    def lookup(name: str) -> tuple[str, int] | None:
+        # The PE's slot limit is shared by every host: lock its row (after worker, job,
+        # before queue instances and consumables) so that concurrent dispatches count the
+        # slots in use one after another. Without it two pulls on different hosts both saw
+        # room and lent 16 of 12 slots under bench/load.py on PostgreSQL; the lock is
+        # granted after the other's commit, and READ COMMITTED lets the next statement see
+        # it. (A scheduling run holds every worker's lock, so its cached lookup needs none.)
+        pe = session.scalar(
+            select(ParallelEnvironment).where(ParallelEnvironment.name == name).with_for_update()
+        )
+        if pe is None:
+            return None
+        return pe.allocation_rule, max(0, pe.slots - pe_slots_in_use(session, pe.name))
+
+    return lookup
+
+
+class CategoryRequests(Protocol):
+    """What deciding a job reads of its category (a Category row, or the columns a
+    Core pull read with the job's claim)."""
+
+    @property
+    def hard(self) -> str: ...
+    @property
+    def soft(self) -> str: ...
+    @property
+    def pe(self) -> str | None: ...
+    @property
+    def pe_min(self) -> int: ...
+    @property
+    def pe_max(self) -> int: ...
+
+
+def plan_job(
+    state: ClusterState,
+    category: CategoryRequests,
+    order: Sequence[QueueSlot],
+    pe_lookup: PeLookup,
+    *,
+    trace: bool = False,
+) -> tuple[Decision, list[ConsumableBooking]]:
+    """Decide a job of the category on the given queue instances and what it would book
+    (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
+    explanations)."""
+    hard, soft = category_lists(state.table, category.hard, category.soft)
+    rule, limit = None, UNLIMITED
+    if category.pe is not None:
+        pe = pe_lookup(category.pe)
+        if pe is None:
+            return Decision([], None, None), []
+        rule, limit = pe
+    decision = decide(
+        state,
+        order,
+        hard,
+        soft,
+        pe_rule=rule,
+        low=category.pe_min,
+        high=category.pe_max,
+        pe_limit=limit,
+        first_only=not trace,
+    )
+    if decision.assignment is None or decision.master is None:
+        return decision, []
+    return decision, bookings_for(state, decision.assignment, decision.master, hard)
+
+
+def dispatch_on(
+    session: Session,
+    state: ClusterState,
+    job: Job,
+    category: Category,
+    order: Sequence[QueueSlot],
+    *,
+    trace: bool = False,
+) -> tuple[Decision, bool]:
+    """Decide and book the job on the given queue instances: the decision and whether it
+    was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
+    decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
+    if decision.assignment is None or decision.master is None:
+        return decision, False
+    if not write_bookings(session, job.id, decision.assignment, bookings):
+        return decision, False
+    apply_in_memory(bookings)
+    job.slots = sum(decision.assignment.values())
+    job.worker_id = state.slots[decision.master].worker_id
+    return decision, True

@@ -1,0 +1,35 @@
+"""Explanations of Grid Engine jobs in the words of ``qstat -j`` (docs/notations/gridengine.md):
+``(-l LIST) cannot run at host "H" because it offers only hl:arch=sol-amd64`` and the like,
+one line per queue instance that cannot take the job, from the reference evaluator on the
+current values and bookings."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from app.db.models import Category, Job, JobState
+from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.state import load_state
+from app.matching.gridengine.table import load_table
+
+
+def scheduling_info(session: Session, job: Job) -> list[str]:
+    """Lines for a waiting job with Grid Engine requests (empty otherwise). A global
+    failure is one line for all; host failures are reported once per host."""
+    category = session.get(Category, job.category_id)
+    if category is None or job.state is not JobState.WAITING:
+        return []
+    plain = category.hard == "NONE" and category.soft == "NONE" and category.pe is None
+    if plain and not has_complex_values(session, 0):
+        return []
+    table = load_table(session)
+    state = load_state(session, table)
+    hard, soft = category_lists(table, category.hard, category.soft)
+    lines: list[str] = []
+    for slot in state.queue_order():
+        fit = state.evaluate(slot, hard, soft)
+        if fit.fits or fit.message is None:
+            continue
+        if fit.message not in lines:
+            lines.append(fit.message)
+    return lines

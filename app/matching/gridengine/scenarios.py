@@ -1,0 +1,429 @@
+"""``jobmatch scenario run FILE``: Grid Engine scenarios (model ``sge62u5-reference-v1``,
+the format below) run through the engine, one fresh database each.
+
+A case is loaded the way an admin would set the cluster up: the attribute table
+(``complex_mod`` merged into built-in rows, ``complex_add`` new rows) through the attribute
+service, hosts as workers, queue instances in list order (queue sort is ``seq_no``, then
+list order), values per level through the values service, current bookings as usage.
+The jobs are submitted in order and one scheduling run dispatches them, each seeing the
+bookings of the ones before. The outcome has the shape of ``expected``:
+
+* ``submit`` (``accepted``/``rejected``, ``reject_reason``);
+* ``global``: ``ok``, ``slots_limit`` (null = unlimited), ``code`` on failure;
+* ``queues{qi}``: ``fits``; on failure ``level``, ``code``, ``message``; on success
+  ``queue_slots``, ``host_slots``, ``slots_avail``, ``soft_violations``,
+  ``soft_violations_naive``;
+* ``assignment`` (``{qi: slots}`` or null), ``master_queue``, ``soft_violations``,
+  ``soft_violations_naive``, ``assignment_naive`` when the naive count would choose
+  another queue;
+* ``remaining`` after all jobs: capacity minus booking of every consumable that has a
+  capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
+  included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
+
+A case matches when every key of its ``expected`` equals the outcome (``message`` keys are
+informative and not compared). The engine's SQL filter is checked against the evaluator on
+the way: a queue instance of a worker the misfit cache ruled out must not fit
+(``sql_disagrees`` lists any that do).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.db import migrate
+from app.db.engine import Database
+from app.db.models import ConsumableUsage, Job, JobState, Queue, QueueInstance, Worker
+from app.matching.errors import MatchingError
+from app.matching.gridengine import table as gridengine_table
+from app.matching.gridengine.admin import change_attribute, set_values
+from app.matching.gridengine.decide import Decision
+from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.run import schedule
+from app.matching.gridengine.values import Target
+from app.matching.requests import JobSpec
+from app.matching.submission import submit_job
+from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.notations.gridengine.attributes import Relop
+
+MODEL = "sge62u5-reference-v1"
+
+
+class ScenarioError(ValueError):
+    """A scenario line is not valid JSON or lacks what the format requires."""
+
+
+def read_scenarios(path: Path) -> list[dict[str, Any]]:
+    cases = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            case = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ScenarioError(f"{path}:{number}: {error.msg} at column {error.colno}") from None
+        if not isinstance(case, dict) or "id" not in case or "cluster" not in case:
+            raise ScenarioError(f"{path}:{number}: a case needs 'id' and 'cluster'")
+        if "job" not in case and "jobs" not in case:
+            raise ScenarioError(f"{path}:{number}: a case needs 'job' or 'jobs'")
+        cases.append(case)
+    return cases
+
+
+def _request_text(pairs: Sequence[Sequence[str | None]]) -> str:
+    return ",".join(f"{name}" if value is None else f"{name}={value}" for name, value in pairs)
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def _setup_table(session: Session, case: Mapping[str, Any]) -> None:
+    for row in case.get("complex_mod", []):
+        current = gridengine_table.get_attribute(session, row["name"])
+        merged = {
+            "name": current.name,
+            "shortcut": current.shortcut,
+            "type": current.type,
+            "relop": current.relop,
+            "requestable": current.requestable,
+            "consumable": current.consumable,
+            "default": current.default,
+            "urgency": current.urgency,
+            **row,
+        }
+        change_attribute(session, current.name, gridengine_table.definition_from_body(merged))
+    for row in case.get("complex_add", []):
+        gridengine_table.create_attribute(session, gridengine_table.definition_from_body(row))
+
+
+def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, int]:
+    """Workers and queue instances in list order; returns queue instance name -> id."""
+    queues = cluster.get("queues", [])
+    hosts = [h["name"] for h in cluster.get("hosts", [])]
+    for queue in queues:
+        if queue["host"] not in hosts:
+            hosts.append(queue["host"])
+    seq: dict[str, int] = {}
+    for queue in queues:
+        cq = queue["name"].partition("@")[0]
+        seq.setdefault(cq, int(queue.get("seq_no", 0)))
+    for cq, seq_no in seq.items():
+        session.add(Queue(name=cq, seq_no=seq_no))
+    session.flush()
+    specs: dict[str, list[QueueSpec]] = {host: [] for host in hosts}
+    # One upsert per queue instance, so that instance ids follow the list order (the
+    # queue sort's tie-break).
+    for queue in queues:
+        cq = queue["name"].partition("@")[0]
+        specs[queue["host"]].append(QueueSpec(cq, int(queue["slots"])))
+        upsert_worker(session, WorkerSpec(name=queue["host"], queues=tuple(specs[queue["host"]])))
+    for host in hosts:
+        if not specs[host]:
+            # A host without queue instances (no category exists yet, so no misfit rows).
+            session.add(Worker(name=host, generation=1))
+    session.flush()
+    names = {
+        f"{cq}@{host}": qi_id
+        for qi_id, cq, host in session.execute(
+            select(QueueInstance.id, Queue.name, Worker.name)
+            .join(Queue, Queue.id == QueueInstance.queue_id)
+            .join(Worker, Worker.id == QueueInstance.worker_id)
+        )
+    }
+    worker_ids = dict(session.execute(select(Worker.name, Worker.id)).all())
+    targets: list[tuple[Target, Mapping[str, Any]]] = []
+    if "global" in cluster:
+        targets.append((Target("global"), cluster["global"]))
+    for host in cluster.get("hosts", []):
+        targets.append((Target("host", worker_ids[host["name"]]), host))
+    for queue in queues:
+        qi = Target("queue_instance", worker_ids[queue["host"]], names[queue["name"]])
+        targets.append((qi, {"complex_values": queue.get("complex_values", {}), **queue}))
+    for target, spec in targets:
+        for field in ("complex_values", "load_values", "attributes"):
+            values = {k: str(v) for k, v in (spec.get(field) or {}).items()}
+            if values:
+                set_values(session, target, field, values)
+        _set_used(session, target, spec.get("used") or {}, spec.get("used_nonexclusive") or {})
+    return names
+
+
+def _set_used(
+    session: Session, target: Target, used: Mapping[str, float], nonexclusive: Mapping[str, float]
+) -> None:
+    ids = gridengine_table.attribute_ids(session)
+    table = gridengine_table.load_table(session)
+    for key, amount in used.items():
+        name = table[key].name
+        if name == "slots" and target.level == "queue_instance":
+            session.execute(
+                update(QueueInstance)
+                .where(QueueInstance.id == target.queue_instance_id)
+                .values(used_slots=int(amount))
+            )
+            continue
+        session.execute(
+            update(ConsumableUsage)
+            .where(
+                ConsumableUsage.attribute_id == ids[name],
+                ConsumableUsage.level == target.level,
+                ConsumableUsage.object_key == target.object_key,
+            )
+            .values(used=float(amount), used_nonexclusive=float(nonexclusive.get(key, 0.0)))
+        )
+    session.flush()
+
+
+def _jobs(case: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(case["jobs"]) if "jobs" in case else [case["job"]]
+
+
+def _submit(
+    session: Session, spec: Mapping[str, Any], index: int
+) -> tuple[int | None, dict[str, Any]]:
+    pe = spec.get("pe")
+    pe_name = None
+    pe_slots = None
+    if pe is not None:
+        pe_name = str(pe.get("name", f"pe{index}"))
+        upsert_pe(session, pe_name, str(pe.get("allocation_rule", "$fill_up")), 9_999_999)
+        pe_slots = str(spec.get("slots", pe.get("slots", 1)))
+    job_spec = JobSpec(
+        hard=_request_text(spec.get("hard", [])),
+        soft=_request_text(spec.get("soft", [])),
+        pe=pe_name,
+        pe_slots=pe_slots,
+    )
+    savepoint = session.begin_nested()
+    try:
+        job = submit_job(session, job_spec, submitter="scenario")
+    except MatchingError as error:
+        savepoint.rollback()
+        reason = getattr(error, "message", str(error))
+        return None, {"submit": "rejected", "reject_reason": reason}
+    savepoint.commit()
+    return job.id, {"submit": "accepted"}
+
+
+def _queue_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, Any]:
+    queues: dict[str, Any] = {}
+    for slot, fit in decision.fits:
+        if fit.fits:
+            queues[names[slot.id]] = {
+                "fits": True,
+                "queue_slots": fit.queue_slots,
+                "host_slots": fit.host_slots,
+                "slots_avail": fit.slots_avail,
+                "soft_violations": fit.soft_violations,
+                "soft_violations_naive": fit.soft_violations_naive,
+            }
+        else:
+            assert fit.level is not None and fit.code is not None
+            queues[names[slot.id]] = {
+                "fits": False,
+                "level": fit.level.value,
+                "code": fit.code.value,
+                "message": fit.message,
+            }
+    return queues
+
+
+def _global_outcome(decision: Decision) -> dict[str, Any]:
+    for _slot, fit in decision.fits:
+        if not fit.fits and fit.level is not None and fit.level.value == "global":
+            assert fit.code is not None
+            return {"ok": False, "code": fit.code.value}
+    limit = next((fit.global_slots for _slot, fit in decision.fits if fit.fits), None)
+    return {"ok": True, "slots_limit": limit}
+
+
+def _assignment_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "assignment": None,
+        "master_queue": None,
+        "soft_violations": None,
+        "soft_violations_naive": None,
+    }
+    if decision.assignment is None or decision.master is None:
+        return out
+    fits = {slot.id: fit for slot, fit in decision.fits}
+    out["assignment"] = {names[q]: n for q, n in decision.assignment.items()}
+    out["master_queue"] = names[decision.master]
+    out["soft_violations"] = sum(
+        fits[q].soft_violations * n for q, n in decision.assignment.items()
+    )
+    out["soft_violations_naive"] = sum(
+        fits[q].soft_violations_naive * n for q, n in decision.assignment.items()
+    )
+    if len(decision.assignment) == 1:
+        fitting = [(slot, fit) for slot, fit in decision.fits if fit.fits]
+        naive = min(fitting, key=lambda item: item[1].soft_violations_naive)[0]
+        if naive.id != decision.master:
+            out["assignment_naive"] = {names[naive.id]: 1}
+    return out
+
+
+def _remaining(session: Session, names: Mapping[int, str]) -> dict[str, Any]:
+    table = gridengine_table.load_table(session)
+    by_id = {v: k for k, v in gridengine_table.attribute_ids(session).items()}
+    hosts = dict(session.execute(select(Worker.id, Worker.name)).all())
+    out: dict[str, Any] = {"global": {}, "hosts": {}, "queues": {}}
+    for qi_id, slots, used in session.execute(
+        select(QueueInstance.id, QueueInstance.slots, QueueInstance.used_slots)
+    ):
+        out["queues"].setdefault(names[qi_id], {})["slots"] = slots - used
+    for usage in session.scalars(select(ConsumableUsage).order_by(ConsumableUsage.id)):
+        name = by_id[usage.attribute_id]
+        if table[name].relop is Relop.EXCL:
+            value: Any = {
+                "exclusive": _number(usage.used),
+                "nonexclusive": _number(usage.used_nonexclusive),
+            }
+        else:
+            value = _number(usage.capacity - usage.used)
+        if usage.level == "global":
+            out["global"][name] = value
+        elif usage.level == "host":
+            assert usage.worker_id is not None
+            out["hosts"].setdefault(hosts[usage.worker_id], {})[name] = value
+        else:
+            assert usage.queue_instance_id is not None
+            out["queues"].setdefault(names[usage.queue_instance_id], {})[name] = value
+    return out
+
+
+@contextmanager
+def _fresh_databases() -> Iterator[Any]:
+    """A migrated SQLite template, copied for each case (migrating per case is slow)."""
+    directory = Path(tempfile.mkdtemp(prefix="jobmatch-scenarios-"))
+    template = directory / "template.db"
+    migrate.upgrade(f"sqlite:///{template}")
+    counter = iter(range(1_000_000))
+
+    def make() -> Database:
+        target = directory / f"case{next(counter)}.db"
+        shutil.copyfile(template, target)
+        return Database(f"sqlite:///{target}")
+
+    try:
+        yield make
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
+    """The outcome of one case, in the shape of its ``expected``."""
+    with database.transaction() as session:
+        _setup_table(session, case)
+        names_by_queue = _setup_cluster(session, case["cluster"])
+        names = {qi_id: name for name, qi_id in names_by_queue.items()}
+        submitted: list[tuple[int | None, dict[str, Any]]] = [
+            _submit(session, spec, index) for index, spec in enumerate(_jobs(case))
+        ]
+        report = schedule(session, trace=True)
+        decisions = {job_id: decision for job_id, decision, _booked in report.decisions}
+        outcomes = []
+        disagreements: list[str] = []
+        qi_worker = dict(session.execute(select(QueueInstance.id, QueueInstance.worker_id)).all())
+        for job_id, outcome in submitted:
+            if job_id is None:
+                outcomes.append(outcome)
+                continue
+            job = session.get(Job, job_id)
+            assert job is not None
+            decision = decisions.get(job_id)
+            if decision is None:
+                # Not considered: its category was rejected earlier in the run, or the
+                # job failed at submission ("no suitable worker").
+                outcome.update({"assignment": None, "master_queue": None})
+                if job.state is JobState.FAILED:
+                    outcome["state"] = "failed"
+                outcomes.append(outcome)
+                continue
+            excluded = report.sql_excluded.get(job_id, set())
+            for slot, fit in decision.fits:
+                if fit.fits and qi_worker[slot.id] in excluded:
+                    disagreements.append(names[slot.id])
+            outcome["global"] = _global_outcome(decision)
+            outcome["queues"] = _queue_outcome(decision, names)
+            outcome.update(_assignment_outcome(decision, names))
+            outcomes.append(outcome)
+        result: dict[str, Any] = {}
+        if "jobs" in case:
+            result["jobs"] = outcomes
+        else:
+            result.update(outcomes[0])
+        result["remaining"] = _remaining(session, names)
+        if disagreements:
+            result["sql_disagrees"] = sorted(set(disagreements))
+        session.rollback()
+    return result
+
+
+def _matches(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(
+            key == "message" or _matches(value, actual.get(key, _MISSING))
+            for key, value in expected.items()
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(_matches(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, float) or isinstance(actual, float):
+        return isinstance(actual, int | float) and abs(float(expected) - float(actual)) < 1e-6
+    return bool(expected == actual)
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    title: str
+    outcome: dict[str, Any]
+    matched: bool | None  # None: the case has no expected
+
+
+def run_file(path: Path) -> list[CaseResult]:
+    results = []
+    with _fresh_databases() as make:
+        for case in read_scenarios(path):
+            check_model(case)
+            database = make()
+            try:
+                outcome = run_case(database, case)
+            finally:
+                database.dispose()
+            expected = case.get("expected")
+            matched = None if expected is None else _matches(expected, outcome)
+            if "sql_disagrees" in outcome:
+                matched = False
+            results.append(
+                CaseResult(str(case["id"]), str(case.get("title", "")), outcome, matched)
+            )
+    return results
+
+
+def check_model(case: Mapping[str, Any]) -> None:
+    model = case.get("model", MODEL)
+    if model != MODEL:
+        raise ScenarioError(f"case {case.get('id')}: model {model!r} is not {MODEL!r}")
+
+
+__all__ = ["MODEL", "CaseResult", "ScenarioError", "read_scenarios", "run_case", "run_file"]

@@ -1,0 +1,70 @@
+"""Queue-instance slots: the room every job books, whatever its family.
+
+The slot clause of the misfit cache (a worker none of whose queue instances has as many
+slots as the category asks for can never run its jobs), and the statement pieces that
+book room and find waiting jobs, shared by the pull and the scheduler's allocation.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Update, alias, bindparam, func, literal_column, select, update
+
+from app.db.models import Category, JobState, QueueInstance, Worker
+from app.db.tables import QUEUE_INSTANCES, QUEUES
+from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
+
+#: A waiting job's state as a literal: a bound constant would render as a parameter
+#: with a cast and lengthen statements psycopg caches only below 4,096 characters.
+WAITING: Any = literal_column(f"'{JobState.WAITING.value}'")
+
+REASONS = {"too-few-slots": "no queue instance of the worker has enough slots"}
+
+
+@lru_cache(maxsize=8)
+def _slot_clauses(category: type[Category], worker: type[Worker]) -> tuple[ReasonClause, ...]:
+    """Built once per pair of entities: expressions are immutable."""
+    largest_slots = (
+        select(func.coalesce(func.max(QueueInstance.slots), 0))
+        .where(QueueInstance.worker_id == worker.id)
+        .scalar_subquery()
+    )
+    return ((largest_slots < category.slots, "too-few-slots"),)
+
+
+def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
+    return _slot_clauses(pair.category, pair.worker)
+
+
+MISFITS = MisfitClauses(REASONS, _misfit_clauses)
+
+
+def book_room_statement(slots: Any) -> Update:
+    """Add ``slots`` to the worker's first queue instance, in queue order, with room for
+    them (``p_worker_id``); conditional, so it books nothing when none has room.
+
+    Shared by the pull's statements (app/matching/dispatch/pull_sql.py) and the
+    scheduler's one-statement start (app/matching/allocation/book_pg.py), which embeds
+    it. Short aliases (``fq`` and ``rq``): psycopg re-parses statements over 4,096
+    characters on every execution."""
+    candidate: Any = alias(QUEUE_INSTANCES, "fq")
+    first_room = (
+        select(candidate.c.id)
+        .join(QUEUES, QUEUES.c.id == candidate.c.queue_id)
+        .where(
+            candidate.c.worker_id == bindparam("p_worker_id"),
+            candidate.c.used_slots + slots <= candidate.c.slots,
+        )
+        .order_by(QUEUES.c.seq_no, candidate.c.id)
+        .limit(literal_column("1"))
+        .scalar_subquery()
+    )
+    room: Any = alias(QUEUE_INSTANCES, "rq")
+    return (
+        update(room)
+        .where(room.c.id == first_room, room.c.used_slots + slots <= room.c.slots)
+        .values(used_slots=room.c.used_slots + slots)
+        .returning(room.c.id)
+    )

@@ -1,0 +1,1 @@
+"""debusine's notations: worker metadata and the task requirements matched against it."""

@@ -1,0 +1,1 @@
+"""Momotor's notations: requirement and capability tags, and their typed value groups."""
