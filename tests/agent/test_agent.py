@@ -20,7 +20,7 @@ import pytest
 
 from app.db.engine import Database
 from tests.conftest import ADMIN_TOKEN
-from tests.task_plugins import install_plugins
+from tests.support.task_plugins import install_plugins
 
 JOBMATCH = str(Path(sys.executable).with_name("jobmatch"))
 PY = sys.executable

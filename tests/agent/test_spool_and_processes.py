@@ -14,7 +14,7 @@ from app.agent import processes
 from app.agent.client import ApiError, Reply
 from app.agent.runner import Agent, AgentOptions
 from app.agent.spool import Spool, SpoolEntry
-from tests.hostile.agent_probes import alive, wait_for
+from tests.support.agent_probes import alive, wait_for
 
 #: A command whose child outlives it in the same process group (a job's stray daemon).
 _LEAVES_A_CHILD = (

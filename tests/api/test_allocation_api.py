@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import InventoryBooking, InventoryCount, InventoryVertex, Worker
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 NODE = "node/[socket=2/[core=4;gpu=1];memory=16{unit:GB}]"
 #: NODE as an RFC 14 resources list.

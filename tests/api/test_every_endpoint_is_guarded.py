@@ -7,7 +7,7 @@ import re
 
 from fastapi.testclient import TestClient
 
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 OPEN = {"/healthz", "/readyz", "/metrics"}
 

@@ -9,18 +9,7 @@ from app.api.app import create_app
 from app.db import migrate
 from app.db.engine import Database
 from app.settings import Settings
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response, status: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body = response.json()
-    assert body["status"] == status
-    assert body["title"] and body["detail"]
-    assert body["type"] == "about:blank"
-    return body  # type: ignore[no-any-return]
+from tests.support.http_api import assert_problem
 
 
 def test_healthz(client: TestClient) -> None:

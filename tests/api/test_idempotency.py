@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Job
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 
 def test_same_key_and_body_give_the_same_job(

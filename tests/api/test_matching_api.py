@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Category, Job
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem, register, submit
 
 DOCS_WORKER = "language: ?java, ?python\njava: ?8, ?11, ?12, ?13\npython: ?3.6, ?3.7"
 
@@ -21,22 +21,6 @@ DOCS_JOBS = [
     ("arch: ?x86", 0.0),
     ("arch: ~x86", 0.0),
 ]
-
-
-def register(
-    client: TestClient, admin: dict[str, str], name: str, resources: str = "", slots: int = 1
-) -> dict[str, str]:
-    response = client.post(
-        "/v1/workers", json={"name": name, "resources": resources, "slots": slots}, headers=admin
-    )
-    assert response.status_code in (200, 201), response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
-
-
-def submit(client: TestClient, admin: dict[str, str], resources: str = "", **extra: object) -> dict:  # type: ignore[type-arg]
-    response = client.post("/v1/jobs", json={"resources": resources, **extra}, headers=admin)
-    assert response.status_code == 201, response.text
-    return response.json()  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(("job", "strength"), DOCS_JOBS, ids=[j for j, _ in DOCS_JOBS])

@@ -15,7 +15,7 @@ from app.api.auth import Principal, authenticate
 from app.api.token_gate import needs_token, route_rules
 from app.db.engine import Database
 from app.settings import Settings
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 
 async def require_someone(who: Annotated[Principal, Depends(authenticate)]) -> None:

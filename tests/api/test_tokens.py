@@ -8,7 +8,7 @@ from sqlalchemy import select
 from app.db.engine import Database
 from app.db.models import ApiToken
 from app.db.tokens import hash_token
-from tests.api.test_health_and_errors import assert_problem
+from tests.support.http_api import assert_problem
 
 
 def issue(

@@ -22,7 +22,7 @@ from app.db.engine import Database
 from app.db.models import Job
 from app.db.retry import RetryPolicy, retry_reason
 from app.settings import Settings
-from tests.api.test_matching_api import register, submit
+from tests.support.http_api import register, submit
 
 pytestmark = pytest.mark.db
 

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Job
-from tests.api.test_matching_api import register
+from tests.support.http_api import register
 
 BIG = 9223372036854775807
 #: Numbers at and past every bound the databases have, and text that only looks numeric.

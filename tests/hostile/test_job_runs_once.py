@@ -10,7 +10,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from tests.hostile.agent_probes import (
+from tests.live_server import LiveServer
+from tests.support.agent_probes import (
     Agents,
     alive,
     call,
@@ -20,7 +21,6 @@ from tests.hostile.agent_probes import (
     runs,
     wait_for,
 )
-from tests.live_server import LiveServer
 
 
 def test_killed_agent_leaves_no_run_behind_and_the_job_runs_once_more_elsewhere(

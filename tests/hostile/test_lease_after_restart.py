@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.hostile.agent_probes import Agents, call, history, marker_job, register, runs, wait_for
 from tests.live_server import LiveServer
+from tests.support.agent_probes import Agents, call, history, marker_job, register, runs, wait_for
 
 #: The lease of these probes; the server stays down for twice as long.
 LEASE_SECONDS = 2

@@ -14,8 +14,7 @@ from sqlalchemy import func, select
 from app.db.engine import Database
 from app.db.models import ParallelEnvironment, Worker
 from app.settings import Settings
-from tests.api.test_health_and_errors import assert_problem
-from tests.api.test_matching_api import register
+from tests.support.http_api import assert_problem, register
 
 HOSTILE_NAMES = [
     "x" * 5000,

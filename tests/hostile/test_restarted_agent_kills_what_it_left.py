@@ -13,7 +13,8 @@ import signal
 from pathlib import Path
 
 from app.agent.runner import RESTARTED
-from tests.hostile.agent_probes import (
+from tests.live_server import LiveServer
+from tests.support.agent_probes import (
     Agents,
     alive,
     call,
@@ -23,7 +24,6 @@ from tests.hostile.agent_probes import (
     runs,
     wait_for,
 )
-from tests.live_server import LiveServer
 
 #: Long enough that the restarted agent, not the lease, gives the job back.
 LEASE_SECONDS = 20

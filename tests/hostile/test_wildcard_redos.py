@@ -39,10 +39,9 @@ from app.notations.gridengine.strings import (
 )
 from app.notations.gridengine.wildcard_nfa import compile_request, sql_request_match
 from app.notations.quantities import ValueType
-from tests.api.test_health_and_errors import assert_problem
-from tests.api.test_matching_api import register
 from tests.live_server import LiveServer
-from tests.notations.test_complex_regex import _vectors
+from tests.notations.gridengine.test_string_regex import _vectors
+from tests.support.http_api import assert_problem, register
 
 HOST = "build-worker-0001.ci.example.com"
 #: The probe of issue 19: 12 "*?" then "*z"; each extra "*?" multiplied the time by 2.6.

@@ -16,7 +16,7 @@ from app.matching.dispatch import pull as dispatch
 from app.matching.invariants import violations
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
-from tests.api.test_matching_api import register, submit
+from tests.support.http_api import register, submit
 
 
 def _running_job(database: Database) -> int:

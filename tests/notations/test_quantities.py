@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -23,23 +22,18 @@ from app.notations.quantities import (
     is_infinity,
     parse_number,
 )
-from tests.vectors import SGE
+from tests.vectors import SGE, sge_rows
 
 VECTORS = SGE
 NUMERIC = [ValueType.INT, ValueType.DOUBLE, ValueType.MEMORY, ValueType.TIME, ValueType.BOOL]
 
 
-def _load(name: str) -> list[tuple[int, dict[str, Any]]]:
-    lines = (VECTORS / name).read_text(encoding="utf-8").splitlines()
-    return [(number, json.loads(line)) for number, line in enumerate(lines, 1) if line.strip()]
-
-
 # values.jsonl lines about the numeric parser itself; the string types, the stored TIME
-# text and "-l name" without value are tested in test_complexes_requests.py.
+# text and "-l name" without value are tested in gridengine/test_requests.py.
 NUMBER_CONTEXTS = {"request", "consumable_request", "consumable_capacity", "complex_value"}
 NUMBER_VECTORS = [
     pytest.param(row, id=f"values.jsonl:{number}:{row['type']}:{row['context']}:{row['input']!r}")
-    for number, row in _load("values.jsonl")
+    for number, row in sge_rows("values.jsonl")
     if ValueType[row["type"]].is_numeric and row["context"] in NUMBER_CONTEXTS
 ]
 
@@ -62,7 +56,7 @@ def test_values_vector(row: dict[str, Any]) -> None:
 
 
 def test_values_vector_numeric_lines_all_covered() -> None:
-    numeric_lines = [r for _, r in _load("values.jsonl") if ValueType[r["type"]].is_numeric]
+    numeric_lines = [r for _, r in sge_rows("values.jsonl") if ValueType[r["type"]].is_numeric]
     special = [r for r in numeric_lines if r["context"] not in NUMBER_CONTEXTS]
     assert len(NUMBER_VECTORS) + len(special) == len(numeric_lines)
     assert {r["context"] for r in special} == {"stored_string", "request_without_value"}

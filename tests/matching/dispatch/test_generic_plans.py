@@ -1,0 +1,127 @@
+"""The pull's statements keep their indexes under a generic plan (issues 4 and 6).
+
+psycopg prepares a statement on its fifth use on a connection, and PostgreSQL then may
+run it with a generic plan, one that cannot see the parameters' values. Two predicates
+lost their index that way and turned index seeks into scans that grow with the cluster:
+
+* ``attribute_values.level = $n`` (is there any global value?) was estimated at a third
+  of the table and scanned every built-in value: 15 ms per pull at 5,000 hosts. It is
+  now ``worker_id IS NULL``, which the CHECK ``object_matches_level`` makes equivalent.
+* ``jobs.state = $n`` cannot prove the predicate of the partial index
+  ``ix_jobs_waiting_order``, so the heads query read the waiting jobs without it (25 ms
+  instead of 3 at 100,000 waiting jobs). The state is now a literal.
+
+Each statement is prepared here under ``plan_cache_mode = force_generic_plan`` with
+sequential scans priced out, and its plan must use the index: a scan left in such a plan
+is one the planner had no index for. Rows of a small cluster only matter for the
+statements to be valid; the plans do not depend on them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from app.db.engine import Database
+from app.matching.dispatch import pull_sql as pull_statements
+from tests.support.generic_plans import generic_plan
+
+pytestmark = pytest.mark.db
+
+
+@pytest.fixture
+def postgres(database: Database) -> Database:
+    if database.dialect_name != "postgresql":
+        pytest.skip("generic plans of prepared statements are PostgreSQL's")
+    return database
+
+
+def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -> None:
+    with postgres.engine.connect() as connection:
+        plan = generic_plan(
+            connection,
+            pull_statements._LOCK_PULLER,
+            {"p_name": "w1", "p_now": "2026-11-21T00:00:00+00:00"},
+        )
+        connection.rollback()
+    # The global EXISTS is keyed on the worker index: a seek, whatever the planner
+    # estimates for a level (with ``level = $n`` it was keyed on the level, and without
+    # the scan penalty of this test PostgreSQL preferred a sequential scan).
+    assert "Index Cond: (worker_id IS NULL)" in plan, plan
+    assert "Seq Scan on attribute_values" not in plan, plan
+
+
+def _backlog(connection: Connection, categories: int = 20, jobs: int = 20_000) -> None:
+    """A backlog of waiting jobs behind as many finished ones, analysed (rolled back
+    after). The heads plan depends on the statistics of ``jobs``: on the shared test
+    database they were whatever autovacuum last saw, and when it saw a few finished jobs
+    per category the planner preferred ix_jobs_category_id with a sort (the test failed
+    or passed by the order and timing of the tests before it)."""
+    connection.exec_driver_sql(
+        "INSERT INTO categories (key_hash, key, resources, slots, created_at)"
+        " SELECT 'backlog' || i, 'backlog' || i, '{}', 1, now()"
+        f" FROM generate_series(1, {categories}) AS i"
+    )
+    connection.exec_driver_sql(
+        "INSERT INTO jobs (state, priority, slots, category_id, resources, submitter,"
+        " submitted_at, attempts)"
+        " SELECT CASE WHEN mod(i, 2) = 0 THEN 'waiting' ELSE 'finished' END, 0, 1, c.id, '{}',"
+        " 't', now(), 0"
+        f" FROM generate_series(1, {jobs}) AS i"
+        f" JOIN categories c ON c.key = 'backlog' || (1 + mod(i, {categories}))"
+    )
+    connection.exec_driver_sql("ANALYZE jobs")
+    connection.exec_driver_sql("ANALYZE categories")
+
+
+@pytest.mark.parametrize("managed", [False, True])
+def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> None:
+    statement = pull_statements._heads(True, managed, False)
+    with postgres.engine.connect() as connection:
+        _backlog(connection)
+        plan = generic_plan(
+            connection,
+            statement,
+            {"p_worker_id": 1, "p_generation": 1, "p_max_free": 4, "p_limit": 8},
+        )
+        connection.rollback()
+    assert "ix_jobs_waiting_order" in plan, plan
+    assert "Seq Scan on jobs" not in plan, plan
+
+
+def test_waiting_is_a_literal_in_every_claim() -> None:
+    """The claims find the job by primary key either way; the literal keeps every
+    statement of the pull free of a parameter that a partial index would need."""
+    for statement in (*pull_statements._CLAIM.values(), pull_statements._TAKE_IN_ONE):
+        sql = str(statement.compile())
+        assert "state = 'waiting'" in sql, sql
+
+
+def test_the_literal_matches_the_partial_index_predicate(postgres: Database) -> None:
+    with postgres.engine.connect() as connection:
+        predicate = connection.scalar(
+            text(
+                "SELECT pg_get_expr(indpred, indrelid) FROM pg_index "
+                "WHERE indexrelid = 'ix_jobs_waiting_order'::regclass"
+            )
+        )
+    assert predicate is not None
+    assert "'waiting'" in predicate
+
+
+def test_grid_engine_claim_switches_the_rest_of_the_pull_to_generic_plans() -> None:
+    """The Grid Engine pull's write is one large statement over arrays that PostgreSQL
+    re-planned on every pull (its generic plan looked dearer only for not knowing the
+    arrays' lengths); the claim, which runs after the heads query, turns generic plans
+    on for the rest of the transaction in its own round trip. SQLite has no such
+    setting, and its variant (no SKIP LOCKED) does not carry it."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from app.matching.gridengine import pull as complex_pull
+
+    on_postgres = complex_pull._CLAIMS_WITH_STATE[True].compile(dialect=postgresql.dialect())
+    on_sqlite = complex_pull._CLAIMS_WITH_STATE[False].compile(dialect=sqlite.dialect())
+    assert "set_config(" in str(on_postgres)
+    assert "force_generic_plan" in on_postgres.params.values()
+    assert "set_config" not in str(on_sqlite)
