@@ -68,6 +68,12 @@ def scan_groups(text: str) -> list[RawGroup]:
     consumed. Whitespace waiting to be added is held in ``pending`` so that trailing blanks
     vanish; an escaped character is added without it, which is why blanks jump past escapes
     (Momotor quirk Q8).
+
+    Over 80 lines on purpose: it is one character loop whose eight local states (name or
+    items, quote, escape, pending blanks, ...) every branch reads and writes, as in
+    Momotor's own scanner; split into functions, the state would travel through every
+    call and the one-to-one reading against Momotor's loop, which the quirks rest on,
+    would be lost.
     """
     start, end = _stripped_bounds(text)
     groups: list[RawGroup] = []
