@@ -33,7 +33,7 @@ __all__ = ["AnyGroup", "ResourceGroup"]
 def conflicting_modes(
     group: str | None, old: ResourceItem, new: ResourceItem
 ) -> ConflictingModesError:
-    """The error for a group naming one tag in two modes (Momotor would keep either)."""
+    """The error for a group naming one tag in two modes (Momotor's outcome depends on order)."""
     where = "this group" if group is None else f"group {group!r}"
     return ConflictingModesError(
         f"{where} names tag {new.value!r} both as {old.as_str()!r} and as {new.as_str()!r}",
@@ -189,6 +189,7 @@ def _group_value(task: ResourceGroup, worker: ResourceGroup) -> float | None:
     return None if task_offered.isdisjoint(worker_offered) else WEAKEST
 
 
+# Interned groups by their items; equal items give the same object.
 INTERNED_GROUPS: dict[tuple[ResourceItem, ...], ResourceGroup] = {}
 _new_object: Final = object.__new__
 
