@@ -96,7 +96,8 @@ from app.db.models import Worker as WorkerRow  # noqa: E402
 from app.matching import candidates  # noqa: E402
 from app.matching.dispatch import pull as dispatch  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
-from app.notations.momotor.tags import NoMatch, Resources  # noqa: E402
+from app.notations.momotor.resources import Resources  # noqa: E402
+from app.notations.momotor.strengths import NoMatch  # noqa: E402
 
 SEED = 20261121
 POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -1,4 +1,4 @@
-"""Momotor tags: jobmatch's ``app.notations.momotor.tags`` against ``momotor.shared.resources``.
+"""Momotor tags: jobmatch's ``app.notations.momotor`` against ``momotor.shared.resources``.
 
 Run ``python bench/tags.py`` (from the repository root). It parses and matches the same
 generated definitions with both implementations in one run and prints the rates and the
@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from momotor.shared.resources import NoMatch as MomotorNoMatch
 from momotor.shared.resources import Resources as MomotorResources
 
-from app.notations.momotor import tags
+from app.notations.momotor.resources import Resources, clear_caches
+from app.notations.momotor.strengths import NoMatch
 
 SEED = 20240611
 JOBS = 20_000
@@ -186,7 +187,7 @@ def describe(label: str, texts: Sequence[str]) -> None:
     """Print the shape of the definitions; stop if the implementations parse one apart."""
     parsed = [MomotorResources.from_string(text) for text in texts]
     for text, theirs in zip(texts, parsed, strict=True):
-        ours = list(tags.Resources.from_string(text).as_tuples())
+        ours = list(Resources.from_string(text).as_tuples())
         if ours != [(name, tuple(items)) for name, items in theirs.as_tuples()]:
             raise SystemExit(f"parses differ on {text!r}")
     groups = sum(len(r.group_names()) for r in parsed) / len(texts)
@@ -218,9 +219,9 @@ def _parse_all(parse: Callable[[str], object], texts: Sequence[str]) -> Callable
 def _parse_cold(texts: Sequence[str]) -> Callable[[], object]:
     # Every round starts with an empty string cache and empty intern tables.
     def run() -> object:
-        tags._clear_caches()
+        clear_caches()
         for text in texts:
-            tags.Resources.from_string(text)
+            Resources.from_string(text)
         return None
 
     return run
@@ -274,7 +275,7 @@ def check_pairs(
     """Both implementations must give the same result on every pair; print the mix."""
     mix: Counter[object] = Counter()
     for (task, worker), (m_task, m_worker) in zip(ours, theirs, strict=True):
-        result = _outcome(task, worker, tags.NoMatch)
+        result = _outcome(task, worker, NoMatch)
         if result != _outcome(m_task, m_worker, MomotorNoMatch):
             raise SystemExit(f"results differ on {task!r} vs {worker!r}")
         mix[result] += 1
@@ -321,20 +322,20 @@ def main() -> None:
         _parse_all(parse_theirs, unique),
         "defs/s",
     )
-    tags._clear_caches()
+    clear_caches()
     compare(
         "from_string, repeated (pool)",
         len(repeated),
-        _parse_all(tags.Resources.from_string, repeated),
+        _parse_all(Resources.from_string, repeated),
         _parse_all(parse_theirs, repeated),
         "defs/s",
     )
 
-    jobs_ours = [tags.Resources.from_string(text) for text in jobs]
+    jobs_ours = [Resources.from_string(text) for text in jobs]
     jobs_theirs = [parse_theirs(text) for text in jobs]
-    workers_ours = [tags.Resources.from_string(text) for text in workers]
+    workers_ours = [Resources.from_string(text) for text in workers]
     workers_theirs = [parse_theirs(text) for text in workers]
-    fleet_ours = [tags.Resources.from_string(text) for text in fleet]
+    fleet_ours = [Resources.from_string(text) for text in fleet]
     fleet_theirs = [parse_theirs(text) for text in fleet]
 
     picks = [(rng.randrange(JOBS), rng.randrange(WORKERS)) for _ in range(PAIRS)]
@@ -344,7 +345,7 @@ def main() -> None:
     compare(
         "match, distinct pairs",
         PAIRS,
-        _match_all(pairs_ours, tags.NoMatch),
+        _match_all(pairs_ours, NoMatch),
         _match_all(pairs_theirs, MomotorNoMatch),
         "pairs/s",
     )
@@ -356,7 +357,7 @@ def main() -> None:
     compare(
         "match, jobs vs a fleet of workers",
         PAIRS,
-        _match_all(pairs_ours, tags.NoMatch),
+        _match_all(pairs_ours, NoMatch),
         _match_all(pairs_theirs, MomotorNoMatch),
         "pairs/s",
     )

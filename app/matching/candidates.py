@@ -48,7 +48,8 @@ from app.matching.momotor.rows import parse_resources
 from app.matching.requests import JobSpec, parse_request
 from app.notations.debusine.metadata import Requirement, parse_requirement
 from app.notations.flux.constraints import Target, parse_constraint
-from app.notations.momotor.tags import NoMatch, Resources
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.strengths import NoMatch
 from app.task_plugins import can_run_on
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,9 @@ from app.notations.flux.constraints import (
     constraint_to_json,
     matches,
 )
-from app.notations.momotor.tags import ResourceGroup, ResourceItem, Resources
+from app.notations.momotor.groups import ResourceGroup
+from app.notations.momotor.items import ResourceItem
+from app.notations.momotor.resources import Resources
 
 
 @dataclass(frozen=True)

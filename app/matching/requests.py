@@ -21,7 +21,7 @@ from app.notations.flux.requires import compile_requires_constraint
 from app.notations.flux.shape import parse_shape_resources
 from app.notations.gridengine.attributes import ComplexTable
 from app.notations.gridengine.requests import RequestList, parse_request_list
-from app.notations.momotor.tags import Resources
+from app.notations.momotor.resources import Resources
 
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
 #: A job's command: at most this many arguments of at most this many characters.

@@ -28,7 +28,7 @@ from app.notations.flux.shape import format_shape, parse_shape_resources
 from app.notations.gridengine.attributes import default_table
 from app.notations.gridengine.requests import parse_request_list
 from app.notations.gridengine.strings import parse_expression
-from app.notations.momotor.tags import Resources
+from app.notations.momotor.resources import Resources
 from app.notations.quantities import ValueType, canonical_number, parse_number
 
 HOSTILE = settings(

@@ -12,7 +12,8 @@ from app.matching import candidates, submission, workers
 from app.matching.explain import slot_clauses, tag_clauses
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
-from app.notations.momotor.tags import NoMatch, Resources
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.strengths import NoMatch
 from tests.support.clusters import cluster
 
 

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from app.db.models import TagMode
 from app.matching.errors import InvalidFieldError
 from app.notations.errors import NotationError
-from app.notations.momotor.tags import ResourceGroup, ResourceItem, Resources
+from app.notations.momotor.groups import ResourceGroup
+from app.notations.momotor.items import ResourceItem
+from app.notations.momotor.resources import Resources
 
 
 def parse_resources(text: str, *, field: str = "resources") -> Resources:

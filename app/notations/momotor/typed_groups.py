@@ -4,7 +4,7 @@ A group is typed only when the caller declares it, e.g.
 ``Resources.from_string(text, typed={"ram": "memory"})``; every other group keeps Momotor's
 tag semantics, so declaring nothing gives exactly Momotor. The declaration is not part of the
 text: both sides of a match must be parsed with the same declarations (a typed group against
-a non-empty tag group raises :class:`~app.notations.momotor.tags.GroupKindMismatchError`).
+a non-empty tag group raises :class:`~app.notations.momotor.errors.GroupKindMismatchError`).
 
 Types: ``int``, ``double``, ``memory`` (bytes), ``time`` (seconds), any case, or the
 :class:`~app.notations.quantities.ValueType` members INT, DOUBLE, MEMORY, TIME. Numbers use
@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from app.notations.errors import did_you_mean
-from app.notations.momotor.tags import STRONG, GroupKindMismatchError, NoMatch, TagsError
+from app.notations.momotor.errors import GroupKindMismatchError, TagsError
+from app.notations.momotor.strengths import STRONG, NoMatch
 from app.notations.quantities import QuantityError, ValueType, canonical_number, parse_number
 
 __all__ = [

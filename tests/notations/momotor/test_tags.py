@@ -1,4 +1,4 @@
-"""app.notations.momotor.tags against the behaviour of momotor-engine-shared 2.1.3.
+"""Momotor tags (app.notations.momotor) against the behaviour of momotor-engine-shared 2.1.3.
 
 Every expectation here is Momotor 2.1.3's behaviour (docs/notations/momotor.md; the quirk is named
 in the test or parametrize id) or from Momotor's documentation (its six jobs); the
@@ -13,26 +13,20 @@ import pickle
 import pytest
 
 from app.notations.errors import NotationError
-from app.notations.momotor import tags
-from app.notations.momotor.tags import (
-    NEUTRAL,
-    STRONG,
-    STRONGEST,
-    WEAK,
-    WEAKEST,
+from app.notations.momotor.errors import (
     ConflictingModesError,
     ItemColonError,
     MissingGroupNameError,
-    NoMatch,
     RequiredExcludedError,
-    ResourceGroup,
-    ResourceItem,
-    Resources,
-    Tag,
     TagsError,
     TrailingBackslashError,
     UnmatchedQuoteError,
 )
+from app.notations.momotor.groups import ResourceGroup
+from app.notations.momotor.items import ResourceItem, Tag
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.scanner import split_items, split_resources
+from app.notations.momotor.strengths import NEUTRAL, STRONG, STRONGEST, WEAK, WEAKEST, NoMatch
 
 R = Resources.from_string
 
@@ -478,8 +472,8 @@ def test_other_api() -> None:
         ResourceGroup.create("x, y"), ResourceGroup.create("y")
     ).as_str_tuple() == ("x",)
     assert ResourceGroup.difference() == ResourceGroup()
-    assert list(tags.split_resources("a b: x ,y; c: 'q' ")) == [("a b", "x ,y"), ("c", "'q'")]
-    assert list(tags.split_items("x,, 'y' ,")) == ["x", "", "y", ""]
+    assert list(split_resources("a b: x ,y; c: 'q' ")) == [("a b", "x ,y"), ("c", "'q'")]
+    assert list(split_items("x,, 'y' ,")) == ["x", "", "y", ""]
     assert repr(R("a: x")) == "Resources.from_string('a: x')"
 
 

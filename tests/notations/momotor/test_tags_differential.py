@@ -1,9 +1,9 @@
-"""Differential property tests: app.notations.momotor.tags against momotor-engine-shared 2.1.3.
+"""Differential property tests: Momotor tags (app.notations.momotor) against momotor 2.1.3.
 
 The real package is a test-only dependency (``import momotor.shared.resources``). On every
 generated input both must agree on parsing (groups, items, flags, order), on all four
 ``as_str`` modes, on which error is raised, and on ``match``; the only differences allowed are
-the four documented deviations (docs/notations/momotor.md, tags.py docstring).
+the four documented deviations (docs/notations/momotor.md, app/notations/momotor/resources.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.notations.momotor import tags
-from app.notations.momotor.tags import NoMatch, Resources, TagsError
+from app.notations.momotor.errors import ConflictingModesError, MissingGroupNameError, TagsError
+from app.notations.momotor.fast_path import parse_fast
+from app.notations.momotor.items import Tag
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.scanner import parse_located
+from app.notations.momotor.strengths import NoMatch
 
 momotor = pytest.importorskip("momotor.shared.resources")
 MomotorNoMatch = momotor.NoMatch
@@ -78,7 +82,7 @@ def our_outcome(parse: Callable[[], Resources]) -> Outcome:
         assert isinstance(error, ValueError)
         assert error.position is not None
         name = type(error).__name__
-        if isinstance(error, tags.MissingGroupNameError):
+        if isinstance(error, MissingGroupNameError):
             return ("error", name, error.message.rsplit(": ", 1)[0])
         return ("error", name)
     return _render(resources)
@@ -96,12 +100,12 @@ def test_from_string_matches_momotor(text: str) -> None:
 @given(texts)
 def test_fast_path_agrees_with_scanner(text: str) -> None:
     # The regex fast path either declines (None) or gives exactly the scanner's groups.
-    fast = tags._parse_fast(text)
+    fast = parse_fast(text)
     if fast is None:
         return
-    located = tags._parse_located(text)
+    located = parse_located(text)
     assert [(name, group.as_str_tuple()) for name, group in fast.items()] == [
-        (name, tuple(dict.fromkeys(tags.Tag(t).as_str() for t, _ in items)))
+        (name, tuple(dict.fromkeys(Tag(t).as_str() for t, _ in items)))
         for name, items in _merged(located)
     ]
 
@@ -165,7 +169,7 @@ def momotor_match(task: str, worker: str) -> object:
 def test_match_matches_momotor(task: str, worker: str) -> None:
     try:
         ours_task, ours_worker = Resources.from_string(task), Resources.from_string(worker)
-    except tags.ConflictingModesError:
+    except ConflictingModesError:
         return  # deviation 2: Momotor's result depends on item order there
     try:
         ours: object = ours_task.match(ours_worker)
@@ -198,7 +202,7 @@ def test_round_trip_like_momotor(text: str) -> None:
 def test_round_trip_of_plain_definitions_is_exact(text: str) -> None:
     try:
         resources = Resources.from_string(text)
-    except tags.ConflictingModesError:
+    except ConflictingModesError:
         return
     for mode in ({}, {"compact": True}, {"multiline": True}, {"multiline": True, "compact": True}):
         assert Resources.from_string(resources.as_str(**mode)) == resources

@@ -1,6 +1,6 @@
-"""The speed paths of app.notations.momotor.tags against the exact ones and against Momotor.
+"""The speed paths of the Momotor parser (fast_path.py) against the exact ones and Momotor.
 
-``from_string`` first tries a fast path (``tags._parse_fast``: quoted spans and escapes
+``from_string`` first tries a fast path (``parse_fast``: quoted spans and escapes
 swapped for stand-ins, then plain string splits) and falls back to the scanner that mirrors
 Momotor's ``Resources.from_string`` for everything else. ``match`` decides each group
 pair with set relations instead of walking the match table (sections a-c). These tests hold
@@ -15,17 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.notations.momotor import tags
-from app.notations.momotor.tags import (
-    NEUTRAL,
-    ConflictingModesError,
-    NoMatch,
-    ResourceGroup,
-    ResourceItem,
-    Resources,
-    Tag,
-    TagsError,
-)
+from app.notations.momotor.errors import ConflictingModesError, TagsError
+from app.notations.momotor.fast_path import parse_fast
+from app.notations.momotor.groups import ResourceGroup
+from app.notations.momotor.items import ResourceItem, Tag
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.scanner import parse_located
+from app.notations.momotor.strengths import NEUTRAL, NoMatch
 
 momotor = pytest.importorskip("momotor.shared.resources")
 
@@ -86,7 +82,7 @@ def exact_groups(text: str) -> list[tuple[str, tuple[str, ...]]]:
     """The scanner's groups: names in first-seen order, item texts merged and de-duplicated
     (a tag in two modes shows up as two texts with one value)."""
     merged: dict[str, dict[str, None]] = {}
-    for name, items in tags._parse_located(text):
+    for name, items in parse_located(text):
         texts = merged.setdefault(name, {})
         for item, _ in items:
             texts[Tag(item).as_str()] = None
@@ -100,7 +96,7 @@ def conflicted(groups: list[tuple[str, tuple[str, ...]]]) -> bool:
 @SETTINGS
 @given(realistic_definition())
 def test_fast_path_agrees_with_scanner_on_realistic_definitions(text: str) -> None:
-    fast = tags._parse_fast(text)
+    fast = parse_fast(text)
     try:
         exact = exact_groups(text)
     except TagsError:
@@ -132,7 +128,7 @@ def _outcome(parse: object, text: str) -> object:
 def test_realistic_definitions_parse_like_momotor(text: str) -> None:
     ours = _outcome(Resources.from_string, text)
     if ours == "conflict":
-        return  # deviation 2 (tags.py docstring): Momotor keeps both modes
+        return  # deviation 2 (resources.py docstring): Momotor keeps both modes
     assert ours == _outcome(momotor.Resources.from_string, text)
 
 

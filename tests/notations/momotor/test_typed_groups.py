@@ -11,14 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.momotor.tags import (
-    NEUTRAL,
-    STRONG,
-    GroupKindMismatchError,
-    NoMatch,
-    Resources,
-    TagsError,
-)
+from app.notations.momotor.errors import GroupKindMismatchError, TagsError
+from app.notations.momotor.resources import Resources
+from app.notations.momotor.strengths import NEUTRAL, STRONG, NoMatch
 from app.notations.momotor.typed_groups import (
     Comparison,
     ComparisonSyntaxError,
