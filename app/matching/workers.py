@@ -9,7 +9,16 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Queue, QueueInstance, Worker, WorkerProperty, WorkerState, WorkerTag
+from app.db.models import (
+    InventoryCount,
+    Queue,
+    QueueInstance,
+    Worker,
+    WorkerInventory,
+    WorkerProperty,
+    WorkerState,
+    WorkerTag,
+)
 from app.matching.allocation.inventory import parse_worker_inventory, set_rank, store_inventory
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.flux.sql import store_worker_name_parts
@@ -165,6 +174,57 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
 
 def list_workers(session: Session, *, limit: int, offset: int) -> list[Worker]:
     return list(session.scalars(select(Worker).order_by(Worker.name).limit(limit).offset(offset)))
+
+
+def worker_name(session: Session, worker_id: int) -> str | None:
+    """The name of the worker with that id (from the session when it is loaded already),
+    None when there is none."""
+    worker = session.get(Worker, worker_id)
+    return worker.name if worker is not None else None
+
+
+@dataclass(frozen=True)
+class QueueSlots:
+    """A worker's queue instance as an answer shows it."""
+
+    queue: str
+    slots: int
+    used_slots: int
+
+
+@dataclass(frozen=True)
+class WorkerDescription:
+    """What the API shows of a worker besides its own columns: its RFC 31 properties in
+    name order, its inventory as given, the free units per resource type (``type`` or
+    ``type:unit`` for pools) and its queue instances."""
+
+    worker: Worker
+    properties: list[str]
+    inventory: str | None
+    free: dict[str, int]
+    queues: list[QueueSlots]
+
+
+def describe_worker(session: Session, worker: Worker) -> WorkerDescription:
+    """Read what :class:`WorkerDescription` adds to the worker row."""
+    inventory = session.get(WorkerInventory, worker.id)
+    properties = session.scalars(
+        select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id)
+    )
+    counts = session.scalars(
+        select(InventoryCount)
+        .where(InventoryCount.worker_id == worker.id)
+        .order_by(InventoryCount.type, InventoryCount.unit)
+    )
+    return WorkerDescription(
+        worker=worker,
+        properties=sorted(properties),
+        inventory=inventory.inventory if inventory is not None else None,
+        free={f"{c.type}:{c.unit}" if c.unit else c.type: c.free for c in counts},
+        queues=[
+            QueueSlots(qi.queue.name, qi.slots, qi.used_slots) for qi in worker.queue_instances
+        ],
+    )
 
 
 def touch(worker: Worker) -> None:

@@ -29,8 +29,8 @@ from app.api.schemas.jobs import (
     ShortfallOut,
     WorkerExplanationOut,
 )
-from app.db.models import Job, JobState, Role, Worker, WorkerState
-from app.matching import candidates, history, idempotency, submission
+from app.db.models import Job, JobState, Role, WorkerState
+from app.matching import candidates, history, idempotency, submission, workers
 from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
@@ -44,8 +44,7 @@ def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> Jo
     """The job's representation; ``worker_name``, when the caller knows the job's worker,
     saves reading it."""
     if worker_name is None and job.worker_id is not None:
-        worker = session.get(Worker, job.worker_id)
-        worker_name = worker.name if worker else None
+        worker_name = workers.worker_name(session, job.worker_id)
     return JobOut(
         id=job.id,
         state=job.state,

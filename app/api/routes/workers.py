@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response, status
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
@@ -26,13 +25,7 @@ from app.api.schemas.workers import (
     WorkerOut,
 )
 from app.db import tokens
-from app.db.models import (
-    InventoryCount,
-    Role,
-    Worker,
-    WorkerInventory,
-    WorkerProperty,
-)
+from app.db.models import Role, Worker
 from app.matching import leases, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
@@ -48,30 +41,19 @@ REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
-    inventory = session.get(WorkerInventory, worker.id)
+    described = workers.describe_worker(session, worker)
     return WorkerOut(
-        properties=sorted(
-            session.scalars(
-                select(WorkerProperty.name).where(WorkerProperty.worker_id == worker.id)
-            )
-        ),
-        inventory=inventory.inventory if inventory is not None else None,
-        free={
-            f"{c.type}:{c.unit}" if c.unit else c.type: c.free
-            for c in session.scalars(
-                select(InventoryCount)
-                .where(InventoryCount.worker_id == worker.id)
-                .order_by(InventoryCount.type, InventoryCount.unit)
-            )
-        },
+        properties=described.properties,
+        inventory=described.inventory,
+        free=described.free,
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
         generation=worker.generation,
         resources=worker.resources,
         queues=[
-            QueueInstanceOut(queue=qi.queue.name, slots=qi.slots, used_slots=qi.used_slots)
-            for qi in worker.queue_instances
+            QueueInstanceOut(queue=q.queue, slots=q.slots, used_slots=q.used_slots)
+            for q in described.queues
         ],
         last_seen=worker.last_seen,
         created_at=worker.created_at,

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.notations.flux import jobspec as rfc14
-from app.notations.flux.idset import encode_idset
 from app.notations.flux.ranges import Count, count_values
 
 Policy = Literal["first", "pack"]
@@ -867,44 +866,3 @@ def _depth(vertex: Vertex) -> int:
     while node is not None:
         depth, node = depth + 1, node.parent
     return depth
-
-
-def placement_r(placement: Placement) -> list[dict[str, object]]:
-    """An RFC 20-like description of what the job holds, per node: rank, node name, the
-    ids of each leaf type (an idset) and the amounts drawn from pools."""
-    per_node: dict[int, tuple[Vertex, dict[str, set[int]], dict[str, dict[str, int]]]] = {}
-
-    def entry(vertex: Vertex) -> tuple[Vertex, dict[str, set[int]], dict[str, dict[str, int]]]:
-        node: Vertex | None = vertex
-        while node is not None and node.type != "node":
-            node = node.parent
-        assert node is not None
-        return per_node.setdefault(node.key, (node, {}, {}))
-
-    for booking in placement.bookings():
-        _, ids, pools = entry(booking.vertex)
-        if booking.mode == "draw":
-            unit = booking.vertex.unit or ""
-            amounts = pools.setdefault(booking.vertex.type, {})
-            amounts[unit] = amounts.get(unit, 0) + booking.amount
-            continue
-        inside = booking.vertex.subtree() if booking.mode == "exclusive" else [booking.vertex]
-        for vertex in inside:
-            if vertex.unit is not None:
-                amounts = pools.setdefault(vertex.type, {})
-                amounts[vertex.unit] = amounts.get(vertex.unit, 0) + vertex.size
-            elif vertex.is_leaf and vertex.type != "node":
-                ids.setdefault(vertex.type, set()).add(vertex.index)
-    out: list[dict[str, object]] = []
-    for node, ids, pools in sorted(
-        per_node.values(), key=lambda e: (e[0].rank if e[0].rank is not None else -1, e[0].key)
-    ):
-        item: dict[str, object] = {
-            "rank": node.rank,
-            "node": node.worker,
-            "children": {t: encode_idset(sorted(v)) for t, v in sorted(ids.items())},
-        }
-        if pools:
-            item["pools"] = {t: dict(sorted(u.items())) for t, u in sorted(pools.items())}
-        out.append(item)
-    return out

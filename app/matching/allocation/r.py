@@ -1,36 +1,34 @@
-"""R, the description of the resources a job holds (RFC 20-like ``R_lite``): per node its
-rank, name, the ids of each leaf type as an idset, and the amounts drawn from pools."""
+"""R of a running job, read from its inventory booking rows; the rendering is
+app/matching/allocation/resource_set.py's, shared with the allocator's placements."""
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    select,
-)
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import (
-    InventoryBooking,
-    InventoryVertex,
-    Worker,
-)
+from app.db.models import InventoryBooking, InventoryVertex, Worker
 from app.matching.allocation.inventory import _active
-from app.notations.flux.idset import encode_idset
+from app.matching.allocation.resource_set import ResourceSet
 
 
 def booked_r(session: Session, job_id: int) -> list[dict[str, object]]:
-    """RFC 20-like R of the job's active bookings: per node its rank, name, the ids of each
-    leaf type as an idset, and the amounts drawn from pools."""
+    """R of the job's active bookings (see :class:`ResourceSet` for its form and order)."""
     bookings = session.execute(
         select(InventoryBooking, InventoryVertex)
         .join(InventoryVertex, InventoryVertex.id == InventoryBooking.vertex_id)
         .where(InventoryBooking.job_id == job_id, _active())
     ).all()
-    per_worker: dict[int, tuple[dict[str, set[int]], dict[str, dict[str, int]]]] = {}
+    workers = {
+        w.id: w
+        for w in session.scalars(
+            select(Worker).where(Worker.id.in_({booking.worker_id for booking, _ in bookings}))
+        )
+    }
+    resources = ResourceSet()
     for booking, vertex in bookings:
-        ids, pools = per_worker.setdefault(booking.worker_id, ({}, {}))
+        worker = workers[booking.worker_id]
         if booking.mode == "draw":
-            amounts = pools.setdefault(vertex.type, {})
-            amounts[vertex.unit or ""] = amounts.get(vertex.unit or "", 0) + booking.amount
+            resources.draw(worker.name, worker.rank, vertex.type, vertex.unit or "", booking.amount)
             continue
         if booking.mode == "exclusive":
             inside = session.scalars(
@@ -42,24 +40,13 @@ def booked_r(session: Session, job_id: int) -> list[dict[str, object]]:
         else:
             inside = [vertex]
         for row in inside:
-            if row.unit is not None:
-                amounts = pools.setdefault(row.type, {})
-                amounts[row.unit] = amounts.get(row.unit, 0) + row.size
-            elif row.last_position == row.position and row.type != "node":
-                ids.setdefault(row.type, set()).add(row.logical_id)
-    workers = {
-        w.id: w for w in session.scalars(select(Worker).where(Worker.id.in_(list(per_worker))))
-    }
-    out: list[dict[str, object]] = []
-    for worker_id, (ids, pools) in sorted(
-        per_worker.items(), key=lambda e: (workers[e[0]].rank or 0, workers[e[0]].name)
-    ):
-        item: dict[str, object] = {
-            "rank": workers[worker_id].rank,
-            "node": workers[worker_id].name,
-            "children": {t: encode_idset(sorted(s)) for t, s in sorted(ids.items())},
-        }
-        if pools:
-            item["pools"] = {t: dict(sorted(u.items())) for t, u in sorted(pools.items())}
-        out.append(item)
-    return out
+            resources.hold(
+                worker.name,
+                worker.rank,
+                type=row.type,
+                unit=row.unit,
+                size=row.size,
+                logical_id=row.logical_id,
+                leaf=row.last_position == row.position,
+            )
+    return resources.render()

@@ -26,6 +26,7 @@ from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
+    Category,
     Job,
     JobEventKind,
     JobState,
@@ -57,11 +58,6 @@ from app.task_plugins import can_run_on
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
 ROUNDS = 3
-
-#: Workers with Grid Engine values take every job through the Core statements of
-#: app/matching/gridengine/pull.py; off, they take the ORM path that workers without values
-#: keep for Grid Engine jobs (tests compare the two).
-CORE_GRID_ENGINE = True
 
 
 @dataclass(frozen=True)
@@ -136,7 +132,7 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 if claimed:
                     return taken
                 continue
-            if puller.complex_cluster and CORE_GRID_ENGINE:
+            if puller.complex_cluster:
                 # Every job of this worker meets the Grid Engine rules (its values, the
                 # global host's): claim with the state, decide, then book and start in
                 # one statement on PostgreSQL.
@@ -154,12 +150,11 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
                 # Grid Engine rules: load values and consumables now, bookings
                 # (docs/notations/gridengine.md).
                 if state is None:
-                    # The attribute table comes in the same statement as the values.
-                    state = load_state(session, None, [puller.id], names={puller.id: puller.name})
-                _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
-                if not booked:
+                    state = load_puller_state(session, puller)
+                started = start_by_grid_engine_rules(session, puller, job, category, state)
+                if started is None:
                     continue
-                return pull_sql.start(session, job, job.worker_id or puller.id, puller.name)
+                return started
             placement = None
             if puller.managed and category.jobspec is not None:
                 outcome = place_requests(
@@ -182,6 +177,25 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             # Every head was taken by concurrent pulls: another round, a bounded number.
             rounds += 1
     return None
+
+
+def load_puller_state(session: Session, puller: Puller) -> ClusterState:
+    """The Grid Engine state a pull decides on: the puller's values and consumables, the
+    global host's, and the attribute table, read in one statement."""
+    return load_state(session, None, [puller.id], names={puller.id: puller.name})
+
+
+def start_by_grid_engine_rules(
+    session: Session, puller: Puller, job: Job, category: Category, state: ClusterState
+) -> Job | None:
+    """Decide a claimed job on the loaded state through the ORM (the path of workers
+    without Grid Engine values) and, when its slots and consumables are booked, start it
+    on the puller; None when it does not fit. Workers with values take the Core
+    statements of app/matching/gridengine/pull.py instead, which tests compare to this."""
+    _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
+    if not booked:
+        return None
+    return pull_sql.start(session, job, job.worker_id or puller.id, puller.name)
 
 
 class _PluginVerdicts:

@@ -376,17 +376,25 @@ def claim_with_category(session: Session, job_id: int) -> tuple[Job, Category] |
     return None if row is None else (row[0], row[1])
 
 
-_START = (
-    update(JOBS)
-    .where(JOBS.c.id == bindparam("p_job_id"))
-    .values(
-        state=JobState.RUNNING,
-        worker_id=bindparam("p_worker_id"),
-        slots=bindparam("p_slots"),
-        started_at=bindparam("p_now"),
-        attempts=bindparam("p_attempts"),
+def start_statement(attempts: ColumnElement[int]) -> Update:
+    """The UPDATE that marks a job running on a worker (binds ``p_job_id``,
+    ``p_worker_id``, ``p_slots``, ``p_now``). ``attempts`` is the one part the pulls
+    differ in: :func:`start` binds the count it already knows from the Job object, the
+    Core Grid Engine pull, which has no object, counts up in SQL and reads the row back."""
+    return (
+        update(JOBS)
+        .where(JOBS.c.id == bindparam("p_job_id"))
+        .values(
+            state=JobState.RUNNING,
+            worker_id=bindparam("p_worker_id"),
+            slots=bindparam("p_slots"),
+            started_at=bindparam("p_now"),
+            attempts=attempts,
+        )
     )
-)
+
+
+_START = start_statement(bindparam("p_attempts"))
 
 
 def start(session: Session, job: Job, worker_id: int, worker_name: str) -> Job:

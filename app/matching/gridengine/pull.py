@@ -67,7 +67,7 @@ from app.db.tables import (
     JOBS,
     QUEUE_INSTANCES,
 )
-from app.matching.dispatch.pull_sql import Puller, record_dispatch
+from app.matching.dispatch.pull_sql import Puller, record_dispatch, start_statement
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
 from app.matching.gridengine.decide import pe_from_database, plan_job
@@ -206,18 +206,7 @@ class GridEnginePull:
         )
 
 
-_START = select(Job).from_statement(
-    update(JOBS)
-    .where(JOBS.c.id == bindparam("p_job_id"))
-    .values(
-        state=JobState.RUNNING,
-        worker_id=bindparam("p_worker_id"),
-        slots=bindparam("p_slots"),
-        started_at=bindparam("p_now"),
-        attempts=JOBS.c.attempts + 1,
-    )
-    .returning(*JOBS.c)
-)
+_START = select(Job).from_statement(start_statement(JOBS.c.attempts + 1).returning(*JOBS.c))
 
 
 def _start(

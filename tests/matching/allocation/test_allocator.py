@@ -21,9 +21,9 @@ from app.matching.allocation.allocator import (
     min_nodes,
     node_needs,
     place_requests,
-    placement_r,
     whole_types,
 )
+from app.matching.allocation.resource_set import placement_r
 from app.matching.allocation.spec import InventoryError, parse_inventory
 from app.notations.flux.ranges import count_values
 from app.notations.flux.shape import parse_shape_resources

@@ -12,6 +12,7 @@ requests and parallel environments, so that every kind of booking is written.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
 from app.matching.dispatch import pull as dispatch
-from app.matching.dispatch.pull_sql import lock_puller
+from app.matching.dispatch.pull_sql import Puller, claim_with_category, lock_puller
 from app.matching.gridengine import loaders
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.bookings import ConsumableBooking
@@ -36,7 +37,7 @@ from app.matching.gridengine.pull import (
     _claim_and_book_pg,
     take_in_one,
 )
-from app.matching.gridengine.state import state_of_rows
+from app.matching.gridengine.state import ClusterState, state_of_rows
 from app.matching.gridengine.table import (
     create_attribute,
     definition_from_body,
@@ -180,8 +181,43 @@ def _snapshot(session: Session, job: Job | None) -> dict[str, Any]:
     return rows
 
 
+class _OrmGridEnginePull:
+    """Stands in for GridEnginePull: the same claim-then-decide steps, but through the ORM
+    path that workers without Grid Engine values take (claim_with_category, the loaded
+    ClusterState, dispatch_on), so that a worker with values can be served both ways."""
+
+    def __init__(self, session: Session, puller: Puller) -> None:
+        self._session = session
+        self._puller = puller
+        self._state: ClusterState | None = None
+
+    def take(self, job_id: int) -> Job | None:
+        held = claim_with_category(self._session, job_id)
+        if held is None:
+            return None
+        job, category = held
+        if self._state is None:
+            self._state = dispatch.load_puller_state(self._session, self._puller)
+        return dispatch.start_by_grid_engine_rules(
+            self._session, self._puller, job, category, self._state
+        )
+
+
+@pytest.fixture
+def orm_pull(monkeypatch: pytest.MonkeyPatch) -> Callable[[Session, str], Job | None]:
+    """A pull that serves workers with Grid Engine values through the ORM path, the
+    reference the Core statements are compared to."""
+
+    def pull_through_orm(session: Session, worker_name: str) -> Job | None:
+        with monkeypatch.context() as patched:
+            patched.setattr(dispatch, "GridEnginePull", _OrmGridEnginePull)
+            return dispatch.pull(session, worker_name)
+
+    return pull_through_orm
+
+
 def test_the_core_pull_books_what_the_orm_pull_booked(
-    database: Database, monkeypatch: pytest.MonkeyPatch
+    database: Database, orm_pull: Callable[[Session, str], Job | None]
 ) -> None:
     rng = random.Random(66)
     with database.transaction() as session:
@@ -202,11 +238,9 @@ def test_the_core_pull_books_what_the_orm_pull_booked(
                 job_id, worker_name = rng.choice(running)
                 dispatch.finish(session, job_id, worker_name, "finished")
             nested = session.begin_nested()
-            monkeypatch.setattr(dispatch, "CORE_GRID_ENGINE", False)
-            orm_job = dispatch.pull(session, name)
+            orm_job = orm_pull(session, name)
             expected = _snapshot(session, orm_job)
             nested.rollback()
-            monkeypatch.setattr(dispatch, "CORE_GRID_ENGINE", True)
             core_job = dispatch.pull(session, name)
             assert _snapshot(session, core_job) == expected, name
             if core_job is None:
