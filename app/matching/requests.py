@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.matching.allocation.allocator import build_requests, list_need, min_nodes, node_needs
+from app.matching.allocation.vertex_requests import build_requests, list_need, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
 from app.matching.momotor.rows import parse_resources
 from app.notations.debusine.metadata import NAMESPACE_PATTERN

@@ -50,7 +50,9 @@ from app.matching.allocation import allocator as allocation
 from app.matching.allocation import book_pg as booking_statements
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
-from app.matching.allocation.allocator import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching.allocation.allocator import POLICIES, Policy
+from app.matching.allocation.vertex_requests import node_needs, whole_types
+from app.matching.allocation.vertices import Vertex
 from app.matching.dispatch import finish_pg as release_statements
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError

@@ -53,18 +53,15 @@ from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKE
 from app.matching import history
 from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
-from app.matching.allocation.allocator import (
-    Key,
-    Outcome,
-    Policy,
-    Vertex,
+from app.matching.allocation.allocator import Policy, place_requests
+from app.matching.allocation.placement import Outcome
+from app.matching.allocation.vertex_requests import (
     VertexRequest,
-    dismantle,
     min_nodes,
     node_needs,
-    place_requests,
     whole_types,
 )
+from app.matching.allocation.vertices import Key, Vertex, dismantle
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
