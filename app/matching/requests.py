@@ -19,7 +19,7 @@ from app.notations.flux import jobspec as rfc14
 from app.notations.flux.constraints import Constraint, constraint_to_json, parse_constraint
 from app.notations.flux.requires import compile_requires_constraint
 from app.notations.flux.shape import parse_shape_resources
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.requests import RequestList, parse_request_list
 from app.notations.momotor.tags import Resources
 

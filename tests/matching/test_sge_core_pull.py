@@ -46,7 +46,7 @@ from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 from tests.matching.test_sge_sql_oracle import _attributes
 
 

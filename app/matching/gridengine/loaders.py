@@ -28,7 +28,7 @@ from sqlalchemy import (
 
 from app.db.models import Attribute, AttributeValue, ConsumableUsage, Queue, QueueInstance
 from app.matching.gridengine.table import table_of_rows, table_rows
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 
 
 def _queue_rows() -> Select[int, int, int, int, str, int]:

@@ -22,15 +22,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.notations.errors import NotationError
-from app.notations.gridengine.attributes import (
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import (
     ComplexDefinition,
     ComplexError,
-    ComplexTable,
     HostResolver,
     Requestable,
     Value,
-    normalize_value,
-    parse_value,
 )
 from app.notations.gridengine.strings import (
     Semantics,
@@ -39,6 +37,7 @@ from app.notations.gridengine.strings import (
     check_semantics,
     parse_expression,
 )
+from app.notations.gridengine.values import normalize_value, parse_value
 from app.notations.quantities import QuantityError, ValueType
 
 __all__ = [
