@@ -148,12 +148,7 @@ def build_request(
             definition, value, role="request", resolve_host=resolve_host, soge=soge
         )
     except (QuantityError, ComplexError) as error:
-        raise _error(
-            f"{definition.name}: {error.message}",
-            source,
-            value_position + (error.position or 0),
-            error.expected,
-        ) from None
+        raise _value_error(definition, error, source, value_position) from None
     if definition.type.is_string:
         _check_string_request(definition, value, soft, semantics, source, value_position)
     return Request(definition.name, normalize_value(definition, parsed, value), parsed)
@@ -208,12 +203,20 @@ def _check_string_request(
         if not soft and semantics == "6.1":
             parse_expression(value)
     except StringExpressionError as error:
-        raise _error(
-            f"{definition.name}: {error.message}",
-            source,
-            value_position + (error.position or 0),
-            error.expected,
-        ) from None
+        raise _value_error(definition, error, source, value_position) from None
+
+
+def _value_error(
+    definition: ComplexDefinition, error: NotationError, source: str, value_position: int
+) -> RequestError:
+    """An error inside one request's value (its quantity, attribute rule or string
+    expression), moved to its position in the whole ``-l`` list."""
+    return _error(
+        f"{definition.name}: {error.message}",
+        source,
+        value_position + (error.position or 0),
+        error.expected,
+    )
 
 
 def _items(text: str) -> Iterator[tuple[str, int]]:
