@@ -106,7 +106,9 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the HTTP API, with limits on what each client can make it hold."""
+    """Serve the HTTP API, with limits on what each client can make it hold.
+
+    Long because typer reads the options from the signature: the body itself is short."""
     import os
 
     from app.api.http_protocol import LimitedHttpProtocol

@@ -79,6 +79,10 @@ def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
 
 
 def install_problem_handlers(app: FastAPI) -> None:
+    """Answer every exception with an application/problem+json body (RFC 9457). Long
+    because it is a list: one short handler per exception class, kept side by side so that
+    which error gives which status reads in one place."""
+
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
         return problem_response(

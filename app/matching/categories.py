@@ -10,8 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
-from app.matching.allocation.allocator import build_requests
 from app.matching.allocation.inventory import store_category_needs
+from app.matching.allocation.vertex_requests import build_requests
 from app.matching.debusine.metadata import effective_metadata
 from app.matching.flux.rows import store_resource_vertices
 from app.matching.flux.sql import store_constraint_rows

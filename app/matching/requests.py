@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.matching.allocation.allocator import build_requests, list_need, min_nodes, node_needs
+from app.matching.allocation.vertex_requests import build_requests, list_need, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
 from app.matching.momotor.rows import parse_resources
 from app.notations.debusine.metadata import NAMESPACE_PATTERN
@@ -19,7 +19,7 @@ from app.notations.flux import jobspec as rfc14
 from app.notations.flux.constraints import Constraint, constraint_to_json, parse_constraint
 from app.notations.flux.requires import compile_requires_constraint
 from app.notations.flux.shape import parse_shape_resources
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.requests import RequestList, parse_request_list
 from app.notations.momotor.resources import Resources
 

@@ -25,7 +25,7 @@ from app.notations.flux.idset import parse_idset
 from app.notations.flux.ranges import count_values, parse_count_string
 from app.notations.flux.requires import compile_requires
 from app.notations.flux.shape import format_shape, parse_shape_resources
-from app.notations.gridengine.attributes import default_table
+from app.notations.gridengine.attribute_table import default_table
 from app.notations.gridengine.requests import parse_request_list
 from app.notations.gridengine.strings import parse_expression
 from app.notations.momotor.resources import Resources

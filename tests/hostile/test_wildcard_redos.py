@@ -26,7 +26,7 @@ from sqlalchemy import func, select, text
 
 from app.db.engine import Database
 from app.db.models import CategoryRequest, Job
-from app.notations.gridengine.attributes import Relop, compare
+from app.notations.gridengine.definitions import Relop
 from app.notations.gridengine.string_regex import request_regex
 from app.notations.gridengine.strings import (
     MAX_NESTING,
@@ -37,6 +37,7 @@ from app.notations.gridengine.strings import (
     match_string,
     parse_expression,
 )
+from app.notations.gridengine.values import compare
 from app.notations.gridengine.wildcard_nfa import compile_request, sql_request_match
 from app.notations.quantities import ValueType
 from tests.live_server import LiveServer

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from app.matching.allocation.allocator import Vertex, upper_tree
 from app.matching.allocation.spec import parse_inventory
+from app.matching.allocation.vertices import Vertex, upper_tree
 
 _keys = itertools.count(1)
 

@@ -53,18 +53,15 @@ from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKE
 from app.matching import history
 from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
-from app.matching.allocation.allocator import (
-    Key,
-    Outcome,
-    Policy,
-    Vertex,
+from app.matching.allocation.allocator import Policy, place_requests
+from app.matching.allocation.placement import Outcome
+from app.matching.allocation.vertex_requests import (
     VertexRequest,
-    dismantle,
     min_nodes,
     node_needs,
-    place_requests,
     whole_types,
 )
+from app.matching.allocation.vertices import Key, Vertex, dismantle
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
@@ -179,34 +176,7 @@ def _survivors(
     ``listed``: only the workers of the list ``:worker_ids`` (find_placement's batches of
     the pack order on SQLite)."""
     category_id = bindparam("category_id", type_=Integer)
-    order: tuple[ColumnElement[Any], ...]
-    conditions: list[ColumnElement[bool]] = []
-    filtered = select(Worker.id.label("id"))
-    if policy == "pack" and driver != "workers":
-        candidates = _pack_candidates(driver, bounded)
-        order = tuple(candidates.c[f"k{i}"] for i in range(4))
-        filtered = select(candidates.c.id.label("id")).select_from(candidates)
-        filtered = filtered.join(Worker, Worker.id == candidates.c.id)
-    elif policy == "pack":
-        # Most used first: partly used nodes before untouched ones.
-        order = (
-            (WorkerInventory.untouched == WorkerInventory.vertices).label("k0"),
-            WorkerInventory.untouched.label("k1"),
-            Worker.rank.label("k2"),
-            Worker.id.label("k3"),
-        )
-    elif driver == "untouched":
-        # The literal condition is the partial index's predicate (both databases use a
-        # partial index only when the query states it).
-        order = (WorkerInventory.rank.label("k0"), WorkerInventory.worker_id.label("k1"))
-        conditions.append(WorkerInventory.untouched == WorkerInventory.vertices)
-    elif driver == "room":
-        room = INVENTORY_COUNTS.alias("room")
-        order = (room.c.rank.label("k0"), room.c.worker_id.label("k1"))
-        filtered = filtered.select_from(room).join(Worker, Worker.id == room.c.worker_id)
-        conditions += _room_conditions(room, bounded)
-    else:
-        order = (Worker.rank.label("k0"), Worker.id.label("k1"))
+    filtered, order, conditions = _walk_order(policy, driver, bounded)
     if listed:
         conditions.append(Worker.id.in_(bindparam("worker_ids", expanding=True)))
     # Rank among the survivors: the first ``:prefetch`` come with the rows below their
@@ -243,6 +213,42 @@ def _survivors(
             else_=None,
         ),
     ).order_by(*(ids.c[f"k{i}"] for i in range(len(order))))
+
+
+def _walk_order(
+    policy: Policy, driver: Driver, bounded: bool
+) -> tuple[Select[tuple[int]], tuple[ColumnElement[Any], ...], list[ColumnElement[bool]]]:
+    """Where :func:`_survivors` walks the workers from and in which order: the id query to
+    filter, its sort keys ``k0``.. and the conditions the driver adds (see _survivors)."""
+    order: tuple[ColumnElement[Any], ...]
+    conditions: list[ColumnElement[bool]] = []
+    filtered: Select[tuple[int]] = select(Worker.id.label("id"))
+    if policy == "pack" and driver != "workers":
+        candidates = _pack_candidates(driver, bounded)
+        order = tuple(candidates.c[f"k{i}"] for i in range(4))
+        filtered = select(candidates.c.id.label("id")).select_from(candidates)
+        filtered = filtered.join(Worker, Worker.id == candidates.c.id)
+    elif policy == "pack":
+        # Most used first: partly used nodes before untouched ones.
+        order = (
+            (WorkerInventory.untouched == WorkerInventory.vertices).label("k0"),
+            WorkerInventory.untouched.label("k1"),
+            Worker.rank.label("k2"),
+            Worker.id.label("k3"),
+        )
+    elif driver == "untouched":
+        # The literal condition is the partial index's predicate (both databases use a
+        # partial index only when the query states it).
+        order = (WorkerInventory.rank.label("k0"), WorkerInventory.worker_id.label("k1"))
+        conditions.append(WorkerInventory.untouched == WorkerInventory.vertices)
+    elif driver == "room":
+        room = INVENTORY_COUNTS.alias("room")
+        order = (room.c.rank.label("k0"), room.c.worker_id.label("k1"))
+        filtered = filtered.select_from(room).join(Worker, Worker.id == room.c.worker_id)
+        conditions += _room_conditions(room, bounded)
+    else:
+        order = (Worker.rank.label("k0"), Worker.id.label("k1"))
+    return filtered, order, conditions
 
 
 def _room_conditions(room: FromClause, bounded: bool) -> list[ColumnElement[bool]]:

@@ -161,6 +161,11 @@ def _start() -> tuple[Any, Any, Any]:
 
 
 def _book_and_start() -> Any:
+    """The one PostgreSQL statement that books a placement and starts the job: the start
+    lock, the room, the allocation, the exclusive holds, shared holds and draws, the free
+    counts and the job's event as data-modifying CTEs (see the module docstring). Long
+    because it is one statement: each CTE refers to the ones before it, and split into
+    helpers the reader would have to reassemble the SQL from several places."""
     lock, waiting, at = _start()
     room = book_room_statement(bindparam("p_slots", type_=Integer)).where(waiting).cte("room")
     allocation = insert(ALLOCATIONS).from_select(

@@ -30,10 +30,8 @@ from app.db.tables import (
     INVENTORY_VERTICES,
     WORKER_INVENTORIES,
 )
-from app.matching.allocation.allocator import (
-    Placement,
-    Vertex,
-)
+from app.matching.allocation.placement import Placement
+from app.matching.allocation.vertices import Vertex
 from app.matching.errors import ConflictError
 
 

@@ -36,12 +36,8 @@ from app.db.tables import (
     INVENTORY_COUNTS,
     WORKER_INVENTORIES,
 )
-from app.matching.allocation.allocator import (
-    VertexRequest,
-    min_nodes,
-    node_needs,
-)
 from app.matching.allocation.spec import Inventory, parse_inventory
+from app.matching.allocation.vertex_requests import VertexRequest, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
 from app.notations.errors import NotationError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.matching.allocation.allocator import Placement
+from app.matching.allocation.placement import Placement
 from app.notations.flux.idset import encode_idset
 
 

@@ -27,11 +27,7 @@ from app.db.tables import (
     INVENTORY_COUNTS,
     INVENTORY_VERTICES,
 )
-from app.matching.allocation.allocator import (
-    Key,
-    Vertex,
-    upper_tree,
-)
+from app.matching.allocation.vertices import Key, Vertex, upper_tree
 
 _TREE_COLUMNS = (
     INVENTORY_VERTICES.c.id,

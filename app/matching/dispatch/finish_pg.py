@@ -133,6 +133,10 @@ _LOCK = _lock()
 
 
 def _release(failed: bool) -> Any:
+    """Step 2 of the module docstring, for a job that ``failed`` or succeeded: one
+    statement of data-modifying CTEs that undoes every booking of the job and ends it.
+    Long because it is one statement: each CTE reads what the UPDATEs before it returned,
+    so it reads best top to bottom in one place."""
     # Short aliases: psycopg re-parses statements longer than 4,096 characters on every
     # execution (it caches only shorter ones).
     eb: Any = alias(INVENTORY_BOOKINGS, "eb")

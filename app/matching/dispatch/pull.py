@@ -39,7 +39,8 @@ from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
 from app.matching import history, late_reports
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
-from app.matching.allocation.allocator import Policy, VertexRequest, build_requests, place_requests
+from app.matching.allocation.allocator import Policy, place_requests
+from app.matching.allocation.vertex_requests import VertexRequest, build_requests
 from app.matching.debusine.metadata import effective_metadata
 from app.matching.dispatch import pull_sql
 from app.matching.dispatch.finish_pg import finish_holding_vertices

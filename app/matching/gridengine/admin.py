@@ -22,7 +22,7 @@ from app.matching.gridengine.values import (
     string_subject,
 )
 from app.matching.misfits import recache_worker_misfits
-from app.notations.gridengine.attributes import ComplexDefinition
+from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.string_regex import request_regex
 
 

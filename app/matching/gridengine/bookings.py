@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.db.models import ConsumableUsage, JobBooking
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
 from app.matching.gridengine.state import ClusterState, ObjectState
-from app.notations.gridengine.attributes import Consumable, Relop
+from app.notations.gridengine.definitions import Consumable, Relop
 from app.notations.gridengine.evaluator import Level
 from app.notations.gridengine.requests import RequestList
 

@@ -36,7 +36,7 @@ from app.matching.gridengine.bookings import (
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.matching.gridengine.table import prefetch_table
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.evaluator import QueueFit
 from app.notations.gridengine.requests import RequestList, parse_request_list
 

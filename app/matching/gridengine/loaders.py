@@ -28,7 +28,7 @@ from sqlalchemy import (
 
 from app.db.models import Attribute, AttributeValue, ConsumableUsage, Queue, QueueInstance
 from app.matching.gridengine.table import table_of_rows, table_rows
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 
 
 def _queue_rows() -> Select[int, int, int, int, str, int]:
@@ -194,6 +194,13 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     )
     if not with_table:
         return queues, values, usage
+    return queues, values, usage, *_table_parts()
+
+
+def _table_parts() -> tuple[Select[Any], Select[Any]]:
+    """The attribute table's rows (part 3), sent only when its digest differs from the
+    parameter ``sge_known_table``, and the digest itself (part 5), for
+    :func:`worker_row_parts`."""
     digest = select(_table_digest().label("digest")).cte("sge_table_digest")
     changed = (
         select(digest.c.digest)
@@ -203,7 +210,7 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     name, shortcut, kind, relop, requestable, consumable, default, urgency, builtin = table_rows()
     attributes = select(
         literal(3).label("part"),
-        *columns(
+        *row_columns(
             i1=func.row_number().over(order_by=name),
             i2=case((builtin, 1), else_=0),
             f1=urgency,
@@ -216,9 +223,6 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
         ),
     )
     return (
-        queues,
-        values,
-        usage,
         attributes.where(changed),
-        select(literal(5).label("part"), *columns(s1=digest.c.digest)),
+        select(literal(5).label("part"), *row_columns(s1=digest.c.digest)),
     )

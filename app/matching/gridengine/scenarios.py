@@ -53,7 +53,7 @@ from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.gridengine.attributes import Relop
+from app.notations.gridengine.definitions import Relop
 
 MODEL = "sge62u5-reference-v1"
 

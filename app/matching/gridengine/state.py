@@ -22,7 +22,8 @@ from app.matching.gridengine.loaders import (
     table_parameters,
 )
 from app.matching.gridengine.table import load_table
-from app.notations.gridengine.attributes import ComplexTable, Requestable
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import Requestable
 from app.notations.gridengine.evaluator import (
     FitCode,
     Level,

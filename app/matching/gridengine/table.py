@@ -3,7 +3,7 @@ changes (add, change, delete) under Grid Engine's rules
 (docs/notations/gridengine.md#the-attribute-table); a change's consequences for stored
 values and misfit rows are app/matching/gridengine/admin.py's.
 
-Rules beyond a single row's validity (app/notations/gridengine/attributes.py): names and
+Rules beyond a single row's validity (app/notations/gridengine/attribute_table.py): names and
 shortcuts are unique across both columns; a built-in attribute cannot be deleted and keeps its type
 (the string family may switch among itself); an attribute that has values or requests
 cannot be deleted, nor change its type or consumable kind. A change of relop or string
@@ -22,13 +22,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Attribute, AttributeValue, CategoryRequest
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
-from app.notations.gridengine.attributes import (
-    STRING_FAMILY,
-    ComplexDefinition,
-    ComplexError,
-    ComplexTable,
-    default_table,
-)
+from app.notations.gridengine.attribute_table import ComplexTable, default_table
+from app.notations.gridengine.definitions import STRING_FAMILY, ComplexDefinition, ComplexError
 from app.notations.quantities import ValueType
 
 _COLUMNS = ("name", "shortcut", "type", "relop", "requestable", "consumable", "default", "urgency")

@@ -36,8 +36,9 @@ from app.db.models import (
 )
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.table import load_table
-from app.notations.gridengine.attributes import ComplexDefinition, ComplexError, parse_value
+from app.notations.gridengine.definitions import ComplexDefinition, ComplexError
 from app.notations.gridengine.evaluator import QUEUE_LIMITS, queue_builtins
+from app.notations.gridengine.values import parse_value
 from app.notations.quantities import QuantityError, ValueType
 
 KINDS = {"complex_values": "fixed", "load_values": "load", "attributes": "builtin"}

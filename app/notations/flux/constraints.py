@@ -22,12 +22,16 @@ The tree (:class:`And`, :class:`Or`, :class:`Not`, :class:`Properties`, :class:`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.notations.errors import NotationError, did_you_mean
 from app.notations.flux.hostlist import Hostlist, HostlistError, parse_hostlist
 from app.notations.flux.idset import IdSet, IdsetError, parse_idset
+
+#: What an operand entry parses to: a Hostlist or an IdSet.
+_Parsed = TypeVar("_Parsed")
 
 OPERATORS = ("properties", "hostlist", "ranks", "and", "or", "not")
 #: Characters a property name may not contain (flux-core ``match.c``).
@@ -206,31 +210,45 @@ def _properties(values: list[object], path: str) -> Properties:
 
 
 def _hostlist(item: object, path: str, values: list[object]) -> Hostlist:
-    if not isinstance(item, str):
-        raise ConstraintError(
-            f"{path}: hostlist entry is {_json_type(item)}", expected="RFC 29 hostlist strings"
-        )
-    try:
-        return parse_hostlist(item)
-    except HostlistError as error:
-        raise ConstraintError(
-            f"{path}: invalid hostlist {item!r} in {json.dumps(values)}: {error.message}",
-            text=item,
-            position=error.position,
-            expected=error.expected,
-        ) from error
+    return _operand_entry(
+        item,
+        path,
+        values,
+        parse_hostlist,
+        HostlistError,
+        "hostlist",
+        "hostlist",
+        "RFC 29 hostlist strings",
+    )
 
 
 def _idset(item: object, path: str, values: list[object]) -> IdSet:
+    return _operand_entry(
+        item, path, values, parse_idset, IdsetError, "ranks", "idset", "RFC 22 idset strings"
+    )
+
+
+def _operand_entry(
+    item: object,
+    path: str,
+    values: list[object],
+    parse: Callable[[str], _Parsed],
+    error_type: type[NotationError],
+    operator: str,
+    notation: str,
+    expected: str,
+) -> _Parsed:
+    """One string of a ``hostlist`` or ``ranks`` operand (RFC 31) parsed by its own
+    notation (RFC 29 hostlist, RFC 22 idset); its error is re-raised as a ConstraintError
+    at ``path``, naming the ``operator`` and the ``notation``, that keeps the position and
+    what was expected."""
     if not isinstance(item, str):
-        raise ConstraintError(
-            f"{path}: ranks entry is {_json_type(item)}", expected="RFC 22 idset strings"
-        )
+        raise ConstraintError(f"{path}: {operator} entry is {_json_type(item)}", expected=expected)
     try:
-        return parse_idset(item)
-    except IdsetError as error:
+        return parse(item)
+    except error_type as error:
         raise ConstraintError(
-            f"{path}: invalid idset {item!r} in {json.dumps(values)}: {error.message}",
+            f"{path}: invalid {notation} {item!r} in {json.dumps(values)}: {error.message}",
             text=item,
             position=error.position,
             expected=error.expected,

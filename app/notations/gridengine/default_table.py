@@ -2,8 +2,8 @@
 
 Data copied from ``tests/vectors/sge/complex_defaults.jsonl`` (51 rows, derived from
 ``source/dist/util/resources/centry/*`` at ``V62u5_TAG``, see docs/notations/gridengine.md),
-so that :mod:`app.notations.gridengine.attributes` is self-contained; the test suite checks that the
-two stay equal. ``origin`` says where values come from (``host_load`` or
+so that :mod:`app.notations.gridengine.attribute_table` is self-contained; the test suite
+checks that the two stay equal. ``origin`` says where values come from (``host_load`` or
 ``queue_config``); ``in_sge60_default`` is False for the five rows 6.2 added.
 """
 

@@ -41,21 +41,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.notations.gridengine.attributes import (
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import (
     ComplexDefinition,
-    ComplexTable,
     Consumable,
     Relop,
     Requestable,
     Value,
+)
+from app.notations.gridengine.requests import RequestList
+from app.notations.gridengine.strings import Semantics, check_semantics
+from app.notations.gridengine.values import (
     compare,
     consumable_slot_capacity,
     exclusive_fits,
     format_value,
     parse_value,
 )
-from app.notations.gridengine.requests import RequestList
-from app.notations.gridengine.strings import Semantics, check_semantics
 
 __all__ = [
     "QUEUE_LIMITS",

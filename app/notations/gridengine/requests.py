@@ -22,15 +22,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.notations.errors import NotationError
-from app.notations.gridengine.attributes import (
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import (
     ComplexDefinition,
     ComplexError,
-    ComplexTable,
     HostResolver,
     Requestable,
     Value,
-    normalize_value,
-    parse_value,
 )
 from app.notations.gridengine.strings import (
     Semantics,
@@ -39,6 +37,7 @@ from app.notations.gridengine.strings import (
     check_semantics,
     parse_expression,
 )
+from app.notations.gridengine.values import normalize_value, parse_value
 from app.notations.quantities import QuantityError, ValueType
 
 __all__ = [
@@ -149,12 +148,7 @@ def build_request(
             definition, value, role="request", resolve_host=resolve_host, soge=soge
         )
     except (QuantityError, ComplexError) as error:
-        raise _error(
-            f"{definition.name}: {error.message}",
-            source,
-            value_position + (error.position or 0),
-            error.expected,
-        ) from None
+        raise _value_error(definition, error, source, value_position) from None
     if definition.type.is_string:
         _check_string_request(definition, value, soft, semantics, source, value_position)
     return Request(definition.name, normalize_value(definition, parsed, value), parsed)
@@ -209,12 +203,20 @@ def _check_string_request(
         if not soft and semantics == "6.1":
             parse_expression(value)
     except StringExpressionError as error:
-        raise _error(
-            f"{definition.name}: {error.message}",
-            source,
-            value_position + (error.position or 0),
-            error.expected,
-        ) from None
+        raise _value_error(definition, error, source, value_position) from None
+
+
+def _value_error(
+    definition: ComplexDefinition, error: NotationError, source: str, value_position: int
+) -> RequestError:
+    """An error inside one request's value (its quantity, attribute rule or string
+    expression), moved to its position in the whole ``-l`` list."""
+    return _error(
+        f"{definition.name}: {error.message}",
+        source,
+        value_position + (error.position or 0),
+        error.expected,
+    )
 
 
 def _items(text: str) -> Iterator[tuple[str, int]]:

@@ -427,7 +427,7 @@ def match_string(
     """Whether the offered ``value`` matches the requested ``pattern`` for ``value_type``.
 
     Raises :class:`StringExpressionError` when a 6.1+ expression is malformed; the caller
-    decides what that means (:func:`app.notations.gridengine.attributes.compare` makes ``==``
+    decides what that means (:func:`app.notations.gridengine.values.compare` makes ``==``
     fail and ``!=`` succeed, as Grid Engine does).
     """
     if not value_type.is_string:

@@ -1,5 +1,5 @@
 """Grid Engine string requests matched without backtracking: SQLite's ``sge_match`` SQL
-function and the dispatch-time check (:func:`app.notations.gridengine.attributes.compare`) use it.
+function and the dispatch-time check (:func:`app.notations.gridengine.values.compare`) use it.
 
 A Python regex for ``*?*?*?...z`` backtracks: every ``*`` may end anywhere, so a failing
 match tries exponentially many splits (33.7 s for 12 ``*?`` against a 32-character host

@@ -26,7 +26,9 @@ from app.matching import submission
 from app.matching.allocation import allocate as scheduling
 from app.matching.allocation import allocator as allocation
 from app.matching.allocation import trees
-from app.matching.allocation.allocator import POLICIES, Policy, Vertex, node_needs, whole_types
+from app.matching.allocation.allocator import POLICIES, Policy
+from app.matching.allocation.vertex_requests import node_needs, whole_types
+from app.matching.allocation.vertices import Vertex
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from tests.support.inventory_cluster import NODES, SHAPES, build_cluster, fragment, submit_shape

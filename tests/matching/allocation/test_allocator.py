@@ -11,20 +11,17 @@ from typing import Any
 
 import pytest
 
-from app.matching.allocation.allocator import (
-    Placement,
-    Selection,
-    Vertex,
-    VertexBooking,
-    apply_bookings,
+from app.matching.allocation.allocator import place_requests
+from app.matching.allocation.placement import Placement, Selection, VertexBooking, apply_bookings
+from app.matching.allocation.resource_set import placement_r
+from app.matching.allocation.spec import InventoryError, parse_inventory
+from app.matching.allocation.vertex_requests import (
     build_requests,
     min_nodes,
     node_needs,
-    place_requests,
     whole_types,
 )
-from app.matching.allocation.resource_set import placement_r
-from app.matching.allocation.spec import InventoryError, parse_inventory
+from app.matching.allocation.vertices import Vertex
 from app.notations.flux.ranges import count_values
 from app.notations.flux.shape import parse_shape_resources
 from tests.support.allocation_trees import cluster

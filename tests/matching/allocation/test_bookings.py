@@ -16,7 +16,7 @@ from app.db.models import InventoryBooking, InventoryCount, InventoryVertex, Job
 from app.matching import submission, workers
 from app.matching.allocation import allocate as scheduling
 from app.matching.allocation import bookings as vertex_bookings
-from app.matching.allocation.allocator import Placement
+from app.matching.allocation.placement import Placement
 from app.matching.errors import ConflictError
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

@@ -15,7 +15,7 @@ from app.db.models import Job
 from app.db.tables import CATEGORIES
 from app.matching import submission, workers
 from app.matching.allocation import allocate as scheduling
-from app.matching.allocation.allocator import node_needs, whole_types
+from app.matching.allocation.vertex_requests import node_needs, whole_types
 from app.matching.dispatch import pull as dispatch
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec

@@ -47,7 +47,7 @@ from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
-from app.notations.gridengine.attributes import ComplexTable
+from app.notations.gridengine.attribute_table import ComplexTable
 from tests.support.gridengine_values import define_attributes
 
 

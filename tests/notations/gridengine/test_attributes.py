@@ -13,27 +13,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.gridengine.attributes import (
+from app.notations.gridengine.attribute_table import (
+    ComplexTable,
+    check_table_change,
+    default_table,
+)
+from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.definitions import (
     ComplexDefinition,
     ComplexError,
-    ComplexTable,
     Consumable,
     Relop,
     Requestable,
-    check_table_change,
+    definitions_from_rows,
+)
+from app.notations.gridengine.strings import check_semantics
+from app.notations.gridengine.values import (
     compare,
     compare_text,
     consumable_fits,
     consumable_slot_capacity,
-    default_table,
-    definitions_from_rows,
     exclusive_fits,
     format_value,
     normalize_value,
     parse_value,
 )
-from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
-from app.notations.gridengine.strings import check_semantics
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
 from tests.vectors import sge_rows
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.notations.gridengine.attributes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.attribute_table import ComplexTable, default_table
+from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.evaluator import (
     FitCode,
     Level,

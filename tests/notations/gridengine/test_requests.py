@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.notations.gridengine.attributes import ComplexDefinition, ComplexTable, default_table
+from app.notations.gridengine.attribute_table import ComplexTable, default_table
+from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.requests import (
     Request,
     RequestError,
