@@ -78,8 +78,8 @@ from app.matching.slots import WAITING, book_room_statement
 
 # Short aliases and literal constants (a bound constant renders as %(name)s::TYPE):
 # psycopg re-parses statements longer than 4,096 characters on every execution (it
-# caches only shorter ones), which cost 0.3 ms here. test_allocation_fast_paths checks
-# the length.
+# caches only shorter ones), which cost 0.3 ms here.
+# tests/matching/allocation/test_book_pg.py checks the length.
 _HV: Any = alias(INVENTORY_VERTICES, "hv")
 _SV: Any = alias(INVENTORY_VERTICES, "sv")
 _DV: Any = alias(INVENTORY_VERTICES, "dv")

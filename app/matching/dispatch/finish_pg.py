@@ -113,7 +113,7 @@ def _lock() -> Any:
             # it afresh on every execution (1.1 ms of planning at 4,096 nodes, against
             # 0.9 ms of running it: its generic plan looks dearer only because it cannot
             # see the arrays' lengths). Its generic plan seeks each row by key
-            # (test_allocation_generic_plans).
+            # (tests/matching/allocation/test_generic_plans.py).
             dialect.generic_plans_from_here().label("generic"),
         )
         .select_from(JOBS)

@@ -21,7 +21,7 @@ A group's value is the minimum of its cells (none when every cell is ignored); t
 the maximum over every group named on either side, a group without a value counting as
 NEUTRAL.
 
-Deliberate differences from Momotor, each tested in tests/notations/test_tags_parity.py:
+Deliberate differences from Momotor, each tested in tests/notations/momotor/test_tags.py:
 
 1. An input ending in an unescaped backslash raises :class:`TrailingBackslashError` (a
    ValueError) instead of a bare ``AssertionError`` (which ``python -O`` would skip).

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from app.notations.gridengine.attribute_table import BUILTIN_NAMES, default_table
-from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.default_table import DEFAULT_COMPLEX_ROWS
+from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.quantities import ValueType
 from tests.vectors import sge_rows
 
