@@ -152,7 +152,10 @@ def _snapshot(session: Session, job: Job | None) -> dict[str, Any]:
             text("SELECT id, used, used_nonexclusive FROM consumable_usage ORDER BY id")
         ).all(),
         "running": session.execute(
-            text("SELECT id, worker_id, slots, attempts FROM jobs WHERE state = 'running'")
+            text(
+                "SELECT id, worker_id, slots, attempts FROM jobs WHERE state = 'running' "
+                "ORDER BY id"
+            )
         ).all(),
     }
     if job is None:
