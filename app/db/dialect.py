@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, ColumnExpressionArgument, event, func
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    ColumnExpressionArgument,
+    Index,
+    event,
+    func,
+    text,
+)
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -20,6 +28,18 @@ from app.notations.gridengine.wildcard_nfa import sql_request_match
 #: transaction starts with BEGIN IMMEDIATE so that it takes the write lock up front:
 #: upgrading a read lock later can fail at once with SQLITE_BUSY, whatever busy_timeout says.
 WRITE_OPTION = "jobmatch_write"
+
+
+def partial_index(name: str, *columns: Any, where: str, unique: bool = False) -> Index:
+    """An index over the rows where ``where`` holds, on SQLite and PostgreSQL alike (each
+    dialect takes the predicate under its own keyword)."""
+    return Index(
+        name,
+        *columns,
+        unique=unique,
+        sqlite_where=text(where),
+        postgresql_where=text(where),
+    )
 
 
 def is_sqlite(url: str) -> bool:

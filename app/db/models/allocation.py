@@ -9,6 +9,7 @@ from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, Index, String, T
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
+from app.db.dialect import partial_index
 
 
 class WorkerInventory(Base):
@@ -18,12 +19,8 @@ class WorkerInventory(Base):
     __tablename__ = "worker_inventories"
     __table_args__ = (
         # Entirely free nodes in rank order: whole-node requests seek the first ones.
-        Index(
-            "ix_worker_inventories_untouched",
-            "rank",
-            "worker_id",
-            sqlite_where=text("untouched = vertices"),
-            postgresql_where=text("untouched = vertices"),
+        partial_index(
+            "ix_worker_inventories_untouched", "rank", "worker_id", where="untouched = vertices"
         ),
     )
 
@@ -86,14 +83,8 @@ class InventoryCount(Base):
         Index("ix_inventory_counts_lookup", "type", "unit", "worker_id", "free"),
         # Workers with some of a type free, in rank order: the scheduler's survivors query
         # seeks the first ones instead of walking every full low-rank node.
-        Index(
-            "ix_inventory_counts_room",
-            "type",
-            "unit",
-            "rank",
-            "worker_id",
-            sqlite_where=text("free > 0"),
-            postgresql_where=text("free > 0"),
+        partial_index(
+            "ix_inventory_counts_room", "type", "unit", "rank", "worker_id", where="free > 0"
         ),
     )
 
@@ -122,12 +113,11 @@ class InventoryBooking(Base):
     __tablename__ = "inventory_bookings"
     __table_args__ = (
         Index("ix_inventory_bookings_job", "job_id"),
-        Index(
+        partial_index(
             "ix_inventory_bookings_exclusive",
             "vertex_id",
             unique=True,
-            sqlite_where=text("mode = 'exclusive' AND released_at IS NULL"),
-            postgresql_where=text("mode = 'exclusive' AND released_at IS NULL"),
+            where="mode = 'exclusive' AND released_at IS NULL",
         ),
         CheckConstraint("amount >= 1", name="amount_positive"),
     )

@@ -34,6 +34,8 @@ _OBJECT_CHECK = (
     " OR (level = 'queue_instance' AND worker_id IS NOT NULL AND queue_instance_id IS NOT NULL"
     " AND object_key = queue_instance_id)"
 )
+#: A mapped_column sort_order below the default 0, for mixin columns that come first.
+_FIRST = -1
 
 
 class Attribute(Base):
@@ -56,7 +58,32 @@ class Attribute(Base):
     builtin: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
-class AttributeValue(Base):
+class _AttributeAtObject:
+    """The columns that place a row of one attribute at one object: the level, and the
+    worker or queue instance it names (``object_key`` repeats that id, 0 at the global
+    level, so one unique key covers every level). Values and consumables share them.
+
+    ``sort_order`` keeps these columns first, where the migrations put them: a mixin's
+    columns would otherwise follow the class's own."""
+
+    id: Mapped[int] = mapped_column(primary_key=True, sort_order=_FIRST)
+    attribute_id: Mapped[int] = mapped_column(
+        ForeignKey("attributes.id", ondelete="RESTRICT"), sort_order=_FIRST
+    )
+    level: Mapped[str] = mapped_column(String(16), sort_order=_FIRST)
+    object_key: Mapped[int] = mapped_column(Integer, default=0, sort_order=_FIRST)
+    worker_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workers.id", ondelete="CASCADE"), default=None, sort_order=_FIRST
+    )
+    queue_instance_id: Mapped[int | None] = mapped_column(
+        ForeignKey("queue_instances.id", ondelete="CASCADE"),
+        default=None,
+        index=True,
+        sort_order=_FIRST,
+    )
+
+
+class AttributeValue(_AttributeAtObject, Base):
     """A value of an attribute at one object: ``fixed`` (``complex_values``; for a
     consumable its capacity), ``load`` (reported by the host) or ``builtin`` (a queue
     instance's built-in attribute such as ``qname`` or ``h_rt``).
@@ -77,16 +104,6 @@ class AttributeValue(Base):
         Index("ix_attribute_values_worker", "worker_id"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    attribute_id: Mapped[int] = mapped_column(ForeignKey("attributes.id", ondelete="RESTRICT"))
-    level: Mapped[str] = mapped_column(String(16))
-    object_key: Mapped[int] = mapped_column(Integer, default=0)
-    worker_id: Mapped[int | None] = mapped_column(
-        ForeignKey("workers.id", ondelete="CASCADE"), default=None
-    )
-    queue_instance_id: Mapped[int | None] = mapped_column(
-        ForeignKey("queue_instances.id", ondelete="CASCADE"), default=None, index=True
-    )
     kind: Mapped[str] = mapped_column(String(8))
     text: Mapped[str] = mapped_column(Text)
     number: Mapped[float | None] = mapped_column(Float, default=None)
@@ -94,7 +111,7 @@ class AttributeValue(Base):
     effective: Mapped[bool] = mapped_column(Boolean, default=True)
 
 
-class ConsumableUsage(Base):
+class ConsumableUsage(_AttributeAtObject, Base):
     """Capacity and current booking of a consumable at one object (global, host, queue
     instance). A queue instance's ``slots`` live on ``queue_instances`` instead. EXCL
     attributes count exclusive users in ``used`` and the others in ``used_nonexclusive``."""
@@ -110,16 +127,6 @@ class ConsumableUsage(Base):
         Index("ix_consumable_usage_worker", "worker_id"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    attribute_id: Mapped[int] = mapped_column(ForeignKey("attributes.id", ondelete="RESTRICT"))
-    level: Mapped[str] = mapped_column(String(16))
-    object_key: Mapped[int] = mapped_column(Integer, default=0)
-    worker_id: Mapped[int | None] = mapped_column(
-        ForeignKey("workers.id", ondelete="CASCADE"), default=None
-    )
-    queue_instance_id: Mapped[int | None] = mapped_column(
-        ForeignKey("queue_instances.id", ondelete="CASCADE"), default=None, index=True
-    )
     capacity: Mapped[float] = mapped_column(Float)
     used: Mapped[float] = mapped_column(Float, default=0.0)
     used_nonexclusive: Mapped[float] = mapped_column(Float, default=0.0)

@@ -8,6 +8,7 @@ from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
+from app.db.dialect import partial_index
 from app.db.models.enums import JobState, string_enum
 
 
@@ -68,14 +69,13 @@ class Job(Base):
     __table_args__ = (
         CheckConstraint("slots >= 1", name="slots_positive"),
         # The dispatch query's index: the best waiting job of one category is one seek.
-        Index(
+        partial_index(
             "ix_jobs_waiting_order",
             "category_id",
             text("priority DESC"),
             "submitted_at",
             "id",
-            sqlite_where=text("state = 'waiting'"),
-            postgresql_where=text("state = 'waiting'"),
+            where="state = 'waiting'",
         ),
         Index("ix_jobs_state_id", "state", "id"),
     )

@@ -10,7 +10,15 @@ from app.db.base import Base
 from app.db.models.enums import TagMode, string_enum
 
 
-class WorkerTag(Base):
+class _Tag:
+    """One tag as (group, value, mode), the columns both sides' tag rows end with."""
+
+    group_name: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))
+
+
+class WorkerTag(_Tag, Base):
     """One Momotor tag of a worker's definition: group, value and mode."""
 
     __tablename__ = "worker_tags"
@@ -21,12 +29,9 @@ class WorkerTag(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"))
-    group_name: Mapped[str] = mapped_column(Text)
-    value: Mapped[str] = mapped_column(Text)
-    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))
 
 
-class CategoryTag(Base):
+class CategoryTag(_Tag, Base):
     """One Momotor tag of a category's request."""
 
     __tablename__ = "category_tags"
@@ -36,6 +41,3 @@ class CategoryTag(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     category_id: Mapped[int] = mapped_column(ForeignKey("categories.id", ondelete="CASCADE"))
-    group_name: Mapped[str] = mapped_column(Text)
-    value: Mapped[str] = mapped_column(Text)
-    mode: Mapped[TagMode] = mapped_column(string_enum(TagMode, "tag_mode", length=1))
