@@ -99,10 +99,15 @@ PrincipalDep = Annotated[Principal, Depends(authenticate)]
 # runs a plain ``def`` dependency in its thread pool, a hop that cost more than the check.
 
 
-async def require_admin(principal: PrincipalDep) -> Principal:
-    if principal.role is not Role.ADMIN:
-        raise ProblemError(403, "this endpoint needs the admin role")
+def _require_role(principal: Principal, roles: tuple[Role, ...], needs: str) -> Principal:
+    """The principal when its role is one of ``roles``, else 403 saying what the endpoint needs."""
+    if principal.role not in roles:
+        raise ProblemError(403, f"this endpoint needs {needs}")
     return principal
+
+
+async def require_admin(principal: PrincipalDep) -> Principal:
+    return _require_role(principal, (Role.ADMIN,), "the admin role")
 
 
 AdminDep = Annotated[Principal, Depends(require_admin)]
@@ -110,9 +115,7 @@ AdminDep = Annotated[Principal, Depends(require_admin)]
 
 async def require_submitter(principal: PrincipalDep) -> Principal:
     """Admins and submitters may submit and read jobs."""
-    if principal.role not in (Role.ADMIN, Role.SUBMITTER):
-        raise ProblemError(403, "this endpoint needs the submitter or admin role")
-    return principal
+    return _require_role(principal, (Role.ADMIN, Role.SUBMITTER), "the submitter or admin role")
 
 
 SubmitterDep = Annotated[Principal, Depends(require_submitter)]
@@ -120,8 +123,7 @@ SubmitterDep = Annotated[Principal, Depends(require_submitter)]
 
 async def require_worker(name: str, principal: PrincipalDep) -> Principal:
     """The worker named in the path, acting for itself with its own token."""
-    if principal.role is not Role.WORKER:
-        raise ProblemError(403, "this endpoint needs a worker token")
+    _require_role(principal, (Role.WORKER,), "a worker token")
     if principal.subject != name:
         raise ProblemError(403, f"this token belongs to worker {principal.subject!r}, not {name!r}")
     return principal
@@ -131,9 +133,7 @@ WorkerDep = Annotated[Principal, Depends(require_worker)]
 
 
 async def require_any_worker(principal: PrincipalDep) -> Principal:
-    if principal.role is not Role.WORKER:
-        raise ProblemError(403, "this endpoint needs a worker token")
-    return principal
+    return _require_role(principal, (Role.WORKER,), "a worker token")
 
 
 AnyWorkerDep = Annotated[Principal, Depends(require_any_worker)]
