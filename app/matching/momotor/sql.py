@@ -8,8 +8,9 @@ one mode per side and these four clauses are exactly Momotor's NoMatch cases.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, and_, exists
+from sqlalchemy import ColumnElement, SQLColumnExpression, and_, exists
 from sqlalchemy.orm import aliased
 
 from app.db.models import Category, CategoryTag, TagMode, Worker, WorkerTag
@@ -31,44 +32,63 @@ def _tag_pair(category_tag: type[CategoryTag], worker_tag: type[WorkerTag]) -> C
     )
 
 
+class _TagRows(NamedTuple):
+    """One side's tag rows in a clause: the aliased table, the condition that picks the
+    side's own rows (the category's or the worker's) and their mode column."""
+
+    table: type[CategoryTag] | type[WorkerTag]
+    owned: ColumnElement[bool]
+    mode: SQLColumnExpression[TagMode]
+
+
+def _both_sides(
+    category: type[Category], worker: type[Worker]
+) -> tuple[_TagRows, _TagRows, ColumnElement[bool]]:
+    """Fresh aliases of the category's and the worker's tag rows, and their same-tag join."""
+    ct, wt = aliased(CategoryTag), aliased(WorkerTag)
+    return (
+        _TagRows(ct, ct.category_id == category.id, ct.mode),
+        _TagRows(wt, wt.worker_id == worker.id, wt.mode),
+        _tag_pair(ct, wt),
+    )
+
+
+def _required_not_offered(
+    requiring: _TagRows, offering: _TagRows, same_tag: ColumnElement[bool]
+) -> ColumnElement[bool]:
+    """One side requires a tag that the other side does not offer."""
+    return exists().where(
+        requiring.owned,
+        requiring.mode == TagMode.REQUIRED,
+        # Correlate explicitly: SQLAlchemy's automatic correlation stops at the enclosing
+        # SELECT and would give this subquery a FROM of its own for the outer table.
+        ~exists()
+        .where(offering.owned, same_tag, offering.mode.in_(_OFFERED))
+        .correlate_except(offering.table),
+    )
+
+
+def _excluded_and_offered(
+    job: _TagRows, worker: _TagRows, same_tag: ColumnElement[bool], *, job_excludes: bool
+) -> ColumnElement[bool]:
+    """A tag both sides name, excluded by one (the job when ``job_excludes``) and offered
+    by the other."""
+    excluded, offered = TagMode.EXCLUDED, _OFFERED
+    job_mode = job.mode == excluded if job_excludes else job.mode.in_(offered)
+    worker_mode = worker.mode.in_(offered) if job_excludes else worker.mode == excluded
+    return exists().where(job.owned, job_mode, worker.owned, same_tag, worker_mode)
+
+
 @lru_cache(maxsize=8)
 def _tag_clauses(category: type[Category], worker: type[Worker]) -> tuple[ReasonClause, ...]:
     """The four tag clauses. Expressions are immutable, so they are built once: aliasing
     the models costs tens of ms a time."""
-    ct, wt = aliased(CategoryTag), aliased(WorkerTag)
-    job_requires = exists().where(
-        ct.category_id == category.id,
-        ct.mode == TagMode.REQUIRED,
-        # Correlate explicitly: SQLAlchemy's automatic correlation stops at the enclosing
-        # SELECT and would give this subquery a FROM of its own for the outer table.
-        ~exists()
-        .where(wt.worker_id == worker.id, _tag_pair(ct, wt), wt.mode.in_(_OFFERED))
-        .correlate_except(wt),
-    )
-    ct2, wt2 = aliased(CategoryTag), aliased(WorkerTag)
-    worker_excludes = exists().where(
-        ct2.category_id == category.id,
-        ct2.mode.in_(_OFFERED),
-        wt2.worker_id == worker.id,
-        _tag_pair(ct2, wt2),
-        wt2.mode == TagMode.EXCLUDED,
-    )
-    ct3, wt3 = aliased(CategoryTag), aliased(WorkerTag)
-    job_excludes = exists().where(
-        ct3.category_id == category.id,
-        ct3.mode == TagMode.EXCLUDED,
-        wt3.worker_id == worker.id,
-        _tag_pair(ct3, wt3),
-        wt3.mode.in_(_OFFERED),
-    )
-    ct4, wt4 = aliased(CategoryTag), aliased(WorkerTag)
-    worker_requires = exists().where(
-        wt4.worker_id == worker.id,
-        wt4.mode == TagMode.REQUIRED,
-        ~exists()
-        .where(ct4.category_id == category.id, _tag_pair(ct4, wt4), ct4.mode.in_(_OFFERED))
-        .correlate_except(ct4),
-    )
+    job_tags, worker_tags, same_tag = _both_sides(category, worker)
+    job_requires = _required_not_offered(job_tags, worker_tags, same_tag)
+    worker_excludes = _excluded_and_offered(*_both_sides(category, worker), job_excludes=False)
+    job_excludes = _excluded_and_offered(*_both_sides(category, worker), job_excludes=True)
+    job_tags, worker_tags, same_tag = _both_sides(category, worker)
+    worker_requires = _required_not_offered(worker_tags, job_tags, same_tag)
     return (
         (job_requires, "job-requires-tag"),
         (worker_excludes, "worker-excludes-tag"),
