@@ -107,30 +107,34 @@ def _has_property(worker: type[Worker], name: ColumnExpressionArgument[str]) -> 
     return or_(owned, worker.name == name)
 
 
+def _property_contradicted(
+    category_id: ColumnExpressionArgument[int] | int,
+    leaf: int,
+    worker: type[Worker],
+    *,
+    negated: bool,
+) -> ColumnElement[bool]:
+    """A property of the leaf that the worker contradicts: a required one it lacks, or with
+    ``negated`` a forbidden one it has."""
+    wanted = aliased(ConstraintProperty)
+    has = _has_property(worker, wanted.name)
+    return (
+        exists()
+        .where(
+            wanted.category_id == category_id,
+            wanted.leaf == leaf,
+            wanted.negated.is_(negated),
+            has if negated else not_(has),
+        )
+        .correlate_except(wanted)
+    )
+
+
 def _properties(
     category_id: ColumnExpressionArgument[int] | int, leaf: int, worker: type[Worker]
 ) -> ColumnElement[bool]:
-    required, forbidden = aliased(ConstraintProperty), aliased(ConstraintProperty)
-    missing = (
-        exists()
-        .where(
-            required.category_id == category_id,
-            required.leaf == leaf,
-            required.negated.is_(False),
-            not_(_has_property(worker, required.name)),
-        )
-        .correlate_except(required)
-    )
-    present = (
-        exists()
-        .where(
-            forbidden.category_id == category_id,
-            forbidden.leaf == leaf,
-            forbidden.negated.is_(True),
-            _has_property(worker, forbidden.name),
-        )
-        .correlate_except(forbidden)
-    )
+    missing = _property_contradicted(category_id, leaf, worker, negated=False)
+    present = _property_contradicted(category_id, leaf, worker, negated=True)
     return and_(not_(missing), not_(present))
 
 

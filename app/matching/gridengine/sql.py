@@ -31,6 +31,7 @@ time by the reference evaluator, together with consumable availability.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -151,6 +152,50 @@ def _narrow(
     return []
 
 
+def _forced(attribute: type[Attribute], value: type[AttributeValue]) -> list[ColumnElement[bool]]:
+    """A FORCED attribute's value: only jobs that request the attribute may use it."""
+    return [attribute.requestable == "FORCED"]
+
+
+def _default_exceeds_capacity(
+    attribute: type[Attribute], value: type[AttributeValue]
+) -> list[ColumnElement[bool]]:
+    """A consumable capacity below the attribute's default, which a job that does not
+    request the attribute is booked for."""
+    return [
+        value.kind == "fixed",
+        attribute.consumable != "NO",
+        attribute.relop != "EXCL",
+        attribute.default_number > 0,
+        not_(attribute.default_number <= value.number),
+    ]
+
+
+def _unrequested_values(
+    kind: str,
+    level: str,
+    rejects: Callable[[type[Attribute], type[AttributeValue]], list[ColumnElement[bool]]],
+) -> Select[int, int]:
+    """(category id, object key) pairs where a value at ``level`` that ``rejects`` holds
+    for meets a category that has no hard request of its attribute."""
+    c, a, v, cr = (
+        aliased(Category),
+        aliased(Attribute),
+        aliased(AttributeValue),
+        aliased(CategoryRequest),
+    )
+    return (
+        select(c.id, v.object_key).select_from(c).join(v, true()).join(a, a.id == v.attribute_id)
+    ).where(
+        v.level == level,
+        *rejects(a, v),
+        ~exists()
+        .where(cr.category_id == c.id, cr.soft.is_(False), cr.attribute_id == a.id)
+        .correlate_except(cr),
+        *_narrow(kind, level, c.id, v),
+    )
+
+
 def rejected_objects(kind: str, level: str) -> Select[int, int]:
     """(category id, object key) pairs where the object at ``level`` rejects the
     category's hard requests, FORCED attributes or consumable defaults."""
@@ -164,51 +209,25 @@ def rejected_objects(kind: str, level: str) -> Select[int, int]:
         not_(_satisfied(a, cr, v)),
         *_narrow(kind, level, cr.category_id, v),
     )
-    fc, fa, fv, fcr = (
-        aliased(Category),
-        aliased(Attribute),
-        aliased(AttributeValue),
-        aliased(CategoryRequest),
-    )
     # Categories x values on purpose: a FORCED value rejects every category that does not
     # request it (the scope keeps one side small).
-    forced = (
-        select(fc.id, fv.object_key)
-        .select_from(fc)
-        .join(fv, true())
-        .join(fa, fa.id == fv.attribute_id)
-    ).where(
-        fv.level == level,
-        fa.requestable == "FORCED",
-        ~exists()
-        .where(fcr.category_id == fc.id, fcr.soft.is_(False), fcr.attribute_id == fa.id)
-        .correlate_except(fcr),
-        *_narrow(kind, level, fc.id, fv),
-    )
-    dc, da, dv, dcr = (
-        aliased(Category),
-        aliased(Attribute),
-        aliased(AttributeValue),
-        aliased(CategoryRequest),
-    )
-    default = (
-        select(dc.id, dv.object_key)
-        .select_from(dc)
-        .join(dv, true())
-        .join(da, da.id == dv.attribute_id)
-    ).where(
-        dv.level == level,
-        dv.kind == "fixed",
-        da.consumable != "NO",
-        da.relop != "EXCL",
-        da.default_number > 0,
-        not_(da.default_number <= dv.number),
-        ~exists()
-        .where(dcr.category_id == dc.id, dcr.soft.is_(False), dcr.attribute_id == da.id)
-        .correlate_except(dcr),
-        *_narrow(kind, level, dc.id, dv),
-    )
+    forced = _unrequested_values(kind, level, _forced)
+    default = _unrequested_values(kind, level, _default_exceeds_capacity)
     return union_all(mismatch, forced, default)  # type: ignore[return-value]
+
+
+def _no_value(
+    request: type[CategoryRequest], level: str, object_key: InstrumentedAttribute[int] | None
+) -> ColumnElement[bool]:
+    """The requested attribute has no value at ``level`` (at the object ``object_key``
+    names, below the global level)."""
+    value = aliased(AttributeValue)
+    at_object = [] if object_key is None else [value.object_key == object_key]
+    return ~(
+        exists()
+        .where(value.attribute_id == request.attribute_id, value.level == level, *at_object)
+        .correlate_except(value)
+    )
 
 
 def fitting_queue_hosts(kind: str) -> Select[int, int]:
@@ -218,7 +237,6 @@ def fitting_queue_hosts(kind: str) -> Select[int, int]:
     c, qi = aliased(Category), aliased(QueueInstance)
     rejected = rejected_objects(kind, "queue_instance").subquery()
     cr = aliased(CategoryRequest)
-    vg, vh, vq = aliased(AttributeValue), aliased(AttributeValue), aliased(AttributeValue)
     # Three probes of the (attribute, level, object, kind) index rather than one EXISTS
     # with an OR, which no index serves.
     unknown = (
@@ -226,23 +244,9 @@ def fitting_queue_hosts(kind: str) -> Select[int, int]:
         .where(
             cr.category_id == c.id,
             cr.soft.is_(False),
-            ~exists()
-            .where(vg.attribute_id == cr.attribute_id, vg.level == "global")
-            .correlate_except(vg),
-            ~exists()
-            .where(
-                vh.attribute_id == cr.attribute_id,
-                vh.level == "host",
-                vh.object_key == qi.worker_id,
-            )
-            .correlate_except(vh),
-            ~exists()
-            .where(
-                vq.attribute_id == cr.attribute_id,
-                vq.level == "queue_instance",
-                vq.object_key == qi.id,
-            )
-            .correlate_except(vq),
+            _no_value(cr, "global", None),
+            _no_value(cr, "host", qi.worker_id),
+            _no_value(cr, "queue_instance", qi.id),
         )
         .correlate_except(cr)
     )
