@@ -176,8 +176,7 @@ def _set_used(
             update(ConsumableUsage)
             .where(
                 ConsumableUsage.attribute_id == ids[name],
-                ConsumableUsage.level == target.level,
-                ConsumableUsage.object_key == target.object_key,
+                *target.rows_of(ConsumableUsage),
             )
             .values(used=float(amount), used_nonexclusive=float(nonexclusive.get(key, 0.0)))
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -76,6 +76,12 @@ class Target:
             return self.worker_id
         assert self.queue_instance_id is not None
         return self.queue_instance_id
+
+    def rows_of(
+        self, model: type[AttributeValue] | type[ConsumableUsage]
+    ) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+        """The conditions that pick ``model``'s rows at this object."""
+        return model.level == self.level, model.object_key == self.object_key
 
 
 def resolve_target(session: Session, level: str, host: str | None, queue: str | None) -> Target:
@@ -147,24 +153,13 @@ def replace_values(session: Session, target: Target, field: str, values: Mapping
             raise InvalidFieldError(f"{field}.{key}", error.message, error) from error
         rows[ids[definition.name]] = row
         definitions[ids[definition.name]] = definition
+    replaced = (*target.rows_of(AttributeValue), AttributeValue.kind == kind)
     old = {
         value.attribute_id: value
-        for value in session.scalars(
-            select(AttributeValue).where(
-                AttributeValue.level == target.level,
-                AttributeValue.object_key == target.object_key,
-                AttributeValue.kind == kind,
-            )
-        )
+        for value in session.scalars(select(AttributeValue).where(*replaced))
     }
     static_changed = _static_change(old, rows, kind)
-    session.execute(
-        delete(AttributeValue).where(
-            AttributeValue.level == target.level,
-            AttributeValue.object_key == target.object_key,
-            AttributeValue.kind == kind,
-        )
-    )
+    session.execute(delete(AttributeValue).where(*replaced))
     if rows:
         session.add_all(AttributeValue(**row) for row in rows.values())
     session.flush()
@@ -201,8 +196,7 @@ def _sync_capacities(
         usage.attribute_id: usage
         for usage in session.scalars(
             select(ConsumableUsage).where(
-                ConsumableUsage.level == target.level,
-                ConsumableUsage.object_key == target.object_key,
+                *target.rows_of(ConsumableUsage),
             )
         )
     }
@@ -246,9 +240,7 @@ def refresh_effective(session: Session, attribute_id: int, target: Target | None
     relop = session.scalar(select(Attribute.relop).where(Attribute.id == attribute_id))
     query = select(AttributeValue).where(AttributeValue.attribute_id == attribute_id)
     if target is not None:
-        query = query.where(
-            AttributeValue.level == target.level, AttributeValue.object_key == target.object_key
-        )
+        query = query.where(*target.rows_of(AttributeValue))
     by_object: dict[tuple[str, int], list[AttributeValue]] = {}
     for value in session.scalars(query):
         by_object.setdefault((value.level, value.object_key), []).append(value)
