@@ -7,8 +7,10 @@ InvalidFieldError naming the field, so a submission either stores everything or 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from app.matching.allocation.vertex_requests import build_requests, list_need, min_nodes, node_needs
 from app.matching.errors import InvalidFieldError
@@ -85,8 +87,16 @@ class ParsedRequest:
         )
 
 
-def _field(field: str, error: NotationError) -> InvalidFieldError:
-    return InvalidFieldError(field, str(error), error)
+_Input = TypeVar("_Input")
+_Parsed = TypeVar("_Parsed")
+
+
+def _parsed(field: str, parse: Callable[[_Input], _Parsed], value: _Input) -> _Parsed:
+    """``parse(value)``, a notation error in it reported against the job's ``field``."""
+    try:
+        return parse(value)
+    except NotationError as error:
+        raise InvalidFieldError(field, str(error), error) from error
 
 
 def parse_slot_range(text: str) -> tuple[int, int]:
@@ -122,10 +132,8 @@ def _sge_lists(spec: JobSpec, table: ComplexTable | None) -> tuple[RequestList, 
         raise InvalidFieldError("hard", "Grid Engine requests need the attribute table")
     lists = []
     for name, soft in (("hard", False), ("soft", True)):
-        try:
-            lists.append(parse_request_list(getattr(spec, name), table, soft=soft))
-        except NotationError as error:
-            raise _field(name, error) from error
+        parse = partial(parse_request_list, table=table, soft=soft)
+        lists.append(_parsed(name, parse, getattr(spec, name)))
     return lists[0], lists[1]
 
 
@@ -148,26 +156,14 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
         )
     constraint = None
     if spec.constraint is not None:
-        try:
-            constraint = parse_constraint(spec.constraint)
-        except NotationError as error:
-            raise _field("constraint", error) from error
+        constraint = _parsed("constraint", parse_constraint, spec.constraint)
     elif spec.requires is not None:
-        try:
-            constraint = compile_requires_constraint(spec.requires)
-        except NotationError as error:
-            raise _field("requires", error) from error
+        constraint = _parsed("requires", compile_requires_constraint, spec.requires)
     resources = None
     if spec.shape is not None:
-        try:
-            resources = parse_shape_resources(spec.shape)
-        except NotationError as error:
-            raise _field("shape", error) from error
+        resources = _parsed("shape", parse_shape_resources, spec.shape)
     elif spec.jobspec is not None:
-        try:
-            resources = rfc14.validate_resources(spec.jobspec)
-        except NotationError as error:
-            raise _field("jobspec", error) from error
+        resources = _parsed("jobspec", rfc14.validate_resources, spec.jobspec)
     if resources is not None:
         _check_totals("shape" if spec.shape is not None else "jobspec", resources)
     _check_command(spec)

@@ -25,7 +25,7 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import Self
 
 from app.notations.errors import NotationError, did_you_mean
 from app.notations.quantities import (
@@ -88,10 +88,25 @@ class Relop(enum.Enum):
 _RELOP_WORDS = [relop.value for relop in Relop]
 
 
-_E = TypeVar("_E", bound=enum.Enum)
+class _Keyword(enum.Enum):
+    """A ``qconf -sc`` column whose values are upper-case keywords (read case-insensitively)."""
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        token = text.strip().upper()
+        for member in cls:
+            if member.value == token:
+                return member
+        words = [str(member.value) for member in cls]
+        raise ComplexError(
+            f"invalid {cls.__name__.lower()} value {text!r}{did_you_mean(token, words)}",
+            text=text,
+            position=0,
+            expected="one of " + ", ".join(words),
+        )
 
 
-class Requestable(enum.Enum):
+class Requestable(_Keyword):
     """Whether ``-l`` may name the attribute (YES), must name it where present (FORCED),
     or may not name it (NO)."""
 
@@ -99,35 +114,13 @@ class Requestable(enum.Enum):
     YES = "YES"
     FORCED = "FORCED"
 
-    @classmethod
-    def parse(cls, text: str) -> Requestable:
-        return _parse_keyword(cls, text, "requestable")
 
-
-class Consumable(enum.Enum):
+class Consumable(_Keyword):
     """NO, YES (amount per slot) or JOB (amount per job, booked on the master queue)."""
 
     NO = "NO"
     YES = "YES"
     JOB = "JOB"
-
-    @classmethod
-    def parse(cls, text: str) -> Consumable:
-        return _parse_keyword(cls, text, "consumable")
-
-
-def _parse_keyword(kind: type[_E], text: str, column: str) -> _E:
-    token = text.strip().upper()
-    for member in kind:
-        if member.value == token:
-            return member
-    words = [str(member.value) for member in kind]
-    raise ComplexError(
-        f"invalid {column} value {text!r}{did_you_mean(token, words)}",
-        text=text,
-        position=0,
-        expected="one of " + ", ".join(words),
-    )
 
 
 def _check_name(name: str, column: str) -> None:
