@@ -336,18 +336,20 @@ class _Parser:
         return expression
 
     def _or(self) -> Expression:
-        operands = [self._and()]
-        while (token := self._peek()) is not None and token[0] == "|":
-            self.index += 1
-            operands.append(self._and())
-        return _flatten(Or, operands)
+        return self._joined("|", Or, self._and)
 
     def _and(self) -> Expression:
-        operands = [self._unary()]
-        while (token := self._peek()) is not None and token[0] == "&":
+        return self._joined("&", And, self._unary)
+
+    def _joined(
+        self, symbol: str, kind: type[And] | type[Or], operand: Callable[[], Expression]
+    ) -> Expression:
+        """One ``operand`` or several separated by ``symbol``, joined into one ``kind``."""
+        operands = [operand()]
+        while (token := self._peek()) is not None and token[0] == symbol:
             self.index += 1
-            operands.append(self._unary())
-        return _flatten(And, operands)
+            operands.append(operand())
+        return _flatten(kind, operands)
 
     def _unary(self) -> Expression:
         token = self._peek()
