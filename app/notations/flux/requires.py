@@ -273,19 +273,16 @@ class _Parser:
     def peek(self) -> _Token | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
 
+    def fail(self, message: str, position: int, expected: str) -> RequiresError:
+        """An error at ``position`` of the query being parsed."""
+        return RequiresError(message, text=self.query, position=position, expected=expected)
+
     def error(self, expected: str) -> RequiresError:
         token = self.peek()
         if token is None:
-            return RequiresError(
-                "unexpected end of query",
-                text=self.query,
-                position=len(self.query),
-                expected=expected,
-            )
+            return self.fail("unexpected end of query", len(self.query), expected)
         shown = self.query[token.position : token.position + 10].split()[0] or token.kind
-        return RequiresError(
-            f"unexpected {shown!r}", text=self.query, position=token.position, expected=expected
-        )
+        return self.fail(f"unexpected {shown!r}", token.position, expected)
 
     def parse(self) -> _Node:
         node = self.or_expr()
@@ -293,11 +290,8 @@ class _Parser:
             token = self.peek()
             assert token is not None
             if token.kind == ")":
-                raise RequiresError(
-                    "')' without a matching '('",
-                    text=self.query,
-                    position=token.position,
-                    expected="balanced parentheses",
+                raise self.fail(
+                    "')' without a matching '('", token.position, "balanced parentheses"
                 )
             raise self.error("the end of the query")
         return node
@@ -327,11 +321,10 @@ class _Parser:
             raise self.error("a term, '(', 'not' or '-term'")
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise RequiresError(
+            raise self.fail(
                 f"query nests deeper than {MAX_DEPTH} levels",
-                text=self.query,
-                position=token.position,
-                expected=f"at most {MAX_DEPTH} levels of parentheses and not",
+                token.position,
+                f"at most {MAX_DEPTH} levels of parentheses and not",
             )
         self.index += 1
         try:
@@ -346,12 +339,7 @@ class _Parser:
                 closing = self.peek()
                 if closing is None or closing.kind != ")":
                     if closing is None:
-                        raise RequiresError(
-                            "'(' is never closed",
-                            text=self.query,
-                            position=token.position,
-                            expected="')'",
-                        )
+                        raise self.fail("'(' is never closed", token.position, "')'")
                     raise self.error("')'")
                 self.index += 1
                 return inner
@@ -362,21 +350,19 @@ class _Parser:
     def term(self, token: _Token) -> _Term:
         operator = token.operator if token.operator is not None else self.config.default_op
         if operator is None:
-            raise RequiresError(
+            raise self.fail(
                 f"term {token.operand!r} has no operator and this parser has no default",
-                text=self.query,
-                position=token.position,
-                expected="operator:value",
+                token.position,
+                "operator:value",
             )
         operator = self.config.aliases.get(operator, operator)
         separator = self.config.split.get(operator)
         values = token.operand.split(separator) if separator else [token.operand]
         if "" in values:
-            raise RequiresError(
+            raise self.fail(
                 f"empty value in {token.operand!r}",
-                text=self.query,
-                position=token.position,
-                expected=f"values separated by a single {separator!r}",
+                token.position,
+                f"values separated by a single {separator!r}",
             )
         return _Term(operator, tuple(values))
 
