@@ -141,8 +141,6 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7 (see
     :func:`row_columns`). Built once (building it cost more than a pull's evaluation)."""
     worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
-    columns = row_columns
-
     queues = (
         select(
             literal(0).label("part"),
@@ -158,43 +156,52 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
         .join(Queue, Queue.id == QueueInstance.queue_id)
         .where(QueueInstance.worker_id.in_(worker_ids))
     )
-    values = (
-        select(
-            literal(1).label("part"),
-            *columns(
-                i2=AttributeValue.object_key,
-                s1=cast(AttributeValue.level, Text()),
-                s2=cast(AttributeValue.kind, Text()),
-                s3=AttributeValue.text,
-                s4=cast(Attribute.name, Text()),
-            ),
-        )
-        .join(Attribute, Attribute.id == AttributeValue.attribute_id)
-        # Global values are exactly those without a worker (CHECK object_matches_level),
-        # as for the consumable rows below: "level = 'global'" as a parameter of a
-        # prepared statement's generic plan is estimated at a third of the table.
-        .where(or_(AttributeValue.worker_id.is_(None), AttributeValue.worker_id.in_(worker_ids)))
+    values = _rows_at_objects(
+        1,
+        AttributeValue,
+        worker_ids,
+        s2=cast(AttributeValue.kind, Text()),
+        s3=AttributeValue.text,
     )
-    usage = (
-        select(
-            literal(2).label("part"),
-            *columns(
-                i1=ConsumableUsage.id,
-                i2=ConsumableUsage.object_key,
-                f1=ConsumableUsage.used,
-                f2=ConsumableUsage.used_nonexclusive,
-                s1=cast(ConsumableUsage.level, Text()),
-                s4=cast(Attribute.name, Text()),
-            ),
-        )
-        .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
-        # Global rows are exactly those without a worker (CHECK object_matches_level):
-        # "worker_id IS NULL" uses the worker index, "level = 'global'" scanned the table.
-        .where(or_(ConsumableUsage.worker_id.is_(None), ConsumableUsage.worker_id.in_(worker_ids)))
+    usage = _rows_at_objects(
+        2,
+        ConsumableUsage,
+        worker_ids,
+        i1=ConsumableUsage.id,
+        f1=ConsumableUsage.used,
+        f2=ConsumableUsage.used_nonexclusive,
     )
     if not with_table:
         return queues, values, usage
     return queues, values, usage, *_table_parts()
+
+
+def _rows_at_objects(
+    part: int,
+    model: type[AttributeValue] | type[ConsumableUsage],
+    worker_ids: BindParameter[int],
+    **given: Any,
+) -> Select[Any]:
+    """Part ``part`` of :func:`worker_row_parts`: ``model``'s rows of the global host and
+    of the workers ``worker_ids``, each with its object key (i2), level (s1) and attribute
+    name (s4) besides the ``given`` columns."""
+    return (
+        select(
+            literal(part).label("part"),
+            *row_columns(
+                i2=model.object_key,
+                s1=cast(model.level, Text()),
+                s4=cast(Attribute.name, Text()),
+                **given,
+            ),
+        )
+        .join(Attribute, Attribute.id == model.attribute_id)
+        # Global rows are exactly those without a worker (CHECK object_matches_level):
+        # "worker_id IS NULL" uses the worker index, while "level = 'global'" as a
+        # parameter of a prepared statement's generic plan is estimated at a third of the
+        # table (and scanned it).
+        .where(or_(model.worker_id.is_(None), model.worker_id.in_(worker_ids)))
+    )
 
 
 def _table_parts() -> tuple[Select[Any], Select[Any]]:
