@@ -78,6 +78,55 @@ def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in location)
 
 
+#: The one error of a body whose bytes are not UTF-8 (RFC 8259 section 8.1: JSON exchanged
+#: between systems is UTF-8).
+_NOT_UTF8 = {
+    "field": "body",
+    "message": "the body is not UTF-8 JSON",
+    "type": "json_invalid",
+}
+
+#: The one error of a body FastAPI did not parse because its Content-Type is not JSON.
+_NOT_JSON = {
+    "field": "body",
+    "message": "the body must be JSON, sent with Content-Type: application/json",
+    "type": "content_type",
+}
+
+
+def _field_problem(error: Any) -> dict[str, Any]:
+    """One entry of a 422's ``errors`` from one of pydantic's (or FastAPI's) errors."""
+    location = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        # FastAPI puts the character offset where the field path goes: ("body", 17).
+        position = location[1] if len(location) > 1 and isinstance(location[1], int) else None
+        reason = (error.get("ctx") or {}).get("error") or "JSON decode error"
+        return {
+            "field": "body",
+            "message": f"the body is not valid JSON: {reason}",
+            "type": "json_invalid",
+            "position": position,
+        }
+    if location == ("body",) and isinstance(error.get("input"), bytes):
+        return dict(_NOT_JSON)
+    return {
+        "field": _field_path(location),
+        "message": error.get("msg", ""),
+        "type": error.get("type", ""),
+    }
+
+
+def _invalid_body(request: Request, errors: list[dict[str, Any]]) -> JSONResponse:
+    summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return problem_response(
+        request,
+        422,
+        f"request validation failed: {summary}",
+        title="Invalid request",
+        errors=errors,
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer every exception with an application/problem+json body (RFC 9457). Long
     because it is a list: one short handler per exception class, kept side by side so that
@@ -91,28 +140,16 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI's "There was an error parsing the body": bytes that are not UTF-8.
+            return _invalid_body(request, [_NOT_UTF8])
         return problem_response(
             request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None)
         )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {
-                "field": _field_path(error.get("loc", ())),
-                "message": error.get("msg", ""),
-                "type": error.get("type", ""),
-            }
-            for error in exc.errors()
-        ]
-        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem_response(
-            request,
-            422,
-            f"request validation failed: {summary}",
-            title="Invalid request",
-            errors=errors,
-        )
+        return _invalid_body(request, [_field_problem(error) for error in exc.errors()])
 
     @app.exception_handler(NotFoundError)
     async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:

@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.api.app import create_app
-from app.client import AdminClient, SubmitterClient, WorkerClient, models, requests
+from app.client import AdminClient, SubmitterClient, WorkerClient, errors, models, requests
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
@@ -145,6 +145,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "AttributeIn": requests.AttributeSpec,
     "ValuesIn": requests.ValuesSpec,
     "PeIn": requests.PeSpec,
+    "FieldProblem": errors.FieldError,
 }
 
 ENUMS_BY_SCHEMA: dict[str, type[enum.Enum]] = {

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.schemas.common import NamePath
 from app.api.schemas.tasks import TaskIn, TaskOut
@@ -33,7 +34,13 @@ def task_out(task: Task) -> TaskOut:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=TaskOut,
-    responses={200: {"model": TaskOut, "description": "An existing task type was updated"}},
+    operation_id="register_task",
+    summary="Register or update a task type",
+    responses={
+        200: {"model": TaskOut, "description": "An existing task type was updated"},
+        201: {"description": "A new task type was registered"},
+        **errors(401, 403, 503, *BODY_ERRORS),
+    },
 )
 def register_task(
     body: TaskIn, session: SessionDep, _admin: AdminDep, response: Response
@@ -53,12 +60,25 @@ def register_task(
     return task_out(task)
 
 
-@router.get("", response_model=list[TaskOut])
+@router.get(
+    "",
+    response_model=list[TaskOut],
+    operation_id="list_tasks",
+    summary="List task types",
+    responses=errors(401, 503),
+)
 def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
-    """Every registered task type (workers read it to know what to analyse)."""
+    """Every registered task type by name (workers read it to know what to analyse)."""
     return [task_out(task) for task in task_registry.list_tasks(session)]
 
 
-@router.get("/{name}", response_model=TaskOut)
+@router.get(
+    "/{name}",
+    response_model=TaskOut,
+    operation_id="get_task",
+    summary="Show a task type",
+    responses=errors(401, 404, 422, 503),
+)
 def get_task(name: NamePath, session: SessionDep, _who: PrincipalDep) -> TaskOut:
+    """The task type's version, requirements and plug-in."""
     return task_out(task_registry.get_task(session, name))

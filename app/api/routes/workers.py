@@ -9,6 +9,7 @@ from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
 from app.api.problems import ProblemError
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
 from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
@@ -65,12 +66,21 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RegisteredWorker,
-    responses={200: {"model": RegisteredWorker, "description": "An existing worker was updated"}},
+    operation_id="register_worker",
+    summary="Register a worker, or replace the one of that name",
+    responses={
+        200: {"model": RegisteredWorker, "description": "An existing worker was replaced"},
+        201: {"description": "A new worker was registered; the answer holds its token"},
+        **errors(401, 403, 409, 503, *BODY_ERRORS),
+    },
 )
 def register_worker(
     body: WorkerIn, session: SessionDep, _admin: AdminDep, response: Response
 ) -> RegisteredWorker:
-    """Register a worker, or update the worker of that name (200)."""
+    """Register a worker (201, with its bearer token), or update the worker of that name
+    (200). An update replaces the whole worker: every field left out takes its default
+    (resources `""`, one slot, no rank, no properties, no inventory), as a new
+    registration would. 409 when another worker holds the rank."""
     spec = WorkerSpec(
         name=body.name,
         resources=body.resources,
@@ -91,16 +101,31 @@ def register_worker(
     return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
 
 
-@router.get("", response_model=Page[WorkerOut])
+@router.get(
+    "",
+    response_model=Page[WorkerOut],
+    operation_id="list_workers",
+    summary="List workers",
+    responses=errors(401, 403, 422, 503),
+)
 def list_workers(
     session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
 ) -> Page[WorkerOut]:
+    """Every registered worker with its state, slots and free inventory, by name."""
     rows = workers.list_workers(session, limit=limit + 1, offset=offset)
     return page_of([worker_out(session, w) for w in rows], limit, offset)
 
 
-@router.get("/{name}", response_model=WorkerOut)
+@router.get(
+    "/{name}",
+    response_model=WorkerOut,
+    operation_id="get_worker",
+    summary="Show a worker",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def get_worker(name: NamePath, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
+    """The worker's resources, properties, queue instances with their used slots, and
+    the free units of its inventory."""
     return worker_out(session, worker_by_name(session, name))
 
 
@@ -120,9 +145,12 @@ _REFRESH_DOC = {
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
+    operation_id="pull_job",
+    summary="Pull the best job this worker can run",
     responses={
-        200: {"headers": _REFRESH_DOC},
+        200: {"description": "The job, now running on this worker", "headers": _REFRESH_DOC},
         204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
+        **errors(401, 403, 404, 409, 422, 503),
     },
 )
 def pull(
@@ -130,7 +158,8 @@ def pull(
 ) -> JobOut | Response:
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
     jobspec job on a worker with an inventory, its vertices) booked. The
-    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
+    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first. 409
+    when what it would book was taken by a concurrent pull; pulling again is safe."""
     job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
     refresh = debusine_metadata.report_due(
         puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
@@ -145,7 +174,13 @@ def pull(
     return job_out(session, job, worker_name=name)
 
 
-@router.post("/{name}/heartbeat", response_model=HeartbeatOut)
+@router.post(
+    "/{name}/heartbeat",
+    response_model=HeartbeatOut,
+    operation_id="send_heartbeat",
+    summary="Tell the server this worker is alive",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def heartbeat(
     name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep
 ) -> HeartbeatOut:
@@ -174,7 +209,13 @@ def _metadata_out(request: Request, session: Session, worker: Worker) -> Metadat
     )
 
 
-@router.get("/{name}/metadata", response_model=MetadataOut)
+@router.get(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="get_worker_metadata",
+    summary="Show a worker's metadata",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def get_metadata(
     name: NamePath, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> MetadataOut:
@@ -185,7 +226,13 @@ def get_metadata(
     return _metadata_out(request, session, worker_by_name(session, name))
 
 
-@router.put("/{name}/metadata", response_model=MetadataOut)
+@router.put(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="set_static_metadata",
+    summary="Replace a worker's static metadata",
+    responses=errors(401, 403, 404, 503, *BODY_ERRORS),
+)
 def set_static_metadata(
     name: NamePath, body: StaticMetadataIn, request: Request, session: SessionDep, _admin: AdminDep
 ) -> MetadataOut:
@@ -196,7 +243,13 @@ def set_static_metadata(
     return _metadata_out(request, session, worker)
 
 
-@router.post("/{name}/metadata", response_model=MetadataOut)
+@router.post(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="report_dynamic_metadata",
+    summary="Report this worker's dynamic metadata",
+    responses=errors(401, 403, 404, 503, *BODY_ERRORS),
+)
 def report_dynamic_metadata(
     name: NamePath, body: DynamicMetadataIn, request: Request, session: SessionDep, _w: WorkerDep
 ) -> MetadataOut:

@@ -12,7 +12,15 @@ from app.db.models import Role
 
 
 class TokenCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"role": "worker", "subject": "w1", "label": "agent on w1"},
+                {"role": "submitter", "subject": "ci", "label": "the CI pipeline"},
+            ]
+        },
+    )
 
     role: Literal[Role.WORKER, Role.SUBMITTER] = Field(
         description="worker or submitter; the admin token is set in settings, never issued"
@@ -23,18 +31,18 @@ class TokenCreate(BaseModel):
         pattern=r"^[A-Za-z0-9._@:-]+$",
         description="the worker or submitter name the token acts for",
     )
-    label: Text = Field(default="", max_length=255)
+    label: Text = Field(default="", max_length=255, description="a note, e.g. where it is used")
 
 
 class TokenOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    id: int
-    role: Role
-    subject: str
-    label: str
-    created_at: datetime
-    revoked_at: datetime | None
+    id: int = Field(description="the token's id, to revoke it")
+    role: Role = Field(description="worker or submitter")
+    subject: str = Field(description="the worker or submitter name the token acts for")
+    label: str = Field(description="the note given when it was issued")
+    created_at: datetime = Field(description="when it was issued")
+    revoked_at: datetime | None = Field(description="when it was revoked; null while it works")
 
 
 class IssuedToken(TokenOut):

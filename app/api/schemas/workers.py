@@ -16,28 +16,79 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 
 
 class QueueIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """One queue instance of the worker: a queue's name and its slots on this worker."""
 
-    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
-    slots: int = Field(ge=0, le=1_000_000)
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"name": "all.q", "slots": 4}]}
+    )
+
+    name: str = Field(
+        min_length=1, max_length=255, pattern=NAME_PATTERN, description="the queue's name"
+    )
+    slots: int = Field(ge=0, le=1_000_000, description="slots of the queue on this worker")
 
 
 class WorkerIn(BaseModel):
     """A worker's registration. Without ``queues`` the worker gets one queue instance of
     the ``default`` queue with ``slots`` slots."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                # Momotor tags: the Momotor documentation's worker (app/matching/demo.py).
+                {
+                    "name": "w1",
+                    "resources": "language: ?java, ?python; java: ?8, ?11, ?12, ?13; "
+                    "python: ?3.6, ?3.7",
+                    "slots": 2,
+                },
+                # Flux: a node with a rank, properties and an inventory.
+                {
+                    "name": "node0",
+                    "rank": 0,
+                    "properties": ["ssd"],
+                    "slots": 8,
+                    "inventory": "node/[socket=2/[core=16;gpu=2];memory=256{unit:GB}]",
+                },
+                # Grid Engine: an execution host with two queue instances.
+                {
+                    "name": "exec1",
+                    "queues": [{"name": "all.q", "slots": 4}, {"name": "long.q", "slots": 2}],
+                },
+            ]
+        },
+    )
 
-    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
+    name: str = Field(
+        min_length=1,
+        max_length=255,
+        pattern=NAME_PATTERN,
+        description="the worker's name, also its host name for Grid Engine values",
+    )
     resources: Text = Field(
         default="",
         max_length=65_536,
         description="Momotor resource definition, e.g. `language: java, ?python`",
     )
-    slots: int = Field(default=1, ge=0, le=1_000_000)
-    rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    state: WorkerState = WorkerState.ACTIVE
-    queues: list[QueueIn] | None = Field(default=None, max_length=256)
+    slots: int = Field(
+        default=1, ge=0, le=1_000_000, description="slots of the `default` queue (no `queues`)"
+    )
+    rank: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="RFC 31 rank, tested by `ranks` constraints; unique among workers",
+    )
+    state: WorkerState = Field(
+        default=WorkerState.ACTIVE,
+        description="`active` receives work; `draining` finishes what it runs; `offline` neither",
+    )
+    queues: list[QueueIn] | None = Field(
+        default=None,
+        max_length=256,
+        description="the worker's queue instances; without them one `default` queue",
+    )
     properties: list[
         Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]
     ] = Field(
@@ -54,26 +105,30 @@ class WorkerIn(BaseModel):
 
 
 class QueueInstanceOut(BaseModel):
-    queue: str
-    slots: int
-    used_slots: int
+    queue: str = Field(description="the queue's name")
+    slots: int = Field(description="slots of the queue on this worker")
+    used_slots: int = Field(description="slots its running jobs hold")
 
 
 class WorkerOut(BaseModel):
-    name: str
-    rank: int | None
-    state: WorkerState
-    generation: int
-    resources: str
-    properties: list[str]
+    name: str = Field(description="the worker's name")
+    rank: int | None = Field(description="RFC 31 rank, if given")
+    state: WorkerState = Field(description="whether it receives work")
+    generation: int = Field(
+        description="bumped by every change of what the worker fits (its misfit rows are rewritten)"
+    )
+    resources: str = Field(description="the Momotor resource definition as given")
+    properties: list[str] = Field(description="RFC 31 properties, by name")
     inventory: str | None = Field(description="the inventory as given (shape or JSON text)")
     free: dict[str, int] = Field(
         description="free units per resource type (`type` or `type:unit` for pools)"
     )
-    queues: list[QueueInstanceOut]
-    last_seen: datetime | None
-    created_at: datetime
-    updated_at: datetime
+    queues: list[QueueInstanceOut] = Field(description="its queue instances, in queue order")
+    last_seen: datetime | None = Field(
+        description="when it last pulled, finished or sent a heartbeat"
+    )
+    created_at: datetime = Field(description="when it was registered")
+    updated_at: datetime = Field(description="when it was last changed")
 
 
 class RegisteredWorker(WorkerOut):
@@ -84,13 +139,18 @@ class RegisteredWorker(WorkerOut):
 
 
 class HeartbeatOut(BaseModel):
-    worker: str
-    last_seen: datetime | None
+    worker: str = Field(description="the worker's name")
+    last_seen: datetime | None = Field(description="the time the heartbeat was recorded")
     refresh_metadata: bool = Field(description="the worker should report its metadata again")
 
 
 class StaticMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"metadata": {"system:cpu_count": 8, "tasks_denylist": ["sbuild"]}}]
+        },
+    )
 
     metadata: dict[str, Any] = Field(
         description='flat keys, e.g. `{"system:cpu_count": 8, "tasks_denylist": '
@@ -99,7 +159,19 @@ class StaticMetadataIn(BaseModel):
 
 
 class DynamicMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "metadata": {
+                        "system": {"version": 1, "cpu_count": 8, "architecture": "amd64"},
+                        "sbuild": {"version": 1, "chroots": ["trixie", "bookworm"]},
+                    }
+                }
+            ]
+        },
+    )
 
     metadata: dict[str, Any] = Field(
         description="namespaced by task name, each with an integer version (1 by default), "
@@ -108,16 +180,18 @@ class DynamicMetadataIn(BaseModel):
 
 
 class NamespaceOut(BaseModel):
-    version: int
-    reported_at: datetime
+    version: int = Field(description="the version the worker reported for this task")
+    reported_at: datetime = Field(description="when it reported this namespace")
 
 
 class MetadataOut(BaseModel):
-    worker: str
-    generation: int
-    static: dict[str, Any]
+    worker: str = Field(description="the worker's name")
+    generation: int = Field(description="the worker's generation (see WorkerOut)")
+    static: dict[str, Any] = Field(description="flat keys set by the administrator")
     dynamic: dict[str, Any] = Field(description="flat keys of the latest report")
     effective: dict[str, Any] = Field(description="dynamic overlaid by static")
-    namespaces: dict[str, NamespaceOut]
+    namespaces: dict[str, NamespaceOut] = Field(
+        description="per task name of the latest report, its version and report time"
+    )
     reported_at: datetime | None = Field(description="when the worker last reported")
     refresh_metadata: bool = Field(description="a refresh is due")
