@@ -169,7 +169,7 @@ def submit_job(
 def list_jobs(
     session: SessionDep,
     principal: SubmitterDep,
-    state: JobState | None = None,
+    state: JobState | None = Query(default=None, description="only jobs in this state"),
     category: int | None = Query(default=None, ge=1, le=MAX_ID, description="category id"),
     limit: LimitQuery = 50,
     offset: OffsetQuery = 0,

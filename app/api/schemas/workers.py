@@ -148,7 +148,7 @@ class StaticMetadataIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"metadata": {"system:cpu_count": 8, "tasks_denylist": ["sbuild"]}}]
+            "examples": [{"metadata": {"system:cpu_count": 8, "tasks_denylist": ["shell"]}}]
         },
     )
 
