@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel, SecretStr
 
 import app.api.schemas
+from app.api import auth
 from app.api.app import create_app, service_routes
 from app.api.schemas.common import Problem
 from app.settings import Settings
@@ -150,6 +151,38 @@ def test_each_operation_lists_only_the_errors_it_can_return(document: dict[str, 
             assert list(content) == [PROBLEM_JSON], where
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
     assert document["paths"]["/healthz"]["get"]["responses"].keys() == {"200"}
+
+
+#: The dependencies that refuse a valid token for its role (or its worker).
+ROLE_CHECKS = {
+    auth.require_admin,
+    auth.require_submitter,
+    auth.require_worker,
+    auth.require_any_worker,
+}
+
+
+def _calls(dependant: Any) -> set[Any]:
+    found = {dependant.call}
+    for dependency in dependant.dependencies:
+        found |= _calls(dependency)
+    return found
+
+
+def test_403_is_listed_where_a_role_is_checked(document: dict[str, Any]) -> None:
+    """Any valid token may call the other routes (the Flux tools, the task registry), so
+    they cannot answer 403; get_worker_metadata refuses another worker's token in the
+    route itself."""
+    for route in service_routes():
+        if not isinstance(route, APIRoute):
+            continue
+        checks_role = bool(_calls(route.dependant) & ROLE_CHECKS)
+        for method in route.methods:
+            responses = document["paths"][route.path][method.lower()]["responses"]
+            assert ("403" in responses) == checks_role or route.name == "get_metadata", (
+                method,
+                route.path,
+            )
 
 
 def test_the_problem_schema_has_the_errors_array(document: dict[str, Any]) -> None:

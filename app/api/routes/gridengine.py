@@ -190,11 +190,11 @@ def list_pes(session: SessionDep, _who: SubmitterDep) -> list[PeOut]:
     response_model=PeOut,
     operation_id="put_pe",
     summary="Create or change a parallel environment",
-    responses=errors(401, 403, 503, *BODY_ERRORS),
+    responses=errors(401, 403, 409, 503, *BODY_ERRORS),
 )
 def put_pe(name: NamePath, body: PeIn, session: SessionDep, _admin: AdminDep) -> PeOut:
     """Create or change a parallel environment (``qconf -ap``/``-mp``): its allocation
-    rule and total slots."""
+    rule and total slots. 409 when a concurrent request created the same new name first."""
     pe, _created = parallel.upsert_pe(session, name, body.allocation_rule, body.slots)
     return _pe_out(pe)
 

@@ -39,14 +39,15 @@ def task_out(task: Task) -> TaskOut:
     responses={
         200: {"model": TaskOut, "description": "An existing task type was updated"},
         201: {"description": "A new task type was registered"},
-        **errors(401, 403, 503, *BODY_ERRORS),
+        **errors(401, 403, 409, 503, *BODY_ERRORS),
     },
 )
 def register_task(
     body: TaskIn, session: SessionDep, _admin: AdminDep, response: Response
 ) -> TaskOut:
     """Register a task type, or update the one of that name (200). A new version or new
-    requirements re-evaluate its waiting jobs against every worker at once."""
+    requirements re-evaluate its waiting jobs against every worker at once. 409 when a
+    concurrent request registered the same new name first."""
     spec = TaskSpec(
         name=body.name,
         version=body.version,
