@@ -20,6 +20,7 @@ from app.api.schemas.jobs import (
     CandidateOut,
     CandidatesOut,
     ClauseOut,
+    ExplainSummaryOut,
     ExplanationOut,
     FinishIn,
     JobEventOut,
@@ -31,7 +32,7 @@ from app.api.schemas.jobs import (
     WorkerExplanationOut,
 )
 from app.db.models import Job, JobState, Role, WorkerState
-from app.matching import candidates, history, idempotency, submission, workers
+from app.matching import candidates, history, idempotency, readiness, submission, workers
 from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
@@ -174,12 +175,16 @@ def list_jobs(
     limit: LimitQuery = 50,
     offset: OffsetQuery = 0,
 ) -> Page[JobOut]:
-    """Jobs by id, optionally of one state or category; a submitter sees only its own."""
+    """One page of jobs in id order, filtered by state and category; a submitter sees its
+    own jobs only (filtered before the page is cut, so every page is full)."""
     rows = submission.list_jobs(
-        session, state=state, category_id=category, limit=limit + 1, offset=offset
+        session,
+        state=state,
+        category_id=category,
+        submitter=principal.subject if principal.role is Role.SUBMITTER else None,
+        limit=limit + 1,
+        offset=offset,
     )
-    if principal.role is Role.SUBMITTER:
-        rows = [job for job in rows if job.submitter == principal.subject]
     return page_of([job_out(session, job) for job in rows], limit, offset)
 
 
@@ -214,11 +219,14 @@ def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> 
     response_model=CandidatesOut,
     operation_id="list_job_candidates",
     summary="Rank the workers that could run a job",
-    responses=errors(401, 403, 404, 422, 503),
+    responses=errors(401, 403, 404, 409, 422, 503),
 )
 def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
-    """The workers that could run the job, ranked best first with their strengths."""
+    """The workers that could run the waiting job, ranked best first with their strengths.
+    For a job that is not waiting, 409 says what it is (running on which worker, finished,
+    failed and why)."""
     job = _visible_job(session, job_id, principal)
+    candidates.require_waiting(session, job)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
 
 
@@ -236,16 +244,20 @@ def explain_job(
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
 ) -> ExplanationOut:
-    """Every clause that keeps each worker (or the one named; 404 when there is none of
-    that name) from running the job; for a Grid Engine job the `qstat -j` scheduling
-    info, and for a waiting job with a shape or jobspec whether it can be placed now."""
+    """For each worker (or the one named; 404 when there is none of that name): whether
+    it fits the job (`eligible`), whether it would take it at its next pull
+    (`can_run_now`), and the failing clauses, the first one's code in `reason` (the codes
+    of `v_category_fit`, then the dynamic ones). For a waiting job, a summary in the style
+    of `condor_q -better-analyze`; for a Grid Engine job the `qstat -j` scheduling info;
+    for a waiting job with a shape or jobspec whether it can be placed now."""
     job = _visible_job(session, job_id, principal)
-    explanations = candidates.explain_job(session, job, worker)
+    policy = request.app.state.settings.allocation_policy
+    lines = gridengine_explain.scheduling_info(session, job)
+    verdicts, summary = readiness.explain_workers(session, job, worker, policy, lines)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
-        attempt = allocate.find_placement(
-            session, job, request.app.state.settings.allocation_policy
-        )
+        attempt = allocate.find_placement(session, job, policy)
+        considered = allocate.considered_workers(attempt.tree)
         allocation = AllocationExplanationOut(
             placeable=attempt.outcome.placement is not None,
             candidate_workers=attempt.survivors,
@@ -255,26 +267,36 @@ def explain_job(
                     needed=s.needed,
                     found=s.found,
                     places=s.contexts,
-                    workers=sorted(s.workers),
+                    # A shortfall across nodes (too few of them) lies on no one
+                    # worker: it names every worker the attempt considered.
+                    workers=sorted(s.workers) or considered,
                 )
                 for s in attempt.outcome.shortfalls
             ],
+            note=None
+            if attempt.survivors
+            else "no worker passed the filter (fits the category, active, enough free "
+            "vertices of each type); the workers' clauses say why",
         )
     return ExplanationOut(
         job=job.id,
-        scheduling_info=gridengine_explain.scheduling_info(session, job),
+        scheduling_info=lines,
         allocation=allocation,
+        summary=ExplainSummaryOut(**vars(summary)) if summary is not None else None,
         workers=[
             WorkerExplanationOut(
-                worker=e.worker,
-                eligible=e.eligible,
-                misfit_reason=e.misfit_reason,
+                worker=v.worker,
+                state=v.state,
+                eligible=v.eligible,
+                can_run_now=v.can_run_now,
+                reason=v.reason,
+                misfit_reason=v.misfit_reason,
                 clauses=[
                     ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
-                    for c in e.clauses
+                    for c in v.clauses
                 ],
             )
-            for e in explanations
+            for v in verdicts
         ],
     )
 

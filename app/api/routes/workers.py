@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import TypeVar
+
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
@@ -24,10 +26,11 @@ from app.api.schemas.workers import (
     StaticMetadataIn,
     WorkerIn,
     WorkerOut,
+    WorkerPatch,
 )
 from app.db import tokens
-from app.db.models import Role, Worker
-from app.matching import leases, workers
+from app.db.models import Role, Worker, WorkerState
+from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.locks import worker_by_name
@@ -50,6 +53,9 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
+        state_reason=worker.state_reason,
+        state_set_by=worker.state_set_by,
+        state_changed_at=worker.state_changed_at,
         generation=worker.generation,
         resources=worker.resources,
         queues=[
@@ -69,18 +75,22 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
     operation_id="register_worker",
     summary="Register a worker, or replace the one of that name",
     responses={
-        200: {"model": RegisteredWorker, "description": "An existing worker was replaced"},
+        200: {
+            "model": RegisteredWorker,
+            "description": "An existing worker was replaced whole by this registration",
+        },
         201: {"description": "A new worker was registered; the answer holds its token"},
         **errors(401, 403, 409, 503, *BODY_ERRORS),
     },
 )
 def register_worker(
-    body: WorkerIn, session: SessionDep, _admin: AdminDep, response: Response
+    body: WorkerIn, session: SessionDep, admin: AdminDep, response: Response
 ) -> RegisteredWorker:
-    """Register a worker (201, with its bearer token), or update the worker of that name
-    (200). An update replaces the whole worker: every field left out takes its default
-    (resources `""`, one slot, no rank, no properties, no inventory), as a new
-    registration would. 409 when another worker holds the rank."""
+    """Register a worker (201, with its token), or replace the whole worker of that name
+    (200): every field left out takes its default again (no resources, one slot, no rank,
+    no properties, no inventory, state `active`). To change some fields only, such as
+    draining a worker, use `PATCH /v1/workers/{name}`. 409 when another worker holds the
+    rank."""
     spec = WorkerSpec(
         name=body.name,
         resources=body.resources,
@@ -91,7 +101,7 @@ def register_worker(
         properties=tuple(body.properties),
         inventory=body.inventory,
     )
-    worker, created = workers.upsert_worker(session, spec)
+    worker, created = worker_lifecycle.register_worker(session, spec, by=admin.subject)
     token = None
     if created:
         _row, token = tokens.issue_token(session, role=Role.WORKER, subject=worker.name)
@@ -99,6 +109,76 @@ def register_worker(
         response.status_code = status.HTTP_200_OK
     session.refresh(worker)
     return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
+
+
+T = TypeVar("T")
+
+
+def _changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
+    """The fields the patch gives; the others UNSET (left as they are)."""
+    given = body.model_fields_set
+    unset = worker_lifecycle.UNSET
+
+    def pick(name: str, value: T) -> T | worker_lifecycle.Unset:
+        return value if name in given else unset
+
+    return worker_lifecycle.WorkerChanges(
+        state=pick("state", body.state or WorkerState.ACTIVE),
+        reason=pick("reason", body.reason),
+        resources=pick("resources", body.resources or ""),
+        slots=pick("slots", body.slots or 0),
+        rank=pick("rank", body.rank),
+        queues=pick("queues", tuple(QueueSpec(q.name, q.slots) for q in body.queues or ())),
+        properties=pick("properties", tuple(body.properties or ())),
+        inventory=pick("inventory", body.inventory),
+    )
+
+
+@router.patch(
+    "/{name}",
+    response_model=WorkerOut,
+    operation_id="update_worker",
+    summary="Change some of a worker's fields (drain, disable, resume, resize)",
+    responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
+)
+def update_worker(
+    name: NamePath, body: WorkerPatch, session: SessionDep, admin: AdminDep
+) -> WorkerOut:
+    """Change only the fields given (JSON merge patch, RFC 7396); the others keep their
+    values. `{"state": "draining", "reason": "..."}` drains the worker: it finishes what it
+    runs and gets nothing new; `disabled` also stops it from counting as able to run
+    anything; `active` resumes it. A change that can alter what the worker fits (resources,
+    slots, queues, rank, properties, inventory) bumps its generation. 409 when the rank
+    belongs to another worker; 422 for an invalid value (a notation, a queue still in use,
+    a shrink below the slots in use), and nothing is changed."""
+    changes = _changes(body)
+    worker = worker_lifecycle.update_worker(session, name, changes, by=admin.subject)
+    session.refresh(worker)
+    return worker_out(session, worker)
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="delete_worker",
+    summary="Remove a worker (and, with requeue=true, return its jobs to the queue)",
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
+def delete_worker(
+    name: NamePath,
+    session: SessionDep,
+    admin: AdminDep,
+    requeue: bool = Query(
+        default=False,
+        description="return the jobs the worker runs to the queue (recorded in their "
+        "history) instead of refusing",
+    ),
+) -> Response:
+    """Remove the worker, its queue instances and its tokens. Finished jobs keep their
+    history. A worker that runs jobs is refused with 409 unless `requeue=true`."""
+    worker_lifecycle.delete_worker(session, name, requeue=requeue, by=admin.subject)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get(
