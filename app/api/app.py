@@ -14,8 +14,18 @@ from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
-from app.api.routes import flux, gridengine, health, jobs, leases, metrics, tasks, tokens, workers
-from app.api.schemas.common import Problem
+from app.api.routes import (
+    categories,
+    flux,
+    gridengine,
+    health,
+    jobs,
+    leases,
+    metrics,
+    tasks,
+    tokens,
+    workers,
+)
 from app.api.token_gate import TokenGateMiddleware
 from app.db.engine import Database
 from app.logs import configure_logging
@@ -24,9 +34,15 @@ from app.settings import Settings, get_settings
 DESCRIPTION = """\
 jobmatch decides which workers can run a job, how well, and which job a worker runs next.
 
-Every error is an RFC 9457 `application/problem+json` body. Authenticate with
-`Authorization: Bearer <token>`: the admin token from `JOBMATCH_ADMIN_TOKEN`, or a worker or
-submitter token issued by `POST /v1/tokens`.
+Every error is an RFC 9457 `application/problem+json` body; a 422 lists each invalid field
+in `errors`, with the position and the expectation of a notation that did not parse. Each
+operation documents the errors it can return. Besides those, any request may be answered
+408 when its headers arrive too slowly, 503 with `Retry-After` when the server has too
+many open connections, and 404 or 405 for a path or method the API does not have; a 500
+is a bug (logged, without details in the answer).
+
+Authenticate with `Authorization: Bearer <token>`: the admin token from
+`JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`.
 """
 
 
@@ -37,6 +53,7 @@ ROUTERS = (
     tokens.router,
     workers.router,
     jobs.router,
+    categories.router,
     flux.router,
     leases.router,
     tasks.router,
@@ -75,17 +92,6 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         # /docs is served from packaged assets (app/api/docs_ui.py), not FastAPI's CDN page.
         docs_url=None,
         redoc_url=None,
-        responses={
-            401: {"model": Problem, "description": "No valid bearer token"},
-            403: {"model": Problem, "description": "The token's role may not do this"},
-            404: {"model": Problem, "description": "No such resource"},
-            408: {"model": Problem, "description": "The request body arrived too slowly"},
-            409: {"model": Problem, "description": "The request contradicts the current state"},
-            413: {"model": Problem, "description": "The request body is over the size limit"},
-            422: {"model": Problem, "description": "Invalid request or notation"},
-            500: {"model": Problem, "description": "Internal error (logged, no details)"},
-            503: {"model": Problem, "description": "Database busy or unreachable; retry"},
-        },
     )
     install_problem_openapi(app)
     app.state.settings = settings

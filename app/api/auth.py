@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from app.api.problems import ProblemError
+from app.api.schemas.common import NamePath
 from app.db.models import Role
 from app.db.tokens import find_active_token
 
@@ -121,7 +122,7 @@ async def require_submitter(principal: PrincipalDep) -> Principal:
 SubmitterDep = Annotated[Principal, Depends(require_submitter)]
 
 
-async def require_worker(name: str, principal: PrincipalDep) -> Principal:
+async def require_worker(name: NamePath, principal: PrincipalDep) -> Principal:
     """The worker named in the path, acting for itself with its own token."""
     _require_role(principal, (Role.WORKER,), "a worker token")
     if principal.subject != name:

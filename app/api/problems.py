@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -12,6 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.schemas.common import PATTERN_WORDS
 from app.db.dialect import is_retryable_error
 from app.matching.errors import (
     ConflictError,
@@ -74,8 +77,73 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
+#: pydantic writes an enum member as its repr (``<Role.WORKER: 'worker'>``); people and
+#: clients know the value.
+_ENUM_REPR = re.compile(r"<\w+\.\w+: ('[^']*')>")
+
+
+def human_message(error: Mapping[str, Any]) -> str:
+    """A validation error's message without internals: a pattern in words (never the
+    regular expression), enum members by their values."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern, "a value of the form the field's description gives")
+        return f"should be {words}"
+    return _ENUM_REPR.sub(r"\1", message)
+
+
 def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in location)
+
+
+#: The one error of a body whose bytes are not UTF-8 (RFC 8259 section 8.1: JSON exchanged
+#: between systems is UTF-8).
+_NOT_UTF8 = {
+    "field": "body",
+    "message": "the body is not UTF-8 JSON",
+    "type": "json_invalid",
+}
+
+#: The one error of a body FastAPI did not parse because its Content-Type is not JSON.
+_NOT_JSON = {
+    "field": "body",
+    "message": "the body must be JSON, sent with Content-Type: application/json",
+    "type": "content_type",
+}
+
+
+def _field_problem(error: Any) -> dict[str, Any]:
+    """One entry of a 422's ``errors`` from one of pydantic's (or FastAPI's) errors."""
+    location = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        # FastAPI puts the character offset where the field path goes: ("body", 17).
+        position = location[1] if len(location) > 1 and isinstance(location[1], int) else None
+        reason = (error.get("ctx") or {}).get("error") or "JSON decode error"
+        return {
+            "field": "body",
+            "message": f"the body is not valid JSON: {reason}",
+            "type": "json_invalid",
+            "position": position,
+        }
+    if location == ("body",) and isinstance(error.get("input"), bytes):
+        return dict(_NOT_JSON)
+    return {
+        "field": _field_path(location),
+        "message": human_message(error),
+        "type": error.get("type", ""),
+    }
+
+
+def _invalid_body(request: Request, errors: list[dict[str, Any]]) -> JSONResponse:
+    summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return problem_response(
+        request,
+        422,
+        f"request validation failed: {summary}",
+        title="Invalid request",
+        errors=errors,
+    )
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -91,28 +159,16 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI's "There was an error parsing the body": bytes that are not UTF-8.
+            return _invalid_body(request, [_NOT_UTF8])
         return problem_response(
             request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None)
         )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {
-                "field": _field_path(error.get("loc", ())),
-                "message": error.get("msg", ""),
-                "type": error.get("type", ""),
-            }
-            for error in exc.errors()
-        ]
-        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem_response(
-            request,
-            422,
-            f"request validation failed: {summary}",
-            title="Invalid request",
-            errors=errors,
-        )
+        return _invalid_body(request, [_field_problem(error) for error in exc.errors()])
 
     @app.exception_handler(NotFoundError)
     async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:
@@ -128,7 +184,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidFieldError)
     async def _invalid_field(request: Request, exc: InvalidFieldError) -> JSONResponse:
-        error: dict[str, Any] = {"field": f"body.{exc.field}", "message": exc.message}
+        error: dict[str, Any] = {"field": f"{exc.location}.{exc.field}", "message": exc.message}
         if exc.error is not None:
             error.update(exc.error.as_dict())
         title = "Invalid notation" if exc.error is not None else "Invalid request"

@@ -29,6 +29,7 @@ class FieldError:
     notation: str | None = None
     position: int | None = None
     expected: str | None = None
+    input: str | None = None
 
 
 class ApiError(ClientError):
@@ -177,6 +178,7 @@ def _field_error(entry: Any) -> FieldError:
         notation=_text(entry.get("notation")),
         position=position if isinstance(position, int) else None,
         expected=_text(entry.get("expected")),
+        input=_text(entry.get("input")),
     )
 
 

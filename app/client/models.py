@@ -21,9 +21,13 @@ class Role(enum.StrEnum):
 
 
 class WorkerState(enum.StrEnum):
+    """``draining``: finishes what it runs, gets nothing new; ``disabled`` (by an admin)
+    and ``offline``: gets nothing and counts as able to run nothing."""
+
     ACTIVE = "active"
     DRAINING = "draining"
     OFFLINE = "offline"
+    DISABLED = "disabled"
 
 
 class JobState(enum.StrEnum):
@@ -74,6 +78,9 @@ class Worker:
     name: str
     rank: int | None
     state: WorkerState
+    state_reason: str | None
+    state_set_by: str | None
+    state_changed_at: str | None
     generation: int
     resources: str
     properties: list[str]
@@ -202,10 +209,28 @@ class Clause:
 
 @dataclass(frozen=True)
 class WorkerExplanation:
+    """One worker against a job: ``eligible`` (static fit), ``can_run_now`` (None for a
+    job that does not wait), the first failing clause's code in ``reason``."""
+
     worker: str
+    state: WorkerState
     eligible: bool
+    can_run_now: bool | None
+    reason: str | None
     misfit_reason: str | None
     clauses: list[Clause]
+
+
+@dataclass(frozen=True)
+class ExplainSummary:
+    """A waiting job's explanation in the style of ``condor_q -better-analyze``."""
+
+    workers: int
+    eligible: int
+    can_run_now: int
+    fit_but_busy: int
+    first_failures: dict[str, int]
+    suggestion: str | None
 
 
 @dataclass(frozen=True)
@@ -222,6 +247,7 @@ class AllocationExplanation:
     placeable: bool
     candidate_workers: int
     shortfalls: list[Shortfall]
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +256,7 @@ class Explanation:
     workers: list[WorkerExplanation]
     scheduling_info: list[str] = field(default_factory=list)
     allocation: AllocationExplanation | None = None
+    summary: ExplainSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -319,3 +346,101 @@ class ScheduleRun:
     considered: int
     dispatched: int
     rejected_categories: int
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    items: list[Task]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class AttributePage:
+    items: list[Attribute]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class PePage:
+    items: list[ParallelEnvironment]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """A consumable's capacity at one object, and what running jobs book of it now."""
+
+    capacity: float
+    used: float
+
+
+@dataclass(frozen=True)
+class Values:
+    """The Grid Engine values one object (the global host, a host, a queue instance)
+    carries, by attribute name."""
+
+    complex_values: dict[str, str]
+    load_values: dict[str, str]
+    attributes: dict[str, str]
+    consumables: dict[str, Consumption]
+
+
+@dataclass(frozen=True)
+class CategoryRequest:
+    """What a category's jobs ask for, per family in its notation (None: nothing)."""
+
+    resources: str
+    slots: int
+    constraint: Any
+    jobspec: Any
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
+    task: str | None
+
+
+@dataclass(frozen=True)
+class CategorySummary:
+    """A category as listed: its request, its waiting and running jobs, how many workers
+    fit it."""
+
+    id: int
+    created_at: str
+    request: CategoryRequest
+    waiting: int
+    running: int
+    fitting_workers: int
+
+
+@dataclass(frozen=True)
+class WorkerFit:
+    """One worker against a category: fits, or the reason code (as ``v_category_fit``)
+    and its meaning."""
+
+    worker: str
+    state: WorkerState
+    fits: bool
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class Category(CategorySummary):
+    """A category with its fit over every worker."""
+
+    workers: list[WorkerFit]
+
+
+@dataclass(frozen=True)
+class CategoryPage:
+    items: list[CategorySummary]
+    limit: int
+    offset: int
+    next_offset: int | None

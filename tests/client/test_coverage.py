@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.api.app import create_app
-from app.client import AdminClient, SubmitterClient, WorkerClient, models, requests
+from app.client import AdminClient, SubmitterClient, WorkerClient, errors, models, requests
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
@@ -117,6 +117,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "ConstraintOut": models.CompiledConstraint,
     "ExpireOut": models.Expired,
     "ExplanationOut": models.Explanation,
+    "ExplainSummaryOut": models.ExplainSummary,
     "HeartbeatOut": models.Heartbeat,
     "IssuedToken": models.IssuedToken,
     "JobEventOut": models.JobEvent,
@@ -138,13 +139,25 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "ValuesOut": models.ValuesChanged,
     "WorkerExplanationOut": models.WorkerExplanation,
     "WorkerOut": models.Worker,
+    "Page_TaskOut_": models.TaskPage,
+    "Page_AttributeOut_": models.AttributePage,
+    "Page_PeOut_": models.PePage,
+    "Page_CategoryOut_": models.CategoryPage,
+    "CategoryOut": models.CategorySummary,
+    "CategoryDetailOut": models.Category,
+    "CategoryRequestOut": models.CategoryRequest,
+    "WorkerFitOut": models.WorkerFit,
+    "ValuesRead": models.Values,
+    "ConsumptionOut": models.Consumption,
     "JobIn": requests.JobSpec,
     "WorkerIn": requests.WorkerSpec,
+    "WorkerPatch": requests.WorkerPatch,
     "QueueIn": requests.QueueSpec,
     "TaskIn": requests.TaskSpec,
     "AttributeIn": requests.AttributeSpec,
     "ValuesIn": requests.ValuesSpec,
     "PeIn": requests.PeSpec,
+    "FieldProblem": errors.FieldError,
 }
 
 ENUMS_BY_SCHEMA: dict[str, type[enum.Enum]] = {

@@ -9,23 +9,38 @@ from fastapi.responses import JSONResponse
 
 from app import __version__
 from app.api.deps import DatabaseDep
+from app.api.schemas.common import Problem
 from app.db.migrate import current_revisions, head_revisions
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
+@router.get("/healthz", operation_id="check_health", summary="Liveness: the process answers")
 def healthz() -> dict[str, str]:
+    """`{"status": "ok", "version": ...}` whenever the process can answer at all; it
+    touches neither the database nor anything else, so a liveness probe restarts only a
+    process that is really stuck."""
     return {"status": "ok", "version": __version__}
 
 
 @router.get(
     "/readyz",
+    operation_id="check_readiness",
     summary="Readiness: the database answers and its schema is at the migration head",
-    responses={503: {"description": "Database unreachable or schema not at head"}},
+    responses={
+        200: {"description": 'Ready: `{"status": "ready", "schema": [revisions]}`'},
+        503: {
+            "model": Problem,
+            "description": "Database unreachable or schema not at the migration head; "
+            "retry after the `Retry-After` seconds",
+        },
+    },
 )
 def readyz(database: DatabaseDep) -> JSONResponse:
+    """200 when the database answers and its schema is at the migration head, so a load
+    balancer sends traffic only to a server that can serve it; 503 (with `Retry-After`)
+    otherwise, saying which."""
     try:
         database.ping()
         current = current_revisions(database.engine)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError, problem_response
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.schemas.common import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, page_of
 from app.api.schemas.jobs import (
@@ -19,6 +20,7 @@ from app.api.schemas.jobs import (
     CandidateOut,
     CandidatesOut,
     ClauseOut,
+    ExplainSummaryOut,
     ExplanationOut,
     FinishIn,
     JobEventOut,
@@ -30,7 +32,7 @@ from app.api.schemas.jobs import (
     WorkerExplanationOut,
 )
 from app.db.models import Job, JobState, Role, WorkerState
-from app.matching import candidates, history, idempotency, submission, workers
+from app.matching import candidates, history, idempotency, readiness, submission, workers
 from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
@@ -100,7 +102,28 @@ def _visible_job(
     return job
 
 
-@router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+@router.post(
+    "/jobs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobOut,
+    operation_id="submit_job",
+    summary="Submit a job",
+    responses={
+        201: {
+            "description": "The job, waiting (or failed: no worker could ever run it); "
+            "`Location` names it",
+            "headers": {
+                "Location": {"description": "the job's URL", "schema": {"type": "string"}},
+                "Idempotent-Replayed": {
+                    "description": "`true` when an earlier submission with the same "
+                    "Idempotency-Key and body was answered again",
+                    "schema": {"type": "string"},
+                },
+            },
+        },
+        **errors(401, 403, 503, *BODY_ERRORS),
+    },
+)
 def submit_job(
     body: JobIn,
     session: SessionDep,
@@ -113,8 +136,10 @@ def submit_job(
         "a 422.",
     ),
 ) -> JobOut:
-    """Submit a job. It waits when some registered worker could run it; otherwise it is
-    stored as failed with "No suitable worker found"."""
+    """Submit a job in any of the notations (Momotor tags, Flux constraint, shape or
+    jobspec, Grid Engine `-l` lists and parallel environment, a debusine task). It waits
+    when some registered worker could run it; otherwise it is stored as failed with
+    "No suitable worker found" (a Grid Engine job waits instead, as qsub's does)."""
 
     def submit() -> Job:
         return submission.submit_job(session, body.spec(), submitter=principal.subject)
@@ -135,42 +160,83 @@ def submit_job(
     return job_out(session, job)
 
 
-@router.get("/jobs", response_model=Page[JobOut])
+@router.get(
+    "/jobs",
+    response_model=Page[JobOut],
+    operation_id="list_jobs",
+    summary="List jobs",
+    responses=errors(401, 403, 422, 503),
+)
 def list_jobs(
     session: SessionDep,
     principal: SubmitterDep,
-    state: JobState | None = None,
+    state: JobState | None = Query(default=None, description="only jobs in this state"),
     category: int | None = Query(default=None, ge=1, le=MAX_ID, description="category id"),
     limit: LimitQuery = 50,
     offset: OffsetQuery = 0,
 ) -> Page[JobOut]:
+    """One page of jobs in id order, filtered by state and category; a submitter sees its
+    own jobs only (filtered before the page is cut, so every page is full)."""
     rows = submission.list_jobs(
-        session, state=state, category_id=category, limit=limit + 1, offset=offset
+        session,
+        state=state,
+        category_id=category,
+        submitter=principal.subject if principal.role is Role.SUBMITTER else None,
+        limit=limit + 1,
+        offset=offset,
     )
-    if principal.role is Role.SUBMITTER:
-        rows = [job for job in rows if job.submitter == principal.subject]
     return page_of([job_out(session, job) for job in rows], limit, offset)
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut)
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    operation_id="get_job",
+    summary="Show a job",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
+    """The job as submitted, its state, its worker while it runs, and how it ended."""
     return job_out(session, _visible_job(session, job_id, principal))
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    operation_id="cancel_job",
+    summary="Cancel a job",
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
 def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
+    """A waiting or running job is cancelled and what it held is freed; 409 for a job that
+    already ended."""
     _visible_job(session, job_id, principal, lock=True)
     return job_out(session, submission.cancel_job(session, job_id))
 
 
-@router.get("/jobs/{job_id}/candidates", response_model=CandidatesOut)
+@router.get(
+    "/jobs/{job_id}/candidates",
+    response_model=CandidatesOut,
+    operation_id="list_job_candidates",
+    summary="Rank the workers that could run a job",
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
 def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
-    """The workers that could run the job, ranked best first with their strengths."""
+    """The workers that could run the waiting job, ranked best first with their strengths.
+    For a job that is not waiting, 409 says what it is (running on which worker, finished,
+    failed and why)."""
     job = _visible_job(session, job_id, principal)
+    candidates.require_waiting(session, job)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
 
 
-@router.get("/jobs/{job_id}/explain", response_model=ExplanationOut)
+@router.get(
+    "/jobs/{job_id}/explain",
+    response_model=ExplanationOut,
+    operation_id="explain_job",
+    summary="Explain why workers can or cannot run a job",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def explain_job(
     job_id: IdPath,
     request: Request,
@@ -178,14 +244,20 @@ def explain_job(
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
 ) -> ExplanationOut:
-    """Every clause that keeps each worker (or the one named) from running the job."""
+    """For each worker (or the one named; 404 when there is none of that name): whether
+    it fits the job (`eligible`), whether it would take it at its next pull
+    (`can_run_now`), and the failing clauses, the first one's code in `reason` (the codes
+    of `v_category_fit`, then the dynamic ones). For a waiting job, a summary in the style
+    of `condor_q -better-analyze`; for a Grid Engine job the `qstat -j` scheduling info;
+    for a waiting job with a shape or jobspec whether it can be placed now."""
     job = _visible_job(session, job_id, principal)
-    explanations = candidates.explain_job(session, job, worker)
+    policy = request.app.state.settings.allocation_policy
+    lines = gridengine_explain.scheduling_info(session, job)
+    verdicts, summary = readiness.explain_workers(session, job, worker, policy, lines)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
-        attempt = allocate.find_placement(
-            session, job, request.app.state.settings.allocation_policy
-        )
+        attempt = allocate.find_placement(session, job, policy)
+        considered = allocate.considered_workers(attempt.tree)
         allocation = AllocationExplanationOut(
             placeable=attempt.outcome.placement is not None,
             candidate_workers=attempt.survivors,
@@ -195,31 +267,47 @@ def explain_job(
                     needed=s.needed,
                     found=s.found,
                     places=s.contexts,
-                    workers=sorted(s.workers),
+                    # A shortfall across nodes (too few of them) lies on no one
+                    # worker: it names every worker the attempt considered.
+                    workers=sorted(s.workers) or considered,
                 )
                 for s in attempt.outcome.shortfalls
             ],
+            note=None
+            if attempt.survivors
+            else "no worker passed the filter (fits the category, active, enough free "
+            "vertices of each type); the workers' clauses say why",
         )
     return ExplanationOut(
         job=job.id,
-        scheduling_info=gridengine_explain.scheduling_info(session, job),
+        scheduling_info=lines,
         allocation=allocation,
+        summary=ExplainSummaryOut(**vars(summary)) if summary is not None else None,
         workers=[
             WorkerExplanationOut(
-                worker=e.worker,
-                eligible=e.eligible,
-                misfit_reason=e.misfit_reason,
+                worker=v.worker,
+                state=v.state,
+                eligible=v.eligible,
+                can_run_now=v.can_run_now,
+                reason=v.reason,
+                misfit_reason=v.misfit_reason,
                 clauses=[
                     ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
-                    for c in e.clauses
+                    for c in v.clauses
                 ],
             )
-            for e in explanations
+            for v in verdicts
         ],
     )
 
 
-@router.get("/jobs/{job_id}/history", response_model=JobHistoryOut)
+@router.get(
+    "/jobs/{job_id}/history",
+    response_model=JobHistoryOut,
+    operation_id="get_job_history",
+    summary="A job's changes of state",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobHistoryOut:
     """Every change of the job's state: submitted, dispatched (with the attempt), requeued
     after an expired lease, finished, failed, cancelled."""
@@ -230,14 +318,26 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
     )
 
 
-@router.get("/jobs/{job_id}/allocation", response_model=AllocationOut)
+@router.get(
+    "/jobs/{job_id}/allocation",
+    response_model=AllocationOut,
+    operation_id="get_job_allocation",
+    summary="The vertices a job holds",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
     job = _visible_job(session, job_id, principal)
     return AllocationOut(job=job.id, R_lite=r_description.booked_r(session, job.id))
 
 
-@router.post("/jobs/{job_id}/allocate", response_model=JobOut)
+@router.post(
+    "/jobs/{job_id}/allocate",
+    response_model=JobOut,
+    operation_id="allocate_job",
+    summary="Allocate and start a multi-node job",
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
 def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: AdminDep) -> JobOut:
     """Scheduler-side dispatch: allocate a waiting job's vertices on as many workers as it
     needs (multi-node requests), book them and start it on its first node. 409 when it
@@ -246,9 +346,17 @@ def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: 
     return job_out(session, job)
 
 
-@router.post("/match", response_model=CandidatesOut, tags=["match"])
+@router.post(
+    "/match",
+    response_model=CandidatesOut,
+    tags=["match"],
+    operation_id="match_job",
+    summary="Dry run: the candidates a job would have",
+    responses=errors(401, 403, 503, *BODY_ERRORS),
+)
 def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut:
-    """Dry run: the candidates this job would have now. Nothing is stored."""
+    """The workers that could run this job now, ranked as `list_job_candidates` ranks
+    them, without submitting it: nothing is stored."""
     return _candidates_out(None, candidates.dry_run(session, body.spec()))
 
 
@@ -256,7 +364,13 @@ def match(body: JobIn, session: SessionDep, _who: SubmitterDep) -> CandidatesOut
 LATE_REPORT_TYPE = "urn:jobmatch:problem:late-report"
 
 
-@router.post("/jobs/{job_id}/finish", response_model=JobOut)
+@router.post(
+    "/jobs/{job_id}/finish",
+    response_model=JobOut,
+    operation_id="finish_job",
+    summary="Report the end of a running job",
+    responses=errors(401, 403, 404, 409, 422, 503, *BODY_ERRORS),
+)
 def finish_job(
     request: Request,
     job_id: IdPath,
@@ -294,7 +408,13 @@ def finish_job(
     return job_out(session, job)
 
 
-@router.post("/jobs/{job_id}/return", response_model=JobOut)
+@router.post(
+    "/jobs/{job_id}/return",
+    response_model=JobOut,
+    operation_id="return_job",
+    summary="Give a running job back unfinished",
+    responses=errors(401, 403, 404, 409, 422, 503, *BODY_ERRORS),
+)
 def return_job(
     job_id: IdPath,
     session: SessionDep,

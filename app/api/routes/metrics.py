@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from app.api.deps import SessionDep
+from app.api.responses import errors
 from app.matching.stats import Stats, collect
 
 router = APIRouter(tags=["health"])
@@ -33,7 +34,16 @@ class _DatabaseGauges(Collector):
         yield from (jobs, slots, workers)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    operation_id="get_metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {}}, "description": "The Prometheus text format"},
+        **errors(503),
+    },
+)
 def metrics(session: SessionDep) -> Response:
     """Request and dispatch latencies, category cache hits and misses, jobs by state and
     booked slots, in the Prometheus text format."""

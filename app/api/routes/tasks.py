@@ -7,8 +7,9 @@ from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import NamePath
+from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
 from app.api.schemas.tasks import TaskIn, TaskOut
 from app.db.models import Task
 from app.matching.debusine import registry as task_registry
@@ -33,13 +34,20 @@ def task_out(task: Task) -> TaskOut:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=TaskOut,
-    responses={200: {"model": TaskOut, "description": "An existing task type was updated"}},
+    operation_id="register_task",
+    summary="Register or update a task type",
+    responses={
+        200: {"model": TaskOut, "description": "An existing task type was updated"},
+        201: {"description": "A new task type was registered"},
+        **errors(401, 403, 409, 503, *BODY_ERRORS),
+    },
 )
 def register_task(
     body: TaskIn, session: SessionDep, _admin: AdminDep, response: Response
 ) -> TaskOut:
     """Register a task type, or update the one of that name (200). A new version or new
-    requirements re-evaluate its waiting jobs against every worker at once."""
+    requirements re-evaluate its waiting jobs against every worker at once. 409 when a
+    concurrent request registered the same new name first."""
     spec = TaskSpec(
         name=body.name,
         version=body.version,
@@ -53,12 +61,29 @@ def register_task(
     return task_out(task)
 
 
-@router.get("", response_model=list[TaskOut])
-def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
-    """Every registered task type (workers read it to know what to analyse)."""
-    return [task_out(task) for task in task_registry.list_tasks(session)]
+@router.get(
+    "",
+    response_model=Page[TaskOut],
+    operation_id="list_tasks",
+    summary="List task types",
+    responses=errors(401, 422, 503),
+)
+def list_tasks(
+    session: SessionDep, _who: PrincipalDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[TaskOut]:
+    """The registered task types by name, a page at a time (workers read them to know
+    what to analyse)."""
+    rows = task_registry.list_tasks(session, limit=limit + 1, offset=offset)
+    return page_of([task_out(task) for task in rows], limit, offset)
 
 
-@router.get("/{name}", response_model=TaskOut)
+@router.get(
+    "/{name}",
+    response_model=TaskOut,
+    operation_id="get_task",
+    summary="Show a task type",
+    responses=errors(401, 404, 422, 503),
+)
 def get_task(name: NamePath, session: SessionDep, _who: PrincipalDep) -> TaskOut:
+    """The task type's version, requirements and plug-in."""
     return task_out(task_registry.get_task(session, name))

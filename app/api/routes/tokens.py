@@ -7,6 +7,7 @@ from fastapi import APIRouter, status
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
 from app.api.problems import ProblemError
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.schemas.common import IdPath, LimitQuery, OffsetQuery, Page, page_of
 from app.api.schemas.tokens import IssuedToken, TokenCreate, TokenOut
@@ -15,22 +16,47 @@ from app.db import tokens
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRoute)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=IssuedToken)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=IssuedToken,
+    operation_id="issue_token",
+    summary="Issue a worker or submitter token",
+    responses=errors(401, 403, 503, *BODY_ERRORS),
+)
 def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> IssuedToken:
+    """A new bearer token for a worker or a submitter, shown once in this answer (only its
+    hash is stored). A worker token acts for the worker named `subject`; a submitter token
+    sees and cancels only the jobs it submitted."""
     row, clear = tokens.issue_token(session, role=body.role, subject=body.subject, label=body.label)
     return IssuedToken(token=clear, **TokenOut.model_validate(row).model_dump())
 
 
-@router.get("", response_model=Page[TokenOut])
+@router.get(
+    "",
+    response_model=Page[TokenOut],
+    operation_id="list_tokens",
+    summary="List issued tokens",
+    responses=errors(401, 403, 422, 503),
+)
 def list_tokens(
     session: SessionDep, _admin: AdminDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
 ) -> Page[TokenOut]:
+    """Every issued token, revoked ones included, oldest first; never the token itself."""
     rows = tokens.list_tokens(session, limit=limit + 1, offset=offset)
     return page_of([TokenOut.model_validate(r) for r in rows], limit, offset)
 
 
-@router.delete("/{token_id}", response_model=TokenOut)
+@router.delete(
+    "/{token_id}",
+    response_model=TokenOut,
+    operation_id="revoke_token",
+    summary="Revoke a token",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def revoke_token(token_id: IdPath, session: SessionDep, _admin: AdminDep) -> TokenOut:
+    """The token stops working at once; revoking it again changes nothing and answers the
+    same."""
     row = tokens.revoke_token(session, token_id)
     if row is None:
         raise ProblemError(404, f"no token with id {token_id}")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import TypeVar
+
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
 from app.api.problems import ProblemError
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
 from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
@@ -23,10 +26,11 @@ from app.api.schemas.workers import (
     StaticMetadataIn,
     WorkerIn,
     WorkerOut,
+    WorkerPatch,
 )
 from app.db import tokens
-from app.db.models import Role, Worker
-from app.matching import leases, workers
+from app.db.models import Role, Worker, WorkerState
+from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.locks import worker_by_name
@@ -49,6 +53,9 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
+        state_reason=worker.state_reason,
+        state_set_by=worker.state_set_by,
+        state_changed_at=worker.state_changed_at,
         generation=worker.generation,
         resources=worker.resources,
         queues=[
@@ -65,12 +72,25 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RegisteredWorker,
-    responses={200: {"model": RegisteredWorker, "description": "An existing worker was updated"}},
+    operation_id="register_worker",
+    summary="Register a worker, or replace the one of that name",
+    responses={
+        200: {
+            "model": RegisteredWorker,
+            "description": "An existing worker was replaced whole by this registration",
+        },
+        201: {"description": "A new worker was registered; the answer holds its token"},
+        **errors(401, 403, 409, 503, *BODY_ERRORS),
+    },
 )
 def register_worker(
-    body: WorkerIn, session: SessionDep, _admin: AdminDep, response: Response
+    body: WorkerIn, session: SessionDep, admin: AdminDep, response: Response
 ) -> RegisteredWorker:
-    """Register a worker, or update the worker of that name (200)."""
+    """Register a worker (201, with its token), or replace the whole worker of that name
+    (200): every field left out takes its default again (no resources, one slot, no rank,
+    no properties, no inventory, state `active`). To change some fields only, such as
+    draining a worker, use `PATCH /v1/workers/{name}`. 409 when another worker holds the
+    rank."""
     spec = WorkerSpec(
         name=body.name,
         resources=body.resources,
@@ -81,7 +101,7 @@ def register_worker(
         properties=tuple(body.properties),
         inventory=body.inventory,
     )
-    worker, created = workers.upsert_worker(session, spec)
+    worker, created = worker_lifecycle.register_worker(session, spec, by=admin.subject)
     token = None
     if created:
         _row, token = tokens.issue_token(session, role=Role.WORKER, subject=worker.name)
@@ -91,16 +111,101 @@ def register_worker(
     return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
 
 
-@router.get("", response_model=Page[WorkerOut])
+T = TypeVar("T")
+
+
+def _changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
+    """The fields the patch gives; the others UNSET (left as they are)."""
+    given = body.model_fields_set
+    unset = worker_lifecycle.UNSET
+
+    def pick(name: str, value: T) -> T | worker_lifecycle.Unset:
+        return value if name in given else unset
+
+    return worker_lifecycle.WorkerChanges(
+        state=pick("state", body.state or WorkerState.ACTIVE),
+        reason=pick("reason", body.reason),
+        resources=pick("resources", body.resources or ""),
+        slots=pick("slots", body.slots or 0),
+        rank=pick("rank", body.rank),
+        queues=pick("queues", tuple(QueueSpec(q.name, q.slots) for q in body.queues or ())),
+        properties=pick("properties", tuple(body.properties or ())),
+        inventory=pick("inventory", body.inventory),
+    )
+
+
+@router.patch(
+    "/{name}",
+    response_model=WorkerOut,
+    operation_id="update_worker",
+    summary="Change some of a worker's fields (drain, disable, resume, resize)",
+    responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
+)
+def update_worker(
+    name: NamePath, body: WorkerPatch, session: SessionDep, admin: AdminDep
+) -> WorkerOut:
+    """Change only the fields given (JSON merge patch, RFC 7396); the others keep their
+    values. `{"state": "draining", "reason": "..."}` drains the worker: it finishes what it
+    runs and gets nothing new; `disabled` also stops it from counting as able to run
+    anything; `active` resumes it. A change that can alter what the worker fits (resources,
+    slots, queues, rank, properties, inventory) bumps its generation. 409 when the rank
+    belongs to another worker; 422 for an invalid value (a notation, a queue still in use,
+    a shrink below the slots in use), and nothing is changed."""
+    changes = _changes(body)
+    worker = worker_lifecycle.update_worker(session, name, changes, by=admin.subject)
+    session.refresh(worker)
+    return worker_out(session, worker)
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="delete_worker",
+    summary="Remove a worker (and, with requeue=true, return its jobs to the queue)",
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
+def delete_worker(
+    name: NamePath,
+    session: SessionDep,
+    admin: AdminDep,
+    requeue: bool = Query(
+        default=False,
+        description="return the jobs the worker runs to the queue (recorded in their "
+        "history) instead of refusing",
+    ),
+) -> Response:
+    """Remove the worker, its queue instances and its tokens. Finished jobs keep their
+    history. A worker that runs jobs is refused with 409 unless `requeue=true`."""
+    worker_lifecycle.delete_worker(session, name, requeue=requeue, by=admin.subject)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "",
+    response_model=Page[WorkerOut],
+    operation_id="list_workers",
+    summary="List workers",
+    responses=errors(401, 403, 422, 503),
+)
 def list_workers(
     session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
 ) -> Page[WorkerOut]:
+    """Every registered worker with its state, slots and free inventory, by name."""
     rows = workers.list_workers(session, limit=limit + 1, offset=offset)
     return page_of([worker_out(session, w) for w in rows], limit, offset)
 
 
-@router.get("/{name}", response_model=WorkerOut)
+@router.get(
+    "/{name}",
+    response_model=WorkerOut,
+    operation_id="get_worker",
+    summary="Show a worker",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def get_worker(name: NamePath, session: SessionDep, _who: SubmitterDep) -> WorkerOut:
+    """The worker's resources, properties, queue instances with their used slots, and
+    the free units of its inventory."""
     return worker_out(session, worker_by_name(session, name))
 
 
@@ -120,9 +225,12 @@ _REFRESH_DOC = {
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
+    operation_id="pull_job",
+    summary="Pull the best job this worker can run",
     responses={
-        200: {"headers": _REFRESH_DOC},
+        200: {"description": "The job, now running on this worker", "headers": _REFRESH_DOC},
         204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
+        **errors(401, 403, 404, 409, 422, 503),
     },
 )
 def pull(
@@ -130,7 +238,8 @@ def pull(
 ) -> JobOut | Response:
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
     jobspec job on a worker with an inventory, its vertices) booked. The
-    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
+    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first. 409
+    when what it would book was taken by a concurrent pull; pulling again is safe."""
     job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
     refresh = debusine_metadata.report_due(
         puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
@@ -145,7 +254,13 @@ def pull(
     return job_out(session, job, worker_name=name)
 
 
-@router.post("/{name}/heartbeat", response_model=HeartbeatOut)
+@router.post(
+    "/{name}/heartbeat",
+    response_model=HeartbeatOut,
+    operation_id="send_heartbeat",
+    summary="Tell the server this worker is alive",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def heartbeat(
     name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep
 ) -> HeartbeatOut:
@@ -174,7 +289,13 @@ def _metadata_out(request: Request, session: Session, worker: Worker) -> Metadat
     )
 
 
-@router.get("/{name}/metadata", response_model=MetadataOut)
+@router.get(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="get_worker_metadata",
+    summary="Show a worker's metadata",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def get_metadata(
     name: NamePath, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> MetadataOut:
@@ -185,7 +306,13 @@ def get_metadata(
     return _metadata_out(request, session, worker_by_name(session, name))
 
 
-@router.put("/{name}/metadata", response_model=MetadataOut)
+@router.put(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="set_static_metadata",
+    summary="Replace a worker's static metadata",
+    responses=errors(401, 403, 404, 503, *BODY_ERRORS),
+)
 def set_static_metadata(
     name: NamePath, body: StaticMetadataIn, request: Request, session: SessionDep, _admin: AdminDep
 ) -> MetadataOut:
@@ -196,7 +323,13 @@ def set_static_metadata(
     return _metadata_out(request, session, worker)
 
 
-@router.post("/{name}/metadata", response_model=MetadataOut)
+@router.post(
+    "/{name}/metadata",
+    response_model=MetadataOut,
+    operation_id="report_dynamic_metadata",
+    summary="Report this worker's dynamic metadata",
+    responses=errors(401, 403, 404, 503, *BODY_ERRORS),
+)
 def report_dynamic_metadata(
     name: NamePath, body: DynamicMetadataIn, request: Request, session: SessionDep, _w: WorkerDep
 ) -> MetadataOut:

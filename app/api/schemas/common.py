@@ -13,9 +13,9 @@ T = TypeVar("T")
 class Page(BaseModel, Generic[T]):
     """A page of a listing: the items, and the limit/offset that produced them."""
 
-    items: list[T]
-    limit: int
-    offset: int
+    items: list[T] = Field(description="the items of this page, in the listing's order")
+    limit: int = Field(description="the page size asked for (the `limit` parameter)")
+    offset: int = Field(description="how many items were skipped (the `offset` parameter)")
     next_offset: int | None = Field(description="offset of the next page; null on the last one")
 
 
@@ -24,7 +24,8 @@ class Page(BaseModel, Generic[T]):
 MAX_ID = 2**31 - 1
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="numeric id")]
 #: Free text as the API accepts it: anything but NUL, which PostgreSQL cannot store in text.
-Text = Annotated[str, Field(pattern=r"^[^\x00]*$")]
+TEXT_PATTERN = r"^[^\x00]*$"
+Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="page size")]
 
 #: Every name a URL path carries (workers, hosts, queues, parallel environments,
@@ -43,17 +44,61 @@ NamePath = Annotated[
         description="a name: letters, digits and _.:@+-, at most 255 characters",
     ),
 ]
+#: What each pattern of the API's fields asks for, in words: a 422 says these instead of
+#: the raw regular expression (issue 21). Schema modules add theirs.
+PATTERN_WORDS: dict[str, str] = {
+    TEXT_PATTERN: "text without NUL characters",
+    NAME_PATTERN: "a name of letters, digits and '_', '.', ':', '@', '+', '-' that starts "
+    "with a letter, a digit or '_'",
+}
 OffsetQuery = Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")]
 
 
-class Problem(BaseModel):
-    """RFC 9457 problem details, the body of every error response."""
+class FieldProblem(BaseModel):
+    """One entry of a 422 problem's ``errors``: which field is wrong and why."""
 
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str
-    instance: str | None = None
+    field: str = Field(
+        description="where: `body.<path>` (e.g. `body.resources`, `body.queues.0.name`), "
+        "`body` for the body as a whole, `path.<name>`, `query.<name>` or `header.<name>`"
+    )
+    message: str = Field(description="what is wrong, in words")
+    type: str | None = Field(
+        default=None,
+        description="a machine-readable kind of error (pydantic's, e.g. `missing`, "
+        "`string_too_long`, `json_invalid`); absent for notation errors",
+    )
+    notation: str | None = Field(
+        default=None,
+        description="the notation that did not parse, e.g. `momotor-tags`, `rfc46-shape`, "
+        "`sge-request`",
+    )
+    position: int | None = Field(
+        default=None,
+        description="0-based character position in the notation's text (or in the body, "
+        "for JSON that does not parse) where the error was found",
+    )
+    expected: str | None = Field(
+        default=None, description="what the notation expected at that position"
+    )
+    input: str | None = Field(default=None, description="the notation text that was refused")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, the body of every error response. Some problems add
+    members of their own (a late finish report says which worker holds the job now)."""
+
+    type: str = Field(
+        default="about:blank",
+        description="a URI naming the kind of problem; `about:blank` when the status says it",
+    )
+    title: str = Field(description="a short summary of the kind of problem")
+    status: int = Field(description="the HTTP status code")
+    detail: str = Field(description="what went wrong in this request, in words")
+    instance: str | None = Field(default=None, description="the path of the request")
+    errors: list[FieldProblem] | None = Field(
+        default=None,
+        description="422 only: every invalid field, parameter or notation of the request",
+    )
 
 
 def page_of(items: list[T], limit: int, offset: int) -> Page[T]:

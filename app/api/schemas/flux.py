@@ -10,11 +10,26 @@ from app.api.schemas.common import Text
 
 
 class ShapeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"shape": "slot=4/node"},
+                {"shape": "slot=4{nodelevel}/node{-x}/socket=2+/core=4+", "format": "yaml"},
+            ]
+        },
+    )
 
     shape: Text = Field(max_length=65_536, description="RFC 46 shape, e.g. `slot=4/node`")
-    default_label: Text = Field(default="default", min_length=1, max_length=255)
-    format: Literal["json", "yaml"] = "json"
+    default_label: Text = Field(
+        default="default",
+        min_length=1,
+        max_length=255,
+        description="the label a lone unlabelled `slot` gets (RFC 46)",
+    )
+    format: Literal["json", "yaml"] = Field(
+        default="json", description="`yaml` answers the resources as application/yaml"
+    )
 
 
 class ShapeOut(BaseModel):
@@ -23,13 +38,22 @@ class ShapeOut(BaseModel):
 
 
 class RequiresIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"requires": "host:node[0-1] ssd"}]}
+    )
 
     requires: Text = Field(max_length=65_536, description="RFC 35 text, as flux --requires")
 
 
 class ConstraintIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"constraint": {"and": [{"properties": ["ssd"]}, {"not": [{"ranks": ["4-7"]}]}]}}
+            ]
+        },
+    )
 
     constraint: Any = Field(description="an RFC 31 constraint object")
 

@@ -14,26 +14,72 @@ MAX_VALUES = 1024
 class AttributeIn(BaseModel):
     """One ``qconf -sc`` row."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                # A license counted per slot: `lic lic INT <= YES YES 0 0` in qconf -sc.
+                {
+                    "name": "lic",
+                    "shortcut": "lic",
+                    "type": "INT",
+                    "relop": "<=",
+                    "requestable": "YES",
+                    "consumable": "YES",
+                    "default": "0",
+                    "urgency": 0,
+                }
+            ]
+        },
+    )
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
-    shortcut: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="the attribute's name, e.g. `h_vmem`",
+    )
+    shortcut: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="its short name in -l lists, e.g. `h_vmem` or `lic`",
+    )
     type: str = Field(description="INT DOUBLE MEMORY TIME BOOL STRING CSTRING RESTRING HOST")
     relop: str = Field(description="== != <= < >= > EXCL")
     requestable: str = Field(default="YES", description="YES, NO or FORCED")
     consumable: str = Field(default="NO", description="NO, YES (per slot) or JOB")
-    default: str = Field(default="0", max_length=255)
-    urgency: float = 0.0
+    default: str = Field(
+        default="0",
+        max_length=255,
+        description="for a consumable, what a job that does not request it books",
+    )
+    urgency: float = Field(default=0.0, description="the urgency of a job that requests it")
 
 
 class AttributeOut(AttributeIn):
-    builtin: bool
+    # Not AttributeIn's examples, which lack `builtin`.
+    model_config = ConfigDict(json_schema_extra=None)
+
+    builtin: bool = Field(description="one of Grid Engine's default table; it cannot be deleted")
 
 
 class ValuesIn(BaseModel):
     """Each list given replaces that kind of values of the object; omitted ones stay."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                # PUT /v1/values/global: 4 licenses for the whole cluster.
+                {"complex_values": {"lic": "4"}},
+                # PUT /v1/values/hosts/{host}: memory capacity and the reported architecture.
+                {"complex_values": {"h_vmem": "8G"}, "load_values": {"arch": "lx-amd64"}},
+                # PUT /v1/values/queues/{queue}/{host}: the queue instance's run-time limit.
+                {"attributes": {"h_rt": "3600"}},
+            ]
+        },
+    )
 
     complex_values: dict[str, str] | None = Field(
         default=None,
@@ -52,22 +98,51 @@ class ValuesIn(BaseModel):
     )
 
 
+class ConsumptionOut(BaseModel):
+    capacity: float = Field(description="the consumable's capacity at this object")
+    used: float = Field(description="what running jobs book of it now")
+
+
+class ValuesRead(BaseModel):
+    """The values one object carries, by attribute name, as PUT writes them; built-in
+    queue attributes include those every queue instance gets (qname, hostname, limits)."""
+
+    complex_values: dict[str, str] = Field(description="fixed values and capacities")
+    load_values: dict[str, str] = Field(description="reported load values")
+    attributes: dict[str, str] = Field(description="built-in queue attributes")
+    consumables: dict[str, ConsumptionOut] = Field(
+        description="consumables with a capacity here, and what is booked of them"
+    )
+
+
 class ValuesOut(BaseModel):
     static_changed: bool = Field(description="whether the misfit cache was recomputed")
 
 
 class PeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"allocation_rule": "$fill_up", "slots": 64}]},
+    )
 
     allocation_rule: str = Field(description="$pe_slots, $fill_up, $round_robin or a number")
-    slots: int = Field(default=999_999, ge=0, le=9_999_999)
+    slots: int = Field(
+        default=999_999,
+        ge=0,
+        le=9_999_999,
+        description="the most slots its jobs may hold at once, over all hosts",
+    )
 
 
 class PeOut(PeIn):
-    name: str
+    model_config = ConfigDict(json_schema_extra=None)
+
+    name: str = Field(description="the parallel environment's name")
 
 
 class ScheduleOut(BaseModel):
-    considered: int
-    dispatched: int
-    rejected_categories: int
+    considered: int = Field(description="waiting jobs the run looked at")
+    dispatched: int = Field(description="jobs it started")
+    rejected_categories: int = Field(
+        description="categories none of whose jobs could be placed in this run"
+    )

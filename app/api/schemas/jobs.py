@@ -6,15 +6,46 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.schemas.common import Text
 from app.db.models import JobEventKind, JobState, WorkerState
 from app.matching.submission import JobSpec
 
+#: One realistic job per notation, for the OpenAPI document (tests/api/test_openapi.py
+#: submits each of them).
+JOB_EXAMPLES: list[JsonValue] = [
+    # Momotor tags: the Momotor documentation's first job (app/matching/demo.py).
+    {"resources": "language: java; java: 12", "priority": 10},
+    # Flux: an RFC 14 jobspec resources list and an RFC 35 constraint.
+    {
+        "jobspec": [
+            {
+                "type": "slot",
+                "count": 1,
+                "label": "task",
+                "with": [{"type": "core", "count": 4}, {"type": "gpu", "count": 1}],
+            }
+        ],
+        "requires": "host:node[0-3] ssd",
+    },
+    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4.
+    {"hard": "h_vmem=2G,arch=lx*", "soft": "cpu=2", "pe": "mpi", "pe_slots": "2-4"},
+    # debusine: a registered task and the command the worker agent runs.
+    {
+        "task": "sbuild",
+        "command": ["sbuild", "--dist=trixie", "hello_2.12-1.dsc"],
+        "timeout": 3600,
+    },
+]
+
 
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A job's request, in one or several notations: Momotor tags (`resources`), Flux
+    (`constraint` or `requires`, `shape` or `jobspec`), Grid Engine (`hard`, `soft`, `pe`)
+    and debusine (`task`)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": JOB_EXAMPLES})
 
     resources: Text = Field(
         default="",
@@ -27,7 +58,9 @@ class JobIn(BaseModel):
         le=1_000_000,
         description="higher runs first; equal priorities run oldest first",
     )
-    slots: int = Field(default=1, ge=1, le=1_000_000)
+    slots: int = Field(
+        default=1, ge=1, le=1_000_000, description="slots the job takes on its worker"
+    )
     constraint: dict[str, Any] | None = Field(
         default=None, description='RFC 31 constraint, e.g. {"properties": ["ssd"]}'
     )
@@ -90,32 +123,38 @@ class JobIn(BaseModel):
 
 
 class JobOut(BaseModel):
-    id: int
-    state: JobState
-    priority: int
-    slots: int
-    category_id: int
-    resources: str
+    """A job as submitted, with its state and, once it ran, how it ended."""
+
+    id: int = Field(description="the job's id")
+    state: JobState = Field(description="waiting, running, or how it ended")
+    priority: int = Field(description="higher runs first; equal priorities run oldest first")
+    slots: int = Field(description="slots the job takes on its worker")
+    category_id: int = Field(
+        description="the category of jobs with the same request, which fit the same workers"
+    )
+    resources: str = Field(description="the Momotor resource definition as given")
     constraint: str | None = Field(description="the constraint as given (RFC 31 JSON or RFC 35)")
     constraint_syntax: str | None = Field(description="rfc31 or rfc35")
-    shape: str | None
+    shape: str | None = Field(description="the RFC 46 shape as given")
     jobspec: str | None = Field(description="the RFC 14 resources as given (JSON text)")
-    task: str | None
-    command: list[str] | None
-    timeout: int | None
-    hard: str | None
-    soft: str | None
-    pe: str | None
-    pe_slots: str | None
-    submitter: str
-    worker: str | None
-    failure_reason: str | None
+    task: str | None = Field(description="the registered task type the job runs")
+    command: list[str] | None = Field(description="argv the worker agent runs")
+    timeout: int | None = Field(description="seconds the command may run")
+    hard: str | None = Field(description="Grid Engine hard -l list")
+    soft: str | None = Field(description="Grid Engine soft -l list")
+    pe: str | None = Field(description="Grid Engine parallel environment")
+    pe_slots: str | None = Field(description="slot range of the parallel environment")
+    submitter: str = Field(description="who submitted it: `admin` or the submitter token's subject")
+    worker: str | None = Field(description="the worker it runs or ran on; null while waiting")
+    failure_reason: str | None = Field(
+        description='why it failed, e.g. "No suitable worker found", or the worker\'s reason'
+    )
     attempts: int = Field(description="times the job was dispatched")
     exit_code: int | None = Field(description="the command's exit status, as the agent reported")
     output: str | None = Field(description="the tail of the command's output")
-    submitted_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
+    submitted_at: datetime = Field(description="when it was submitted")
+    started_at: datetime | None = Field(description="when it was last dispatched")
+    ended_at: datetime | None = Field(description="when it finished, failed or was cancelled")
 
 
 class CandidateOut(BaseModel):
@@ -125,11 +164,14 @@ class CandidateOut(BaseModel):
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
-    worker: str
-    strength: float
-    strength_name: str
-    free_slots: int
-    state: WorkerState
+    worker: str = Field(description="the worker's name")
+    strength: float = Field(description="Momotor match strength, lower is better")
+    strength_name: str = Field(
+        description="the strength's name: STRONGEST, STRONG, NEUTRAL, WEAK or WEAKEST; "
+        "empty for a strength between them"
+    )
+    free_slots: int = Field(description="the worker's free slots now")
+    state: WorkerState = Field(description="the worker's state")
 
 
 class CandidatesOut(BaseModel):
@@ -138,38 +180,85 @@ class CandidatesOut(BaseModel):
 
 
 class ClauseOut(BaseModel):
-    reason: str
-    message: str
-    group: str | None
-    tag: str | None
+    """One clause of the job's request that the worker does not meet."""
+
+    reason: str = Field(description="the reason code, as category_misfits.reason stores it")
+    message: str = Field(description="the clause and why it fails, in words")
+    group: str | None = Field(description="the Momotor group of the clause, if any")
+    tag: str | None = Field(description="the Momotor tag of the clause, if any")
 
 
 class WorkerExplanationOut(BaseModel):
-    worker: str
-    eligible: bool
+    """One worker against the job. ``eligible`` and ``can_run_now`` never contradict the
+    clauses: the first clause's code is ``reason``, and for a worker that is not eligible
+    it is the misfit code of ``v_category_fit``."""
+
+    worker: str = Field(description="the worker's name")
+    state: WorkerState = Field(description="the worker's state")
+    eligible: bool = Field(
+        description="static fit: no clause of the request rules the worker out "
+        "(the misfit cache, `v_category_fit`, says it fits)"
+    )
+    can_run_now: bool | None = Field(
+        description="dynamic fit of a waiting job: the worker would get it at its next pull "
+        "were it the only waiting job (state active, free slots, free inventory, Grid "
+        "Engine values of now); null for a job that does not wait"
+    )
+    reason: str | None = Field(
+        description="the code of the first failing clause (static or dynamic); null when "
+        "the worker can run the job now"
+    )
     misfit_reason: str | None = Field(description="the reason code cached in SQL, if any")
-    clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
+    clauses: list[ClauseOut] = Field(
+        description="the failing clauses, the first one's code in `reason`: every static "
+        "clause of a worker that is not eligible, else the first dynamic one"
+    )
+
+
+class ExplainSummaryOut(BaseModel):
+    """A waiting job's explanation in the style of HTCondor's `condor_q -better-analyze`."""
+
+    workers: int = Field(description="workers looked at")
+    eligible: int = Field(description="workers whose static fit admits the job")
+    can_run_now: int = Field(description="workers that would take the job at their next pull")
+    fit_but_busy: int = Field(
+        description="eligible workers that cannot take it now (state, slots, inventory, "
+        "Grid Engine values)"
+    )
+    first_failures: dict[str, int] = Field(
+        description="per reason code, how many workers fail on it first"
+    )
+    suggestion: str | None = Field(
+        description="the one change that would let the job run soonest, if there is one"
+    )
 
 
 class ShortfallOut(BaseModel):
     path: str = Field(description="the level of the request, e.g. slot/node/core")
-    needed: int
+    needed: int = Field(description="how many the request needs at that level")
     found: int = Field(description="the most found in one place")
     places: int = Field(description="how many places (vertices) were searched")
     workers: list[str] = Field(description="the workers where that level fell short")
 
 
 class AllocationExplanationOut(BaseModel):
-    placeable: bool
+    placeable: bool = Field(description="whether the job could be placed now")
     candidate_workers: int = Field(
         description="workers that passed the SQL filter (fit, active, enough free per type)"
     )
-    shortfalls: list[ShortfallOut]
+    shortfalls: list[ShortfallOut] = Field(
+        description="the levels of the request that fell short, when it cannot be placed"
+    )
+    note: str | None = Field(
+        default=None, description="why no worker was considered, when none was"
+    )
 
 
 class ExplanationOut(BaseModel):
-    job: int
-    workers: list[WorkerExplanationOut]
+    job: int = Field(description="the job's id")
+    workers: list[WorkerExplanationOut] = Field(
+        description="each worker (or the one asked for), by name"
+    )
     scheduling_info: list[str] = Field(
         default_factory=list,
         description="Grid Engine jobs: why queue instances cannot take the job, in the "
@@ -178,19 +267,24 @@ class ExplanationOut(BaseModel):
     allocation: AllocationExplanationOut | None = Field(
         default=None, description="for a waiting job with a shape or jobspec: can it be placed"
     )
+    summary: ExplainSummaryOut | None = Field(
+        default=None, description="for a waiting job: the counts per reason and a suggestion"
+    )
 
 
 class JobEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    kind: JobEventKind
-    worker: str | None
-    detail: str | None
-    at: datetime
+    kind: JobEventKind = Field(description="what happened to the job")
+    worker: str | None = Field(description="the worker it happened on, if any")
+    detail: str | None = Field(
+        description="more words: the attempt of a dispatch, the reason of a failure or return"
+    )
+    at: datetime = Field(description="when it happened")
 
 
 class JobHistoryOut(BaseModel):
-    job: int
+    job: int = Field(description="the job's id")
     events: list[JobEventOut] = Field(description="changes of state, oldest first")
 
 
@@ -198,22 +292,40 @@ class AllocationOut(BaseModel):
     """RFC 20-like R of what the job holds: per node its rank, name, the ids of each leaf
     type as an RFC 22 idset and the amounts drawn from pools."""
 
-    job: int
-    R_lite: list[dict[str, Any]]
+    job: int = Field(description="the job's id")
+    R_lite: list[dict[str, Any]] = Field(
+        description="per node: `rank`, `node` (the worker), `children` (leaf type -> RFC 22 "
+        "idset) and `pools` (amounts drawn per type and unit); empty when the job holds nothing"
+    )
 
 
 class FinishIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"outcome": "finished", "exit_code": 0, "output": "42\n"},
+                {"outcome": "failed", "reason": "chroot trixie not found", "exit_code": 2},
+            ]
+        },
+    )
 
-    outcome: Literal["finished", "failed"]
-    reason: Text | None = Field(default=None, max_length=4096)
-    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    outcome: Literal["finished", "failed"] = Field(description="how the job ended")
+    reason: Text | None = Field(
+        default=None, max_length=4096, description="why it failed, kept as its failure_reason"
+    )
+    exit_code: int | None = Field(
+        default=None, ge=-(2**31), le=2**31 - 1, description="the command's exit status"
+    )
     output: Text | None = Field(
         default=None, max_length=1_048_576, description="the command's output (its tail is kept)"
     )
 
 
 class ReturnIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"reason": "the agent is stopping (SIGTERM)"}]},
+    )
 
     reason: Text | None = Field(default=None, max_length=4096, description="why, for the history")

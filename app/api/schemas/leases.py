@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class ExpireOut(BaseModel):
-    expired: int
+    expired: int = Field(description="running jobs requeued (or failed) by this sweep")

@@ -9,7 +9,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TaskIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "sbuild",
+                    "description": "build a Debian source package",
+                    "requirements": {
+                        "and": [
+                            {"eq": ["system:architecture", "amd64"]},
+                            {"ge": ["system:cpu_count", 4]},
+                        ]
+                    },
+                },
+                {"name": "shell", "requirements": {"ge": ["system:cpu_count", 1]}},
+            ]
+        },
+    )
 
     name: str = Field(min_length=1, max_length=255, description="lower case, e.g. `sbuild`")
     version: int = Field(
@@ -18,7 +35,7 @@ class TaskIn(BaseModel):
         le=2**31 - 1,
         description="the version workers must report for this task's namespace",
     )
-    description: str = Field(default="", max_length=65_536)
+    description: str = Field(default="", max_length=65_536, description="what the task does")
     requirements: Any = Field(
         default=None,
         description="a condition on the worker's effective metadata, e.g. "
@@ -35,10 +52,12 @@ class TaskIn(BaseModel):
 
 
 class TaskOut(BaseModel):
-    name: str
-    version: int
-    description: str
-    requirements: Any
-    plugin: str | None
-    created_at: datetime
-    updated_at: datetime
+    name: str = Field(description="the task type's name")
+    version: int = Field(description="the version workers must report for this task")
+    description: str = Field(description="what the task does")
+    requirements: Any = Field(
+        description="the condition on the worker's effective metadata, null for none"
+    )
+    plugin: str | None = Field(description="the `jobmatch.tasks` entry point, if any")
+    created_at: datetime = Field(description="when it was registered")
+    updated_at: datetime = Field(description="when it was last changed")
