@@ -39,6 +39,7 @@ UrlOption = Annotated[
     str,
     typer.Option(
         "--url",
+        metavar="URL",
         envvar="JOBMATCH_URL",
         help="the jobmatch server",
         show_envvar=True,
@@ -48,6 +49,7 @@ TokenOption = Annotated[
     str | None,
     typer.Option(
         "--token",
+        metavar="TOKEN",
         envvar="JOBMATCH_TOKEN",
         help="bearer token: the admin token, or a submitter token for its own jobs",
         show_envvar=True,

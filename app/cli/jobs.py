@@ -103,7 +103,7 @@ def list_jobs(
     output: OutputOption = OutputFormat.TABLE,
     limit: LimitOption = DEFAULT_LIMIT,
 ) -> None:
-    """List jobs, newest first (a submitter token sees its own)."""
+    """List jobs in the order they were submitted (a submitter token sees its own)."""
     remote = Remote(url, token, output)
     with remote.client() as client:
         subject = caller_subject(client) if mine else None

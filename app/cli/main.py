@@ -12,6 +12,7 @@ from app import __version__
 from app.cli.catalog import attributes_cli, tasks_cli
 from app.cli.database import db_cli
 from app.cli.errors import EXIT_CODES_HELP, ExitCode
+from app.cli.help import examples
 from app.cli.jobs import jobs_cli
 from app.cli.local import local_cli
 from app.cli.scenarios import scenario_cli
@@ -25,7 +26,14 @@ cli = typer.Typer(
     "Remote commands (workers, jobs, tasks, attributes...) talk to a server: --url or "
     "JOBMATCH_URL (default http://127.0.0.1:8000), --token or JOBMATCH_TOKEN. Local "
     "commands (serve, db, demo, scenario) use JOBMATCH_DATABASE_URL.",
-    epilog=EXIT_CODES_HELP,
+    epilog=examples(
+        "jobmatch workers list --url http://127.0.0.1:8000 --token dev-admin-token",
+        "jobmatch jobs explain 12 -o wide",
+        "jobmatch db upgrade && jobmatch serve",
+        "jobmatch COMMAND --help   # each command's options and examples",
+    )
+    + "\n\n"
+    + EXIT_CODES_HELP,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
