@@ -74,6 +74,11 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("error: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`jobmatch jobs list | head`): what it wanted was written.
+        # Standard output is pointed at /dev/null so that Python's flush at exit is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except Exception as error:
         if os.environ.get(DEBUG_ENV) == "1":
             raise

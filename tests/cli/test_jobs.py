@@ -21,25 +21,28 @@ def test_submit_show_and_list(jobmatch: Jobmatch) -> None:
     register_workers(jobmatch)
     shown = jobmatch("jobs", "submit", "--resources", JAVA12, "--priority", "3")
     assert shown.code == 0, shown.stderr
-    assert shown.stdout.splitlines()[:2] == ["id:        1", "state:     waiting"]
+    first_line, second_line = shown.stdout.splitlines()[:2]
+    first = int(first_line.removeprefix("id:"))
+    assert second_line == "state:     waiting"
     assert f"request:   resources={JAVA12}" in shown.stdout.splitlines()
     refused = submit(jobmatch, "--resources", JAVA14)
     assert refused["state"] == "failed" and refused["failure_reason"] == "No suitable worker found"
-    # A job in another notation, from a file with an option on top.
-    assert submit(jobmatch, "--requires", "host:n[0-1]", "--shape", "slot/core=4")["state"] == (
-        "waiting"
-    )
+    # A job in another notation.
+    third = submit(jobmatch, "--requires", "host:n[0-1]", "--shape", "slot/core=4")
+    assert third["state"] == "waiting"
+    ids = [first, refused["id"], third["id"]]
 
-    assert jobmatch("jobs", "show", "1", "-o", "json").json() == jobmatch.api("GET", "/v1/jobs/1")
+    shown_json = jobmatch("jobs", "show", str(first), "-o", "json").json()
+    assert shown_json == jobmatch.api("GET", f"/v1/jobs/{first}")
     listed = jobmatch("jobs", "list")
     assert listed.code == 0, listed.stderr
     rows = [row.split()[:2] for row in listed.stdout.splitlines()[2:]]
-    assert rows == [["1", "waiting"], ["2", "failed"], ["3", "waiting"]]
+    assert rows == [[str(ids[0]), "waiting"], [str(ids[1]), "failed"], [str(ids[2]), "waiting"]]
     assert jobmatch("jobs", "list", "-o", "json").json() == jobmatch.api("GET", "/v1/jobs")
     waiting = jobmatch("jobs", "list", "--state", "waiting", "-o", "json").json()
-    assert [job["id"] for job in waiting["items"]] == [1, 3]
+    assert [job["id"] for job in waiting["items"]] == [ids[0], ids[2]]
     category = jobmatch("jobs", "list", "--category", str(refused["category_id"]), "-o", "json")
-    assert [job["id"] for job in category.json()["items"]] == [2]
+    assert [job["id"] for job in category.json()["items"]] == [ids[1]]
     wide = jobmatch("jobs", "list", "-o", "wide")
     assert "No suitable worker found" in wide.stdout and f"resources={JAVA14}" in wide.stdout
 
@@ -69,29 +72,29 @@ def test_an_invalid_notation_is_one_line_naming_its_position(jobmatch: Jobmatch)
 
 def test_explain_says_why_each_worker_can_or_cannot(jobmatch: Jobmatch) -> None:
     register_workers(jobmatch)
-    submit(jobmatch, "--resources", JAVA12)
-    explained = jobmatch("jobs", "explain", "1")
+    job = str(submit(jobmatch, "--resources", JAVA12)["id"])
+    explained = jobmatch("jobs", "explain", job)
     assert explained.code == 0, explained.stderr
     lines = explained.stdout.splitlines()
-    assert lines[0] == "job 1:"
+    assert lines[0] == f"job {job}:"
     rows = {line.split()[0]: line for line in lines[3:] if line.strip()}
     assert rows["w1"].split()[:4] == ["w1", "yes", "-", "fits"]
     assert rows["n0"].split()[:3] == ["n0", "no", "job-requires-tag"]
     assert "the job requires tag 'java' in group 'language'" in rows["n0"]
-    assert jobmatch("jobs", "explain", "1", "-o", "json").json() == jobmatch.api(
-        "GET", "/v1/jobs/1/explain"
+    assert jobmatch("jobs", "explain", job, "-o", "json").json() == jobmatch.api(
+        "GET", f"/v1/jobs/{job}/explain"
     )
-    one = jobmatch("jobs", "explain", "1", "--worker", "n0", "-o", "json").json()
+    one = jobmatch("jobs", "explain", job, "--worker", "n0", "-o", "json").json()
     assert [row["worker"] for row in one["workers"]] == ["n0"]
-    assert "EVERY CLAUSE" in jobmatch("jobs", "explain", "1", "-o", "wide").stdout
+    assert "EVERY CLAUSE" in jobmatch("jobs", "explain", job, "-o", "wide").stdout
 
 
 def test_cancel_and_cancelling_twice_is_refused(jobmatch: Jobmatch) -> None:
     register_workers(jobmatch)
-    submit(jobmatch, "--resources", JAVA12)
-    cancelled = jobmatch("jobs", "cancel", "1")
-    assert (cancelled.code, cancelled.stdout) == (0, "job 1: cancelled\n")
-    again = jobmatch("jobs", "cancel", "1")
+    job = str(submit(jobmatch, "--resources", JAVA12)["id"])
+    cancelled = jobmatch("jobs", "cancel", job)
+    assert (cancelled.code, cancelled.stdout) == (0, f"job {job}: cancelled\n")
+    again = jobmatch("jobs", "cancel", job)
     assert again.code == 1 and again.stderr.startswith("error: 409 Conflict: ")
 
 
@@ -99,15 +102,15 @@ def test_mine_keeps_the_jobs_this_token_submitted(jobmatch: Jobmatch) -> None:
     register_workers(jobmatch)
     alice = jobmatch.api("POST", "/v1/tokens", {"role": "submitter", "subject": "alice"})
     as_alice = Jobmatch(jobmatch.server, alice["token"])
-    submit(jobmatch, "--resources", JAVA12)
-    submit(as_alice, "--resources", JAVA12)
-    submit(jobmatch, "--resources", JAVA12)
+    first, second, third = (
+        submit(who, "--resources", JAVA12)["id"] for who in (jobmatch, as_alice, jobmatch)
+    )
 
     def ids(who: Jobmatch, *args: str) -> list[int]:
         return [job["id"] for job in who("jobs", "list", *args, "-o", "json").json()["items"]]
 
-    assert ids(jobmatch) == [1, 2, 3]
-    assert ids(jobmatch, "--mine") == [1, 3]
-    assert ids(jobmatch, "--mine", "--limit", "1") == [1]
-    assert ids(as_alice) == [2]
-    assert ids(as_alice, "--mine") == [2]
+    assert ids(jobmatch) == [first, second, third]
+    assert ids(jobmatch, "--mine") == [first, third]
+    assert ids(jobmatch, "--mine", "--limit", "1") == [first]
+    assert ids(as_alice) == [second]
+    assert ids(as_alice, "--mine") == [second]
