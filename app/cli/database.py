@@ -122,7 +122,8 @@ def offline_range(url: str, revision: str) -> str:
         fail(
             f"--sql needs the revision to start from: the database at {shown_url(url)} "
             f"{'does not exist' if missing else 'has no single current revision'}; "
-            f"give it as FROM:TO, e.g. jobmatch db downgrade 0014:{revision} --sql",
+            f"give it as FROM:TO, e.g. jobmatch db downgrade "
+            f"{','.join(sorted(migrate.head_revisions()))}:{revision} --sql",
             ExitCode.USAGE,
         )
     return f"{next(iter(current))}:{revision}"

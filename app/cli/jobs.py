@@ -36,7 +36,9 @@ jobs_cli = typer.Typer(
     rich_markup_mode=None,
 )
 
-JobArgument = Annotated[int, typer.Argument(min=1, help="the job's id", show_default=False)]
+JobArgument = Annotated[
+    int, typer.Argument(metavar="ID", min=1, help="the job's id", show_default=False)
+]
 
 #: The fields that carry what a job asks for, in every notation, in the order shown.
 REQUEST_FIELDS = ("resources", "constraint", "shape", "jobspec", "task", "hard", "soft", "pe")

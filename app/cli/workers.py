@@ -24,6 +24,7 @@ from app.cli.output import (
     print_fields,
     print_table,
 )
+from app.client import NULL, WorkerPatch, WorkerState
 
 workers_cli = typer.Typer(
     help="See the workers and steer them: list, show, drain, resume, delete.",
@@ -31,7 +32,9 @@ workers_cli = typer.Typer(
     rich_markup_mode=None,
 )
 
-NameArgument = Annotated[str, typer.Argument(help="the worker's name", show_default=False)]
+NameArgument = Annotated[
+    str, typer.Argument(metavar="NAME", help="the worker's name", show_default=False)
+]
 
 
 def slots(row: Row) -> str:
@@ -105,6 +108,11 @@ def print_worker(worker: Row, *, wide: bool) -> None:
         ("free", free_inventory(worker)),
         ("last seen", worker.get("last_seen")),
     ]
+    if worker.get("state_set_by") or worker.get("state_changed_at"):
+        fields += [
+            ("state set by", worker.get("state_set_by")),
+            ("state changed", worker.get("state_changed_at")),
+        ]
     if wide:
         fields += [
             ("generation", worker.get("generation")),
@@ -141,3 +149,79 @@ def show_worker(
     with remote.client() as client:
         client.get_worker(name)
     remote.show(client.last_json, lambda worker: print_worker(worker, wide=remote.wide))
+
+
+def print_state(worker: Row) -> None:
+    typer.echo(f"worker {worker.get('name')}: {state(worker)}")
+
+
+def set_state(remote: Remote, name: str, new_state: WorkerState, reason: str | None) -> None:
+    """PATCH only the worker's state and reason: its resources, slots and the rest stay."""
+    with remote.client() as client:
+        client.update_worker(name, WorkerPatch(state=new_state, reason=reason or NULL))
+    remote.show(client.last_json, print_state)
+
+
+@workers_cli.command(
+    "drain",
+    epilog=examples(
+        "jobmatch workers drain w1 --reason 'kernel upgrade'",
+        "jobmatch workers drain w1 --reason 'disk full' -o json | jq .state_reason",
+    ),
+)
+def drain_worker(
+    name: NameArgument,
+    reason: Annotated[
+        str, typer.Option(help="why, for whoever reads `workers list`", show_default=False)
+    ],
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Drain a worker: it finishes the jobs it runs and gets no new one."""
+    set_state(Remote(url, token, output), name, WorkerState.DRAINING, reason)
+
+
+@workers_cli.command(
+    "resume",
+    epilog=examples("jobmatch workers resume w1", "jobmatch workers resume w1 --reason 'fixed'"),
+)
+def resume_worker(
+    name: NameArgument,
+    reason: Annotated[
+        str | None,
+        typer.Option(help="why, if worth saying [default: the old reason is cleared]"),
+    ] = None,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Make a draining or disabled worker active again: it gets jobs again."""
+    set_state(Remote(url, token, output), name, WorkerState.ACTIVE, reason)
+
+
+@workers_cli.command(
+    "delete",
+    epilog=examples("jobmatch workers delete w1", "jobmatch workers delete w1 --requeue"),
+)
+def delete_worker(
+    name: NameArgument,
+    requeue: Annotated[
+        bool,
+        typer.Option(
+            "--requeue",
+            help="return the jobs it runs to the queue first (without it, a worker that "
+            "runs jobs is refused: exit 1)",
+        ),
+    ] = False,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Remove a worker and its token. With -o json nothing is printed (the API answers 204
+    without a body)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.delete_worker(name, requeue=requeue)
+    if not remote.json:
+        typer.echo(f"worker {name}: deleted" + (" (its jobs requeued)" if requeue else ""))

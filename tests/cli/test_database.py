@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -19,7 +20,13 @@ from app.settings import get_settings
 
 runner = CliRunner()
 
-HEAD = "0014"
+(HEAD,) = migrate.head_revisions()
+#: The revision before head: where `db downgrade -1` goes.
+BEFORE = str(
+    ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
+    .get_revision(HEAD)
+    .down_revision
+)
 UNREACHABLE_POSTGRES = "postgresql+psycopg://nobody@127.0.0.1:1/jobmatch"
 
 
@@ -56,7 +63,7 @@ def test_downgrade_says_from_which_revision_to_which(sqlite_path: Path) -> None:
     assert runner.invoke(cli, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(cli, ["db", "downgrade", "-1"])
     assert result.exit_code == 0, result.output
-    assert result.output == f"sqlite:///{sqlite_path}: downgraded from {HEAD} to 0013\n"
+    assert result.output == f"sqlite:///{sqlite_path}: downgraded from {HEAD} to {BEFORE}\n"
     assert runner.invoke(cli, ["db", "downgrade", "base"]).exit_code == 0
     assert migrate.current_revisions_at(f"sqlite:///{sqlite_path}") == set()
 
@@ -71,22 +78,23 @@ def test_upgrade_sql_prints_without_touching(sqlite_path: Path) -> None:
 def test_downgrade_sql_starts_from_the_current_revision(sqlite_path: Path) -> None:
     """Alembic prints a downgrade's SQL only for a FROM:TO range (issue 21: it crashed)."""
     assert runner.invoke(cli, ["db", "upgrade"]).exit_code == 0
-    result = runner.invoke(cli, ["db", "downgrade", "0013", "--sql"])
+    result = runner.invoke(cli, ["db", "downgrade", BEFORE, "--sql"])
     assert result.exit_code == 0, result.output
-    assert f"-- Running downgrade {HEAD} -> 0013" in result.output
-    assert "UPDATE alembic_version SET version_num='0013'" in result.output
+    assert f"-- Running downgrade {HEAD} -> {BEFORE}" in result.output
+    assert f"UPDATE alembic_version SET version_num='{BEFORE}'" in result.output
     # Printed, not run.
     assert migrate.current_revisions_at(f"sqlite:///{sqlite_path}") == {HEAD}
 
 
 def test_downgrade_sql_without_a_database_needs_a_range(sqlite_path: Path) -> None:
-    result = runner.invoke(cli, ["db", "downgrade", "0013", "--sql"])
+    result = runner.invoke(cli, ["db", "downgrade", BEFORE, "--sql"])
     assert result.exit_code == ExitCode.USAGE
-    assert "give it as FROM:TO, e.g. jobmatch db downgrade 0014:0013 --sql" in result.output
+    hint = f"give it as FROM:TO, e.g. jobmatch db downgrade {HEAD}:{BEFORE} --sql"
+    assert hint in result.output
     assert not sqlite_path.exists()
-    result = runner.invoke(cli, ["db", "downgrade", f"{HEAD}:0013", "--sql"])
+    result = runner.invoke(cli, ["db", "downgrade", f"{HEAD}:{BEFORE}", "--sql"])
     assert result.exit_code == 0, result.output
-    assert "UPDATE alembic_version SET version_num='0013'" in result.output
+    assert f"UPDATE alembic_version SET version_num='{BEFORE}'" in result.output
     assert not sqlite_path.exists()
 
 

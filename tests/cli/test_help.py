@@ -37,6 +37,9 @@ def test_the_command_tree_holds_the_remote_and_local_commands() -> None:
     expected = {
         ("workers", "list"),
         ("workers", "show"),
+        ("workers", "drain"),
+        ("workers", "resume"),
+        ("workers", "delete"),
         ("jobs", "list"),
         ("jobs", "show"),
         ("jobs", "explain"),

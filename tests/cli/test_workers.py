@@ -57,3 +57,46 @@ def test_show_an_unknown_worker_is_refused_in_one_line(jobmatch: Jobmatch) -> No
     assert missing.stdout == ""
     assert missing.stderr.startswith("error: 404 Not Found: ")
     assert "nobody" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_drain_and_resume_keep_the_rest_of_the_worker(jobmatch: Jobmatch) -> None:
+    """Issue 21: draining through POST /v1/workers lost resources, slots and rank; the
+    command line drains with PATCH, which changes the state and its reason only."""
+    register_workers(jobmatch)
+    before = jobmatch.api("GET", "/v1/workers/w1")
+    drained = jobmatch("workers", "drain", "w1", "--reason", "kernel upgrade")
+    assert (drained.code, drained.stdout) == (0, "worker w1: draining (kernel upgrade)\n")
+    after = jobmatch.api("GET", "/v1/workers/w1")
+    assert (after["state"], after["state_reason"], after["state_set_by"]) == (
+        "draining",
+        "kernel upgrade",
+        "admin",
+    )
+    for kept in ("resources", "queues", "rank", "properties", "inventory"):
+        assert after[kept] == before[kept], kept
+    listed = jobmatch("workers", "list").stdout.splitlines()
+    assert any(row.split()[:4] == ["w1", "draining", "(kernel", "upgrade)"] for row in listed)
+
+    resumed = jobmatch("workers", "resume", "w1", "-o", "json").json()
+    assert resumed == jobmatch.api("GET", "/v1/workers/w1")
+    assert (resumed["state"], resumed["state_reason"]) == ("active", None)
+    assert resumed["resources"] == before["resources"]
+    assert jobmatch("workers", "drain", "w1").code == 2  # --reason is required
+
+
+def test_delete_refuses_a_busy_worker_unless_requeue(jobmatch: Jobmatch) -> None:
+    register_workers(jobmatch)
+    worker_token = jobmatch.api("POST", "/v1/workers", {"name": "w2", "slots": 1})["token"]
+    job = jobmatch.api("POST", "/v1/jobs", {"resources": ""})["id"]
+    status, pulled = jobmatch.server.request("POST", "/v1/workers/w2/pull", token=worker_token)
+    assert status == 200 and pulled["id"] == job
+
+    busy = jobmatch("workers", "delete", "w2")
+    assert busy.code == 1 and busy.stderr.startswith("error: 409 Conflict: ")
+    requeued = jobmatch("workers", "delete", "w2", "--requeue")
+    assert (requeued.code, requeued.stdout) == (0, "worker w2: deleted (its jobs requeued)\n")
+    assert jobmatch.api("GET", f"/v1/jobs/{job}")["state"] == "waiting"
+    assert jobmatch("workers", "delete", "n0", "-o", "json").stdout == ""
+    names = [w["name"] for w in jobmatch.api("GET", "/v1/workers")["items"]]
+    assert names == ["w1"]
+    assert jobmatch("workers", "delete", "n0").code == 1
