@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
-from app.cli.connection import OutputFormat, OutputOption, Remote, TokenOption, UrlOption
+from app.cli.connection import (
+    LimitOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    read_list,
+)
 from app.cli.help import examples
-from app.cli.output import Column, Row, field, print_table
+from app.cli.output import Column, field
 
 tasks_cli = typer.Typer(
     help="debusine task types: what a task job may name.",
@@ -22,15 +28,8 @@ attributes_cli = typer.Typer(
 )
 
 
-def items_of(answer: Any) -> list[Row]:
-    """The items of a list answer, a page (`{"items": [...]}`) or a bare array."""
-    if isinstance(answer, dict):
-        return list(answer.get("items") or [])
-    return list(answer or [])
-
-
-def print_items(answer: Any, columns: tuple[Column, ...], remote: Remote) -> None:
-    print_table(items_of(answer), columns, wide=remote.wide)
+#: The API's own page size for these lists, so that `-o json` equals its plain answer.
+CATALOG_LIMIT = 100
 
 
 TASK_COLUMNS = (
@@ -45,18 +44,19 @@ TASK_COLUMNS = (
 
 @tasks_cli.command(
     "list",
-    epilog=examples("jobmatch tasks list", "jobmatch tasks list -o json | jq '.[].name'"),
+    epilog=examples("jobmatch tasks list", "jobmatch tasks list -o json | jq '.items[].name'"),
 )
 def list_tasks(
     url: UrlOption = "http://127.0.0.1:8000",
     token: TokenOption = None,
     output: OutputOption = OutputFormat.TABLE,
+    limit: LimitOption = CATALOG_LIMIT,
 ) -> None:
     """List the registered task types and their requirements."""
     remote = Remote(url, token, output)
     with remote.client() as client:
-        client.list_tasks()
-    remote.show(client.last_json, lambda answer: print_items(answer, TASK_COLUMNS, remote))
+        page = read_list(client, client.list_tasks, limit)
+    remote.show_page(page, TASK_COLUMNS)
 
 
 ATTRIBUTE_COLUMNS = (
@@ -76,16 +76,17 @@ ATTRIBUTE_COLUMNS = (
     "list",
     epilog=examples(
         "jobmatch attributes list",
-        "jobmatch attributes list -o json | jq '.[] | select(.consumable == \"YES\")'",
+        "jobmatch attributes list -o json | jq '.items[] | select(.consumable == \"YES\")'",
     ),
 )
 def list_attributes(
     url: UrlOption = "http://127.0.0.1:8000",
     token: TokenOption = None,
     output: OutputOption = OutputFormat.TABLE,
+    limit: LimitOption = CATALOG_LIMIT,
 ) -> None:
     """List the complex attributes, as `qconf -sc` shows them."""
     remote = Remote(url, token, output)
     with remote.client() as client:
-        client.list_attributes()
-    remote.show(client.last_json, lambda answer: print_items(answer, ATTRIBUTE_COLUMNS, remote))
+        page = read_list(client, client.list_attributes, limit)
+    remote.show_page(page, ATTRIBUTE_COLUMNS)

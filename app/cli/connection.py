@@ -16,7 +16,7 @@ import stamina.instrumentation
 import typer
 
 from app.cli.errors import reported
-from app.cli.output import Column, more_hint, print_json, print_table
+from app.cli.output import Column, Row, collect_pages, more_hint, print_json, print_table
 from app.client import AdminClient, RetryPolicy, Timeouts
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -116,3 +116,20 @@ class Remote:
         hint = more_hint(page)
         if hint:
             typer.echo(hint, err=True)
+
+
+def read_list(
+    client: AdminClient,
+    list_method: Callable[..., object],
+    limit: int,
+    keep: Callable[[Row], bool] | None = None,
+    **filters: Any,
+) -> dict[str, Any]:
+    """Up to ``limit`` items of a paged list, read with ``list_method`` of ``client`` (a
+    bound method taking ``limit`` and ``offset``), as the server sent them."""
+
+    def fetch(size: int, offset: int) -> Any:
+        list_method(limit=size, offset=offset, **filters)
+        return client.last_json
+
+    return collect_pages(fetch, limit, keep)

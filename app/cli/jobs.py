@@ -16,6 +16,7 @@ from app.cli.connection import (
     Remote,
     TokenOption,
     UrlOption,
+    read_list,
 )
 from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
@@ -24,8 +25,8 @@ from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
     Row,
-    collect_pages,
     field,
+    notations,
     print_fields,
 )
 from app.client import AdminClient, Forbidden, JobSpec, JobState
@@ -46,13 +47,7 @@ REQUEST_FIELDS = ("resources", "constraint", "shape", "jobspec", "task", "hard",
 
 def request_summary(row: Row) -> str:
     """What the job asks for, in its notations: `resources=...; hard=...`."""
-    parts = []
-    for name in REQUEST_FIELDS:
-        value = row.get(name)
-        if value not in (None, "", []):
-            shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-            parts.append(f"{name}={' '.join(shown.split())}")
-    return "; ".join(parts) or "(anything)"
+    return notations((name, row.get(name)) for name in REQUEST_FIELDS)
 
 
 JOB_COLUMNS = (
@@ -110,14 +105,10 @@ def list_jobs(
     with remote.client() as client:
         subject = caller_subject(client) if mine else None
 
-        def fetch(size: int, offset: int) -> Any:
-            client.list_jobs(state=state, category=category, limit=size, offset=offset)
-            return client.last_json
-
         def keep(row: Row) -> bool:
             return subject is None or row.get("submitter") == subject
 
-        page = collect_pages(fetch, limit, keep)
+        page = read_list(client, client.list_jobs, limit, keep, state=state, category=category)
     remote.show_page(page, JOB_COLUMNS)
 
 

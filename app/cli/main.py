@@ -10,12 +10,14 @@ import typer
 
 from app import __version__
 from app.cli.catalog import attributes_cli, tasks_cli
+from app.cli.categories import categories_cli
 from app.cli.database import db_cli
 from app.cli.errors import EXIT_CODES_HELP, ExitCode
 from app.cli.help import examples
 from app.cli.jobs import jobs_cli
 from app.cli.local import local_cli
 from app.cli.scenarios import scenario_cli
+from app.cli.values import values_cli
 from app.cli.workers import workers_cli
 
 #: Set to 1 to see the traceback of an unexpected error instead of its one line.
@@ -23,8 +25,9 @@ DEBUG_ENV = "JOBMATCH_DEBUG"
 
 cli = typer.Typer(
     help="jobmatch: matchmaking for job systems.\n\n"
-    "Remote commands (workers, jobs, tasks, attributes...) talk to a server: --url or "
-    "JOBMATCH_URL (default http://127.0.0.1:8000), --token or JOBMATCH_TOKEN. Local "
+    "Remote commands (workers, jobs, categories, tasks, attributes, values) talk to a "
+    "server: --url or JOBMATCH_URL (default http://127.0.0.1:8000), --token or "
+    "JOBMATCH_TOKEN. Local "
     "commands (serve, db, demo, scenario) use JOBMATCH_DATABASE_URL.",
     epilog=examples(
         "jobmatch workers list --url http://127.0.0.1:8000 --token dev-admin-token",
@@ -42,8 +45,10 @@ cli = typer.Typer(
 cli.add_typer(local_cli)
 cli.add_typer(workers_cli, name="workers")
 cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(categories_cli, name="categories")
 cli.add_typer(tasks_cli, name="tasks")
 cli.add_typer(attributes_cli, name="attributes")
+cli.add_typer(values_cli, name="values")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(scenario_cli, name="scenario")
 

@@ -56,6 +56,17 @@ def text(value: Any) -> str:
     return " ".join(str(value).split())
 
 
+def notations(request: Iterable[tuple[str, Any]]) -> str:
+    """What a job or a category asks for, in its notations: `resources=...; hard=...`
+    (fields that ask nothing are left out)."""
+    parts = []
+    for name, value in request:
+        if value not in (None, "", []):
+            shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            parts.append(f"{name}={' '.join(shown.split())}")
+    return "; ".join(parts) or "(anything)"
+
+
 def console() -> Console:
     """Standard output as a rich console; a pipe gets a fixed width and no colours."""
     if sys.stdout.isatty():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -13,13 +13,13 @@ from app.cli.connection import (
     Remote,
     TokenOption,
     UrlOption,
+    read_list,
 )
 from app.cli.help import examples
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
     Row,
-    collect_pages,
     field,
     print_fields,
     print_table,
@@ -86,12 +86,7 @@ def list_workers(
     """List the workers: state, slots used/total, rank, last heard from."""
     remote = Remote(url, token, output)
     with remote.client() as client:
-
-        def fetch(size: int, offset: int) -> Any:
-            client.list_workers(limit=size, offset=offset)
-            return client.last_json
-
-        page = collect_pages(fetch, limit)
+        page = read_list(client, client.list_workers, limit)
     remote.show_page(page, WORKER_COLUMNS)
 
 
