@@ -3,6 +3,11 @@ traceback; 3 when the server cannot be reached, 4 when the token is refused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 from app.cli.errors import ExitCode
 from tests.cli.conftest import Jobmatch, run_jobmatch
 from tests.live_server import free_port
@@ -49,3 +54,29 @@ def test_a_usage_error_exits_2_without_calling_the_server() -> None:
     assert result.code == ExitCode.USAGE
     assert "Invalid value for '--state'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_server_that_is_not_jobmatch_is_exit_5(tmp_path: Path) -> None:
+    """A proxy or another program on the port: its answer is not the API's JSON."""
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "workers").write_text("<html>not jobmatch</html>")
+    port = free_port()
+    other = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            result = run_jobmatch("workers", "list", "--url", url)
+            if result.code != ExitCode.UNREACHABLE or time.monotonic() > deadline:
+                break
+        assert result.code == ExitCode.SERVER, result
+        assert result.stderr.startswith("error: GET /v1/workers: answer is not JSON")
+        assert result.stderr.count("\n") == 1
+    finally:
+        other.terminate()
+        other.wait(timeout=10)
