@@ -50,6 +50,9 @@ class BaseClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
+        #: The decoded JSON of the last answer, exactly as the server sent it (before it
+        #: became a model): what `jobmatch ... -o json` prints.
+        self.last_json: Any = None
         headers = {"User-Agent": user_agent or USER_AGENT, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -145,15 +148,15 @@ class BaseClient:
         except ResponseShapeError as error:
             raise UnexpectedResponse(f"{where}: unexpected answer: {error}") from None
 
-    @staticmethod
-    def _json(response: httpx2.Response) -> Any:
+    def _json(self, response: httpx2.Response) -> Any:
         try:
-            return response.json()
+            self.last_json = response.json()
         except ValueError:
             raise UnexpectedResponse(
                 f"{response.request.method} {response.url.path}: answer is not JSON "
                 f"(status {response.status_code}, {response.headers.get('content-type')})"
             ) from None
+        return self.last_json
 
     @staticmethod
     def new_idempotency_key() -> str:

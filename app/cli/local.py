@@ -1,50 +1,29 @@
-"""The `jobmatch` command line."""
+"""The commands that run here, not against a server: serve, demo, the Flux tools and the
+worker agent. Heavy imports (the server, the database) happen inside each command, so that
+the remote commands start quickly."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-import uvicorn
 
-from app import __version__
-from app.db import migrate
-from app.db.dialect import is_sqlite
-from app.settings import get_settings
+from app.cli.database import database_errors, shown_url
+from app.cli.errors import ExitCode
+from app.cli.help import examples
 
-cli = typer.Typer(
-    help="jobmatch: matchmaking for job systems.", no_args_is_help=True, add_completion=False
+local_cli = typer.Typer(rich_markup_mode=None)
+
+
+@local_cli.command(
+    epilog=examples(
+        "jobmatch serve",
+        "jobmatch serve --host 0.0.0.0 --port 8080 --workers 4 --migrate",
+        "JOBMATCH_DATABASE_URL=postgresql+psycopg://user@db/jobmatch jobmatch serve --migrate",
+    )
 )
-db_cli = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
-cli.add_typer(db_cli, name="db")
-scenario_cli = typer.Typer(
-    help="Grid Engine scenarios (sge62u5-reference-v1).", no_args_is_help=True
-)
-cli.add_typer(scenario_cli, name="scenario")
-
-
-def _print_version(asked: bool) -> None:
-    if asked:
-        typer.echo(f"jobmatch {__version__}")
-        raise typer.Exit()
-
-
-@cli.callback()
-def _options(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
-        ),
-    ] = False,
-) -> None:
-    # No docstring: the Typer's own help text stays the program's description.
-    pass
-
-
-@cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
@@ -55,6 +34,7 @@ def serve(
             "--migrate/--no-migrate",
             help="upgrade the schema to head before serving "
             "[default: yes on SQLite, no on PostgreSQL]",
+            show_default=False,
         ),
     ] = None,
     max_body_bytes: Annotated[
@@ -111,7 +91,12 @@ def serve(
     Long because typer reads the options from the signature: the body itself is short."""
     import os
 
+    import uvicorn
+
     from app.api.http_protocol import LimitedHttpProtocol
+    from app.db import migrate
+    from app.db.dialect import is_sqlite
+    from app.settings import get_settings
 
     overrides = {
         "max_body_bytes": max_body_bytes,
@@ -133,7 +118,8 @@ def serve(
         # as an explicit deployment step.
         migrate_first = is_sqlite(settings.database_url)
     if migrate_first:
-        migrate.upgrade(settings.database_url)
+        with database_errors(settings.database_url):
+            migrate.upgrade(settings.database_url)
     uvicorn.run(
         "app.api.app:create_app_from_environment",
         factory=True,
@@ -153,7 +139,12 @@ def serve(
 DEMO_DATABASE_URL = "sqlite:///./jobmatch-demo.db"
 
 
-@cli.command()
+@local_cli.command(
+    epilog=examples(
+        "jobmatch demo",
+        "jobmatch demo --no-pull --database-url sqlite:////tmp/demo.db",
+    )
+)
 def demo(
     pull: Annotated[bool, typer.Option(help="let each demo worker pull once")] = True,
     database_url: Annotated[
@@ -169,50 +160,65 @@ def demo(
     Writes to ./jobmatch-demo.db in the working directory unless --database-url names
     another database.
     """
-    from sqlalchemy import make_url
-
+    from app.db import migrate
+    from app.db.dialect import is_sqlite
     from app.db.engine import Database
     from app.matching.demo import DEMO_WORKERS, load_demo
+    from app.settings import get_settings
+
+    with database_errors(database_url):
+        if is_sqlite(database_url):
+            migrate.upgrade(database_url)
+        database = Database(database_url, busy_timeout=get_settings().sqlite_busy_timeout)
+        try:
+            with database.transaction() as session:
+                report = load_demo(session)
+            typer.echo(
+                f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in "
+                f"{shown_url(database_url)}\n"
+            )
+            _print_demo_report(report)
+            if pull:
+                _demo_dispatch(database)
+        finally:
+            database.dispose()
+
+
+def _print_demo_report(report: list[Any]) -> None:
+    """Each demo job: its state, its candidates and why each other worker was refused."""
+    for entry in report:
+        job = entry.job
+        first_line = job.resources.replace("\n", "; ")
+        typer.echo(
+            f"job {job.id} [{first_line}] slots={job.slots} priority={job.priority}: "
+            f"{job.state.value}" + (f" ({job.failure_reason})" if job.failure_reason else "")
+        )
+        for candidate in entry.candidates:
+            typer.echo(
+                f"    candidate {candidate.worker:<12} strength {candidate.strength:>5} "
+                f"({candidate.strength_name})"
+            )
+        for refusal in entry.refusals:
+            for clause in refusal.clauses:
+                typer.echo(f"    not {refusal.worker:<12} {clause.message}")
+
+
+def _demo_dispatch(database: Any) -> None:
+    """Each demo worker pulls once; print what it got."""
+    from app.matching.demo import DEMO_WORKERS
     from app.matching.dispatch import pull as dispatch
 
-    settings = get_settings()
-    if is_sqlite(database_url):
-        migrate.upgrade(database_url)
-    database = Database(database_url, busy_timeout=settings.sqlite_busy_timeout)
-    try:
+    typer.echo("\ndispatch (each worker pulls once):")
+    for spec in DEMO_WORKERS:
         with database.transaction() as session:
-            report = load_demo(session)
-        shown_url = make_url(database_url).render_as_string(hide_password=True)
-        typer.echo(
-            f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in {shown_url}\n"
-        )
-        for entry in report:
-            job = entry.job
-            first_line = job.resources.replace("\n", "; ")
-            typer.echo(
-                f"job {job.id} [{first_line}] slots={job.slots} priority={job.priority}: "
-                f"{job.state.value}" + (f" ({job.failure_reason})" if job.failure_reason else "")
-            )
-            for candidate in entry.candidates:
-                typer.echo(
-                    f"    candidate {candidate.worker:<12} strength {candidate.strength:>5} "
-                    f"({candidate.strength_name})"
-                )
-            for refusal in entry.refusals:
-                for clause in refusal.clauses:
-                    typer.echo(f"    not {refusal.worker:<12} {clause.message}")
-        if pull:
-            typer.echo("\ndispatch (each worker pulls once):")
-            for spec in DEMO_WORKERS:
-                with database.transaction() as session:
-                    pulled = dispatch.pull(session, spec.name)
-                    got = f"job {pulled.id}" if pulled else "nothing (204)"
-                typer.echo(f"    {spec.name:<12} -> {got}")
-    finally:
-        database.dispose()
+            pulled = dispatch.pull(session, spec.name)
+            got = f"job {pulled.id}" if pulled else "nothing (204)"
+        typer.echo(f"    {spec.name:<12} -> {got}")
 
 
-@cli.command()
+@local_cli.command(
+    epilog=examples("jobmatch shape 'slot=4/node'", "jobmatch shape 'node=2/slot/core=8' --yaml")
+)
 def shape(
     text: Annotated[str, typer.Argument(help="an RFC 46 shape, e.g. 'slot=4/node'")],
     yaml: Annotated[bool, typer.Option("--yaml", help="YAML instead of JSON")] = False,
@@ -230,10 +236,10 @@ def shape(
             typer.echo(json.dumps(resources, indent=2))
     except InvalidFieldError as error:
         typer.echo(f"error: {error.message}", err=True)
-        raise typer.Exit(2) from error
+        raise typer.Exit(int(ExitCode.USAGE)) from error
 
 
-@cli.command()
+@local_cli.command(epilog=examples("jobmatch requires 'host:node[0-3] ssd'"))
 def requires(
     text: Annotated[list[str], typer.Argument(help="RFC 35 terms, e.g. 'host:node[0-3] ssd'")],
 ) -> None:
@@ -245,10 +251,15 @@ def requires(
         typer.echo(json.dumps(flux_tools.compile_requires_text(" ".join(text)), indent=2))
     except InvalidFieldError as error:
         typer.echo(f"error: {error.message}", err=True)
-        raise typer.Exit(2) from error
+        raise typer.Exit(int(ExitCode.USAGE)) from error
 
 
-@cli.command()
+@local_cli.command(
+    epilog=examples(
+        "JOBMATCH_WORKER_TOKEN=... jobmatch worker --server http://127.0.0.1:8000 --name w1",
+        "jobmatch worker --server http://jobmatch:8000 --max-jobs 1 --poll-interval 1",
+    )
+)
 def worker(
     server: Annotated[str, typer.Option(help="the jobmatch server, e.g. http://127.0.0.1:8000")],
     token: Annotated[
@@ -308,96 +319,11 @@ def worker(
         )
     except SpoolError as error:
         typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
+        raise typer.Exit(int(ExitCode.REFUSED)) from error
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     try:
         raise typer.Exit(agent.run())
     except (ApiError, SpoolError) as error:
         typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
-
-
-@scenario_cli.command("run")
-def scenario_run(
-    file: Annotated[Path, typer.Argument(help="scenario file, one JSON object per line")],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="one JSON object per case: {id, outcome}")
-    ] = False,
-) -> None:
-    """Run each scenario against a fresh database; print outcomes and which matched."""
-    from app.matching.gridengine.scenarios import ScenarioError, run_file
-
-    try:
-        results = run_file(file)
-    except (ScenarioError, OSError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from error
-    if as_json:
-        for result in results:
-            typer.echo(json.dumps({"id": result.id, "outcome": result.outcome}, sort_keys=True))
-        return
-    for result in results:
-        verdict = {True: "matches", False: "DIFFERS", None: "no expected"}[result.matched]
-        typer.echo(f"{result.id}: {result.title} [{verdict}]")
-        typer.echo("  " + json.dumps(result.outcome, sort_keys=True))
-    matched = sum(1 for r in results if r.matched)
-    differ = sum(1 for r in results if r.matched is False)
-    typer.echo(f"scenarios: {matched} matched, {differ} differ, {len(results)} run")
-    if differ:
-        raise typer.Exit(1)
-
-
-@db_cli.command("upgrade")
-def db_upgrade(
-    revision: Annotated[str, typer.Argument(help="target revision")] = "head",
-    sql: Annotated[bool, typer.Option("--sql", help="print the SQL instead of running it")] = False,
-) -> None:
-    """Upgrade the schema (to head by default)."""
-    migrate.upgrade(get_settings().database_url, revision, sql=sql)
-
-
-@db_cli.command("downgrade")
-def db_downgrade(
-    revision: Annotated[str, typer.Argument(help="target revision, e.g. -1 or base")],
-    sql: Annotated[bool, typer.Option("--sql", help="print the SQL instead of running it")] = False,
-) -> None:
-    """Downgrade the schema to REVISION."""
-    migrate.downgrade(get_settings().database_url, revision, sql=sql)
-
-
-@db_cli.command("current")
-def db_current() -> None:
-    """Show the schema revision of the database and whether it is at head."""
-    url = get_settings().database_url
-    current = migrate.current_revisions_at(url)
-    heads = migrate.head_revisions()
-    state = "at head" if current == heads else f"head is {', '.join(sorted(heads))}"
-    typer.echo(f"{', '.join(sorted(current)) or '(empty)'} ({state})")
-
-
-@db_cli.command("check")
-def db_check() -> None:
-    """Check the bookkeeping invariants (exit 1 and list them when any is broken)."""
-    from app.db.engine import Database
-    from app.matching.invariants import violations
-
-    database = Database(get_settings().database_url)
-    try:
-        with database.transaction(write=False) as session:
-            problems = violations(session)
-    finally:
-        database.dispose()
-    for problem in problems:
-        typer.echo(problem, err=True)
-    if problems:
-        raise typer.Exit(1)
-    typer.echo("ok: every job is in one state and the bookings equal what running jobs hold")
-
-
-def main() -> None:
-    cli(prog_name="jobmatch")
-
-
-if __name__ == "__main__":
-    main()
+        raise typer.Exit(int(ExitCode.REFUSED)) from error

@@ -1,10 +1,11 @@
-"""The `jobmatch` command line: db upgrade/downgrade/current and serve's migration rule."""
+"""The `jobmatch` command line's local commands: serve's migration rule and the demo."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import uvicorn
 from typer.testing import CliRunner
 
 from app import cli as cli_module
@@ -23,28 +24,9 @@ def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     get_settings.cache_clear()
 
 
-def test_db_upgrade_current_downgrade(sqlite_env: str) -> None:
-    result = runner.invoke(cli_module.cli, ["db", "current"])
-    assert result.exit_code == 0 and "(empty)" in result.output
-
-    assert runner.invoke(cli_module.cli, ["db", "upgrade"]).exit_code == 0
-    result = runner.invoke(cli_module.cli, ["db", "current"])
-    assert "(at head)" in result.output
-
-    assert runner.invoke(cli_module.cli, ["db", "downgrade", "base"]).exit_code == 0
-    assert migrate.current_revisions_at(sqlite_env) == set()
-
-
-def test_db_upgrade_sql_prints_without_touching(sqlite_env: str) -> None:
-    result = runner.invoke(cli_module.cli, ["db", "upgrade", "--sql"])
-    assert result.exit_code == 0
-    assert "CREATE TABLE api_tokens" in result.output
-    assert migrate.current_revisions_at(sqlite_env) == set()
-
-
 def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, object]] = []
-    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: calls.append(k))
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
     result = runner.invoke(cli_module.cli, ["serve", "--port", "9999", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert calls and calls[0]["port"] == 9999 and calls[0]["workers"] == 2
@@ -52,7 +34,7 @@ def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.Monkey
 
 
 def test_serve_no_migrate_flag(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: None)
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     assert runner.invoke(cli_module.cli, ["serve", "--no-migrate"]).exit_code == 0
     assert migrate.current_revisions_at(sqlite_env) == set()
 
@@ -61,8 +43,8 @@ def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.Monk
     monkeypatch.setenv("JOBMATCH_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/x")
     get_settings.cache_clear()
     upgrades: list[str] = []
-    monkeypatch.setattr(cli_module.migrate, "upgrade", lambda url, *a, **k: upgrades.append(url))
-    monkeypatch.setattr(cli_module.uvicorn, "run", lambda *a, **k: None)
+    monkeypatch.setattr(migrate, "upgrade", lambda url, *a, **k: upgrades.append(url))
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     try:
         assert runner.invoke(cli_module.cli, ["serve"]).exit_code == 0
         assert upgrades == []

@@ -1,0 +1,311 @@
+"""`jobmatch jobs ...`: list, show, explain, submit and cancel jobs, over HTTP."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.cli.connection import (
+    LimitOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    read_list,
+)
+from app.cli.errors import CommandError, ExitCode
+from app.cli.explain import print_explanation
+from app.cli.help import examples
+from app.cli.output import (
+    DEFAULT_LIMIT,
+    Column,
+    Row,
+    field,
+    notations,
+    print_fields,
+)
+from app.client import AdminClient, Forbidden, JobSpec, JobState
+
+jobs_cli = typer.Typer(
+    help="List, show, explain, submit and cancel jobs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+JobArgument = Annotated[
+    int, typer.Argument(metavar="ID", min=1, help="the job's id", show_default=False)
+]
+
+#: The fields that carry what a job asks for, in every notation, in the order shown.
+REQUEST_FIELDS = ("resources", "constraint", "shape", "jobspec", "task", "hard", "soft", "pe")
+
+
+def request_summary(row: Row) -> str:
+    """What the job asks for, in its notations: `resources=...; hard=...`."""
+    return notations((name, row.get(name)) for name in REQUEST_FIELDS)
+
+
+JOB_COLUMNS = (
+    Column("ID", field("id")),
+    Column("STATE", field("state")),
+    Column("PRIORITY", field("priority")),
+    Column("SLOTS", field("slots")),
+    Column("CATEGORY", field("category_id")),
+    Column("WORKER", field("worker")),
+    Column("SUBMITTER", field("submitter")),
+    Column("SUBMITTED", field("submitted_at")),
+    Column("REQUEST", request_summary, wide_only=True),
+    Column("ATTEMPTS", field("attempts"), wide_only=True),
+    Column("FAILURE", field("failure_reason"), wide_only=True),
+    Column("ENDED", field("ended_at"), wide_only=True),
+)
+
+
+def caller_subject(client: AdminClient) -> str | None:
+    """Whose jobs are "mine": the admin token submits as `admin`; any other token already
+    sees only its own jobs (None: nothing to filter). Only the admin may list tokens, so
+    that one read tells the two apart."""
+    try:
+        client.list_tokens(limit=1)
+    except Forbidden:
+        return None
+    return "admin"
+
+
+@jobs_cli.command(
+    "list",
+    epilog=examples(
+        "jobmatch jobs list",
+        "jobmatch jobs list --state waiting --category 3 -o wide",
+        "jobmatch jobs list --mine --limit 500 -o json | jq '.items | length'",
+    ),
+)
+def list_jobs(
+    state: Annotated[
+        JobState | None, typer.Option(help="only jobs in this state", show_default=False)
+    ] = None,
+    category: Annotated[
+        int | None, typer.Option(min=1, help="only jobs of this category id", show_default=False)
+    ] = None,
+    mine: Annotated[
+        bool, typer.Option("--mine", help="only the jobs this token submitted")
+    ] = False,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+    limit: LimitOption = DEFAULT_LIMIT,
+) -> None:
+    """List jobs in the order they were submitted (a submitter token sees its own)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        subject = caller_subject(client) if mine else None
+
+        def keep(row: Row) -> bool:
+            return subject is None or row.get("submitter") == subject
+
+        page = read_list(client, client.list_jobs, limit, keep, state=state, category=category)
+    remote.show_page(page, JOB_COLUMNS)
+
+
+def print_job(job: Row, *, wide: bool) -> None:
+    fields: list[tuple[str, Any]] = [
+        ("id", job.get("id")),
+        ("state", job.get("state")),
+        ("request", request_summary(job)),
+        ("slots", job.get("slots")),
+        ("priority", job.get("priority")),
+        ("category", job.get("category_id")),
+        ("submitter", job.get("submitter")),
+        ("worker", job.get("worker")),
+        ("failure", job.get("failure_reason")),
+        ("submitted", job.get("submitted_at")),
+        ("started", job.get("started_at")),
+        ("ended", job.get("ended_at")),
+    ]
+    if wide:
+        fields += [
+            ("attempts", job.get("attempts")),
+            ("command", job.get("command")),
+            ("timeout", job.get("timeout")),
+            ("pe slots", job.get("pe_slots")),
+            ("exit code", job.get("exit_code")),
+            ("output", job.get("output")),
+        ]
+    print_fields(fields)
+
+
+def _show(remote: Remote, job: Any) -> None:
+    remote.show(job, lambda answer: print_job(answer, wide=remote.wide))
+
+
+@jobs_cli.command(
+    "show",
+    epilog=examples("jobmatch jobs show 12", "jobmatch jobs show 12 -o json | jq .state"),
+)
+def show_job(
+    job_id: JobArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Show one job: what it asks for, its state, where it runs."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.get_job(job_id)
+    _show(remote, client.last_json)
+
+
+@jobs_cli.command(
+    "explain",
+    epilog=examples(
+        "jobmatch jobs explain 12",
+        "jobmatch jobs explain 12 --worker w1 -o wide",
+        "jobmatch jobs explain 12 -o json | jq '.workers[] | select(.eligible)'",
+    ),
+)
+def explain_job(
+    job_id: JobArgument,
+    worker: Annotated[
+        str | None, typer.Option(help="only this worker [default: every worker]")
+    ] = None,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Why each worker can or cannot run a job, clause by clause."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.explain_job(job_id, worker=worker)
+    remote.show(client.last_json, lambda answer: print_explanation(answer, wide=remote.wide))
+
+
+@jobs_cli.command(
+    "cancel",
+    epilog=examples("jobmatch jobs cancel 12", "jobmatch jobs cancel 12 -o json | jq .state"),
+)
+def cancel_job(
+    job_id: JobArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Cancel a waiting or running job (refused, exit 1, when it has already ended)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.cancel_job(job_id)
+    remote.show(client.last_json, lambda job: typer.echo(f"job {job['id']}: {job['state']}"))
+
+
+def _json_option(value: str | None, name: str) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as error:
+        raise CommandError(f"--{name} is not JSON: {error}", ExitCode.USAGE) from None
+
+
+def _file_body(path: Path | None) -> dict[str, Any]:
+    """The JSON object of --file (`-` reads standard input)."""
+    if path is None:
+        return {}
+    try:
+        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        body = json.loads(raw)
+    except (OSError, ValueError) as error:
+        raise CommandError(f"--file {path}: {error}", ExitCode.USAGE) from None
+    if not isinstance(body, dict):
+        raise CommandError(f"--file {path}: expected a JSON object", ExitCode.USAGE)
+    return body
+
+
+def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
+    """The job to submit: --file's fields, overridden by the options given."""
+    body = _file_body(file)
+    body.update({key: value for key, value in options.items() if value not in (None, [])})
+    try:
+        return JobSpec(**body)
+    except TypeError as error:
+        raise CommandError(f"not a field of a job: {error}", ExitCode.USAGE) from None
+
+
+@jobs_cli.command(
+    "submit",
+    epilog=examples(
+        "jobmatch jobs submit --resources 'language: java; java: 12'",
+        "jobmatch jobs submit --requires 'host:node[0-3] ssd' --shape 'slot=4/node'",
+        "jobmatch jobs submit --hard 'h_vmem=2G,arch=lx*' --pe mpi --pe-slots 2-4",
+        "jobmatch jobs submit --task shell --timeout 60 -- python3 -c 'print(42)'",
+        "jobmatch jobs submit --file job.json -o json | jq .id",
+    ),
+)
+def submit_job(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="the command a task job runs (after --)", show_default=False),
+    ] = None,
+    resources: Annotated[str | None, typer.Option(help="Momotor tags", show_default=False)] = None,
+    requires: Annotated[
+        str | None, typer.Option(help="Flux RFC 35 constraint text", show_default=False)
+    ] = None,
+    constraint: Annotated[
+        str | None, typer.Option(help="Flux RFC 31 constraint, as JSON", show_default=False)
+    ] = None,
+    shape: Annotated[str | None, typer.Option(help="Flux RFC 46 shape", show_default=False)] = None,
+    jobspec: Annotated[
+        str | None, typer.Option(help="RFC 14 resources list, as JSON", show_default=False)
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="debusine task type", show_default=False)] = None,
+    timeout: Annotated[
+        int | None, typer.Option(min=1, help="seconds a task job may run", show_default=False)
+    ] = None,
+    hard: Annotated[
+        str | None, typer.Option(help="Grid Engine hard -l list", show_default=False)
+    ] = None,
+    soft: Annotated[
+        str | None, typer.Option(help="Grid Engine soft -l list", show_default=False)
+    ] = None,
+    pe: Annotated[
+        str | None, typer.Option(help="Grid Engine parallel environment", show_default=False)
+    ] = None,
+    pe_slots: Annotated[
+        str | None, typer.Option(help="slot range of the PE, e.g. 2-4", show_default=False)
+    ] = None,
+    slots: Annotated[int | None, typer.Option(min=1, help="slots [server default: 1]")] = None,
+    priority: Annotated[int | None, typer.Option(help="priority [server default: 0]")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(help="a JSON body of POST /v1/jobs ('-': stdin); options override it"),
+    ] = None,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Submit a job in any notation; prints it (its id and state first)."""
+    remote = Remote(url, token, output)
+    options = {
+        "resources": resources,
+        "requires": requires,
+        "constraint": constraint,
+        "shape": shape,
+        "jobspec": jobspec,
+        "task": task,
+        "command": command,
+        "timeout": timeout,
+        "hard": hard,
+        "soft": soft,
+        "pe": pe,
+        "pe_slots": pe_slots,
+        "slots": slots,
+        "priority": priority,
+    }
+    with remote.client() as client:
+        options["constraint"] = _json_option(constraint, "constraint")
+        options["jobspec"] = _json_option(jobspec, "jobspec")
+        client.submit_job(job_spec(file, options))
+    _show(remote, client.last_json)

@@ -1,0 +1,94 @@
+"""The `jobmatch` program: its groups, --version, and the last guard against tracebacks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from app import __version__
+from app.cli.catalog import attributes_cli, tasks_cli
+from app.cli.categories import categories_cli
+from app.cli.database import db_cli
+from app.cli.errors import EXIT_CODES_HELP, ExitCode
+from app.cli.help import examples
+from app.cli.jobs import jobs_cli
+from app.cli.local import local_cli
+from app.cli.scenarios import scenario_cli
+from app.cli.values import values_cli
+from app.cli.workers import workers_cli
+
+#: Set to 1 to see the traceback of an unexpected error instead of its one line.
+DEBUG_ENV = "JOBMATCH_DEBUG"
+
+cli = typer.Typer(
+    help="jobmatch: matchmaking for job systems.\n\n"
+    "Remote commands (workers, jobs, categories, tasks, attributes, values) talk to a "
+    "server: --url or JOBMATCH_URL (default http://127.0.0.1:8000), --token or "
+    "JOBMATCH_TOKEN. Local "
+    "commands (serve, db, demo, scenario) use JOBMATCH_DATABASE_URL.",
+    epilog=examples(
+        "jobmatch workers list --url http://127.0.0.1:8000 --token dev-admin-token",
+        "jobmatch jobs explain 12 -o wide",
+        "jobmatch db upgrade && jobmatch serve",
+        "jobmatch COMMAND --help   # each command's options and examples",
+    )
+    + "\n\n"
+    + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+cli.add_typer(local_cli)
+cli.add_typer(workers_cli, name="workers")
+cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(categories_cli, name="categories")
+cli.add_typer(tasks_cli, name="tasks")
+cli.add_typer(attributes_cli, name="attributes")
+cli.add_typer(values_cli, name="values")
+cli.add_typer(db_cli, name="db")
+cli.add_typer(scenario_cli, name="scenario")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"jobmatch {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    # No docstring: the Typer's own help text stays the program's description.
+    pass
+
+
+def main() -> None:
+    """Run the program; an error no command expected is still one line on stderr."""
+    try:
+        cli(prog_name="jobmatch")
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`jobmatch jobs list | head`): what it wanted was written.
+        # Standard output is pointed at /dev/null so that Python's flush at exit is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    except Exception as error:
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        typer.echo(
+            f"error: {type(error).__name__}: {error} (set {DEBUG_ENV}=1 for the traceback)",
+            err=True,
+        )
+        sys.exit(int(ExitCode.SERVER))

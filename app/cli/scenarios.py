@@ -1,0 +1,138 @@
+"""`jobmatch scenario run`: Grid Engine scenario files against fresh databases, each case
+marked matched or not, with what differs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.cli.errors import ExitCode, fail
+from app.cli.help import examples
+
+scenario_cli = typer.Typer(
+    help="Grid Engine scenarios (sge62u5-reference-v1).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+#: Keys of an ``expected`` that are informative only: the engine does not compare them
+#: (app.matching.gridengine.scenarios, "message keys are informative and not compared").
+UNCOMPARED_KEYS = frozenset({"message"})
+FLOAT_TOLERANCE = 1e-6
+
+
+def differences(expected: Any, actual: Any, path: str = "") -> list[dict[str, Any]]:
+    """Where ``actual`` departs from ``expected``, compared the way the scenario runner
+    compares them (only the keys ``expected`` names; numbers within 1e-6): one
+    ``{path, expected, actual}`` per differing leaf (``actual`` null when it is missing)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        found = []
+        for key, value in expected.items():
+            if key not in UNCOMPARED_KEYS:
+                found += differences(value, actual.get(key), f"{path}.{key}")
+        return found
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        found = []
+        for index, (wanted, got) in enumerate(zip(expected, actual, strict=True)):
+            found += differences(wanted, got, f"{path}[{index}]")
+        return found
+    if _numbers_agree(expected, actual) or expected == actual:
+        return []
+    return [{"path": path or ".", "expected": expected, "actual": actual}]
+
+
+def _numbers_agree(expected: Any, actual: Any) -> bool:
+    numbers = (int, float)
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return False
+    if not (isinstance(expected, numbers) and isinstance(actual, numbers)):
+        return False
+    return abs(float(expected) - float(actual)) < FLOAT_TOLERANCE
+
+
+def case_record(result: Any, expected: Any) -> dict[str, Any]:
+    """One line of `--json`: the case, its outcome, whether it matched and what differs."""
+    differing = [] if expected is None else differences(expected, result.outcome)
+    if result.matched is False and not differing:
+        # The engine's SQL filter and its evaluator disagreed (sql_disagrees).
+        differing = [{"path": ".sql_disagrees", "expected": None, "actual": True}]
+    return {
+        "id": result.id,
+        "title": result.title,
+        "matched": result.matched,
+        "differences": differing,
+        "outcome": result.outcome,
+    }
+
+
+def _run(path: Path, position: str, progress: bool) -> list[dict[str, Any]]:
+    from app.matching.gridengine.scenarios import ScenarioError, read_scenarios, run_file
+
+    try:
+        cases = read_scenarios(path)
+        if progress:
+            typer.echo(f"{position} {path}: running {len(cases)} cases...", err=True)
+        results = run_file(path)
+    except (ScenarioError, OSError) as error:
+        fail(str(error), ExitCode.USAGE)
+    expected = {str(case["id"]): case.get("expected") for case in cases}
+    return [case_record(result, expected.get(result.id)) for result in results]
+
+
+def _print_case(record: dict[str, Any]) -> None:
+    verdict = {True: "matches", False: "DIFFERS", None: "no expected"}[record["matched"]]
+    typer.echo(f"{record['id']}: {record['title']} [{verdict}]")
+    typer.echo("  " + json.dumps(record["outcome"], sort_keys=True))
+    for difference in record["differences"]:
+        typer.echo(
+            f"  differs at {difference['path']}: expected "
+            f"{json.dumps(difference['expected'])}, got {json.dumps(difference['actual'])}"
+        )
+
+
+@scenario_cli.command(
+    "run",
+    epilog=examples(
+        "jobmatch scenario run tests/scenarios/sge/seed.jsonl",
+        "jobmatch scenario run tests/scenarios/sge/*.jsonl --json | jq 'select(.matched|not)'",
+    ),
+)
+def scenario_run(
+    files: Annotated[list[Path], typer.Argument(help="scenario files, one JSON object per line")],
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="one JSON object per case: {id, title, matched, differences, outcome}",
+        ),
+    ] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="say on stderr which file runs [default: when stderr is a terminal]",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run each scenario against a fresh database; say which matched their expected (exit
+    1 when any differs)."""
+    show_progress = sys.stderr.isatty() if progress is None else progress
+    records: list[dict[str, Any]] = []
+    for number, path in enumerate(files, start=1):
+        for record in _run(path, f"[{number}/{len(files)}]", show_progress):
+            records.append(record)
+            if as_json:
+                typer.echo(json.dumps(record, sort_keys=True))
+            else:
+                _print_case(record)
+    matched = sum(1 for record in records if record["matched"])
+    differ = sum(1 for record in records if record["matched"] is False)
+    if not as_json:
+        typer.echo(f"scenarios: {matched} matched, {differ} differ, {len(records)} run")
+    if differ:
+        raise typer.Exit(int(ExitCode.REFUSED))

@@ -1,0 +1,95 @@
+"""`jobmatch scenario run` (issue 21): `--json` marks each case matched or not, with what
+differs, exits 1 when any differs, and says its progress on stderr only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.cli.errors import ExitCode
+from app.cli.scenarios import differences
+
+SEED = Path(__file__).resolve().parents[1] / "scenarios" / "sge" / "seed.jsonl"
+
+
+def differing_copy(tmp_path: Path) -> Path:
+    """The seed file with case E1 expecting 5 slots on q1@h1 instead of the 4 it gets."""
+    cases = [json.loads(line) for line in SEED.read_text().splitlines() if line.strip()]
+    cases[0]["expected"]["assignment"] = {"q1@h1": 5}
+    path = tmp_path / "differs.jsonl"
+    path.write_text("".join(json.dumps(case) + "\n" for case in cases))
+    return path
+
+
+def test_json_marks_each_case_and_names_the_differences(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scenario", "run", "--json", str(differing_copy(tmp_path))])
+    assert result.exit_code == ExitCode.REFUSED
+    e1, e2 = (json.loads(line) for line in result.output.splitlines())
+    assert e1["id"] == "E1" and e1["matched"] is False
+    assert e1["differences"] == [
+        {"path": ".assignment.q1@h1", "expected": 5, "actual": 4},
+    ]
+    assert e2["id"] == "E2" and e2["matched"] is True and e2["differences"] == []
+    assert e2["outcome"]["assignment"] == {"q2@h2": 2, "q3@h3": 1, "q4@h4": 1}
+
+
+def test_every_seed_case_matches_and_the_exit_code_is_zero() -> None:
+    result = CliRunner().invoke(cli, ["scenario", "run", "--json", str(SEED)])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.output.splitlines()]
+    assert [(r["id"], r["matched"], r["differences"]) for r in records] == [
+        ("E1", True, []),
+        ("E2", True, []),
+    ]
+
+
+def test_the_summary_shows_where_a_case_differs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scenario", "run", str(differing_copy(tmp_path))])
+    assert result.exit_code == ExitCode.REFUSED
+    assert "E1: " in result.output and "[DIFFERS]" in result.output
+    assert "  differs at .assignment.q1@h1: expected 5, got 4" in result.output
+    assert "scenarios: 1 matched, 1 differ, 2 run" in result.output
+
+
+def test_progress_goes_to_stderr_and_json_to_stdout() -> None:
+    command = ["scenario", "run", "--json", "--progress", str(SEED), str(SEED)]
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"[1/2] {SEED}: running 2 cases...",
+        f"[2/2] {SEED}: running 2 cases...",
+    ]
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == [
+        "E1",
+        "E2",
+        "E1",
+        "E2",
+    ]
+
+
+def test_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scenario", "run", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == ExitCode.USAGE
+    assert result.output.startswith("error: ") and "missing.jsonl" in result.output
+
+
+def test_differences_compare_as_the_runner_does() -> None:
+    """Only the keys expected names, messages ignored, numbers within 1e-6 (the rules of
+    app.matching.gridengine.scenarios)."""
+    expected = {"a": 1.0, "message": "x", "b": [1, {"c": "y"}]}
+    actual = {"a": 1.0000001, "message": "other", "b": [1, {"c": "z"}], "extra": 3}
+    assert differences(expected, actual) == [{"path": ".b[1].c", "expected": "y", "actual": "z"}]
+    assert differences({"a": [1, 2]}, {"a": [1]}) == [
+        {"path": ".a", "expected": [1, 2], "actual": [1]}
+    ]
+    assert differences({"gone": 1}, {}) == [{"path": ".gone", "expected": 1, "actual": None}]
