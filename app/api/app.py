@@ -17,6 +17,7 @@ from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import flux, gridengine, health, jobs, leases, metrics, tasks, tokens, workers
 from app.api.schemas.common import Problem
 from app.api.token_gate import TokenGateMiddleware
+from app.api.ui import routes as console
 from app.db.engine import Database
 from app.logs import configure_logging
 from app.settings import Settings, get_settings
@@ -41,6 +42,8 @@ ROUTERS = (
     leases.router,
     tasks.router,
     gridengine.router,
+    # The web console: its own sign-in (a cookie), so the token gate lets it through.
+    console.router,
 )
 
 
