@@ -36,12 +36,14 @@ from app.client.errors import (
 from app.client.models import JobState, Role, WorkerState
 from app.client.policy import NO_RETRIES, RetryPolicy, Timeouts
 from app.client.requests import (
+    NULL,
     AttributeSpec,
     JobSpec,
     PeSpec,
     QueueSpec,
     TaskSpec,
     ValuesSpec,
+    WorkerPatch,
     WorkerSpec,
 )
 from app.client.submitter import SubmitterClient
@@ -49,6 +51,7 @@ from app.client.worker import WorkerClient
 
 __all__ = [
     "NO_RETRIES",
+    "NULL",
     "USER_AGENT",
     "AdminClient",
     "ApiError",
@@ -81,6 +84,7 @@ __all__ = [
     "ValidationFailed",
     "ValuesSpec",
     "WorkerClient",
+    "WorkerPatch",
     "WorkerSpec",
     "WorkerState",
 ]

@@ -19,10 +19,18 @@ from app.client.models import (
     Token,
     TokenPage,
     ValuesChanged,
+    Worker,
     WorkerMetadata,
 )
 from app.client.operations import covers
-from app.client.requests import AttributeSpec, PeSpec, TaskSpec, ValuesSpec, WorkerSpec
+from app.client.requests import (
+    AttributeSpec,
+    PeSpec,
+    TaskSpec,
+    ValuesSpec,
+    WorkerPatch,
+    WorkerSpec,
+)
 from app.client.submitter import SubmitterClient
 
 
@@ -56,6 +64,19 @@ class AdminClient(SubmitterClient):
         """Register a worker, or replace the whole worker of that name; a new worker's token
         is in the answer."""
         return self._call(RegisteredWorker, ops.REGISTER_WORKER, body=worker)
+
+    @covers(ops.UPDATE_WORKER)
+    def update_worker(self, name: str, patch: WorkerPatch) -> Worker:
+        """Change only the fields the patch gives: drain (``state=DRAINING`` with a
+        ``reason``), disable, resume, resize. The rest of the worker stays as it is."""
+        return self._call(Worker, ops.UPDATE_WORKER, path={"name": name}, body=patch)
+
+    @covers(ops.DELETE_WORKER)
+    def delete_worker(self, name: str, *, requeue: bool = False) -> None:
+        """Remove a worker. One that runs jobs is refused (Conflict) unless ``requeue``,
+        which returns its jobs to the queue first."""
+        query = {"requeue": "true"} if requeue else None
+        self._send(ops.DELETE_WORKER, path={"name": name}, query=query)
 
     @covers(ops.SET_STATIC_METADATA)
     def set_static_metadata(self, worker: str, metadata: dict[str, Any]) -> WorkerMetadata:

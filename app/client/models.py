@@ -21,9 +21,13 @@ class Role(enum.StrEnum):
 
 
 class WorkerState(enum.StrEnum):
+    """``draining``: finishes what it runs, gets nothing new; ``disabled`` (by an admin)
+    and ``offline``: gets nothing and counts as able to run nothing."""
+
     ACTIVE = "active"
     DRAINING = "draining"
     OFFLINE = "offline"
+    DISABLED = "disabled"
 
 
 class JobState(enum.StrEnum):
@@ -74,6 +78,9 @@ class Worker:
     name: str
     rank: int | None
     state: WorkerState
+    state_reason: str | None
+    state_set_by: str | None
+    state_changed_at: str | None
     generation: int
     resources: str
     properties: list[str]

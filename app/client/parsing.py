@@ -97,13 +97,27 @@ def _dataclass(cls: type[Any], value: Any, path: str) -> Any:
     return cls(**arguments)
 
 
+class Null(enum.Enum):
+    """The marker of a field sent as JSON ``null`` (a request field left at None is not
+    sent at all): in a merge patch, ``null`` clears a value."""
+
+    NULL = "null"
+
+
+#: Send this field as ``null``: ``WorkerPatch(rank=NULL)`` removes the worker's rank.
+NULL = Null.NULL
+
+
 def to_json(request: Any) -> dict[str, Any]:
     """A request dataclass as a JSON object, leaving out the fields left at None so that
-    the server applies its own defaults."""
+    the server applies its own defaults (and sending :data:`NULL` as ``null``)."""
     body: dict[str, Any] = {}
     for field in dataclasses.fields(request):
         value = getattr(request, field.name)
         if value is None:
+            continue
+        if value is NULL:
+            body[field.metadata.get("json", field.name)] = None
             continue
         body[field.metadata.get("json", field.name)] = _plain(value)
     return body

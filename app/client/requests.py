@@ -10,6 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.client.models import WorkerState
+from app.client.parsing import NULL, Null
+
+__all__ = [
+    "NULL",
+    "AttributeSpec",
+    "JobSpec",
+    "PeSpec",
+    "QueueSpec",
+    "TaskSpec",
+    "ValuesSpec",
+    "WorkerPatch",
+    "WorkerSpec",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,23 @@ class WorkerSpec:
     queues: list[QueueSpec] | None = None
     properties: list[str] | None = None
     inventory: str | list[Any] | None = None
+
+
+@dataclass(frozen=True)
+class WorkerPatch:
+    """A change of some fields of a worker (PATCH /v1/workers/{name}): fields left at None
+    keep their values; :data:`NULL` clears ``reason``, ``rank`` or ``inventory``.
+    ``WorkerPatch(state=WorkerState.DRAINING, reason="kernel upgrade")`` drains a worker
+    and keeps everything else."""
+
+    state: WorkerState | None = None
+    reason: str | Null | None = None
+    resources: str | None = None
+    slots: int | None = None
+    rank: int | Null | None = None
+    queues: list[QueueSpec] | None = None
+    properties: list[str] | None = None
+    inventory: str | list[Any] | Null | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
+    UNAVAILABLE_WORKER_STATES,
     Category,
     CategoryMisfit,
     CategoryNodeNeed,
@@ -91,7 +92,7 @@ def _candidates(
     )
     rows = session.execute(
         select(Worker.id, Worker.name, Worker.resources, Worker.state, free, first_queue).where(
-            Worker.state != WorkerState.OFFLINE,
+            Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
             fits(category_id, Worker.id, Worker.generation),
         )
     ).all()

@@ -9,7 +9,14 @@ from sqlalchemy import exists, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import Category, CategoryTag, CategoryTask, Task, Worker
+from app.db.models import (
+    UNAVAILABLE_WORKER_STATES,
+    Category,
+    CategoryTag,
+    CategoryTask,
+    Task,
+    Worker,
+)
 from app.matching.allocation.inventory import store_category_needs
 from app.matching.allocation.vertex_requests import build_requests
 from app.matching.debusine.metadata import effective_metadata
@@ -109,20 +116,29 @@ PLUGIN_BATCH = 100
 
 
 def any_worker_fits(session: Session, category_id: int, task: Task | None = None) -> bool:
-    """Whether some registered worker could run the category's jobs, whatever runs now.
+    """Whether some registered worker could run the category's jobs, whatever runs now
+    (offline and disabled workers do not count; draining ones do).
     A task's ``can_run_on`` plug-in runs only on the workers SQL kept, until one accepts."""
     if task is None or task.plugin is None:
         return bool(
             session.scalar(
                 select(
-                    exists(select(Worker.id).where(fits(category_id, Worker.id, Worker.generation)))
+                    exists(
+                        select(Worker.id).where(
+                            Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
+                            fits(category_id, Worker.id, Worker.generation),
+                        )
+                    )
                 )
             )
         )
     survivors = list(
         session.scalars(
             select(Worker.id)
-            .where(fits(category_id, Worker.id, Worker.generation))
+            .where(
+                Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
+                fits(category_id, Worker.id, Worker.generation),
+            )
             .order_by(Worker.id)
         )
     )

@@ -153,6 +153,8 @@ def inventory_clauses(
 def state_clauses(state: WorkerState) -> list[Clause]:
     if state is WorkerState.OFFLINE:
         return [Clause("worker-offline", "the worker is offline")]
+    if state is WorkerState.DISABLED:
+        return [Clause("worker-disabled", "an administrator disabled the worker")]
     return []
 
 

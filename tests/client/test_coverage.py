@@ -140,6 +140,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "WorkerOut": models.Worker,
     "JobIn": requests.JobSpec,
     "WorkerIn": requests.WorkerSpec,
+    "WorkerPatch": requests.WorkerPatch,
     "QueueIn": requests.QueueSpec,
     "TaskIn": requests.TaskSpec,
     "AttributeIn": requests.AttributeSpec,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
@@ -11,7 +13,7 @@ from app.api.limits import check_metadata_size
 from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
-from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, Problem, page_of
 from app.api.schemas.jobs import JobOut
 from app.api.schemas.workers import (
     DynamicMetadataIn,
@@ -23,10 +25,11 @@ from app.api.schemas.workers import (
     StaticMetadataIn,
     WorkerIn,
     WorkerOut,
+    WorkerPatch,
 )
 from app.db import tokens
-from app.db.models import Role, Worker
-from app.matching import leases, workers
+from app.db.models import Role, Worker, WorkerState
+from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.locks import worker_by_name
@@ -49,6 +52,9 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
         name=worker.name,
         rank=worker.rank,
         state=worker.state,
+        state_reason=worker.state_reason,
+        state_set_by=worker.state_set_by,
+        state_changed_at=worker.state_changed_at,
         generation=worker.generation,
         resources=worker.resources,
         queues=[
@@ -65,12 +71,20 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RegisteredWorker,
-    responses={200: {"model": RegisteredWorker, "description": "An existing worker was updated"}},
+    responses={
+        200: {
+            "model": RegisteredWorker,
+            "description": "An existing worker was replaced whole by this registration",
+        }
+    },
 )
 def register_worker(
-    body: WorkerIn, session: SessionDep, _admin: AdminDep, response: Response
+    body: WorkerIn, session: SessionDep, admin: AdminDep, response: Response
 ) -> RegisteredWorker:
-    """Register a worker, or update the worker of that name (200)."""
+    """Register a worker (201, with its token), or replace the whole worker of that name
+    (200): every field left out takes its default again (no resources, one slot, no rank,
+    no properties, no inventory, state `active`). To change some fields only, such as
+    draining a worker, use `PATCH /v1/workers/{name}`."""
     spec = WorkerSpec(
         name=body.name,
         resources=body.resources,
@@ -81,7 +95,7 @@ def register_worker(
         properties=tuple(body.properties),
         inventory=body.inventory,
     )
-    worker, created = workers.upsert_worker(session, spec)
+    worker, created = worker_lifecycle.register_worker(session, spec, by=admin.subject)
     token = None
     if created:
         _row, token = tokens.issue_token(session, role=Role.WORKER, subject=worker.name)
@@ -89,6 +103,91 @@ def register_worker(
         response.status_code = status.HTTP_200_OK
     session.refresh(worker)
     return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
+
+
+_PATCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No worker of that name"},
+    409: {"model": Problem, "description": "The rank belongs to another worker"},
+    422: {
+        "model": Problem,
+        "description": "A value is invalid (a notation, a queue still in use, a shrink "
+        "below the slots in use); nothing was changed",
+    },
+}
+
+
+T = TypeVar("T")
+
+
+def _changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
+    """The fields the patch gives; the others UNSET (left as they are)."""
+    given = body.model_fields_set
+    unset = worker_lifecycle.UNSET
+
+    def pick(name: str, value: T) -> T | worker_lifecycle.Unset:
+        return value if name in given else unset
+
+    return worker_lifecycle.WorkerChanges(
+        state=pick("state", body.state or WorkerState.ACTIVE),
+        reason=pick("reason", body.reason),
+        resources=pick("resources", body.resources or ""),
+        slots=pick("slots", body.slots or 0),
+        rank=pick("rank", body.rank),
+        queues=pick("queues", tuple(QueueSpec(q.name, q.slots) for q in body.queues or ())),
+        properties=pick("properties", tuple(body.properties or ())),
+        inventory=pick("inventory", body.inventory),
+    )
+
+
+@router.patch(
+    "/{name}",
+    response_model=WorkerOut,
+    operation_id="update_worker",
+    summary="Change some of a worker's fields (drain, disable, resume, resize)",
+    responses=_PATCH_ERRORS,
+)
+def update_worker(
+    name: NamePath, body: WorkerPatch, session: SessionDep, admin: AdminDep
+) -> WorkerOut:
+    """Change only the fields given (JSON merge patch, RFC 7396); the others keep their
+    values. `{"state": "draining", "reason": "..."}` drains the worker: it finishes what it
+    runs and gets nothing new; `disabled` also stops it from counting as able to run
+    anything; `active` resumes it. A change that can alter what the worker fits (resources,
+    slots, queues, rank, properties, inventory) bumps its generation."""
+    changes = _changes(body)
+    worker = worker_lifecycle.update_worker(session, name, changes, by=admin.subject)
+    session.refresh(worker)
+    return worker_out(session, worker)
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="delete_worker",
+    summary="Remove a worker (and, with requeue=true, return its jobs to the queue)",
+    responses={
+        404: {"model": Problem, "description": "No worker of that name"},
+        409: {
+            "model": Problem,
+            "description": "The worker runs jobs; drain it first, or pass requeue=true",
+        },
+    },
+)
+def delete_worker(
+    name: NamePath,
+    session: SessionDep,
+    admin: AdminDep,
+    requeue: bool = Query(
+        default=False,
+        description="return the jobs the worker runs to the queue (recorded in their "
+        "history) instead of refusing",
+    ),
+) -> Response:
+    """Remove the worker, its queue instances and its tokens. Finished jobs keep their
+    history. A worker that runs jobs is refused with 409 unless `requeue=true`."""
+    worker_lifecycle.delete_worker(session, name, requeue=requeue, by=admin.subject)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("", response_model=Page[WorkerOut])

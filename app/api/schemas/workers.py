@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas.common import Text
 from app.db.models import (
@@ -22,35 +22,82 @@ class QueueIn(BaseModel):
     slots: int = Field(ge=0, le=1_000_000)
 
 
+WorkerName = Annotated[str, Field(min_length=1, max_length=255, pattern=NAME_PATTERN)]
+Resources = Annotated[
+    Text,
+    Field(
+        max_length=65_536, description="Momotor resource definition, e.g. `language: java, ?python`"
+    ),
+]
+Slots = Annotated[int, Field(ge=0, le=1_000_000)]
+Rank = Annotated[int, Field(ge=0, le=2**31 - 1, description="RFC 31 rank, unique per worker")]
+Queues = Annotated[list[QueueIn], Field(max_length=256)]
+Properties = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]],
+    Field(max_length=1024, description="RFC 31 properties, tested by `properties` constraints"),
+]
+Inventory = Annotated[
+    str | list[Any],
+    Field(
+        description="the worker's resources as a shape (`node/[socket=2/[core=16;gpu=2];"
+        "memory=256{unit:GB}]`) or an RFC 14 resources list; jobs with a shape or jobspec "
+        "get concrete vertices of it"
+    ),
+]
+Reason = Annotated[
+    Text, Field(max_length=1024, description="why the worker is in its state, for people")
+]
+
+
 class WorkerIn(BaseModel):
     """A worker's registration. Without ``queues`` the worker gets one queue instance of
     the ``default`` queue with ``slots`` slots."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, pattern=NAME_PATTERN)
-    resources: Text = Field(
-        default="",
-        max_length=65_536,
-        description="Momotor resource definition, e.g. `language: java, ?python`",
-    )
-    slots: int = Field(default=1, ge=0, le=1_000_000)
-    rank: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    name: WorkerName
+    resources: Resources = ""
+    slots: Slots = 1
+    rank: Rank | None = None
     state: WorkerState = WorkerState.ACTIVE
-    queues: list[QueueIn] | None = Field(default=None, max_length=256)
-    properties: list[
-        Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]
-    ] = Field(
-        default_factory=list,
-        max_length=1024,
-        description="RFC 31 properties, tested by `properties` constraints",
+    queues: Queues | None = None
+    properties: Properties = Field(default_factory=list)
+    inventory: Inventory | None = None
+
+
+#: Fields of a patch that have no "none" value: ``null`` for them is an error, not a reset.
+_NOT_NULLABLE = ("state", "resources", "slots", "queues", "properties")
+
+
+class WorkerPatch(BaseModel):
+    """A change of some of a worker's fields (JSON merge patch, RFC 7396): a field left out
+    stays as it is; ``null`` clears ``rank``, ``inventory`` or ``reason``. ``state`` with a
+    ``reason`` drains (``draining``: finishes what it runs, gets nothing new), disables
+    (``disabled``: gets nothing, and counts as able to run nothing) or resumes
+    (``active``) the worker; a change of state without a reason clears the old one."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"example": {"state": "draining", "reason": "kernel upgrade"}},
     )
-    inventory: str | list[Any] | None = Field(
-        default=None,
-        description="the worker's resources as a shape (`node/[socket=2/[core=16;gpu=2];"
-        "memory=256{unit:GB}]`) or an RFC 14 resources list; jobs with a shape or jobspec "
-        "get concrete vertices of it",
+
+    state: WorkerState | None = None
+    reason: Reason | None = None
+    resources: Resources | None = None
+    slots: Slots | None = Field(
+        default=None, description="slots of the worker's one `default` queue instance"
     )
+    rank: Rank | None = None
+    queues: Queues | None = None
+    properties: Properties | None = None
+    inventory: Inventory | None = None
+
+    @model_validator(mode="after")
+    def _null_only_where_it_means_none(self) -> WorkerPatch:
+        for name in _NOT_NULLABLE:
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null; leave it out to keep it")
+        return self
 
 
 class QueueInstanceOut(BaseModel):
@@ -63,6 +110,11 @@ class WorkerOut(BaseModel):
     name: str
     rank: int | None
     state: WorkerState
+    state_reason: str | None = Field(description="why the worker is in its state, if said")
+    state_set_by: str | None = Field(
+        description="who set the state: `admin`, or the subject of the token"
+    )
+    state_changed_at: datetime | None = Field(description="when the state was last set")
     generation: int
     resources: str
     properties: list[str]

@@ -10,7 +10,7 @@ from app.db.models.allocation import (
 )
 from app.db.models.cluster import Queue, QueueInstance, Worker
 from app.db.models.debusine import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
-from app.db.models.enums import JobState, TagMode, WorkerState
+from app.db.models.enums import UNAVAILABLE_WORKER_STATES, JobState, TagMode, WorkerState
 from app.db.models.flux import (
     ConstraintHostRun,
     ConstraintProperty,
@@ -34,6 +34,7 @@ from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
+    "UNAVAILABLE_WORKER_STATES",
     "Allocation",
     "ApiToken",
     "Attribute",

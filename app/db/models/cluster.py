@@ -23,6 +23,11 @@ class Worker(Base):
     state: Mapped[WorkerState] = mapped_column(
         string_enum(WorkerState, "worker_state"), default=WorkerState.ACTIVE
     )
+    #: Why the worker is in its state (free text from the admin who set it), who set it
+    #: (the token's role and subject, e.g. ``admin``) and when; NULL until someone does.
+    state_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    state_set_by: Mapped[str | None] = mapped_column(String(255), default=None)
+    state_changed_at: Mapped[datetime | None] = mapped_column(default=None)
     generation: Mapped[int] = mapped_column(default=1)
     #: The Momotor resource definition exactly as the worker (or its admin) wrote it.
     resources: Mapped[str] = mapped_column(Text, default="")

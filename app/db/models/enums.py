@@ -8,12 +8,19 @@ from sqlalchemy import Enum
 
 
 class WorkerState(enum.StrEnum):
-    """``active`` workers receive work; ``draining`` ones finish what they hold; ``offline``
-    ones are known but neither receive work nor count as able to run anything."""
+    """``active`` workers receive work; ``draining`` ones finish what they hold and get
+    nothing new; ``offline`` and ``disabled`` ones (``disabled``: set by an admin) are known
+    but neither receive work nor count as able to run anything."""
 
     ACTIVE = "active"
     DRAINING = "draining"
     OFFLINE = "offline"
+    DISABLED = "disabled"
+
+
+#: Workers in these states run nothing: no candidates, and no help for a new job that only
+#: they could run. A draining worker still counts; it gets work again once active.
+UNAVAILABLE_WORKER_STATES = (WorkerState.OFFLINE, WorkerState.DISABLED)
 
 
 class JobState(enum.StrEnum):

@@ -289,3 +289,56 @@ def write_queue_builtins(session: Session, worker: Worker) -> None:
         # A new queue instance has no other values yet, so every built-in row counts.
         session.add_all(AttributeValue(**row) for row in rows)
         session.flush()
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """A consumable's capacity at one object and what running jobs book of it now."""
+
+    capacity: float
+    used: float
+
+
+@dataclass(frozen=True)
+class ValuesView:
+    """What one object carries, as ``PUT /v1/values/...`` writes it: the texts of each
+    kind by attribute name, and the consumables' capacities with their bookings."""
+
+    complex_values: dict[str, str]
+    load_values: dict[str, str]
+    attributes: dict[str, str]
+    consumables: dict[str, Consumption]
+
+
+def read_values(session: Session, target: Target) -> ValuesView:
+    """The values at ``target`` (every built-in queue attribute included, not only those an
+    admin set), attribute names in order."""
+    found: dict[str, dict[str, str]] = {kind: {} for kind in KINDS.values()}
+    for name, kind, text in session.execute(
+        select(Attribute.name, AttributeValue.kind, AttributeValue.text)
+        .join(Attribute, Attribute.id == AttributeValue.attribute_id)
+        .where(
+            AttributeValue.level == target.level,
+            AttributeValue.object_key == target.object_key,
+        )
+        .order_by(Attribute.name)
+    ):
+        found[kind][name] = text
+    consumables = {
+        name: Consumption(capacity, used)
+        for name, capacity, used in session.execute(
+            select(Attribute.name, ConsumableUsage.capacity, ConsumableUsage.used)
+            .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
+            .where(
+                ConsumableUsage.level == target.level,
+                ConsumableUsage.object_key == target.object_key,
+            )
+            .order_by(Attribute.name)
+        )
+    }
+    return ValuesView(
+        complex_values=found["fixed"],
+        load_values=found["load"],
+        attributes=found["builtin"],
+        consumables=consumables,
+    )
