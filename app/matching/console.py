@@ -125,8 +125,10 @@ class WorkerRow:
 
     name: str
     state: str
-    #: Why the worker is in its state, when someone said (None until then).
+    #: Why the worker is in its state, who set it and when (None until someone did).
     reason: str | None
+    state_set_by: str | None
+    state_changed_at: datetime | None
     last_seen: datetime | None
     slots_used: int
     slots_total: int
@@ -161,7 +163,9 @@ def _worker_rows(session: Session, query: Select[Worker]) -> list[WorkerRow]:
         WorkerRow(
             name=w.name,
             state=w.state.value,
-            reason=None,  # the worker lifecycle (issue 21) records one
+            reason=w.state_reason,
+            state_set_by=w.state_set_by,
+            state_changed_at=w.state_changed_at,
             last_seen=w.last_seen,
             slots_used=slots.get(w.id, (0, 0))[0],
             slots_total=slots.get(w.id, (0, 0))[1],
@@ -369,14 +373,6 @@ def fit_matrix(session: Session, *, submitter: str | None) -> FitMatrix:
         cells=cells,
         reason_counts=dict(sorted(counts.items())),
     )
-
-
-def set_worker_state(session: Session, worker: Worker, state: WorkerState) -> Worker:
-    """Drain or resume one worker, changing nothing else: a draining worker finishes what
-    it runs and a pull gives it nothing new (app/matching/dispatch/pull_sql.py)."""
-    worker.state = state
-    session.flush()
-    return worker
 
 
 @dataclass(frozen=True)

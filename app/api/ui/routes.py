@@ -22,9 +22,10 @@ from app.api.ui import session as console_session
 from app.api.ui.session import Viewer, csrf_ok, current_viewer, form_fields, same_origin
 from app.api.ui.views import error_page, job_page, render
 from app.db.models import JobState, WorkerState
-from app.matching import console, submission
+from app.matching import console, submission, worker_lifecycle
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.locks import worker_by_name
+from app.matching.worker_lifecycle import WorkerChanges
 
 
 class SignInRequired(Exception):
@@ -62,6 +63,9 @@ router = APIRouter(prefix="/ui", include_in_schema=False, route_class=ConsoleRou
 FormDep = Annotated[dict[str, str], Depends(form_fields)]
 
 SIGN_IN = "/ui/sign-in"
+
+#: The longest reason a drain form takes, as PATCH /v1/workers/{name} (its schema's Reason).
+MAX_REASON_LENGTH = 1024
 
 #: The files of app/api/ui/static the console serves, with their media types.
 STATIC_FILES = {"console.css": "text/css; charset=utf-8"}
@@ -172,7 +176,11 @@ def _set_state(
     refusal = _refusal(request, viewer, fields)
     if refusal is not None:
         return refusal
-    console.set_worker_state(session, worker_by_name(session, name, lock=True), state)
+    reason = fields.get("reason", "").strip() or None
+    if reason is not None and len(reason) > MAX_REASON_LENGTH:
+        return error_page(viewer, 422, f"the reason is longer than {MAX_REASON_LENGTH} characters")
+    changes = WorkerChanges(state=state, reason=reason)
+    worker_lifecycle.update_worker(session, name, changes, by=viewer.principal.subject)
     return _see_other(f"/ui/workers/{name}")
 
 

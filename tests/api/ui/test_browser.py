@@ -173,10 +173,13 @@ def test_every_page_renders_and_a_drain_click_drains(
     screens.take(page, "fit")
 
     page.goto(f"{server.base_url}/ui/workers/java-box")
+    page.fill("#reason", "kernel upgrade")
     page.click("#drain")
     expect(page.locator("#worker-state")).to_contain_text("draining")
+    expect(page.locator("#state-reason")).to_have_text("kernel upgrade")
     status, worker = server.request("GET", "/v1/workers/java-box")
     assert status == 200 and worker["state"] == "draining"
+    assert worker["state_reason"] == "kernel upgrade"
     assert worker["resources"] and worker["queues"][0]["slots"] == 4  # nothing else changed
     screens.take(page, "worker-drained")
 

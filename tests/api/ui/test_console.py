@@ -132,7 +132,10 @@ def test_every_page_renders_for_the_admin(client: TestClient, cluster: ConsoleCl
 
 
 def test_a_drain_needs_the_csrf_token_and_this_origin(
-    client: TestClient, database: Database, cluster: ConsoleCluster
+    client: TestClient,
+    database: Database,
+    admin_headers: dict[str, str],
+    cluster: ConsoleCluster,
 ) -> None:
     csrf = _sign_in(client, ADMIN_TOKEN)
     page = client.get("/ui/workers/java-box").text
@@ -148,13 +151,23 @@ def test_a_drain_needs_the_csrf_token_and_this_origin(
         answer = client.post("/ui/workers/java-box/drain", data=data, headers=headers)
         assert answer.status_code == 403, (data, headers)
         assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+    too_long = {"csrf": csrf, "reason": "x" * 1025}
+    answer = client.post("/ui/workers/java-box/drain", data=too_long, headers=ORIGIN)
+    assert answer.status_code == 422 and "longer than 1024" in answer.text
+    assert _worker_state(database, "java-box") is WorkerState.ACTIVE
     referer = {"Referer": "http://testserver/ui/workers/java-box"}
     drained = client.post(
-        "/ui/workers/java-box/drain", data={"csrf": csrf}, headers=referer, follow_redirects=False
+        "/ui/workers/java-box/drain",
+        data={"csrf": csrf, "reason": "kernel upgrade"},
+        headers=referer,
+        follow_redirects=False,
     )
     assert drained.status_code == 303 and drained.headers["location"] == "/ui/workers/java-box"
-    assert _worker_state(database, "java-box") is WorkerState.DRAINING
-    assert 'id="resume"' in client.get("/ui/workers/java-box").text
+    worker = client.get("/v1/workers/java-box", headers=admin_headers).json()
+    assert (worker["state"], worker["state_reason"]) == ("draining", "kernel upgrade")
+    assert worker["resources"] and worker["queues"][0]["slots"] == 4  # nothing else changed
+    page = client.get("/ui/workers/java-box").text
+    assert 'id="resume"' in page and "kernel upgrade" in page and "set by admin" in page
     client.post("/ui/workers/java-box/resume", data={"csrf": csrf}, headers=ORIGIN)
     assert _worker_state(database, "java-box") is WorkerState.ACTIVE
 
