@@ -17,6 +17,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
+    UNAVAILABLE_WORKER_STATES,
     Category,
     CategoryMisfit,
     InventoryCount,
@@ -296,7 +297,7 @@ class QueuedCategory:
     request: str
     waiting: int
     oldest_submitted_at: datetime
-    #: How many workers that are not offline fit the category statically.
+    #: How many available workers (not offline, not disabled) fit the category statically.
     fitting_workers: int
     #: The reason most workers refuse it, with how many do; None when none refuses.
     top_reason: str | None
@@ -309,7 +310,7 @@ class QueuedCategory:
                 f"{self.fitting_workers} worker(s) fit: waiting for free slots, inventory or a pull"
             )
         if self.top_reason is None:
-            return "no worker is registered"
+            return "no worker is available"
         return f"{reason_words(self.top_reason)} ({self.top_reason_workers} worker(s))"
 
 
@@ -324,7 +325,9 @@ def queue_by_category(session: Session, *, submitter: str | None) -> list[Queued
     ).all()
     ids = [category_id for category_id, _count, _oldest in groups]
     categories = {c.id: c for c in session.scalars(select(Category).where(Category.id.in_(ids)))}
-    workers = list(session.scalars(select(Worker.id).where(Worker.state != WorkerState.OFFLINE)))
+    workers = list(
+        session.scalars(select(Worker.id).where(Worker.state.not_in(UNAVAILABLE_WORKER_STATES)))
+    )
     reasons = _misfit_reasons(session, ids, workers)
     lines = []
     for category_id, count, oldest in groups:
