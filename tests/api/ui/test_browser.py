@@ -199,9 +199,18 @@ def test_a_phone_sees_the_pages_without_sideways_scrolling(
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
     _sign_in(page, server, ADMIN)
-    for path, name in [("/ui", "phone-overview"), ("/ui/workers/docs-worker", "phone-worker")]:
+    pages = [
+        ("/ui", "phone-overview"),
+        ("/ui/workers/docs-worker", "phone-worker"),
+        ("/ui/jobs/1", "phone-job"),
+        ("/ui/fit", "phone-fit"),
+    ]
+    for path, name in pages:
         page.goto(f"{server.base_url}{path}")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        # clientWidth: the layout viewport (a phone's innerWidth grows to fit wide content).
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         assert overflow <= 1, (path, overflow)
         screens.take(page, name)
     context.close()
