@@ -73,8 +73,18 @@ class Agent:
         self.spool = Spool(options.spool) if options.spool is not None else None
 
     # ------------------------------------------------------------------ the server
+    def _task_types(self) -> list[Any]:
+        """Every registered task type, read page by page."""
+        tasks: list[Any] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = self.client.request("GET", f"/v1/tasks?limit=500&offset={offset}").body or {}
+            tasks += page.get("items", [])
+            offset = page.get("next_offset")
+        return tasks
+
     def report_metadata(self) -> None:
-        tasks = self.client.request("GET", "/v1/tasks").body or []
+        tasks = self._task_types()
         report = analyze(tasks)
         self.client.request(
             "POST", f"/v1/workers/{self.options.name}/metadata", {"metadata": report}

@@ -19,7 +19,7 @@ from app.client.errors import (
     UnexpectedResponse,
     error_for_response,
 )
-from app.client.models import CompiledConstraint, ExpandedShape, Task, WorkerMetadata
+from app.client.models import CompiledConstraint, ExpandedShape, Task, TaskPage, WorkerMetadata
 from app.client.operations import Operation, covers
 from app.client.parsing import ResponseShapeError, parse, to_json
 from app.client.policy import RetryPolicy, Timeouts, retry_wait
@@ -134,13 +134,6 @@ class BaseClient:
         """Send ``operation`` and parse its JSON answer as ``model``."""
         return self._parse(model, self._send(operation, **request))
 
-    def _call_list(self, model: type[T], operation: Operation, **request: Any) -> list[T]:
-        data = self._json(self._send(operation, **request))
-        if not isinstance(data, list):
-            raise UnexpectedResponse(f"{operation.method} {operation.path}: expected a list")
-        where = f"{operation.method} {operation.path}"
-        return [self._parse_data(model, item, where) for item in data]
-
     def _parse(self, model: type[T], response: httpx2.Response) -> T:
         where = f"{response.request.method} {response.url.path}"
         return self._parse_data(model, self._json(response), where)
@@ -207,9 +200,9 @@ class BaseClient:
         )
 
     @covers(ops.LIST_TASKS)
-    def list_tasks(self) -> list[Task]:
-        """The debusine task types registered on the server."""
-        return self._call_list(Task, ops.LIST_TASKS)
+    def list_tasks(self, *, limit: int | None = None, offset: int | None = None) -> TaskPage:
+        """The debusine task types registered on the server, a page at a time."""
+        return self._call(TaskPage, ops.LIST_TASKS, query={"limit": limit, "offset": offset})
 
     @covers(ops.GET_TASK)
     def get_task(self, name: str) -> Task:

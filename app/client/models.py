@@ -326,3 +326,101 @@ class ScheduleRun:
     considered: int
     dispatched: int
     rejected_categories: int
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    items: list[Task]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class AttributePage:
+    items: list[Attribute]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class PePage:
+    items: list[ParallelEnvironment]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """A consumable's capacity at one object, and what running jobs book of it now."""
+
+    capacity: float
+    used: float
+
+
+@dataclass(frozen=True)
+class Values:
+    """The Grid Engine values one object (the global host, a host, a queue instance)
+    carries, by attribute name."""
+
+    complex_values: dict[str, str]
+    load_values: dict[str, str]
+    attributes: dict[str, str]
+    consumables: dict[str, Consumption]
+
+
+@dataclass(frozen=True)
+class CategoryRequest:
+    """What a category's jobs ask for, per family in its notation (None: nothing)."""
+
+    resources: str
+    slots: int
+    constraint: Any
+    jobspec: Any
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
+    task: str | None
+
+
+@dataclass(frozen=True)
+class CategorySummary:
+    """A category as listed: its request, its waiting and running jobs, how many workers
+    fit it."""
+
+    id: int
+    created_at: str
+    request: CategoryRequest
+    waiting: int
+    running: int
+    fitting_workers: int
+
+
+@dataclass(frozen=True)
+class WorkerFit:
+    """One worker against a category: fits, or the reason code (as ``v_category_fit``)
+    and its meaning."""
+
+    worker: str
+    state: WorkerState
+    fits: bool
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class Category(CategorySummary):
+    """A category with its fit over every worker."""
+
+    workers: list[WorkerFit]
+
+
+@dataclass(frozen=True)
+class CategoryPage:
+    items: list[CategorySummary]
+    limit: int
+    offset: int
+    next_offset: int | None

@@ -7,13 +7,18 @@ from app.client.base import IDEMPOTENCY_KEY, BaseClient
 from app.client.models import (
     Allocation,
     Attribute,
+    AttributePage,
     Candidates,
+    Category,
+    CategoryPage,
     Explanation,
     Job,
     JobHistory,
     JobPage,
     JobState,
     ParallelEnvironment,
+    PePage,
+    Values,
     Worker,
     WorkerPage,
 )
@@ -40,7 +45,8 @@ class SubmitterClient(BaseClient):
         limit: int | None = None,
         offset: int | None = None,
     ) -> JobPage:
-        """One page of jobs (a submitter sees its own), newest first."""
+        """One page of jobs in id order, filtered by state and category (a submitter sees
+        its own, every page full)."""
         query = {"state": state, "category": category, "limit": limit, "offset": offset}
         return self._call(JobPage, ops.LIST_JOBS, query=query)
 
@@ -89,15 +95,54 @@ class SubmitterClient(BaseClient):
         return self._call(Worker, ops.GET_WORKER, path={"name": name})
 
     @covers(ops.LIST_ATTRIBUTES)
-    def list_attributes(self) -> list[Attribute]:
-        """The Grid Engine complex: every attribute a -l request may name."""
-        return self._call_list(Attribute, ops.LIST_ATTRIBUTES)
+    def list_attributes(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> AttributePage:
+        """The Grid Engine complex, a page at a time: the attributes a -l request may name."""
+        query = {"limit": limit, "offset": offset}
+        return self._call(AttributePage, ops.LIST_ATTRIBUTES, query=query)
 
     @covers(ops.GET_ATTRIBUTE)
     def get_attribute(self, name: str) -> Attribute:
         return self._call(Attribute, ops.GET_ATTRIBUTE, path={"name": name})
 
     @covers(ops.LIST_PES)
-    def list_pes(self) -> list[ParallelEnvironment]:
-        """The Grid Engine parallel environments."""
-        return self._call_list(ParallelEnvironment, ops.LIST_PES)
+    def list_pes(self, *, limit: int | None = None, offset: int | None = None) -> PePage:
+        """The Grid Engine parallel environments, a page at a time."""
+        return self._call(PePage, ops.LIST_PES, query={"limit": limit, "offset": offset})
+
+    @covers(ops.GET_PE)
+    def get_pe(self, name: str) -> ParallelEnvironment:
+        return self._call(ParallelEnvironment, ops.GET_PE, path={"name": name})
+
+    # -- Grid Engine values ----------------------------------------------------------------
+
+    @covers(ops.GET_GLOBAL_VALUES)
+    def get_global_values(self) -> Values:
+        """The global host's values and its consumables' use."""
+        return self._call(Values, ops.GET_GLOBAL_VALUES)
+
+    @covers(ops.GET_HOST_VALUES)
+    def get_host_values(self, host: str) -> Values:
+        """A host's complex and load values and its consumables' use."""
+        return self._call(Values, ops.GET_HOST_VALUES, path={"host": host})
+
+    @covers(ops.GET_QUEUE_VALUES)
+    def get_queue_values(self, queue: str, host: str) -> Values:
+        """The values of the queue instance ``queue@host``."""
+        return self._call(Values, ops.GET_QUEUE_VALUES, path={"queue": queue, "host": host})
+
+    # -- categories ------------------------------------------------------------------------
+
+    @covers(ops.LIST_CATEGORIES)
+    def list_categories(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> CategoryPage:
+        """Job categories with their requests and counts, a page at a time."""
+        query = {"limit": limit, "offset": offset}
+        return self._call(CategoryPage, ops.LIST_CATEGORIES, query=query)
+
+    @covers(ops.GET_CATEGORY)
+    def get_category(self, category_id: int) -> Category:
+        """A category and its fit over every worker (the reason code of each misfit)."""
+        return self._call(Category, ops.GET_CATEGORY, path={"category_id": category_id})

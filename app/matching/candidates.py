@@ -21,6 +21,7 @@ from app.db.models import (
     CategoryNodeNeed,
     InventoryCount,
     Job,
+    JobState,
     Queue,
     QueueInstance,
     Task,
@@ -32,7 +33,7 @@ from app.db.models import (
 from app.matching.categories import accepted_by_plugin, get_or_create_category
 from app.matching.debusine.metadata import read_metadata
 from app.matching.debusine.registry import get_task
-from app.matching.errors import NotFoundError
+from app.matching.errors import ConflictError, NotFoundError
 from app.matching.explain import (
     Clause,
     constraint_clauses,
@@ -122,6 +123,21 @@ def _candidates(
 
 def _job_task(session: Session, name: str | None) -> Task | None:
     return session.scalar(select(Task).where(Task.name == name)) if name is not None else None
+
+
+def require_waiting(session: Session, job: Job) -> None:
+    """Candidates and placements are computed for waiting jobs; for any other job say
+    what it is instead (ConflictError), rather than answer as if it waited."""
+    if job.state is JobState.WAITING:
+        return
+    if job.state is JobState.RUNNING:
+        where = session.scalar(select(Worker.name).where(Worker.id == job.worker_id))
+        now = f"is running on {where}" if where is not None else "is running"
+    elif job.failure_reason:
+        now = f"is {job.state.value} ({job.failure_reason})"
+    else:
+        now = f"is {job.state.value}"
+    raise ConflictError(f"job {job.id} {now}; candidates are computed for waiting jobs")
 
 
 def job_candidates(session: Session, job: Job) -> list[Candidate]:

@@ -83,10 +83,15 @@ def list_jobs(
     *,
     state: JobState | None,
     category_id: int | None,
+    submitter: str | None = None,
     limit: int,
     offset: int,
 ) -> list[Job]:
+    """Jobs in id order, filtered (by state, category and submitter) before the page is
+    cut: a submitter's page holds its own jobs only, and as many as the limit allows."""
     query = select(Job).order_by(Job.id)
+    if submitter is not None:
+        query = query.where(Job.submitter == submitter)
     if state is not None:
         query = query.where(Job.state == state)
     if category_id is not None:

@@ -23,8 +23,9 @@ LIC = {
 
 
 def test_default_table_is_seeded(client: TestClient, admin_headers: dict[str, str]) -> None:
-    rows = client.get("/v1/attributes", headers=admin_headers).json()
-    assert len(rows) == 51
+    page = client.get("/v1/attributes", headers=admin_headers).json()
+    rows = page["items"]
+    assert len(rows) == 51 and page["next_offset"] is None
     slots = next(r for r in rows if r["name"] == "slots")
     assert (slots["consumable"], slots["default"], slots["builtin"]) == ("YES", "1", True)
 
@@ -135,7 +136,7 @@ def test_parallel_job_through_the_api(client: TestClient, admin_headers: dict[st
     for rule in ("²", "1²", "٣", "9" * 5000, "0"):
         refused = client.put("/v1/pes/x", json={"allocation_rule": rule}, headers=admin_headers)
         assert_problem(refused, 422)
-    listed = client.get("/v1/pes", headers=admin_headers).json()
+    listed = client.get("/v1/pes", headers=admin_headers).json()["items"]
     assert "x" not in {pe["name"] for pe in listed}
     fixed = client.put("/v1/pes/x", json={"allocation_rule": "4"}, headers=admin_headers)
     assert fixed.status_code == 200 and fixed.json()["allocation_rule"] == "4"

@@ -33,12 +33,18 @@ def test_momotor_documentation_jobs(
     register(client, admin_headers, "docs-worker", DOCS_WORKER)
     body = submit(client, admin_headers, job)
     assert body["state"] == ("waiting" if strength is not None else "failed")
-    items = client.get(f"/v1/jobs/{body['id']}/candidates", headers=admin_headers).json()["items"]
+    answer = client.get(f"/v1/jobs/{body['id']}/candidates", headers=admin_headers)
     if strength is None:
         assert body["failure_reason"] == "No suitable worker found"
-        assert items == []
+        # Candidates are for waiting jobs; a failed one is told as it is (issue 21).
+        problem = assert_problem(answer, 409)
+        assert problem["detail"] == (
+            f"job {body['id']} is failed (No suitable worker found); "
+            "candidates are computed for waiting jobs"
+        )
     else:
         assert body["failure_reason"] is None
+        items = answer.json()["items"]
         assert [(i["worker"], i["strength"]) for i in items] == [("docs-worker", strength)]
 
 

@@ -26,7 +26,7 @@ def test_task_registry(client: TestClient, admin_headers: dict[str, str]) -> Non
     assert created.json()["requirements"] == {"ge": ["system:cpu_count", 4]}
     updated = client.post("/v1/tasks", json={**body, "version": 3}, headers=admin_headers)
     assert updated.status_code == 200 and updated.json()["version"] == 3
-    listed = client.get("/v1/tasks", headers=admin_headers).json()
+    listed = client.get("/v1/tasks", headers=admin_headers).json()["items"]
     assert [t["name"] for t in listed] == ["sbuild"]
     assert client.get("/v1/tasks/nope", headers=admin_headers).status_code == 404
 
@@ -42,7 +42,7 @@ def test_bad_requirements_are_a_422_naming_the_path(
     assert error["field"] == "body.requirements"
     assert error["notation"] == "task-requirements"
     assert "$.and[1].ge[1]" in error["message"]
-    assert client.get("/v1/tasks", headers=admin_headers).json() == []
+    assert client.get("/v1/tasks", headers=admin_headers).json()["items"] == []
 
 
 def test_unknown_task_at_submission_is_a_422(

@@ -76,18 +76,18 @@ def test_admin_round_trip(server: LiveServer, admin: AdminClient) -> None:
     assert admin.create_attribute(lic).name == "lic"
     assert admin.change_attribute(AttributeSpec(**{**lic.__dict__, "urgency": 5})).urgency == 5
     assert admin.get_attribute("lic").consumable == "YES"
-    assert any(a.name == "slots" and a.builtin for a in admin.list_attributes())
+    assert any(a.name == "slots" and a.builtin for a in admin.list_attributes(limit=100).items)
     admin.set_global_values(ValuesSpec(complex_values={"lic": "3"}))
     admin.set_host_values("w1", ValuesSpec(complex_values={"lic": "2"}))
     admin.set_queue_values("all.q", "w1", ValuesSpec(complex_values={"lic": "1"}))
     assert admin.put_pe("mpi", PeSpec(allocation_rule="$round_robin", slots=8)).slots == 8
-    assert [pe.name for pe in admin.list_pes()] == ["mpi"]
+    assert [pe.name for pe in admin.list_pes().items] == ["mpi"]
 
     # debusine: a task type, static metadata.
     requirements = {"ge": ["system:cpu_count", 4]}
     task = admin.register_task(TaskSpec(name="sbuild", requirements=requirements))
     assert task.version >= 1 and admin.get_task("sbuild").requirements == requirements
-    assert [t.name for t in admin.list_tasks()] == ["sbuild"]
+    assert [t.name for t in admin.list_tasks().items] == ["sbuild"]
     assert w1.token is not None
     with WorkerClient(server.base_url, w1.token, "w1") as worker:
         worker.report_metadata({"system": {"cpu_count": 8}, "sbuild": {"version": task.version}})
@@ -138,7 +138,7 @@ def test_admin_round_trip(server: LiveServer, admin: AdminClient) -> None:
         admin.delete_pe("mpi")  # a job asks for it
     admin.put_pe("smp", PeSpec(allocation_rule="$pe_slots"))
     admin.delete_pe("smp")
-    assert [pe.name for pe in admin.list_pes()] == ["mpi"]
+    assert [pe.name for pe in admin.list_pes().items] == ["mpi"]
     with pytest.raises(Conflict):
         admin.delete_attribute("lic")  # requested by a waiting job
     with pytest.raises(Conflict):

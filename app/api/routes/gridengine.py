@@ -3,27 +3,31 @@ environments, and the scheduling run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import NamePath
+from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, Problem, page_of
 from app.api.schemas.gridengine import (
     AttributeIn,
     AttributeOut,
+    ConsumptionOut,
     PeIn,
     PeOut,
     ScheduleOut,
     ValuesIn,
     ValuesOut,
+    ValuesRead,
 )
 from app.db.models import Attribute, ParallelEnvironment
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine import parallel
 from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.run import schedule
-from app.matching.gridengine.values import resolve_target
+from app.matching.gridengine.values import read_values, resolve_target
 
 router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute)
 
@@ -42,10 +46,13 @@ def _out(attribute: Attribute) -> AttributeOut:
     )
 
 
-@router.get("/attributes", response_model=list[AttributeOut])
-def list_attributes(session: SessionDep, _who: SubmitterDep) -> list[AttributeOut]:
-    """The attribute table (``qconf -sc``), sorted by name."""
-    return [_out(a) for a in gridengine_table.list_attributes(session)]
+@router.get("/attributes", response_model=Page[AttributeOut])
+def list_attributes(
+    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[AttributeOut]:
+    """The attribute table (``qconf -sc``), sorted by name, a page at a time."""
+    rows = gridengine_table.list_attributes(session, limit=limit + 1, offset=offset)
+    return page_of([_out(a) for a in rows], limit, offset)
 
 
 @router.get("/attributes/{name}", response_model=AttributeOut)
@@ -88,6 +95,61 @@ def _apply(
     return ValuesOut(static_changed=changed)
 
 
+_NO_OBJECT: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No such worker or queue instance"}
+}
+
+
+def _read(session: SessionDep, level: str, host: str | None, queue: str | None) -> ValuesRead:
+    view = read_values(session, resolve_target(session, level, host, queue))
+    return ValuesRead(
+        complex_values=view.complex_values,
+        load_values=view.load_values,
+        attributes=view.attributes,
+        consumables={
+            name: ConsumptionOut(capacity=c.capacity, used=c.used)
+            for name, c in view.consumables.items()
+        },
+    )
+
+
+@router.get(
+    "/values/global",
+    response_model=ValuesRead,
+    operation_id="get_global_values",
+    summary="Read the global host's complex values",
+)
+def get_global_values(session: SessionDep, _who: SubmitterDep) -> ValuesRead:
+    """The values of the global host (``qconf -se global``) and its consumables' use."""
+    return _read(session, "global", None, None)
+
+
+@router.get(
+    "/values/hosts/{host}",
+    response_model=ValuesRead,
+    operation_id="get_host_values",
+    summary="Read an execution host's complex and load values",
+    responses=_NO_OBJECT,
+)
+def get_host_values(host: NamePath, session: SessionDep, _who: SubmitterDep) -> ValuesRead:
+    """The values of an execution host, a worker (``qconf -se host``)."""
+    return _read(session, "host", host, None)
+
+
+@router.get(
+    "/values/queues/{queue}/{host}",
+    response_model=ValuesRead,
+    operation_id="get_queue_values",
+    summary="Read a queue instance's values",
+    responses=_NO_OBJECT,
+)
+def get_queue_values(
+    queue: NamePath, host: NamePath, session: SessionDep, _who: SubmitterDep
+) -> ValuesRead:
+    """The values of the queue instance ``queue@host``, its built-in attributes included."""
+    return _read(session, "queue_instance", host, queue)
+
+
 @router.put("/values/global", response_model=ValuesOut)
 def set_global_values(body: ValuesIn, session: SessionDep, _admin: AdminDep) -> ValuesOut:
     """Values of the global host (``qconf -me global``)."""
@@ -114,9 +176,25 @@ def _pe_out(pe: ParallelEnvironment) -> PeOut:
     return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
 
 
-@router.get("/pes", response_model=list[PeOut])
-def list_pes(session: SessionDep, _who: SubmitterDep) -> list[PeOut]:
-    return [_pe_out(pe) for pe in parallel.list_pes(session)]
+@router.get("/pes", response_model=Page[PeOut])
+def list_pes(
+    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[PeOut]:
+    """The parallel environments (``qconf -spl``), sorted by name, a page at a time."""
+    rows = parallel.list_pes(session, limit=limit + 1, offset=offset)
+    return page_of([_pe_out(pe) for pe in rows], limit, offset)
+
+
+@router.get(
+    "/pes/{name}",
+    response_model=PeOut,
+    operation_id="get_pe",
+    summary="Read one parallel environment",
+    responses={404: {"model": Problem, "description": "No parallel environment of that name"}},
+)
+def get_pe(name: NamePath, session: SessionDep, _who: SubmitterDep) -> PeOut:
+    """A parallel environment's allocation rule and slots (``qconf -sp name``)."""
+    return _pe_out(parallel.get_pe(session, name))
 
 
 @router.put("/pes/{name}", response_model=PeOut)

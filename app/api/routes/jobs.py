@@ -144,11 +144,16 @@ def list_jobs(
     limit: LimitQuery = 50,
     offset: OffsetQuery = 0,
 ) -> Page[JobOut]:
+    """One page of jobs in id order, filtered by state and category; a submitter sees its
+    own jobs only (filtered before the page is cut, so every page is full)."""
     rows = submission.list_jobs(
-        session, state=state, category_id=category, limit=limit + 1, offset=offset
+        session,
+        state=state,
+        category_id=category,
+        submitter=principal.subject if principal.role is Role.SUBMITTER else None,
+        limit=limit + 1,
+        offset=offset,
     )
-    if principal.role is Role.SUBMITTER:
-        rows = [job for job in rows if job.submitter == principal.subject]
     return page_of([job_out(session, job) for job in rows], limit, offset)
 
 
@@ -165,8 +170,11 @@ def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> 
 
 @router.get("/jobs/{job_id}/candidates", response_model=CandidatesOut)
 def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
-    """The workers that could run the job, ranked best first with their strengths."""
+    """The workers that could run the waiting job, ranked best first with their strengths.
+    For a job that is not waiting, 409 says what it is (running on which worker, finished,
+    failed and why)."""
     job = _visible_job(session, job_id, principal)
+    candidates.require_waiting(session, job)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
 
 

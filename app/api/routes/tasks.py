@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response, status
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import NamePath
+from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
 from app.api.schemas.tasks import TaskIn, TaskOut
 from app.db.models import Task
 from app.matching.debusine import registry as task_registry
@@ -53,10 +53,14 @@ def register_task(
     return task_out(task)
 
 
-@router.get("", response_model=list[TaskOut])
-def list_tasks(session: SessionDep, _who: PrincipalDep) -> list[TaskOut]:
-    """Every registered task type (workers read it to know what to analyse)."""
-    return [task_out(task) for task in task_registry.list_tasks(session)]
+@router.get("", response_model=Page[TaskOut])
+def list_tasks(
+    session: SessionDep, _who: PrincipalDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[TaskOut]:
+    """The registered task types by name, a page at a time (workers read them to know
+    what to analyse)."""
+    rows = task_registry.list_tasks(session, limit=limit + 1, offset=offset)
+    return page_of([task_out(task) for task in rows], limit, offset)
 
 
 @router.get("/{name}", response_model=TaskOut)

@@ -52,6 +52,23 @@ class ValuesIn(BaseModel):
     )
 
 
+class ConsumptionOut(BaseModel):
+    capacity: float = Field(description="the consumable's capacity at this object")
+    used: float = Field(description="what running jobs book of it now")
+
+
+class ValuesRead(BaseModel):
+    """The values one object carries, by attribute name, as PUT writes them; built-in
+    queue attributes include those every queue instance gets (qname, hostname, limits)."""
+
+    complex_values: dict[str, str] = Field(description="fixed values and capacities")
+    load_values: dict[str, str] = Field(description="reported load values")
+    attributes: dict[str, str] = Field(description="built-in queue attributes")
+    consumables: dict[str, ConsumptionOut] = Field(
+        description="consumables with a capacity here, and what is booked of them"
+    )
+
+
 class ValuesOut(BaseModel):
     static_changed: bool = Field(description="whether the misfit cache was recomputed")
 

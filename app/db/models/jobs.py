@@ -78,6 +78,8 @@ class Job(Base):
             postgresql_where=text("state = 'waiting'"),
         ),
         Index("ix_jobs_state_id", "state", "id"),
+        # A submitter's listing: its jobs in id order, filtered before the page is cut.
+        Index("ix_jobs_submitter_id", "submitter", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

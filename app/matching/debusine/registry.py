@@ -96,8 +96,9 @@ def get_task(session: Session, name: str, *, field: str | None = None) -> Task:
     raise NotFoundError(message)
 
 
-def list_tasks(session: Session) -> list[Task]:
-    return list(session.scalars(select(Task).order_by(Task.name)))
+def list_tasks(session: Session, *, limit: int | None = None, offset: int = 0) -> list[Task]:
+    """Task types by name (``limit`` None: all of them)."""
+    return list(session.scalars(select(Task).order_by(Task.name).limit(limit).offset(offset)))
 
 
 def requirements_json(task: Task) -> Any:

@@ -70,14 +70,23 @@ def upsert_pe(
     return pe, created
 
 
-def list_pes(session: Session) -> list[ParallelEnvironment]:
-    return list(session.scalars(select(ParallelEnvironment).order_by(ParallelEnvironment.name)))
+def list_pes(
+    session: Session, *, limit: int | None = None, offset: int = 0
+) -> list[ParallelEnvironment]:
+    """Parallel environments by name (``limit`` None: all of them)."""
+    query = select(ParallelEnvironment).order_by(ParallelEnvironment.name)
+    return list(session.scalars(query.limit(limit).offset(offset)))
 
 
-def delete_pe(session: Session, name: str) -> None:
+def get_pe(session: Session, name: str) -> ParallelEnvironment:
     pe = session.scalar(select(ParallelEnvironment).where(ParallelEnvironment.name == name))
     if pe is None:
         raise NotFoundError(f"no parallel environment named {name!r}")
+    return pe
+
+
+def delete_pe(session: Session, name: str) -> None:
+    pe = get_pe(session, name)
     if session.scalar(select(Category.id).where(Category.pe == name).limit(1)) is not None:
         raise ConflictError(f"jobs ask for parallel environment {name!r}")
     session.delete(pe)

@@ -161,8 +161,12 @@ def get_attribute(session: Session, name: str) -> Attribute:
     return attribute
 
 
-def list_attributes(session: Session) -> list[Attribute]:
-    return list(session.scalars(select(Attribute).order_by(Attribute.name)))
+def list_attributes(
+    session: Session, *, limit: int | None = None, offset: int = 0
+) -> list[Attribute]:
+    """The attribute table by name (``limit`` None: all of it)."""
+    query = select(Attribute).order_by(Attribute.name)
+    return list(session.scalars(query.limit(limit).offset(offset)))
 
 
 def create_attribute(session: Session, definition: ComplexDefinition) -> Attribute:

@@ -1,0 +1,64 @@
+"""Categories: the requests jobs share, their counts, and which workers fit them (the SQL
+view ``v_category_fit`` over HTTP)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.auth import SubmitterDep
+from app.api.deps import SessionDep
+from app.api.retries import RetryingRoute
+from app.api.schemas.categories import (
+    CategoryDetailOut,
+    CategoryOut,
+    CategoryRequestOut,
+    WorkerFitOut,
+)
+from app.api.schemas.common import IdPath, LimitQuery, OffsetQuery, Page, Problem, page_of
+from app.matching import category_fit
+
+router = APIRouter(prefix="/v1/categories", tags=["categories"], route_class=RetryingRoute)
+
+
+def _out(view: category_fit.CategoryView) -> CategoryOut:
+    return CategoryOut(
+        id=view.id,
+        created_at=view.created_at,
+        request=CategoryRequestOut(**vars(view.request)),
+        waiting=view.waiting,
+        running=view.running,
+        fitting_workers=view.fitting_workers,
+    )
+
+
+@router.get(
+    "",
+    response_model=Page[CategoryOut],
+    operation_id="list_categories",
+    summary="List job categories with their counts",
+)
+def list_categories(
+    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
+) -> Page[CategoryOut]:
+    """Categories in the order they were first asked for: what their jobs ask for (per
+    family, in its notation), how many wait and run, and how many workers fit them."""
+    views = category_fit.list_categories(session, limit=limit + 1, offset=offset)
+    return page_of([_out(view) for view in views], limit, offset)
+
+
+@router.get(
+    "/{category_id}",
+    response_model=CategoryDetailOut,
+    operation_id="get_category",
+    summary="One category and its fit over every worker",
+    responses={404: {"model": Problem, "description": "No category with that id"}},
+)
+def get_category(category_id: IdPath, session: SessionDep, _who: SubmitterDep) -> CategoryDetailOut:
+    """The category, and per worker: whether it fits, or the reason code of the first
+    failing clause (the codes of `v_category_fit`) and what the code means."""
+    view = category_fit.get_category(session, category_id)
+    fit = category_fit.category_fit(session, category_id)
+    return CategoryDetailOut(
+        **_out(view).model_dump(),
+        workers=[WorkerFitOut(**vars(worker)) for worker in fit],
+    )

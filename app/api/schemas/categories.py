@@ -1,0 +1,52 @@
+"""Bodies of the category routes: what a category asks for, its jobs, and its fit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.db.models import WorkerState
+
+
+class CategoryRequestOut(BaseModel):
+    """What the jobs of the category ask for, per family in its own notation; null where
+    they ask nothing of that family."""
+
+    resources: str = Field(description="Momotor tags, canonical text (`` `` for none)")
+    slots: int = Field(description="slots on one queue instance")
+    constraint: Any = Field(description="RFC 31 constraint (JSON), also for RFC 35 text")
+    jobspec: Any = Field(description="RFC 14 resources list (JSON), also for an RFC 46 shape")
+    hard: str | None = Field(description="Grid Engine hard `-l` requests, canonical")
+    soft: str | None = Field(description="Grid Engine soft `-l` requests, canonical")
+    pe: str | None = Field(description="Grid Engine parallel environment")
+    pe_slots: str | None = Field(description="the parallel environment's slot range, `min-max`")
+    task: str | None = Field(description="debusine task name")
+
+
+class CategoryOut(BaseModel):
+    id: int
+    created_at: datetime
+    request: CategoryRequestOut
+    waiting: int = Field(description="jobs of the category that wait")
+    running: int = Field(description="jobs of the category that run")
+    fitting_workers: int = Field(
+        description="workers that fit the category (static fit, whatever their state)"
+    )
+
+
+class WorkerFitOut(BaseModel):
+    """One worker against the category, as the SQL view `v_category_fit` has it."""
+
+    worker: str
+    state: WorkerState
+    fits: bool = Field(description="no clause rules the worker out (static fit)")
+    reason: str | None = Field(
+        description="the reason code of the first failing clause (`category_misfits.reason`)"
+    )
+    message: str | None = Field(description="what the reason code means")
+
+
+class CategoryDetailOut(CategoryOut):
+    workers: list[WorkerFitOut] = Field(description="every worker, by name")

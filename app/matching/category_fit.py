@@ -1,0 +1,180 @@
+"""Reading categories: what each asks for, how many of its jobs wait and run, and which
+workers fit it (the SQL view ``v_category_fit`` as an API answer).
+
+A category is the set of jobs with equal requests (app/matching/categories.py); its fit over
+the workers is the misfit cache of app/matching/misfits.py read at each worker's current
+generation, with the reason code of the first failing clause and what the code means.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    Category,
+    CategoryMisfit,
+    CategoryTask,
+    Job,
+    JobState,
+    Task,
+    Worker,
+    WorkerState,
+)
+from app.matching.errors import NotFoundError
+from app.matching.misfits import REASONS
+
+#: The Grid Engine request text of a category without hard or soft requests.
+NO_REQUESTS = "NONE"
+
+
+@dataclass(frozen=True)
+class CategoryRequest:
+    """What the jobs of a category ask for, per family in its own notation: Momotor tags
+    (canonical text) and slots; an RFC 31 constraint and an RFC 14 jobspec (JSON); Grid
+    Engine hard and soft ``-l`` lists and a parallel environment with its slot range; a
+    debusine task. None where the jobs ask nothing of that family."""
+
+    resources: str
+    slots: int
+    constraint: Any
+    jobspec: Any
+    hard: str | None
+    soft: str | None
+    pe: str | None
+    pe_slots: str | None
+    task: str | None
+
+
+@dataclass(frozen=True)
+class WorkerFit:
+    """One worker against one category: it fits, or the reason code of the first failing
+    clause (as ``v_category_fit`` has it) and what that code means."""
+
+    worker: str
+    state: WorkerState
+    fits: bool
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class CategoryView:
+    id: int
+    created_at: datetime
+    request: CategoryRequest
+    waiting: int
+    running: int
+    #: How many workers fit the category (whatever their state).
+    fitting_workers: int
+
+
+def _request(category: Category, task: str | None) -> CategoryRequest:
+    return CategoryRequest(
+        resources=category.resources,
+        slots=category.slots,
+        constraint=json.loads(category.constraint) if category.constraint else None,
+        jobspec=json.loads(category.jobspec) if category.jobspec else None,
+        hard=None if category.hard == NO_REQUESTS else category.hard,
+        soft=None if category.soft == NO_REQUESTS else category.soft,
+        pe=category.pe,
+        pe_slots=f"{category.pe_min}-{category.pe_max}" if category.pe is not None else None,
+        task=task,
+    )
+
+
+def _count(state: JobState) -> Any:
+    return (
+        select(func.count(Job.id))
+        .where(Job.category_id == Category.id, Job.state == state)
+        .scalar_subquery()
+    )
+
+
+def _fitting_workers() -> Any:
+    """How many workers have no misfit row of their generation for the outer category."""
+    misfit = (
+        select(CategoryMisfit.worker_id)
+        .where(
+            CategoryMisfit.category_id == Category.id,
+            CategoryMisfit.worker_id == Worker.id,
+            CategoryMisfit.generation == Worker.generation,
+        )
+        .correlate(Category, Worker)
+    )
+    return (
+        select(func.count(Worker.id)).where(~misfit.exists()).correlate(Category).scalar_subquery()
+    )
+
+
+def _views(session: Session, *conditions: Any, limit: int, offset: int) -> list[CategoryView]:
+    rows = session.execute(
+        select(
+            Category,
+            Task.name,
+            _count(JobState.WAITING),
+            _count(JobState.RUNNING),
+            _fitting_workers(),
+        )
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .outerjoin(Task, Task.id == CategoryTask.task_id)
+        .where(*conditions)
+        .order_by(Category.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return [
+        CategoryView(
+            id=category.id,
+            created_at=category.created_at,
+            request=_request(category, task),
+            waiting=int(waiting),
+            running=int(running),
+            fitting_workers=int(fitting),
+        )
+        for category, task, waiting, running, fitting in rows
+    ]
+
+
+def list_categories(session: Session, *, limit: int, offset: int) -> list[CategoryView]:
+    """Categories in id order (the order they were first asked for)."""
+    return _views(session, limit=limit, offset=offset)
+
+
+def get_category(session: Session, category_id: int) -> CategoryView:
+    found = _views(session, Category.id == category_id, limit=1, offset=0)
+    if not found:
+        raise NotFoundError(f"no category with id {category_id}")
+    return found[0]
+
+
+def category_fit(session: Session, category_id: int) -> list[WorkerFit]:
+    """Every worker against the category, by name: what ``v_category_fit`` says (a misfit
+    row of the worker's current generation, or none), with the words of each code."""
+    rows = session.execute(
+        select(Worker.name, Worker.state, CategoryMisfit.reason)
+        .outerjoin(
+            CategoryMisfit,
+            and_(
+                CategoryMisfit.category_id == category_id,
+                CategoryMisfit.worker_id == Worker.id,
+                CategoryMisfit.generation == Worker.generation,
+            ),
+        )
+        .order_by(Worker.name)
+    ).all()
+    return [
+        WorkerFit(
+            worker=name,
+            state=state,
+            fits=reason is None,
+            reason=reason,
+            message=REASONS.get(reason) if reason is not None else None,
+        )
+        for name, state, reason in rows
+    ]
