@@ -29,6 +29,7 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
+from app.matching.category_fit import WorkerFit, category_fit
 from app.matching.misfits import REASONS
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
@@ -434,3 +435,41 @@ def visible_job(session: Session, job_id: int, *, submitter: str | None) -> Visi
         return None
     worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
     return VisibleJob(job, worker.name if worker is not None else None)
+
+
+@dataclass(frozen=True)
+class CategoryPage:
+    """One category: its request, its jobs by state (the submitter's own, for a
+    submitter), and every worker's fit (app/matching/category_fit.py)."""
+
+    id: int
+    request: str
+    waiting: int
+    running: int
+    fit: list[WorkerFit]
+
+
+def category_page(
+    session: Session, category_id: int, *, submitter: str | None
+) -> CategoryPage | None:
+    """None when there is no such category, or the submitter has no job in it (the
+    console does not tell the two apart)."""
+    category = session.get(Category, category_id)
+    if category is None:
+        return None
+    counts = dict(
+        session.execute(
+            _own_jobs(select(Job.state, func.count()), submitter)
+            .where(Job.category_id == category_id)
+            .group_by(Job.state)
+        ).all()
+    )
+    if submitter is not None and not counts:
+        return None
+    return CategoryPage(
+        id=category.id,
+        request=category_request(category),
+        waiting=int(counts.get(JobState.WAITING, 0)),
+        running=int(counts.get(JobState.RUNNING, 0)),
+        fit=category_fit(session, category_id),
+    )

@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from app.db.base import utcnow
 from app.db.engine import Database
-from app.db.models import JobEventKind, Worker, WorkerState
+from app.db.models import JobEventKind, JobState, Worker, WorkerState
 from app.matching import console, history
 from app.matching.worker_lifecycle import WorkerChanges, update_worker
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
@@ -29,12 +29,14 @@ def test_the_overview_counts_what_each_role_may_see(
         everything = console.overview(session, submitter=None, now=utcnow())
         alice = console.overview(session, submitter="alice", now=utcnow())
         bob = console.overview(session, submitter="bob", now=utcnow())
+        waiting = console.recent_jobs(session, submitter=None, state=JobState.WAITING)
     assert everything.workers_by_state["active"] == 4
     # Nine demo jobs (two of them failed: no worker could ever run them) and three more.
     assert sum(everything.jobs_by_state.values()) == 12
     assert everything.jobs_by_state["running"] == 1
     assert everything.jobs_by_state["failed"] == 2
-    assert everything.oldest_waiting is not None and everything.oldest_waiting.id == 1
+    assert everything.oldest_waiting is not None
+    assert everything.oldest_waiting.id == min(line.id for line in waiting)  # the first demo job
     assert (alice.jobs_by_state["waiting"], alice.jobs_by_state["running"]) == (1, 1)
     assert alice.oldest_waiting is not None
     assert alice.oldest_waiting.id == cluster.alice_waiting
@@ -140,3 +142,22 @@ def test_jobs_and_their_visibility(database: Database, cluster: ConsoleCluster) 
         seen = console.visible_job(session, cluster.alice_running, submitter="alice")
         assert seen is not None and seen.worker == "docs-worker"
         assert console.visible_job(session, 10**9, submitter=None) is None
+
+
+def test_a_category_page_counts_the_submitter_s_own_jobs(
+    database: Database, cluster: ConsoleCluster
+) -> None:
+    with database.transaction(write=False) as session:
+        (line,) = console.queue_by_category(session, submitter="alice")
+        everything = console.category_page(session, line.category_id, submitter=None)
+        alice = console.category_page(session, line.category_id, submitter="alice")
+        assert console.category_page(session, line.category_id, submitter="bob") is None
+        assert console.category_page(session, 10**9, submitter=None) is None
+    assert everything is not None and alice is not None
+    assert (everything.waiting, alice.waiting) == (2, 1)
+    assert {fit.worker: fit.fits for fit in alice.fit} == {
+        "arm-runner": True,
+        "docs-worker": True,
+        "gpu-node": False,
+        "java-box": False,
+    }

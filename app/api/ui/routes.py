@@ -232,6 +232,14 @@ def cancel_job(
     return _see_other(f"/ui/jobs/{job_id}")
 
 
+@router.get("/categories/{category_id}")
+def category_detail(category_id: IdPath, viewer: ViewerDep, session: SessionDep) -> Response:
+    page = console.category_page(session, category_id, submitter=viewer.submitter)
+    if page is None:
+        return error_page(viewer, 404, f"no category {category_id} that you may see")
+    return render("category.html", viewer, page=page)
+
+
 @router.get("/fit")
 def fit_page(viewer: ViewerDep, session: SessionDep) -> Response:
     matrix = console.fit_matrix(session, submitter=viewer.submitter)

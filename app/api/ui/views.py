@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app import __version__
 from app.api.ui.session import CSRF_FIELD, Viewer
-from app.db.models import Job, JobEvent
+from app.db.models import Job, JobEvent, JobState
 from app.matching import candidates, history
 from app.matching.allocation import r as r_description
 from app.matching.candidates import Candidate, WorkerExplanation
@@ -104,7 +104,8 @@ class JobPage:
     #: The request as submitted, in its notations: (what, text) pairs.
     request: list[tuple[str, str]]
     events: list[JobEvent]
-    candidates: list[Candidate]
+    #: Ranked best first; None for a job that is not waiting (as GET .../candidates, 409).
+    candidates: list[Candidate] | None
     explanations: list[WorkerExplanation]
     #: How many workers each reason code rules out (condor_q -better-analyze style).
     summary: list[ReasonCount]
@@ -147,7 +148,9 @@ def job_page(session: Session, job: Job, worker: str | None) -> JobPage:
         worker=worker,
         request=request_lines(job),
         events=history.events(session, job.id),
-        candidates=candidates.job_candidates(session, job),
+        candidates=candidates.job_candidates(session, job)
+        if job.state is JobState.WAITING
+        else None,
         explanations=explanations,
         summary=reason_summary(explanations),
         allocation=r_description.booked_r(session, job.id),

@@ -163,9 +163,19 @@ def test_every_page_renders_and_a_drain_click_drains(
     page.goto(f"{server.base_url}/ui/jobs/{cluster.alice_running}")
     expect(page.locator("#request")).to_contain_text("language: python; python: 3.7")
     expect(page.locator("#history")).to_contain_text("dispatched")
-    expect(page.locator("#candidates")).to_contain_text("docs-worker")
-    expect(page.locator("#explain-summary")).to_contain_text("eligible")
+    expect(page.locator("#candidates")).to_contain_text("running on docs-worker")
+    expect(page.locator("#explain-summary")).to_contain_text("1 of 4 worker(s) eligible")
     screens.take(page, "job")
+
+    page.goto(f"{server.base_url}/ui/jobs/{cluster.alice_waiting}")
+    expect(page.locator("#candidates")).to_contain_text("arm-runner")
+    screens.take(page, "job-waiting")
+    page.click("dd >> a[href^='/ui/categories/']")
+    expect(page.locator("#category-request")).to_have_text("arch:~x86")
+    expect(page.locator("#category-fit tr[data-worker=java-box]")).to_contain_text(
+        "job-excludes-tag"
+    )
+    screens.take(page, "category")
 
     page.click("nav >> text=Fit matrix")
     expect(page.locator("#reason-counts")).to_contain_text("job-requires-tag")

@@ -131,6 +131,44 @@ def test_every_page_renders_for_the_admin(client: TestClient, cluster: ConsoleCl
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
+def test_a_job_page_ranks_candidates_only_while_the_job_waits(
+    client: TestClient, admin_headers: dict[str, str], cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    waiting = client.get(f"/ui/jobs/{cluster.alice_waiting}").text
+    ranked = re.findall(r'<tr><td><a href="/ui/workers/([a-z-]+)">', waiting)
+    api = client.get(f"/v1/jobs/{cluster.alice_waiting}/candidates", headers=admin_headers)
+    assert ranked == [c["worker"] for c in api.json()["items"]] == ["arm-runner", "docs-worker"]
+    running = client.get(f"/ui/jobs/{cluster.alice_running}").text
+    assert "Candidates are computed for waiting jobs; this one is running on docs-worker" in (
+        running
+    )
+
+
+def test_a_category_page_shows_its_fit_over_the_workers(
+    client: TestClient, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    job = client.get(f"/ui/jobs/{cluster.alice_waiting}").text
+    found = re.search(r'href="/ui/categories/(\d+)"', job)
+    assert found
+    page = client.get(f"/ui/categories/{found.group(1)}").text
+    assert 'id="category-request">arch:~x86<' in page
+    assert re.search(r'id="category-waiting">1 of yours<', page)
+    rows = dict(
+        re.findall(r'data-worker="([a-z-]+)">.*?<span class="reason reason-([a-z-]+)"', page, re.S)
+    )
+    assert rows == {
+        "arm-runner": "fits",
+        "docs-worker": "fits",
+        "gpu-node": "worker-requires-tag",
+        "java-box": "job-excludes-tag",
+    }
+    _sign_in(client, cluster.bob_token)  # bob has no job in alice's arch:~x86 category
+    assert client.get(f"/ui/categories/{found.group(1)}").status_code == 404
+    assert client.get("/ui/categories/999999").status_code == 404
+
+
 def test_a_drain_needs_the_csrf_token_and_this_origin(
     client: TestClient,
     database: Database,
