@@ -19,7 +19,14 @@ from app.api.deps import SessionDep
 from app.api.retries import Handler, RetryingRoute
 from app.api.schemas.common import IdPath, NamePath
 from app.api.ui import session as console_session
-from app.api.ui.session import Viewer, csrf_ok, current_viewer, form_fields, same_origin
+from app.api.ui.session import (
+    BadFormError,
+    Viewer,
+    csrf_ok,
+    current_viewer,
+    form_fields,
+    same_origin,
+)
 from app.api.ui.views import error_page, job_page, render
 from app.db.models import JobState, WorkerState
 from app.matching import console, submission, worker_lifecycle
@@ -40,7 +47,8 @@ VIEWER_STATE = "console_viewer"
 class ConsoleRoute(RetryingRoute):
     """A console route: retried as every route is, and its refusals shown as pages (a
     missing session goes to the sign-in page, a missing worker or job is a 404 page, a
-    change the state forbids a 409 page) instead of problem+json."""
+    change the state forbids a 409 page, a malformed form a 422 page) instead of
+    problem+json."""
 
     def get_route_handler(self) -> Handler:
         handle = super().get_route_handler()
@@ -50,6 +58,8 @@ class ConsoleRoute(RetryingRoute):
                 return await handle(request)
             except SignInRequired:
                 return _see_other(SIGN_IN)
+            except BadFormError as bad:
+                return error_page(getattr(request.state, VIEWER_STATE, None), 422, str(bad))
             except (NotFoundError, ConflictError) as refused:
                 viewer = getattr(request.state, VIEWER_STATE, None)
                 code = 404 if isinstance(refused, NotFoundError) else 409

@@ -102,13 +102,26 @@ def end_session(request: Request, response: Response) -> None:
         )
 
 
+#: The most fields a console form may carry; its own forms send two.
+MAX_FORM_FIELDS = 20
+
+
+class BadFormError(Exception):
+    """A console form's body is not what a console form sends (more fields than any of
+    them has); nothing is done with it."""
+
+
 async def form_fields(request: Request) -> dict[str, str]:
     """The fields of a url-encoded form body (the first value of each). The body limits of
     app/api/body_limits.py apply before a byte is read."""
     if request.method != "POST":
         return {}
     body = (await request.body()).decode("utf-8", "replace")
-    return {name: values[0] for name, values in parse_qs(body, max_num_fields=20).items()}
+    try:
+        fields = parse_qs(body, max_num_fields=MAX_FORM_FIELDS)
+    except ValueError as too_many:
+        raise BadFormError(f"a console form has at most {MAX_FORM_FIELDS} fields") from too_many
+    return {name: values[0] for name, values in fields.items()}
 
 
 def same_origin(request: Request) -> bool:

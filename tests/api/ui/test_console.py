@@ -268,6 +268,19 @@ def test_missing_things_are_404_pages(client: TestClient, cluster: ConsoleCluste
     assert client.get("/ui/nowhere").status_code == 404
 
 
+def test_a_form_with_too_many_fields_is_a_422_page(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    fields = "&".join(f"f{i}=x" for i in range(30))
+    headers = {**ORIGIN, "Content-Type": "application/x-www-form-urlencoded"}
+    for path in ["/ui/workers/java-box/drain", "/ui/sign-in"]:
+        answer = client.post(path, content=f"csrf={csrf}&{fields}", headers=headers)
+        assert answer.status_code == 422, path
+        assert "at most 20 fields" in answer.text
+    assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+
+
 def test_sign_out_ends_the_session(client: TestClient, cluster: ConsoleCluster) -> None:
     csrf = _sign_in(client, ADMIN_TOKEN)
     assert client.post("/ui/sign-out", data={}, headers=ORIGIN).status_code == 403
