@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -12,6 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.schemas.common import PATTERN_WORDS
 from app.db.dialect import is_retryable_error
 from app.matching.errors import (
     ConflictError,
@@ -74,6 +77,22 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
+#: pydantic writes an enum member as its repr (``<Role.WORKER: 'worker'>``); people and
+#: clients know the value.
+_ENUM_REPR = re.compile(r"<\w+\.\w+: ('[^']*')>")
+
+
+def human_message(error: Mapping[str, Any]) -> str:
+    """A validation error's message without internals: a pattern in words (never the
+    regular expression), enum members by their values."""
+    message = str(error.get("msg", ""))
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern, "a value of the form the field's description gives")
+        return f"should be {words}"
+    return _ENUM_REPR.sub(r"\1", message)
+
+
 def _field_path(location: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in location)
 
@@ -100,7 +119,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         errors = [
             {
                 "field": _field_path(error.get("loc", ())),
-                "message": error.get("msg", ""),
+                "message": human_message(error),
                 "type": error.get("type", ""),
             }
             for error in exc.errors()
@@ -128,7 +147,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidFieldError)
     async def _invalid_field(request: Request, exc: InvalidFieldError) -> JSONResponse:
-        error: dict[str, Any] = {"field": f"body.{exc.field}", "message": exc.message}
+        error: dict[str, Any] = {"field": f"{exc.location}.{exc.field}", "message": exc.message}
         if exc.error is not None:
             error.update(exc.error.as_dict())
         title = "Invalid notation" if exc.error is not None else "Invalid request"

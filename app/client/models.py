@@ -209,10 +209,28 @@ class Clause:
 
 @dataclass(frozen=True)
 class WorkerExplanation:
+    """One worker against a job: ``eligible`` (static fit), ``can_run_now`` (None for a
+    job that does not wait), the first failing clause's code in ``reason``."""
+
     worker: str
+    state: WorkerState
     eligible: bool
+    can_run_now: bool | None
+    reason: str | None
     misfit_reason: str | None
     clauses: list[Clause]
+
+
+@dataclass(frozen=True)
+class ExplainSummary:
+    """A waiting job's explanation in the style of ``condor_q -better-analyze``."""
+
+    workers: int
+    eligible: int
+    can_run_now: int
+    fit_but_busy: int
+    first_failures: dict[str, int]
+    suggestion: str | None
 
 
 @dataclass(frozen=True)
@@ -229,6 +247,7 @@ class AllocationExplanation:
     placeable: bool
     candidate_workers: int
     shortfalls: list[Shortfall]
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -237,6 +256,7 @@ class Explanation:
     workers: list[WorkerExplanation]
     scheduling_info: list[str] = field(default_factory=list)
     allocation: AllocationExplanation | None = None
+    summary: ExplainSummary | None = None
 
 
 @dataclass(frozen=True)

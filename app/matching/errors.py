@@ -24,11 +24,20 @@ class ForbiddenError(MatchingError):
 class InvalidFieldError(MatchingError):
     """A field of a request is invalid: its notation did not parse, or it breaks a rule.
 
-    ``field`` is the request field's name; ``error`` the notation error when there is one.
+    ``field`` is the request field's name, ``location`` where it was (``body`` or
+    ``header``); ``error`` the notation error when there is one.
     """
 
-    def __init__(self, field: str, message: str, error: NotationError | None = None) -> None:
+    def __init__(
+        self,
+        field: str,
+        message: str,
+        error: NotationError | None = None,
+        *,
+        location: str = "body",
+    ) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
         self.error = error
+        self.location = location

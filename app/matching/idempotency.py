@@ -35,7 +35,9 @@ def submit_once(
     the same key and body made (then the second value is True, "replayed")."""
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise InvalidFieldError(
-            "Idempotency-Key", f"must be 1 to {MAX_KEY_LENGTH} printable characters"
+            "Idempotency-Key",
+            f"must be 1 to {MAX_KEY_LENGTH} printable characters",
+            location="header",
         )
     digest = request_hash(body)
     existing = session.scalar(
@@ -68,6 +70,7 @@ def submit_once(
         raise InvalidFieldError(
             "Idempotency-Key",
             f"key {key!r} was already used with a different request body",
+            location="header",
         )
     original = session.get(Job, existing.job_id)
     assert original is not None  # the foreign key guarantees it

@@ -308,8 +308,10 @@ def test_explanation_names_the_short_level_and_the_workers(
     allocation = client.get(f"/v1/jobs/{three['id']}/explain", headers=admin_headers).json()[
         "allocation"
     ]
+    # The level lies across nodes: it names every worker it considered (issue 21: it
+    # listed none).
     assert allocation["shortfalls"] == [
-        {"path": "slot/node", "needed": 3, "found": 2, "places": 1, "workers": []}
+        {"path": "slot/node", "needed": 3, "found": 2, "places": 1, "workers": ["n0", "n1"]}
     ]
 
     # A placeable job says so, with no shortfall; a job without a shape has no section.
@@ -317,7 +319,12 @@ def test_explanation_names_the_short_level_and_the_workers(
     allocation = client.get(f"/v1/jobs/{fine['id']}/explain", headers=admin_headers).json()[
         "allocation"
     ]
-    assert allocation == {"placeable": True, "candidate_workers": 2, "shortfalls": []}
+    assert allocation == {
+        "placeable": True,
+        "candidate_workers": 2,
+        "shortfalls": [],
+        "note": None,
+    }
     plain = client.post("/v1/jobs", json={}, headers=admin_headers).json()
     assert (
         client.get(f"/v1/jobs/{plain['id']}/explain", headers=admin_headers).json()["allocation"]

@@ -42,7 +42,8 @@ def test_same_key_with_another_body_is_422(
     headers = {**admin_headers, "Idempotency-Key": "k1"}
     assert client.post("/v1/jobs", json={"priority": 1}, headers=headers).status_code == 201
     problem = assert_problem(client.post("/v1/jobs", json={"priority": 2}, headers=headers), 422)
-    assert problem["errors"][0]["field"] == "body.Idempotency-Key"
+    # A header is reported as one (issue 21: it said body.Idempotency-Key).
+    assert problem["errors"][0]["field"] == "header.Idempotency-Key"
     with database.transaction(write=False) as session:
         assert session.scalar(select(func.count()).select_from(Job)) == 1
 

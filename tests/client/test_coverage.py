@@ -117,6 +117,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "ConstraintOut": models.CompiledConstraint,
     "ExpireOut": models.Expired,
     "ExplanationOut": models.Explanation,
+    "ExplainSummaryOut": models.ExplainSummary,
     "HeartbeatOut": models.Heartbeat,
     "IssuedToken": models.IssuedToken,
     "JobEventOut": models.JobEvent,

@@ -19,6 +19,7 @@ from app.api.schemas.jobs import (
     CandidateOut,
     CandidatesOut,
     ClauseOut,
+    ExplainSummaryOut,
     ExplanationOut,
     FinishIn,
     JobEventOut,
@@ -30,7 +31,7 @@ from app.api.schemas.jobs import (
     WorkerExplanationOut,
 )
 from app.db.models import Job, JobState, Role, WorkerState
-from app.matching import candidates, history, idempotency, submission, workers
+from app.matching import candidates, history, idempotency, readiness, submission, workers
 from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
@@ -186,14 +187,18 @@ def explain_job(
     principal: SubmitterDep,
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
 ) -> ExplanationOut:
-    """Every clause that keeps each worker (or the one named) from running the job."""
+    """For each worker (or the one named): whether it fits the job (`eligible`), whether
+    it would take it at its next pull (`can_run_now`), and the failing clauses, the first
+    one's code in `reason` (the codes of `v_category_fit`, then the dynamic ones). For a
+    waiting job, a summary in the style of `condor_q -better-analyze`."""
     job = _visible_job(session, job_id, principal)
-    explanations = candidates.explain_job(session, job, worker)
+    policy = request.app.state.settings.allocation_policy
+    lines = gridengine_explain.scheduling_info(session, job)
+    verdicts, summary = readiness.explain_workers(session, job, worker, policy, lines)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
-        attempt = allocate.find_placement(
-            session, job, request.app.state.settings.allocation_policy
-        )
+        attempt = allocate.find_placement(session, job, policy)
+        considered = allocate.considered_workers(attempt.tree)
         allocation = AllocationExplanationOut(
             placeable=attempt.outcome.placement is not None,
             candidate_workers=attempt.survivors,
@@ -203,26 +208,36 @@ def explain_job(
                     needed=s.needed,
                     found=s.found,
                     places=s.contexts,
-                    workers=sorted(s.workers),
+                    # A shortfall across nodes (too few of them) lies on no one
+                    # worker: it names every worker the attempt considered.
+                    workers=sorted(s.workers) or considered,
                 )
                 for s in attempt.outcome.shortfalls
             ],
+            note=None
+            if attempt.survivors
+            else "no worker passed the filter (fits the category, active, enough free "
+            "vertices of each type); the workers' clauses say why",
         )
     return ExplanationOut(
         job=job.id,
-        scheduling_info=gridengine_explain.scheduling_info(session, job),
+        scheduling_info=lines,
         allocation=allocation,
+        summary=ExplainSummaryOut(**vars(summary)) if summary is not None else None,
         workers=[
             WorkerExplanationOut(
-                worker=e.worker,
-                eligible=e.eligible,
-                misfit_reason=e.misfit_reason,
+                worker=v.worker,
+                state=v.state,
+                eligible=v.eligible,
+                can_run_now=v.can_run_now,
+                reason=v.reason,
+                misfit_reason=v.misfit_reason,
                 clauses=[
                     ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
-                    for c in e.clauses
+                    for c in v.clauses
                 ],
             )
-            for e in explanations
+            for v in verdicts
         ],
     )
 

@@ -24,7 +24,8 @@ class Page(BaseModel, Generic[T]):
 MAX_ID = 2**31 - 1
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="numeric id")]
 #: Free text as the API accepts it: anything but NUL, which PostgreSQL cannot store in text.
-Text = Annotated[str, Field(pattern=r"^[^\x00]*$")]
+TEXT_PATTERN = r"^[^\x00]*$"
+Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 LimitQuery = Annotated[int, Query(ge=1, le=500, description="page size")]
 
 #: Every name a URL path carries (workers, hosts, queues, parallel environments,
@@ -43,6 +44,13 @@ NamePath = Annotated[
         description="a name: letters, digits and _.:@+-, at most 255 characters",
     ),
 ]
+#: What each pattern of the API's fields asks for, in words: a 422 says these instead of
+#: the raw regular expression (issue 21). Schema modules add theirs.
+PATTERN_WORDS: dict[str, str] = {
+    TEXT_PATTERN: "text without NUL characters",
+    NAME_PATTERN: "a name of letters, digits and '_', '.', ':', '@', '+', '-' that starts "
+    "with a letter, a digit or '_'",
+}
 OffsetQuery = Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")]
 
 

@@ -145,10 +145,48 @@ class ClauseOut(BaseModel):
 
 
 class WorkerExplanationOut(BaseModel):
+    """One worker against the job. ``eligible`` and ``can_run_now`` never contradict the
+    clauses: the first clause's code is ``reason``, and for a worker that is not eligible
+    it is the misfit code of ``v_category_fit``."""
+
     worker: str
-    eligible: bool
+    state: WorkerState
+    eligible: bool = Field(
+        description="static fit: no clause of the request rules the worker out "
+        "(the misfit cache, `v_category_fit`, says it fits)"
+    )
+    can_run_now: bool | None = Field(
+        description="dynamic fit of a waiting job: the worker would get it at its next pull "
+        "were it the only waiting job (state active, free slots, free inventory, Grid "
+        "Engine values of now); null for a job that does not wait"
+    )
+    reason: str | None = Field(
+        description="the code of the first failing clause (static or dynamic); null when "
+        "the worker can run the job now"
+    )
     misfit_reason: str | None = Field(description="the reason code cached in SQL, if any")
-    clauses: list[ClauseOut] = Field(description="every clause that fails, empty if eligible")
+    clauses: list[ClauseOut] = Field(
+        description="the failing clauses, the first one's code in `reason`: every static "
+        "clause of a worker that is not eligible, else the first dynamic one"
+    )
+
+
+class ExplainSummaryOut(BaseModel):
+    """A waiting job's explanation in the style of HTCondor's `condor_q -better-analyze`."""
+
+    workers: int = Field(description="workers looked at")
+    eligible: int = Field(description="workers whose static fit admits the job")
+    can_run_now: int = Field(description="workers that would take the job at their next pull")
+    fit_but_busy: int = Field(
+        description="eligible workers that cannot take it now (state, slots, inventory, "
+        "Grid Engine values)"
+    )
+    first_failures: dict[str, int] = Field(
+        description="per reason code, how many workers fail on it first"
+    )
+    suggestion: str | None = Field(
+        description="the one change that would let the job run soonest, if there is one"
+    )
 
 
 class ShortfallOut(BaseModel):
@@ -165,6 +203,9 @@ class AllocationExplanationOut(BaseModel):
         description="workers that passed the SQL filter (fit, active, enough free per type)"
     )
     shortfalls: list[ShortfallOut]
+    note: str | None = Field(
+        default=None, description="why no worker was considered, when none was"
+    )
 
 
 class ExplanationOut(BaseModel):
@@ -177,6 +218,9 @@ class ExplanationOut(BaseModel):
     )
     allocation: AllocationExplanationOut | None = Field(
         default=None, description="for a waiting job with a shape or jobspec: can it be placed"
+    )
+    summary: ExplainSummaryOut | None = Field(
+        default=None, description="for a waiting job: the counts per reason and a suggestion"
     )
 
 

@@ -7,8 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import Text
+from app.api.schemas.common import PATTERN_WORDS, Text
 from app.db.models import Role
+
+SUBJECT_PATTERN = r"^[A-Za-z0-9._@:-]+$"
+PATTERN_WORDS[SUBJECT_PATTERN] = "a name of letters, digits and '.', '_', '@', ':', '-'"
 
 
 class TokenCreate(BaseModel):
@@ -20,7 +23,7 @@ class TokenCreate(BaseModel):
     subject: str = Field(
         min_length=1,
         max_length=255,
-        pattern=r"^[A-Za-z0-9._@:-]+$",
+        pattern=SUBJECT_PATTERN,
         description="the worker or submitter name the token acts for",
     )
     label: Text = Field(default="", max_length=255)

@@ -7,12 +7,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.schemas.common import Text
+from app.api.schemas.common import PATTERN_WORDS, Text
 from app.db.models import (
     WorkerState,
 )
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+#: An RFC 31 property name: no NUL and none of the characters RFC 35 gives a meaning.
+PROPERTY_PATTERN = r"^[^\x00\^!&'\"`|()]+$"
+PATTERN_WORDS[NAME_PATTERN] = (
+    "a name of letters, digits and '.', '_', ':', '@', '-' that starts with a letter or a digit"
+)
+PATTERN_WORDS[PROPERTY_PATTERN] = "a property name without NUL or any of ^ ! & ' \" ` | ( )"
 
 
 class QueueIn(BaseModel):
@@ -33,7 +39,7 @@ Slots = Annotated[int, Field(ge=0, le=1_000_000)]
 Rank = Annotated[int, Field(ge=0, le=2**31 - 1, description="RFC 31 rank, unique per worker")]
 Queues = Annotated[list[QueueIn], Field(max_length=256)]
 Properties = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00\^!&'\"`|()]+$")]],
+    list[Annotated[str, Field(min_length=1, max_length=255, pattern=PROPERTY_PATTERN)]],
     Field(max_length=1024, description="RFC 31 properties, tested by `properties` constraints"),
 ]
 Inventory = Annotated[

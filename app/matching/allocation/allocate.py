@@ -383,6 +383,22 @@ class Attempt:
     tree: Vertex = field(compare=False, repr=False)
 
 
+def considered_workers(tree: Vertex) -> list[str]:
+    """The workers whose nodes the tree holds (the ones an attempt considered), by name;
+    lazy nodes are not loaded."""
+    names: set[str] = set()
+    level = [tree]
+    while level:
+        below = []
+        for vertex in level:
+            if vertex.worker is not None:
+                names.add(vertex.worker)
+            else:
+                below += vertex.loaded_children
+        level = below
+    return sorted(names)
+
+
 def find_placement(
     session: Session, job: Job, policy: Policy, jobspec: str | None = None
 ) -> Attempt:

@@ -1,0 +1,150 @@
+"""explain never contradicts itself, the SQL view or a pull (issue 21): on generated small
+clusters (Momotor tags, slots, slots in use, worker states, an RFC 31 property constraint),
+each worker's ``eligible`` is ``v_category_fit``'s ``fits`` and its ``reason`` that view's
+code, and ``can_run_now`` is what a pull by that worker does with this one waiting job and
+no competitor: it gets the job exactly when explain says it can run it now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import delete, text, update
+from sqlalchemy.orm import Session
+
+from app.db.engine import Database
+from app.db.models import Category, Job, JobState, QueueInstance, Worker, WorkerState
+from app.matching import submission
+from app.matching.dispatch.pull import pull
+from app.matching.locks import worker_by_name
+from app.matching.readiness import DYNAMIC_REASONS, explain_workers
+from app.matching.requests import JobSpec
+from app.matching.workers import WorkerSpec, upsert_worker
+
+TAGS = ("a", "b")
+#: How a worker offers a tag, and how a job asks for it (Momotor's modes; "" absent).
+WORKER_MODES = st.sampled_from(["", "?", "", "~", "r"])
+JOB_MODES = st.sampled_from(["", "", "r", "?", "~"])
+STATES = st.sampled_from(
+    [WorkerState.ACTIVE, WorkerState.ACTIVE, WorkerState.DRAINING, WorkerState.DISABLED]
+)
+
+
+def _resources(modes: tuple[str, ...]) -> str:
+    """``tags: ?a, ~b``: the items of one group, ``r`` (required) written bare."""
+    items = [
+        ("" if mode == "r" else mode) + tag for mode, tag in zip(modes, TAGS, strict=True) if mode
+    ]
+    return f"tags: {', '.join(items)}" if items else ""
+
+
+@st.composite
+def workers(draw: st.DrawFn) -> dict[str, Any]:
+    slots = draw(st.integers(min_value=1, max_value=2))
+    return {
+        "resources": _resources(tuple(draw(WORKER_MODES) for _ in TAGS)),
+        "slots": slots,
+        "used": draw(st.integers(min_value=0, max_value=slots)),
+        "state": draw(STATES),
+        "properties": tuple(draw(st.sampled_from([(), ("ssd",)]))),
+    }
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "resources": _resources(tuple(draw(JOB_MODES) for _ in TAGS)),
+        "slots": draw(st.integers(min_value=1, max_value=2)),
+        "requires": draw(st.sampled_from([None, None, "ssd", "-ssd"])),
+    }
+
+
+def _empty(database: Database) -> None:
+    with database.transaction() as session:
+        for table in (Job, Category, Worker):
+            session.execute(delete(table))
+
+
+def _build(session: Session, fleet: list[dict[str, Any]]) -> None:
+    for index, spec in enumerate(fleet):
+        worker, _ = upsert_worker(
+            session,
+            WorkerSpec(
+                name=f"w{index}",
+                resources=spec["resources"],
+                slots=spec["slots"],
+                state=spec["state"],
+                properties=spec["properties"],
+            ),
+        )
+        # Slots in use, as running jobs of other categories would hold them.
+        session.execute(
+            update(QueueInstance)
+            .where(QueueInstance.worker_id == worker.id)
+            .values(used_slots=spec["used"])
+        )
+
+
+def _view(session: Session, category_id: int) -> dict[str, tuple[bool, str | None]]:
+    rows = session.execute(
+        text("SELECT worker_name, fits, reason FROM v_category_fit WHERE category_id = :c"),
+        {"c": category_id},
+    )
+    return {name: (bool(fits), reason) for name, fits, reason in rows}
+
+
+def _pull_takes(session: Session, worker: str, job_id: int) -> bool:
+    """Whether a pull by ``worker`` takes the job; undone afterwards."""
+    savepoint = session.begin_nested()
+    try:
+        taken = pull(session, worker)
+        return taken is not None and taken.id == job_id
+    finally:
+        savepoint.rollback()
+        session.expire_all()
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(fleet=st.lists(workers(), min_size=1, max_size=4), wanted=jobs())
+def test_explain_agrees_with_the_view_and_with_pull(
+    database: Database, fleet: list[dict[str, Any]], wanted: dict[str, Any]
+) -> None:
+    _empty(database)
+    with database.transaction() as session:
+        _build(session, fleet)
+        job = submission.submit_job(
+            session,
+            JobSpec(
+                resources=wanted["resources"], slots=wanted["slots"], requires=wanted["requires"]
+            ),
+            submitter="t",
+        )
+        job_id, category_id = job.id, job.category_id
+    with database.transaction() as session:
+        job = submission.get_job(session, job_id)
+        verdicts, summary = explain_workers(session, job, None, "first", [])
+        view = _view(session, category_id)
+        assert {v.worker for v in verdicts} == set(view)
+        for verdict in verdicts:
+            fits, code = view[verdict.worker]
+            assert verdict.eligible == fits, (verdict, view)
+            if not fits:
+                assert verdict.reason == code and verdict.clauses[0].reason == code
+            else:
+                assert verdict.reason is None or verdict.reason in DYNAMIC_REASONS
+        if job.state is not JobState.WAITING:
+            assert summary is None
+            assert all(v.can_run_now is None for v in verdicts)
+            return
+        assert summary is not None
+        assert summary.can_run_now == sum(bool(v.can_run_now) for v in verdicts)
+        assert summary.eligible == summary.can_run_now + summary.fit_but_busy
+        for verdict in verdicts:
+            assert verdict.can_run_now == _pull_takes(session, verdict.worker, job_id), verdict
+            assert verdict.can_run_now == (verdict.reason is None)
+        worker_by_name(session, verdicts[0].worker)  # the session is still usable
