@@ -31,6 +31,7 @@ from app.db.models import (
 )
 from app.matching.category_fit import WorkerFit, category_fit
 from app.matching.misfits import REASONS
+from app.matching.readiness import DYNAMIC_REASONS
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 
@@ -42,10 +43,11 @@ PAGE_ROWS = 200
 
 
 def reason_words(code: str | None) -> str:
-    """The sentence for a misfit reason code (the table of app/matching/misfits.py)."""
+    """The sentence for a reason code: a misfit's (the table of app/matching/misfits.py)
+    or one of explain's dynamic codes (app/matching/readiness.py)."""
     if code is None:
         return "fits"
-    return REASONS.get(code, code)
+    return REASONS.get(code) or DYNAMIC_REASONS.get(code, code)
 
 
 def _own_jobs(query: SelectT, submitter: str | None) -> SelectT:

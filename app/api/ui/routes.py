@@ -223,11 +223,15 @@ def jobs_page(viewer: ViewerDep, session: SessionDep, state: JobState | None = N
 
 
 @router.get("/jobs/{job_id}")
-def job_detail(job_id: IdPath, viewer: ViewerDep, session: SessionDep) -> Response:
+def job_detail(
+    job_id: IdPath, request: Request, viewer: ViewerDep, session: SessionDep
+) -> Response:
     job = console.visible_job(session, job_id, submitter=viewer.submitter)
     if job is None:
         return error_page(viewer, 404, f"no job {job_id} that you may see")
-    return render("job.html", viewer, page=job_page(session, job.job, job.worker), now=_now())
+    policy = request.app.state.settings.allocation_policy
+    page = job_page(session, job.job, job.worker, policy)
+    return render("job.html", viewer, page=page, now=_now())
 
 
 @router.post("/jobs/{job_id}/cancel")

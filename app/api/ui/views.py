@@ -17,10 +17,13 @@ from sqlalchemy.orm import Session
 from app import __version__
 from app.api.ui.session import CSRF_FIELD, Viewer
 from app.db.models import Job, JobEvent, JobState
-from app.matching import candidates, history
+from app.matching import candidates, history, readiness
 from app.matching.allocation import r as r_description
-from app.matching.candidates import Candidate, WorkerExplanation
+from app.matching.allocation.allocator import Policy
+from app.matching.candidates import Candidate
 from app.matching.console import reason_words
+from app.matching.gridengine import explain as gridengine_explain
+from app.matching.readiness import Summary, Verdict
 
 #: Headers of every console page: never cached (they show live state and a CSRF token),
 #: never framed (clickjacking of the admin buttons), no script or style from elsewhere.
@@ -106,14 +109,23 @@ class JobPage:
     events: list[JobEvent]
     #: Ranked best first; None for a job that is not waiting (as GET .../candidates, 409).
     candidates: list[Candidate] | None
-    explanations: list[WorkerExplanation]
-    #: How many workers each reason code rules out (condor_q -better-analyze style).
-    summary: list[ReasonCount]
+    #: Each worker against the job, as GET /v1/jobs/{id}/explain has it.
+    verdicts: list[Verdict]
+    #: The condor_q -better-analyze summary of a waiting job; None for any other.
+    summary: Summary | None
+    #: Grid Engine's scheduling lines for the job (qstat -j words).
+    scheduling_info: list[str]
     allocation: list[dict[str, object]]
 
     @property
     def eligible(self) -> int:
-        return sum(1 for e in self.explanations if e.eligible)
+        return sum(1 for v in self.verdicts if v.eligible)
+
+    @property
+    def first_failures(self) -> list[ReasonCount]:
+        """How many workers fail on each code first, most first."""
+        counts = Counter(v.reason for v in self.verdicts if v.reason is not None)
+        return [ReasonCount(code, reason_words(code), n) for code, n in counts.most_common()]
 
 
 def request_lines(job: Job) -> list[tuple[str, str]]:
@@ -135,14 +147,9 @@ def request_lines(job: Job) -> list[tuple[str, str]]:
     return shown
 
 
-def reason_summary(explanations: list[WorkerExplanation]) -> list[ReasonCount]:
-    """How many workers each first failing clause rules out, most first."""
-    counts = Counter(e.clauses[0].reason for e in explanations if e.clauses)
-    return [ReasonCount(code, reason_words(code), n) for code, n in counts.most_common()]
-
-
-def job_page(session: Session, job: Job, worker: str | None) -> JobPage:
-    explanations = candidates.explain_job(session, job)
+def job_page(session: Session, job: Job, worker: str | None, policy: Policy) -> JobPage:
+    lines = gridengine_explain.scheduling_info(session, job)
+    verdicts, summary = readiness.explain_workers(session, job, None, policy, lines)
     return JobPage(
         job=job,
         worker=worker,
@@ -151,7 +158,8 @@ def job_page(session: Session, job: Job, worker: str | None) -> JobPage:
         candidates=candidates.job_candidates(session, job)
         if job.state is JobState.WAITING
         else None,
-        explanations=explanations,
-        summary=reason_summary(explanations),
+        verdicts=verdicts,
+        summary=summary,
+        scheduling_info=lines,
         allocation=r_description.booked_r(session, job.id),
     )

@@ -169,6 +169,7 @@ def test_every_page_renders_and_a_drain_click_drains(
 
     page.goto(f"{server.base_url}/ui/jobs/{cluster.alice_waiting}")
     expect(page.locator("#candidates")).to_contain_text("arm-runner")
+    expect(page.locator("#explain-summary")).to_contain_text("2 can run it now")
     screens.take(page, "job-waiting")
     page.click("dd >> a[href^='/ui/categories/']")
     expect(page.locator("#category-request")).to_have_text("arch:~x86")

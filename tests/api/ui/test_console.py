@@ -145,6 +145,28 @@ def test_a_job_page_ranks_candidates_only_while_the_job_waits(
     )
 
 
+def test_a_waiting_job_s_page_says_what_would_let_it_run(
+    client: TestClient, admin_headers: dict[str, str], cluster: ConsoleCluster
+) -> None:
+    """The explain summary and verdicts of GET /v1/jobs/{id}/explain (app/matching/
+    readiness.py), in the style of condor_q -better-analyze, on the job page."""
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    client.post("/ui/workers/gpu-node/drain", data={"csrf": csrf}, headers=ORIGIN)
+    waiting = client.get("/v1/jobs?state=waiting&limit=50", headers=admin_headers).json()
+    (gpu_job,) = [j["id"] for j in waiting["items"] if "cuda" in j["resources"]]
+    page = client.get(f"/ui/jobs/{gpu_job}").text
+    explained = client.get(f"/v1/jobs/{gpu_job}/explain", headers=admin_headers).json()
+    summary = explained["summary"]
+    assert (summary["eligible"], summary["can_run_now"]) == (1, 0)
+    assert (
+        f"{summary['workers']} worker(s) looked at: 1 eligible, 0 can run it now, 1 fit but busy"
+    ) in page
+    assert "To run it soonest: resume worker gpu-node (it is draining)." in page
+    row = re.search(r'<tr data-worker="gpu-node">.*?</tr>', page, re.S)
+    assert row and "worker-draining" in row.group(0)
+    assert "3 fail first on" in page
+
+
 def test_a_category_page_shows_its_fit_over_the_workers(
     client: TestClient, cluster: ConsoleCluster
 ) -> None:
