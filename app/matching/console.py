@@ -363,9 +363,12 @@ class FitMatrix:
 
 def fit_matrix(session: Session, *, submitter: str | None) -> FitMatrix:
     """The category x worker fit of the live categories (those with waiting or running
-    jobs), as v_category_fit has it, with how many cells each reason code fills."""
+    jobs), as v_category_fit has it, with how many cells each reason code fills. At most
+    :data:`PAGE_ROWS` categories and as many workers (in name order)."""
     categories = _live_categories(session, submitter)
-    workers = list(session.execute(select(Worker.id, Worker.name).order_by(Worker.name)))
+    workers = list(
+        session.execute(select(Worker.id, Worker.name).order_by(Worker.name).limit(PAGE_ROWS))
+    )
     reasons = _misfit_reasons(session, [c.id for c in categories], [w[0] for w in workers])
     cells = {
         (c.id, name): reasons.get((c.id, worker_id))
