@@ -137,6 +137,12 @@ def test_wheel_installed_in_a_fresh_venv_serves_from_an_empty_directory(tmp_path
     try:
         status = _wait_ready(f"http://127.0.0.1:{port}/readyz", server, timeout=60)
         assert status == 200, log.read_text()
+        # The console's templates and stylesheet are package data of the wheel.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui/sign-in", timeout=10) as page:
+            assert page.status == 200 and 'name="token"' in page.read().decode()
+        css = f"http://127.0.0.1:{port}/ui/static/console.css"
+        with urllib.request.urlopen(css, timeout=10) as sheet:
+            assert sheet.status == 200 and b".reason-fits" in sheet.read()
     finally:
         server.terminate()
         server.wait(timeout=30)

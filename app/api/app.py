@@ -27,6 +27,7 @@ from app.api.routes import (
     workers,
 )
 from app.api.token_gate import TokenGateMiddleware
+from app.api.ui import routes as console
 from app.db.engine import Database
 from app.logs import configure_logging
 from app.settings import Settings, get_settings
@@ -58,6 +59,8 @@ ROUTERS = (
     leases.router,
     tasks.router,
     gridengine.router,
+    # The web console: its own sign-in (a cookie), so the token gate lets it through.
+    console.router,
 )
 
 

@@ -1,0 +1,1 @@
+"""The web console: server-rendered pages under /ui (docs/console.md)."""

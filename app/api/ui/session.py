@@ -1,0 +1,144 @@
+"""The console's sign-in: a pasted token kept in a cookie, and CSRF checks on every POST.
+
+The console does not use the bearer header (a browser cannot send it from a link), so its
+routes are not guarded by the token gate: each page resolves the cookie's token itself, with
+the same functions the gate uses (the admin token compared in constant time, an issued
+token looked up by its hash). Worker tokens are refused: the console is for people.
+
+The cookie is HttpOnly (scripts cannot read the token), SameSite=Strict (no other site's
+page sends it) and Secure when the console is served over https. A state-changing form
+carries a per-session random token in a hidden field that must equal the one in the
+session's CSRF cookie, and its Origin (or, without one, its Referer) must be the console's
+own: either check alone refuses a forged POST.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from fastapi import Request, Response
+from sqlalchemy.orm import Session
+
+from app.api.auth import Principal, admin_principal, stored_principal
+from app.db.models import Role
+
+SESSION_COOKIE = "jobmatch_console"
+CSRF_COOKIE = "jobmatch_console_csrf"
+CSRF_FIELD = "csrf"
+
+#: How long a sign-in lasts in the browser, in seconds (the token itself may be revoked
+#: sooner: every page looks it up again).
+SESSION_SECONDS = 12 * 3600
+
+#: The longest token the sign-in form accepts; issued tokens are far shorter.
+MAX_TOKEN_LENGTH = 512
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who looks at the console: the token's principal and the session's CSRF token."""
+
+    principal: Principal
+    csrf: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.principal.role is Role.ADMIN
+
+    @property
+    def submitter(self) -> str | None:
+        """The submitter whose jobs alone are shown; None for an admin, who sees all."""
+        return None if self.is_admin else self.principal.subject
+
+
+def principal_for_token(request: Request, session: Session, token: str) -> Principal | None:
+    """The admin or submitter the token stands for; None for an unknown, revoked or
+    worker token."""
+    if not token or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    principal = admin_principal(token, request.app.state.settings.admin_token)
+    if principal is None:
+        principal = stored_principal(session, token)
+    if principal is None or principal.role is Role.WORKER:
+        return None
+    return principal
+
+
+def current_viewer(request: Request, session: Session) -> Viewer | None:
+    """The signed-in viewer, None when the cookies hold no valid session."""
+    token = request.cookies.get(SESSION_COOKIE)
+    csrf = request.cookies.get(CSRF_COOKIE)
+    if not token or not csrf:
+        return None
+    principal = principal_for_token(request, session, token)
+    return Viewer(principal, csrf) if principal is not None else None
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def start_session(request: Request, response: Response, token: str) -> None:
+    """Set the session and CSRF cookies of a successful sign-in."""
+    for name, value in ((SESSION_COOKIE, token), (CSRF_COOKIE, secrets.token_urlsafe(32))):
+        response.set_cookie(
+            name,
+            value,
+            max_age=SESSION_SECONDS,
+            path="/ui",
+            secure=_secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+
+
+def end_session(request: Request, response: Response) -> None:
+    for name in (SESSION_COOKIE, CSRF_COOKIE):
+        response.delete_cookie(
+            name, path="/ui", secure=_secure(request), httponly=True, samesite="strict"
+        )
+
+
+#: The most fields a console form may carry; its own forms send two.
+MAX_FORM_FIELDS = 20
+
+
+class BadFormError(Exception):
+    """A console form's body is not what a console form sends (more fields than any of
+    them has); nothing is done with it."""
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """The fields of a url-encoded form body (the first value of each). The body limits of
+    app/api/body_limits.py apply before a byte is read."""
+    if request.method != "POST":
+        return {}
+    body = (await request.body()).decode("utf-8", "replace")
+    try:
+        fields = parse_qs(body, max_num_fields=MAX_FORM_FIELDS)
+    except ValueError as too_many:
+        raise BadFormError(f"a console form has at most {MAX_FORM_FIELDS} fields") from too_many
+    return {name: values[0] for name, values in fields.items()}
+
+
+def same_origin(request: Request) -> bool:
+    """Whether the POST comes from a page of this console: its Origin header, or its
+    Referer when a browser sent no Origin, names this scheme, host and port. Neither:
+    refused, as a forged request could be sent without them."""
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == own
+    referer = request.headers.get("referer")
+    return referer is not None and (referer == own or referer.startswith(own + "/"))
+
+
+def csrf_ok(request: Request, viewer: Viewer, fields: dict[str, str]) -> bool:
+    """Whether a state-changing form carries the session's CSRF token and comes from here."""
+    sent = fields.get(CSRF_FIELD, "")
+    return same_origin(request) and hmac.compare_digest(
+        sent.encode("utf-8"), viewer.csrf.encode("utf-8")
+    )

@@ -1,0 +1,165 @@
+"""The console's templates and what its pages show that no single service returns: the
+rendering environment (Jinja2, from the package's own templates) and the job page's
+assembly from the job, history, candidates, explain and allocation services."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from sqlalchemy.orm import Session
+
+from app import __version__
+from app.api.ui.session import CSRF_FIELD, Viewer
+from app.db.models import Job, JobEvent, JobState
+from app.matching import candidates, history, readiness
+from app.matching.allocation import r as r_description
+from app.matching.allocation.allocator import Policy
+from app.matching.candidates import Candidate
+from app.matching.console import reason_words
+from app.matching.gridengine import explain as gridengine_explain
+from app.matching.readiness import Summary, Verdict
+
+#: Headers of every console page: never cached (they show live state and a CSRF token),
+#: never framed (clickjacking of the admin buttons), no script or style from elsewhere.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def age(moment: datetime | None, now: datetime | None = None) -> str:
+    """How long ago, in the largest two units: ``3m 12s``, ``2h 05m``, ``4d 01h``."""
+    if moment is None:
+        return "never"
+    seconds = max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def timestamp(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "—"
+
+
+def _environment() -> Environment:
+    environment = Environment(
+        loader=PackageLoader("app.api.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["age"] = age
+    environment.filters["timestamp"] = timestamp
+    environment.filters["reason_words"] = reason_words
+    environment.globals["version"] = __version__
+    environment.globals["csrf_field"] = CSRF_FIELD
+    return environment
+
+
+TEMPLATES = _environment()
+
+
+def render(
+    template: str, viewer: Viewer | None, *, status: int = 200, **context: Any
+) -> HTMLResponse:
+    """A console page: the template with the viewer (None on the sign-in page)."""
+    page = TEMPLATES.get_template(template).render(viewer=viewer, **context)
+    return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
+
+
+def error_page(viewer: Viewer | None, status: int, message: str) -> HTMLResponse:
+    return render("error.html", viewer, status=status, status_code=status, message=message)
+
+
+@dataclass(frozen=True)
+class ReasonCount:
+    code: str
+    words: str
+    workers: int
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """Everything the job page shows."""
+
+    job: Job
+    worker: str | None
+    #: The request as submitted, in its notations: (what, text) pairs.
+    request: list[tuple[str, str]]
+    events: list[JobEvent]
+    #: Ranked best first; None for a job that is not waiting (as GET .../candidates, 409).
+    candidates: list[Candidate] | None
+    #: Each worker against the job, as GET /v1/jobs/{id}/explain has it.
+    verdicts: list[Verdict]
+    #: The condor_q -better-analyze summary of a waiting job; None for any other.
+    summary: Summary | None
+    #: Grid Engine's scheduling lines for the job (qstat -j words).
+    scheduling_info: list[str]
+    allocation: list[dict[str, object]]
+
+    @property
+    def eligible(self) -> int:
+        return sum(1 for v in self.verdicts if v.eligible)
+
+    @property
+    def first_failures(self) -> list[ReasonCount]:
+        """How many workers fail on each code first, most first."""
+        counts = Counter(v.reason for v in self.verdicts if v.reason is not None)
+        return [ReasonCount(code, reason_words(code), n) for code, n in counts.most_common()]
+
+
+def request_lines(job: Job) -> list[tuple[str, str]]:
+    """The job's request field by field, as written (the notation named in each label)."""
+    fields: list[tuple[str, str | None]] = [
+        ("Momotor resources", job.resources or None),
+        (f"constraint ({job.constraint_syntax or 'RFC 31'})", job.constraint),
+        ("shape (RFC 46)", job.shape),
+        ("jobspec (RFC 14)", job.jobspec),
+        ("task (debusine)", job.task),
+        ("hard -l (Grid Engine)", job.hard),
+        ("soft -l (Grid Engine)", job.soft),
+        ("-pe (Grid Engine)", f"{job.pe} {job.pe_slots or ''}".strip() if job.pe else None),
+        ("command", " ".join(json.loads(job.command)) if job.command else None),
+    ]
+    shown = [(label, text) for label, text in fields if text]
+    shown.append(("slots", str(job.slots)))
+    shown.append(("priority", str(job.priority)))
+    return shown
+
+
+def job_page(session: Session, job: Job, worker: str | None, policy: Policy) -> JobPage:
+    lines = gridengine_explain.scheduling_info(session, job)
+    verdicts, summary = readiness.explain_workers(session, job, None, policy, lines)
+    return JobPage(
+        job=job,
+        worker=worker,
+        request=request_lines(job),
+        events=history.events(session, job.id),
+        candidates=candidates.job_candidates(session, job)
+        if job.state is JobState.WAITING
+        else None,
+        verdicts=verdicts,
+        summary=summary,
+        scheduling_info=lines,
+        allocation=r_description.booked_r(session, job.id),
+    )

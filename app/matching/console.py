@@ -1,0 +1,480 @@
+"""What the web console shows: read services over the cluster, one per page.
+
+Every function takes ``submitter``: None for an admin, who sees everything, or the name a
+submitter token acts for, who sees its own jobs only (and the categories of its own jobs),
+as ``GET /v1/jobs/{id}`` lets it. Workers are visible to both roles, as ``GET /v1/workers``
+is. The routes of app/api/ui render what these return; they hold no SQL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    UNAVAILABLE_WORKER_STATES,
+    Category,
+    CategoryMisfit,
+    InventoryCount,
+    Job,
+    JobEvent,
+    JobEventKind,
+    JobState,
+    QueueInstance,
+    Worker,
+    WorkerState,
+)
+from app.matching.category_fit import WorkerFit, category_fit
+from app.matching.misfits import REASONS
+from app.matching.readiness import DYNAMIC_REASONS
+
+SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
+
+#: How far back the overview's dispatch rate looks, in minutes.
+DISPATCH_WINDOW_MINUTES = 15
+
+#: The most rows a console list shows; the pages say when there are more.
+PAGE_ROWS = 200
+
+
+def reason_words(code: str | None) -> str:
+    """The sentence for a reason code: a misfit's (the table of app/matching/misfits.py)
+    or one of explain's dynamic codes (app/matching/readiness.py)."""
+    if code is None:
+        return "fits"
+    return REASONS.get(code) or DYNAMIC_REASONS.get(code, code)
+
+
+def _own_jobs(query: SelectT, submitter: str | None) -> SelectT:
+    return query if submitter is None else query.where(Job.submitter == submitter)
+
+
+@dataclass(frozen=True)
+class WaitingJob:
+    id: int
+    category_id: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The overview page: counts by state, dispatches per minute, the oldest waiting job."""
+
+    workers_by_state: dict[str, int]
+    jobs_by_state: dict[str, int]
+    #: Dispatches in each minute of the window, oldest minute first.
+    dispatches_per_minute: list[tuple[datetime, int]]
+    oldest_waiting: WaitingJob | None
+
+    @property
+    def dispatch_rate(self) -> float:
+        """Mean dispatches per minute over the window."""
+        counts = [count for _minute, count in self.dispatches_per_minute]
+        return sum(counts) / len(counts) if counts else 0.0
+
+
+def _dispatches_per_minute(
+    session: Session, submitter: str | None, now: datetime
+) -> list[tuple[datetime, int]]:
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=DISPATCH_WINDOW_MINUTES)
+    query = (
+        select(JobEvent.at)
+        .join(Job, Job.id == JobEvent.job_id)
+        .where(JobEvent.kind == JobEventKind.DISPATCHED, JobEvent.at >= start)
+    )
+    if submitter is not None:
+        query = query.where(Job.submitter == submitter)
+    minutes: Counter[datetime] = Counter()
+    for (moment,) in session.execute(query):
+        minutes[moment.replace(second=0, microsecond=0)] += 1
+    return [
+        (start + timedelta(minutes=i), minutes[start + timedelta(minutes=i)])
+        for i in range(DISPATCH_WINDOW_MINUTES)
+    ]
+
+
+def overview(session: Session, *, submitter: str | None, now: datetime) -> Overview:
+    workers_by_state = {state.value: 0 for state in WorkerState}
+    for worker_state, count in session.execute(
+        select(Worker.state, func.count()).group_by(Worker.state)
+    ):
+        workers_by_state[worker_state.value] = count
+    jobs_by_state = {state.value: 0 for state in JobState}
+    by_state = _own_jobs(select(Job.state, func.count()), submitter).group_by(Job.state)
+    for state, count in session.execute(by_state):
+        jobs_by_state[state.value] = count
+    oldest = session.execute(
+        _own_jobs(select(Job.id, Job.category_id, Job.submitted_at), submitter)
+        .where(Job.state == JobState.WAITING)
+        .order_by(Job.submitted_at, Job.id)
+        .limit(1)
+    ).first()
+    return Overview(
+        workers_by_state=workers_by_state,
+        jobs_by_state=jobs_by_state,
+        dispatches_per_minute=_dispatches_per_minute(session, submitter, now),
+        oldest_waiting=WaitingJob(oldest[0], oldest[1], oldest[2]) if oldest is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One line of the workers page."""
+
+    name: str
+    state: str
+    #: Why the worker is in its state, who set it and when (None until someone did).
+    reason: str | None
+    state_set_by: str | None
+    state_changed_at: datetime | None
+    last_seen: datetime | None
+    slots_used: int
+    slots_total: int
+    free: dict[str, int]
+    metadata_reported_at: datetime | None
+
+
+def _worker_rows(session: Session, query: Select[Worker]) -> list[WorkerRow]:
+    found = list(session.scalars(query))
+    ids = [w.id for w in found]
+    slots = {
+        worker_id: (int(used), int(total))
+        for worker_id, used, total in session.execute(
+            select(
+                QueueInstance.worker_id,
+                func.sum(QueueInstance.used_slots),
+                func.sum(QueueInstance.slots),
+            )
+            .where(QueueInstance.worker_id.in_(ids))
+            .group_by(QueueInstance.worker_id)
+        )
+    }
+    free: dict[int, dict[str, int]] = {worker_id: {} for worker_id in ids}
+    for count in session.scalars(
+        select(InventoryCount)
+        .where(InventoryCount.worker_id.in_(ids))
+        .order_by(InventoryCount.type, InventoryCount.unit)
+    ):
+        key = f"{count.type}:{count.unit}" if count.unit else count.type
+        free[count.worker_id][key] = count.free
+    return [
+        WorkerRow(
+            name=w.name,
+            state=w.state.value,
+            reason=w.state_reason,
+            state_set_by=w.state_set_by,
+            state_changed_at=w.state_changed_at,
+            last_seen=w.last_seen,
+            slots_used=slots.get(w.id, (0, 0))[0],
+            slots_total=slots.get(w.id, (0, 0))[1],
+            free=free[w.id],
+            metadata_reported_at=w.metadata_reported_at,
+        )
+        for w in found
+    ]
+
+
+def worker_rows(session: Session) -> list[WorkerRow]:
+    """The workers in name order (at most :data:`PAGE_ROWS`)."""
+    return _worker_rows(session, select(Worker).order_by(Worker.name).limit(PAGE_ROWS))
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    id: int
+    submitter: str
+    slots: int
+    started_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CategoryFit:
+    """Whether a worker fits a category, and if not the reason code and its words."""
+
+    category_id: int
+    request: str
+    fits: bool
+    reason: str | None
+    words: str
+
+
+@dataclass(frozen=True)
+class WorkerDetail:
+    row: WorkerRow
+    running: list[RunningJob]
+    fitting: list[CategoryFit]
+    misfitting: list[CategoryFit]
+
+
+def category_request(category: Category) -> str:
+    """A category's request in one line, in the notations it was written in."""
+    parts = []
+    if category.resources:
+        parts.append(category.resources.replace("\n", "; "))
+    if category.constraint:
+        parts.append(f"constraint {category.constraint}")
+    if category.jobspec:
+        parts.append(f"jobspec {category.jobspec}")
+    if category.hard != "NONE":
+        parts.append(f"-l {category.hard}")
+    if category.soft != "NONE":
+        parts.append(f"-soft -l {category.soft}")
+    if category.pe:
+        parts.append(f"-pe {category.pe} {category.pe_min}-{category.pe_max}")
+    if category.slots != 1:
+        parts.append(f"{category.slots} slots")
+    return ", ".join(parts) or "(anything)"
+
+
+def _live_categories(session: Session, submitter: str | None) -> list[Category]:
+    """The categories with waiting or running jobs (of the submitter, when given)."""
+    live = _own_jobs(select(Job.category_id), submitter).where(
+        Job.state.in_((JobState.WAITING, JobState.RUNNING))
+    )
+    return list(
+        session.scalars(
+            select(Category).where(Category.id.in_(live)).order_by(Category.id).limit(PAGE_ROWS)
+        )
+    )
+
+
+def _misfit_reasons(
+    session: Session, category_ids: list[int], worker_ids: list[int]
+) -> dict[tuple[int, int], str]:
+    """(category, worker) -> reason code, for the pairs the cache rules out at the
+    worker's current generation (as v_category_fit reads it)."""
+    rows = session.execute(
+        select(CategoryMisfit.category_id, CategoryMisfit.worker_id, CategoryMisfit.reason)
+        .join(Worker, Worker.id == CategoryMisfit.worker_id)
+        .where(
+            CategoryMisfit.generation == Worker.generation,
+            CategoryMisfit.category_id.in_(category_ids),
+            CategoryMisfit.worker_id.in_(worker_ids),
+        )
+    )
+    return {(category_id, worker_id): reason for category_id, worker_id, reason in rows}
+
+
+def worker_detail(session: Session, worker: Worker, *, submitter: str | None) -> WorkerDetail:
+    """One worker: its line, its running jobs, and which live categories it fits."""
+    (row,) = _worker_rows(session, select(Worker).where(Worker.id == worker.id))
+    running = [
+        RunningJob(job_id, job_submitter, slots, started)
+        for job_id, job_submitter, slots, started in session.execute(
+            _own_jobs(select(Job.id, Job.submitter, Job.slots, Job.started_at), submitter)
+            .where(Job.worker_id == worker.id, Job.state == JobState.RUNNING)
+            .order_by(Job.id)
+        )
+    ]
+    categories = _live_categories(session, submitter)
+    reasons = _misfit_reasons(session, [c.id for c in categories], [worker.id])
+    fits = [
+        CategoryFit(
+            c.id,
+            category_request(c),
+            (c.id, worker.id) not in reasons,
+            reasons.get((c.id, worker.id)),
+            reason_words(reasons.get((c.id, worker.id))),
+        )
+        for c in categories
+    ]
+    return WorkerDetail(
+        row=row,
+        running=running,
+        fitting=[f for f in fits if f.fits],
+        misfitting=[f for f in fits if not f.fits],
+    )
+
+
+@dataclass(frozen=True)
+class QueuedCategory:
+    """One line of the queue page: a category's waiting jobs and why they wait."""
+
+    category_id: int
+    request: str
+    waiting: int
+    oldest_submitted_at: datetime
+    #: How many available workers (not offline, not disabled) fit the category statically.
+    fitting_workers: int
+    #: The reason most workers refuse it, with how many do; None when none refuses.
+    top_reason: str | None
+    top_reason_workers: int
+
+    @property
+    def why_waiting(self) -> str:
+        if self.fitting_workers:
+            return (
+                f"{self.fitting_workers} worker(s) fit: waiting for free slots, inventory or a pull"
+            )
+        if self.top_reason is None:
+            return "no worker is available"
+        return f"{reason_words(self.top_reason)} ({self.top_reason_workers} worker(s))"
+
+
+def queue_by_category(session: Session, *, submitter: str | None) -> list[QueuedCategory]:
+    """Waiting jobs grouped by category, the oldest first."""
+    groups = session.execute(
+        _own_jobs(select(Job.category_id, func.count(), func.min(Job.submitted_at)), submitter)
+        .where(Job.state == JobState.WAITING)
+        .group_by(Job.category_id)
+        .order_by(func.min(Job.submitted_at))
+        .limit(PAGE_ROWS)
+    ).all()
+    ids = [category_id for category_id, _count, _oldest in groups]
+    categories = {c.id: c for c in session.scalars(select(Category).where(Category.id.in_(ids)))}
+    workers = list(
+        session.scalars(select(Worker.id).where(Worker.state.not_in(UNAVAILABLE_WORKER_STATES)))
+    )
+    reasons = _misfit_reasons(session, ids, workers)
+    lines = []
+    for category_id, count, oldest in groups:
+        refusals = Counter(
+            reason for (c, _w), reason in reasons.items() if c == category_id
+        ).most_common(1)
+        lines.append(
+            QueuedCategory(
+                category_id=category_id,
+                request=category_request(categories[category_id]),
+                waiting=int(count),
+                oldest_submitted_at=oldest,
+                fitting_workers=len(workers) - sum(1 for c, _w in reasons if c == category_id),
+                top_reason=refusals[0][0] if refusals else None,
+                top_reason_workers=refusals[0][1] if refusals else 0,
+            )
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class FitMatrix:
+    """Live categories x workers: None where the worker fits, else the reason code."""
+
+    categories: list[tuple[int, str]]
+    workers: list[str]
+    cells: dict[tuple[int, str], str | None]
+    reason_counts: dict[str, int] = field(default_factory=dict)
+
+
+def fit_matrix(session: Session, *, submitter: str | None) -> FitMatrix:
+    """The category x worker fit of the live categories (those with waiting or running
+    jobs), as v_category_fit has it, with how many cells each reason code fills. At most
+    :data:`PAGE_ROWS` categories and as many workers (in name order)."""
+    categories = _live_categories(session, submitter)
+    workers = list(
+        session.execute(select(Worker.id, Worker.name).order_by(Worker.name).limit(PAGE_ROWS))
+    )
+    reasons = _misfit_reasons(session, [c.id for c in categories], [w[0] for w in workers])
+    cells = {
+        (c.id, name): reasons.get((c.id, worker_id))
+        for c in categories
+        for worker_id, name in workers
+    }
+    counts = Counter(reason if reason is not None else "fits" for reason in cells.values())
+    return FitMatrix(
+        categories=[(c.id, category_request(c)) for c in categories],
+        workers=[name for _id, name in workers],
+        cells=cells,
+        reason_counts=dict(sorted(counts.items())),
+    )
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One line of the jobs page."""
+
+    id: int
+    state: str
+    submitter: str
+    category_id: int
+    worker: str | None
+    submitted_at: datetime
+    failure_reason: str | None
+
+
+def recent_jobs(
+    session: Session, *, submitter: str | None, state: JobState | None
+) -> list[JobLine]:
+    """The newest jobs (of the submitter, when given; in that state, when given)."""
+    query = (
+        _own_jobs(
+            select(
+                Job.id,
+                Job.state,
+                Job.submitter,
+                Job.category_id,
+                Worker.name,
+                Job.submitted_at,
+                Job.failure_reason,
+            ),
+            submitter,
+        )
+        .outerjoin(Worker, Worker.id == Job.worker_id)
+        .order_by(Job.id.desc())
+        .limit(PAGE_ROWS)
+    )
+    if state is not None:
+        query = query.where(Job.state == state)
+    return [
+        JobLine(job_id, job_state.value, who, category_id, worker, at, reason)
+        for job_id, job_state, who, category_id, worker, at, reason in session.execute(query)
+    ]
+
+
+@dataclass(frozen=True)
+class VisibleJob:
+    job: Job
+    worker: str | None
+
+
+def visible_job(session: Session, job_id: int, *, submitter: str | None) -> VisibleJob | None:
+    """The job and the name of its worker; None when there is no such job or it is
+    another submitter's (the console does not tell the two apart)."""
+    job = session.get(Job, job_id)
+    if job is None or (submitter is not None and job.submitter != submitter):
+        return None
+    worker = session.get(Worker, job.worker_id) if job.worker_id is not None else None
+    return VisibleJob(job, worker.name if worker is not None else None)
+
+
+@dataclass(frozen=True)
+class CategoryPage:
+    """One category: its request, its jobs by state (the submitter's own, for a
+    submitter), and every worker's fit (app/matching/category_fit.py)."""
+
+    id: int
+    request: str
+    waiting: int
+    running: int
+    fit: list[WorkerFit]
+
+
+def category_page(
+    session: Session, category_id: int, *, submitter: str | None
+) -> CategoryPage | None:
+    """None when there is no such category, or the submitter has no job in it (the
+    console does not tell the two apart)."""
+    category = session.get(Category, category_id)
+    if category is None:
+        return None
+    counts = dict(
+        session.execute(
+            _own_jobs(select(Job.state, func.count()), submitter)
+            .where(Job.category_id == category_id)
+            .group_by(Job.state)
+        ).all()
+    )
+    if submitter is not None and not counts:
+        return None
+    return CategoryPage(
+        id=category.id,
+        request=category_request(category),
+        waiting=int(counts.get(JobState.WAITING, 0)),
+        running=int(counts.get(JobState.RUNNING, 0)),
+        fit=category_fit(session, category_id),
+    )

@@ -1,0 +1,318 @@
+"""The web console through Starlette's TestClient: sign-in and its cookie flags, CSRF and
+origin checks on every form, what a submitter may see and do, and the 404 pages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.app import create_app
+from app.api.ui.session import CSRF_COOKIE, SESSION_COOKIE
+from app.db.engine import Database
+from app.db.models import Worker, WorkerState
+from app.settings import Settings
+from tests.conftest import ADMIN_TOKEN
+from tests.support.console_cluster import ConsoleCluster, load_console_cluster
+
+pytestmark = pytest.mark.db
+
+ORIGIN = {"Origin": "http://testserver"}
+PAGES = ["/ui", "/ui/workers", "/ui/workers/docs-worker", "/ui/queue", "/ui/jobs", "/ui/fit"]
+
+
+@pytest.fixture
+def cluster(database: Database) -> ConsoleCluster:
+    return load_console_cluster(database)
+
+
+def _sign_in(client: TestClient, token: str) -> str:
+    """Sign in; the session's CSRF token."""
+    answer = client.post(
+        "/ui/sign-in", data={"token": token}, headers=ORIGIN, follow_redirects=False
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/ui"
+    csrf = client.cookies.get(CSRF_COOKIE)
+    assert csrf
+    return csrf
+
+
+def _worker_state(database: Database, name: str) -> WorkerState:
+    with database.transaction(write=False) as session:
+        worker = session.query(Worker).filter_by(name=name).one()
+        return worker.state
+
+
+def _hidden_csrf(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)
+
+
+def test_pages_need_a_session(client: TestClient, cluster: ConsoleCluster) -> None:
+    for path in [*PAGES, f"/ui/jobs/{cluster.bob_job}"]:
+        answer = client.get(path, follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/sign-in", path
+    answer = client.post(
+        "/ui/workers/java-box/drain", data={}, headers=ORIGIN, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/sign-in"
+    sign_in = client.get("/ui/sign-in")
+    assert sign_in.status_code == 200 and 'name="viewport"' in sign_in.text
+
+
+def test_the_session_cookie_is_httponly_and_samesite_strict(
+    client: TestClient, cluster: ConsoleCluster
+) -> None:
+    answer = client.post(
+        "/ui/sign-in", data={"token": ADMIN_TOKEN}, headers=ORIGIN, follow_redirects=False
+    )
+    cookies = answer.headers.get_list("set-cookie")
+    assert {cookie.split("=", 1)[0] for cookie in cookies} == {SESSION_COOKIE, CSRF_COOKIE}
+    for cookie in cookies:
+        flags = {part.strip().lower() for part in cookie.split(";")[1:]}
+        assert {"httponly", "samesite=strict", "path=/ui"} <= flags, cookie
+        assert "secure" not in flags, cookie  # served over plain http here
+
+
+def test_the_cookies_are_secure_over_https(
+    settings: Settings, database: Database, cluster: ConsoleCluster
+) -> None:
+    app = create_app(settings, database=database)
+    with TestClient(app, base_url="https://testserver") as client:
+        answer = client.post(
+            "/ui/sign-in",
+            data={"token": ADMIN_TOKEN},
+            headers={"Origin": "https://testserver"},
+            follow_redirects=False,
+        )
+    assert answer.status_code == 303
+    for cookie in answer.headers.get_list("set-cookie"):
+        assert "secure" in {part.strip().lower() for part in cookie.split(";")}, cookie
+
+
+def test_unknown_revoked_and_worker_tokens_are_refused(
+    client: TestClient, cluster: ConsoleCluster
+) -> None:
+    for token in ["nonsense", cluster.worker_token, "", "x" * 600]:
+        answer = client.post("/ui/sign-in", data={"token": token}, headers=ORIGIN)
+        assert answer.status_code == 401, token
+        assert "unknown, revoked, or a worker" in answer.text
+        assert SESSION_COOKIE not in client.cookies
+
+
+def test_a_sign_in_from_another_origin_is_refused(
+    client: TestClient, cluster: ConsoleCluster
+) -> None:
+    for headers in [{"Origin": "http://evil.example"}, {}]:
+        answer = client.post("/ui/sign-in", data={"token": ADMIN_TOKEN}, headers=headers)
+        assert answer.status_code == 403
+        assert SESSION_COOKIE not in client.cookies
+
+
+def test_every_page_renders_for_the_admin(client: TestClient, cluster: ConsoleCluster) -> None:
+    _sign_in(client, ADMIN_TOKEN)
+    for path in PAGES:
+        answer = client.get(path)
+        assert answer.status_code == 200, path
+        assert answer.headers["content-type"].startswith("text/html")
+        assert answer.headers["cache-control"] == "no-store"
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    workers = client.get("/ui/workers").text
+    for name in ["docs-worker", "java-box", "arm-runner", "gpu-node"]:
+        assert f'data-worker="{name}"' in workers
+    assert "1/2" in workers  # docs-worker runs alice's job on one of its two slots
+    job = client.get(f"/ui/jobs/{cluster.alice_running}").text
+    assert "language: python; python: 3.7" in job and "dispatched" in job
+    assert 'id="cancel"' in job
+    css = client.get("/ui/static/console.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+def test_a_job_page_ranks_candidates_only_while_the_job_waits(
+    client: TestClient, admin_headers: dict[str, str], cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    waiting = client.get(f"/ui/jobs/{cluster.alice_waiting}").text
+    ranked = re.findall(r'<tr><td><a href="/ui/workers/([a-z-]+)">', waiting)
+    api = client.get(f"/v1/jobs/{cluster.alice_waiting}/candidates", headers=admin_headers)
+    assert ranked == [c["worker"] for c in api.json()["items"]] == ["arm-runner", "docs-worker"]
+    running = client.get(f"/ui/jobs/{cluster.alice_running}").text
+    assert "Candidates are computed for waiting jobs; this one is running on docs-worker" in (
+        running
+    )
+
+
+def test_a_waiting_job_s_page_says_what_would_let_it_run(
+    client: TestClient, admin_headers: dict[str, str], cluster: ConsoleCluster
+) -> None:
+    """The explain summary and verdicts of GET /v1/jobs/{id}/explain (app/matching/
+    readiness.py), in the style of condor_q -better-analyze, on the job page."""
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    client.post("/ui/workers/gpu-node/drain", data={"csrf": csrf}, headers=ORIGIN)
+    waiting = client.get("/v1/jobs?state=waiting&limit=50", headers=admin_headers).json()
+    (gpu_job,) = [j["id"] for j in waiting["items"] if "cuda" in j["resources"]]
+    page = client.get(f"/ui/jobs/{gpu_job}").text
+    explained = client.get(f"/v1/jobs/{gpu_job}/explain", headers=admin_headers).json()
+    summary = explained["summary"]
+    assert (summary["eligible"], summary["can_run_now"]) == (1, 0)
+    assert (
+        f"{summary['workers']} worker(s) looked at: 1 eligible, 0 can run it now, 1 fit but busy"
+    ) in page
+    assert "To run it soonest: resume worker gpu-node (it is draining)." in page
+    row = re.search(r'<tr data-worker="gpu-node">.*?</tr>', page, re.S)
+    assert row and "worker-draining" in row.group(0)
+    assert "3 fail first on" in page
+
+
+def test_a_category_page_shows_its_fit_over_the_workers(
+    client: TestClient, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    job = client.get(f"/ui/jobs/{cluster.alice_waiting}").text
+    found = re.search(r'href="/ui/categories/(\d+)"', job)
+    assert found
+    page = client.get(f"/ui/categories/{found.group(1)}").text
+    assert 'id="category-request">arch:~x86<' in page
+    assert re.search(r'id="category-waiting">1 of yours<', page)
+    rows = dict(
+        re.findall(r'data-worker="([a-z-]+)">.*?<span class="reason reason-([a-z-]+)"', page, re.S)
+    )
+    assert rows == {
+        "arm-runner": "fits",
+        "docs-worker": "fits",
+        "gpu-node": "worker-requires-tag",
+        "java-box": "job-excludes-tag",
+    }
+    _sign_in(client, cluster.bob_token)  # bob has no job in alice's arch:~x86 category
+    assert client.get(f"/ui/categories/{found.group(1)}").status_code == 404
+    assert client.get("/ui/categories/999999").status_code == 404
+
+
+def test_a_drain_needs_the_csrf_token_and_this_origin(
+    client: TestClient,
+    database: Database,
+    admin_headers: dict[str, str],
+    cluster: ConsoleCluster,
+) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    page = client.get("/ui/workers/java-box").text
+    assert _hidden_csrf(page) == csrf and 'id="drain"' in page
+    refused = [
+        ({}, ORIGIN),
+        ({"csrf": "forged"}, ORIGIN),
+        ({"csrf": csrf}, {"Origin": "http://evil.example"}),
+        ({"csrf": csrf}, {"Referer": "http://evil.example/ui/workers/java-box"}),
+        ({"csrf": csrf}, {}),
+    ]
+    for data, headers in refused:
+        answer = client.post("/ui/workers/java-box/drain", data=data, headers=headers)
+        assert answer.status_code == 403, (data, headers)
+        assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+    too_long = {"csrf": csrf, "reason": "x" * 1025}
+    answer = client.post("/ui/workers/java-box/drain", data=too_long, headers=ORIGIN)
+    assert answer.status_code == 422 and "longer than 1024" in answer.text
+    assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+    referer = {"Referer": "http://testserver/ui/workers/java-box"}
+    drained = client.post(
+        "/ui/workers/java-box/drain",
+        data={"csrf": csrf, "reason": "kernel upgrade"},
+        headers=referer,
+        follow_redirects=False,
+    )
+    assert drained.status_code == 303 and drained.headers["location"] == "/ui/workers/java-box"
+    worker = client.get("/v1/workers/java-box", headers=admin_headers).json()
+    assert (worker["state"], worker["state_reason"]) == ("draining", "kernel upgrade")
+    assert worker["resources"] and worker["queues"][0]["slots"] == 4  # nothing else changed
+    page = client.get("/ui/workers/java-box").text
+    assert 'id="resume"' in page and "kernel upgrade" in page and "set by admin" in page
+    client.post("/ui/workers/java-box/resume", data={"csrf": csrf}, headers=ORIGIN)
+    assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+
+
+def test_an_admin_cancels_a_job(
+    client: TestClient, admin_headers: dict[str, str], cluster: ConsoleCluster
+) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    assert client.post(f"/ui/jobs/{cluster.bob_job}/cancel", headers=ORIGIN).status_code == 403
+    answer = client.post(f"/ui/jobs/{cluster.bob_job}/cancel", data={"csrf": csrf}, headers=ORIGIN)
+    assert answer.status_code == 200 and 'id="job-state">cancelled' in answer.text
+    assert client.get(f"/v1/jobs/{cluster.bob_job}", headers=admin_headers).json()["state"] == (
+        "cancelled"
+    )
+    again = client.post(f"/ui/jobs/{cluster.bob_job}/cancel", data={"csrf": csrf}, headers=ORIGIN)
+    assert again.status_code == 409 and "only waiting or running jobs" in again.text
+
+
+def test_a_submitter_sees_its_own_jobs_only(client: TestClient, cluster: ConsoleCluster) -> None:
+    _sign_in(client, cluster.alice_token)
+    jobs = client.get("/ui/jobs").text
+    shown = set(map(int, re.findall(r'data-job="(\d+)"', jobs)))
+    assert shown == {cluster.alice_running, cluster.alice_waiting}
+    assert client.get(f"/ui/jobs/{cluster.alice_waiting}").status_code == 200
+    other = client.get(f"/ui/jobs/{cluster.bob_job}")
+    assert other.status_code == 404 and "that you may see" in other.text
+    overview = client.get("/ui").text
+    assert re.search(r'data-state="waiting">1<', overview), overview
+    assert re.search(r'data-state="running">1<', overview), overview
+    queue = client.get("/ui/queue").text
+    assert len(re.findall(r"data-category=", queue)) == 1  # alice's one waiting category
+    fit = client.get("/ui/fit").text
+    assert fit.count('<th scope="row"') == 2  # the categories of alice's two live jobs
+
+
+def test_a_submitter_has_no_admin_actions(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    csrf = _sign_in(client, cluster.alice_token)
+    worker = client.get("/ui/workers/docs-worker").text
+    assert 'id="drain"' not in worker and 'id="resume"' not in worker
+    assert 'id="cancel"' not in client.get(f"/ui/jobs/{cluster.alice_waiting}").text
+    for path in [
+        "/ui/workers/docs-worker/drain",
+        "/ui/workers/docs-worker/resume",
+        f"/ui/jobs/{cluster.alice_waiting}/cancel",
+    ]:
+        answer = client.post(path, data={"csrf": csrf}, headers=ORIGIN)
+        assert answer.status_code == 403, path
+        assert "needs the admin token" in answer.text
+    assert _worker_state(database, "docs-worker") is WorkerState.ACTIVE
+
+
+def test_missing_things_are_404_pages(client: TestClient, cluster: ConsoleCluster) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    for path in ["/ui/workers/nobody", "/ui/jobs/999999", "/ui/static/nothing.js"]:
+        assert client.get(path).status_code == 404, path
+    drain = client.post("/ui/workers/nobody/drain", data={"csrf": csrf}, headers=ORIGIN)
+    assert drain.status_code == 404 and "no worker named &#39;nobody&#39;" in drain.text
+    assert client.get("/ui/nowhere").status_code == 404
+
+
+def test_a_form_with_too_many_fields_is_a_422_page(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    fields = "&".join(f"f{i}=x" for i in range(30))
+    headers = {**ORIGIN, "Content-Type": "application/x-www-form-urlencoded"}
+    for path in ["/ui/workers/java-box/drain", "/ui/sign-in"]:
+        answer = client.post(path, content=f"csrf={csrf}&{fields}", headers=headers)
+        assert answer.status_code == 422, path
+        assert "at most 20 fields" in answer.text
+    assert _worker_state(database, "java-box") is WorkerState.ACTIVE
+
+
+def test_sign_out_ends_the_session(client: TestClient, cluster: ConsoleCluster) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    assert client.post("/ui/sign-out", data={}, headers=ORIGIN).status_code == 403
+    answer = client.post(
+        "/ui/sign-out", data={"csrf": csrf}, headers=ORIGIN, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/sign-in"
+    assert client.get("/ui", follow_redirects=False).status_code == 303
+
+
+def test_the_console_is_not_in_the_openapi_document(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert not [path for path in paths if path.startswith("/ui")]
