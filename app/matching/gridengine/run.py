@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
+from app.matching.dispatch.record import record_placements
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
@@ -114,7 +115,10 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             _skip_failed(memo, decision)
         report.dispatched += 1
     run.write(session)
+    # Each start is a dispatch its worker receives on its next pull (issue 22).
+    record_placements(session, run.started_jobs(), now)
     return report
+
 
 
 def _categories(session: Session, ids: set[int]) -> dict[int, Category]:
