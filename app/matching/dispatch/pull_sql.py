@@ -179,6 +179,11 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             )
         )
         plain = and_(plain, Category.jobspec.is_(None))
+    else:
+        # One worker is one node: a job asking for N > 1 nodes (RFC 14) is never the pull
+        # of one worker, with or without an inventory (issue 22); it waits for an
+        # allocation on N distinct workers (app/matching/allocation/allocate.py).
+        fit.append(or_(Category.jobspec.is_(None), coarse_filter.single_node(Category.id)))
     if refusals:
         fit.append(or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(_REFUSED)))
     order = (Job.priority.desc(), Job.submitted_at, Job.id)
