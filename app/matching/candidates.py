@@ -19,6 +19,7 @@ from app.db.models import (
     Category,
     CategoryMisfit,
     CategoryNodeNeed,
+    CategoryShape,
     InventoryCount,
     Job,
     JobState,
@@ -38,6 +39,7 @@ from app.matching.explain import (
     Clause,
     constraint_clauses,
     inventory_clauses,
+    node_count_clauses,
     plugin_clause,
     slot_clauses,
     state_clauses,
@@ -214,6 +216,9 @@ def explain_job(
         )
     }
     totals = inventory_totals(session, [row[0] for row in rows]) if needs else {}
+    nodes = session.scalar(
+        select(CategoryShape.min_nodes).where(CategoryShape.category_id == job.category_id)
+    )
     explanations = []
     for worker_id, name, rank, resources, state, largest_slots, reason in rows:
         target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
@@ -223,6 +228,7 @@ def explain_job(
             *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
             *inventory_clauses(needs, totals.get(worker_id)),
+            *node_count_clauses(nodes or 0),
         ]
         if job_task is not None:
             clauses += _task_explanation(session, job_task, requirements, worker_id, clauses)

@@ -150,6 +150,21 @@ def inventory_clauses(
     return clauses
 
 
+def node_count_clauses(nodes: int) -> list[Clause]:
+    """A job asking for several nodes (RFC 14 ``node`` vertices) never runs on one worker,
+    which is one node: no pull or Grid Engine run starts it (issue 22)."""
+    if nodes <= 1:
+        return []
+    return [
+        Clause(
+            "needs-several-nodes",
+            f"the job needs {nodes} nodes and one worker is one node: it runs only on "
+            f"{nodes} distinct workers, placed together by POST /v1/jobs/{{id}}/allocate "
+            f"(workers with inventories); until then it waits",
+        )
+    ]
+
+
 def state_clauses(state: WorkerState) -> list[Clause]:
     if state is WorkerState.OFFLINE:
         return [Clause("worker-offline", "the worker is offline")]

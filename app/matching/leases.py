@@ -4,6 +4,12 @@ A worker is heard from whenever it pulls, finishes or heartbeats (``workers.last
 When it has been silent for longer than the lease, each of its running jobs frees what it
 booked and goes back to waiting, or fails once it has used up its attempts. Both outcomes
 are recorded in the job's history.
+
+A job the scheduler placed on a worker that has not pulled it yet (``awaiting_pickup``,
+app/matching/dispatch/record.py) holds its lease from the placement (``started_at``)
+instead: the worker's heartbeats say nothing about a job it does not know of, and a worker
+that never pulls must not keep it (issue 22). The placement counted an attempt, so a job
+placed again and again on a worker that never takes it ends at the attempts limit.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
@@ -38,10 +44,7 @@ def expire_leases(
     stale = session.execute(
         select(Job.id, Worker.id)
         .join(Worker, Worker.id == Job.worker_id)
-        .where(
-            Job.state == JobState.RUNNING,
-            (Worker.last_seen.is_(None)) | (Worker.last_seen < deadline),
-        )
+        .where(Job.state == JobState.RUNNING, _lease_ran_out(deadline))
         .order_by(Worker.id, Job.id)
     ).all()
     expired: list[ExpiredLease] = []
@@ -52,13 +55,11 @@ def expire_leases(
         job = session.get(Job, job_id, with_for_update=True)
         if worker is None or job is None or job.state is not JobState.RUNNING:
             continue
-        if job.worker_id != worker.id or (
-            worker.last_seen is not None and worker.last_seen >= deadline
-        ):
+        if job.worker_id != worker.id or not _expired(worker, job, deadline):
             continue
         release_allocations(session, job)
-        silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
-        detail = f"{LEASE_EXPIRED}: worker {worker.name} last heard from {silent}"
+        detail = f"{LEASE_EXPIRED}: {_why(worker, job)}"
+        job.awaiting_pickup = False
         if job.attempts >= max_attempts:
             job.state = JobState.FAILED
             job.failure_reason = f"{detail}; {job.attempts} attempts used"
@@ -72,6 +73,30 @@ def expire_leases(
         expired.append(ExpiredLease(job.id, worker.name, job.state))
     session.flush()
     return expired
+
+
+def _lease_ran_out(deadline: datetime) -> ColumnElement[bool]:
+    """The job's lease ran out by ``deadline`` (SQL over a joined Job and Worker)."""
+    worker_silent = Worker.last_seen.is_(None) | (Worker.last_seen < deadline)
+    return or_(
+        and_(Job.awaiting_pickup.is_(True), Job.started_at < deadline),
+        and_(Job.awaiting_pickup.is_(False), worker_silent),
+    )
+
+
+def _expired(worker: Worker, job: Job, deadline: datetime) -> bool:
+    """:func:`_lease_ran_out` in Python, re-checked under the locks."""
+    if job.awaiting_pickup:
+        return job.started_at is None or job.started_at < deadline
+    return worker.last_seen is None or worker.last_seen < deadline
+
+
+def _why(worker: Worker, job: Job) -> str:
+    if job.awaiting_pickup:
+        placed = "" if job.started_at is None else f" at {job.started_at.isoformat()}"
+        return f"placed on {worker.name} by the scheduler{placed} and never picked up"
+    silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
+    return f"worker {worker.name} last heard from {silent}"
 
 
 def heartbeat(session: Session, worker_name: str) -> Worker:

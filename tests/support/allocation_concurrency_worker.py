@@ -1,7 +1,8 @@
 """The scheduler side of the allocation concurrency test: a loop that allocates waiting
 multi-node jobs with POST /v1/jobs/{id}/allocate's service (scheduling.schedule_job),
-holds them for a few turns and finishes them as their first node, while executors
-(tests/support/concurrency_worker.py) pull single-node jobs on the same workers.
+while executors (tests/support/concurrency_worker.py) pull single-node jobs on the same
+workers. A placed job reaches its first node as agents receive it (issue 22): the
+executor pulling for that worker gets it delivered, holds it and finishes it.
 
 Like the executors, it runs in a thread (SQLite) or a spawned process (PostgreSQL), never
 asserts, and reports through a picklable dataclass.
@@ -21,7 +22,6 @@ from app.db.engine import Database
 from app.db.models import CategoryShape, Job, JobState, Worker
 from app.matching.allocation import allocate as scheduling
 from app.matching.allocation.allocator import POLICIES
-from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from tests.support.concurrency_worker import MAX_KEPT_ERRORS, Flag, _Deadline, _transact
 from tests.support.concurrency_worker import Report as _ExecutorReport
@@ -31,7 +31,6 @@ from tests.support.concurrency_worker import Report as _ExecutorReport
 class SchedulerPlan:
     seed: int
     run_seconds: float
-    max_hold: int = 3
     #: Pause after a round that placed nothing.
     idle_pause: tuple[float, float] = (0.002, 0.008)
 
@@ -47,7 +46,6 @@ class Placed:
 @dataclass
 class SchedulerReport:
     placed: list[Placed] = field(default_factory=list)
-    finished: list[int] = field(default_factory=list)
     #: Attempts that found no room now, or lost a vertex to a concurrent pull (retried).
     conflicts: int = 0
     busy_retries: int = 0
@@ -88,7 +86,6 @@ def run_scheduler(
     # _transact counts busy retries on an executor report; keep one for it.
     busy = _ExecutorReport("scheduler")
     rng = random.Random(plan.seed)
-    held: list[tuple[int, str, int]] = []
     go.wait()
     deadline = time.time() + plan.run_seconds
     try:
@@ -96,29 +93,9 @@ def run_scheduler(
             if time.time() > deadline or report.error_count > 100:
                 report.timed_out = time.time() > deadline
                 break
-            due = next((h for h in held if h[2] <= 0), None)
-            if due is not None:
-                job_id, leader, _ = due
-                try:
-                    _transact(
-                        database,
-                        lambda s, j=job_id, w=leader: dispatch.finish(s, j, w, "finished"),
-                        busy,
-                        deadline,
-                    )
-                except _Deadline:
-                    continue
-                except Exception as exc:  # recorded; retried on the next turn
-                    report.error(f"finish job {job_id}", exc)
-                    time.sleep(0.005)
-                    continue
-                held.remove(due)
-                report.finished.append(job_id)
-                continue
-            held = [(j, w, turns - 1) for j, w, turns in held]
             waiting = _transact(database, _waiting_multi_node, busy, deadline)
             if not waiting:
-                if not held and submitted.is_set():
+                if submitted.is_set():
                     break
                 time.sleep(rng.uniform(*plan.idle_pause))
                 continue
@@ -139,11 +116,9 @@ def run_scheduler(
                 time.sleep(0.005)
                 continue
             report.placed.append(Placed(placed[0], placed[1], policy, time.time()))
-            held.append((placed[0], placed[1], rng.randint(0, plan.max_hold)))
     except Exception as exc:  # never let the scheduler die silently
         report.error("loop", exc)
     report.busy_retries = busy.busy_retries
-    report.still_held = [j for j, _, _ in held]
     return report
 
 

@@ -127,11 +127,18 @@ def _transact(
             time.sleep(random.uniform(0.0005, 0.003))
 
 
-def _waiting_jobs(database: Database) -> int:
+def _jobs_left_to_pull(database: Database) -> int:
+    """Waiting jobs, and jobs the scheduler placed that their worker has not pulled yet
+    (a pull delivers them, issue 22)."""
     with database.transaction(write=False) as session:
         return (
             session.scalar(
-                select(func.count()).select_from(Job).where(Job.state == JobState.WAITING)
+                select(func.count())
+                .select_from(Job)
+                .where(
+                    (Job.state == JobState.WAITING)
+                    | ((Job.state == JobState.RUNNING) & Job.awaiting_pickup.is_(True))
+                )
             )
             or 0
         )
@@ -204,8 +211,8 @@ def run_executor(database: Database, plan: Plan, go: Flag, submitted: Flag) -> R
                 continue
             report.empty_pulls += 1
             # ``submitted`` is set after the last submission committed, so once it is set a
-            # count of zero waiting jobs is final: nothing is left for anyone to pull.
-            if not held and submitted.is_set() and _waiting_jobs(database) == 0:
+            # count of zero jobs left is final: nothing is left for anyone to pull.
+            if not held and submitted.is_set() and _jobs_left_to_pull(database) == 0:
                 break
             time.sleep(rng.uniform(*plan.idle_pause))
     except Exception as exc:  # never let an executor die silently

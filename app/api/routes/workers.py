@@ -42,6 +42,10 @@ router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingR
 #: Set on pull and heartbeat responses when the worker should report its dynamic metadata
 #: again (never reported, or older than JOBMATCH_METADATA_REFRESH_SECONDS).
 REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
+#: Set on a pull's answer when the job is one the scheduler placed on this worker (POST
+#: /v1/schedule or /v1/jobs/{id}/allocate) rather than one the pull chose: the body is
+#: the same job body, already counted as a dispatch (issue 22).
+PLACED_HEADER = "Jobmatch-Placed"
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
@@ -220,6 +224,12 @@ _REFRESH_DOC = {
         "schema": {"type": "string"},
     }
 }
+_PLACED_DOC = {
+    PLACED_HEADER: {
+        "description": "`true` when the scheduler placed this job on the worker",
+        "schema": {"type": "string"},
+    }
+}
 
 
 @router.post(
@@ -228,7 +238,10 @@ _REFRESH_DOC = {
     operation_id="pull_job",
     summary="Pull the best job this worker can run",
     responses={
-        200: {"description": "The job, now running on this worker", "headers": _REFRESH_DOC},
+        200: {
+            "description": "The job, now running on this worker",
+            "headers": {**_REFRESH_DOC, **_PLACED_DOC},
+        },
         204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
         **errors(401, 403, 404, 409, 422, 503),
     },
@@ -251,6 +264,8 @@ def pull(
         return empty
     if refresh:
         response.headers[REFRESH_HEADER] = "true"
+    if puller.placed_waiting:
+        response.headers[PLACED_HEADER] = "true"
     return job_out(session, job, worker_name=name)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, text
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
@@ -119,6 +119,11 @@ class Job(Base):
     )
     #: How many times the job was dispatched; a lease that expires counts as an attempt.
     attempts: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    #: The scheduler placed the running job on its worker (POST /v1/schedule or
+    #: /v1/jobs/{id}/allocate) and the worker has not received it yet: its next pull
+    #: delivers it. Until then the lease runs from the placement (``started_at``), not
+    #: from the worker's last word, so a worker that never pulls loses the job.
+    awaiting_pickup: Mapped[bool] = mapped_column(default=False, server_default=false())
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -43,14 +43,12 @@ from app.db import dialect
 from app.db.base import utcnow
 from app.db.models import (
     Job,
-    JobEventKind,
     JobState,
     Worker,
     WorkerInventory,
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
-from app.matching import history
 from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation.allocator import Policy, place_requests
@@ -63,6 +61,7 @@ from app.matching.allocation.vertex_requests import (
 )
 from app.matching.allocation.vertices import Key, Vertex, dismantle
 from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch.record import record_placements
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
 from app.matching.slots import book_room_statement
@@ -545,11 +544,11 @@ def start_placed(
     set_committed_value(job, "state", JobState.RUNNING)
     set_committed_value(job, "worker_id", leader)
     set_committed_value(job, "started_at", now)
-    # Every change of state is in the job's history (issue 19), this start included.
-    leader_name = session.scalar(select(Worker.name).where(Worker.id == leader))
-    history.record(
-        session, job, JobEventKind.DISPATCHED, worker=leader_name, detail="placed by the scheduler"
-    )
+    # A placement is a dispatch: an attempt, its history event, and a job the leader
+    # receives on its next pull (issue 22).
+    attempts = record_placements(session, [job_id], now)
+    set_committed_value(job, "attempts", attempts.get(job_id, job.attempts))
+    set_committed_value(job, "awaiting_pickup", True)
     return job
 
 

@@ -46,6 +46,7 @@ from app.matching.dispatch import pull_sql
 from app.matching.dispatch.finish_pg import finish_holding_vertices
 from app.matching.dispatch.finish_sql import finish_slots_only
 from app.matching.dispatch.pull_sql import Puller, lock_puller
+from app.matching.dispatch.record import deliver_placed
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.bookings import release_bookings
 from app.matching.gridengine.decide import dispatch_on
@@ -96,13 +97,19 @@ def pull_for(
     session: Session, worker_name: str, policy: Policy = "first"
 ) -> tuple[Job | None, Puller]:
     """:func:`pull`, with what the pull read about the worker (its metadata report time,
-    for the HTTP answer), so that the caller need not read the worker again."""
+    for the HTTP answer), so that the caller need not read the worker again. A job the
+    scheduler placed on the worker is delivered before any new work
+    (``puller.placed_waiting`` then says so)."""
     started = time.perf_counter()
     now = utcnow()
     puller = lock_puller(session, worker_name, now)
     if puller is None:
         raise NotFoundError(f"no worker named {worker_name!r}")
-    job = _pull(session, puller, now, policy)
+    # A job the scheduler placed on this worker goes first: it is booked and its lease
+    # is running (app/matching/dispatch/record.py).
+    job = deliver_placed(session, puller.id) if puller.placed_waiting else None
+    if job is None:
+        job = _pull(session, puller, now, policy)
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job, puller
 
@@ -366,6 +373,7 @@ def return_job(session: Session, job_id: int, worker_name: str, reason: str | No
     job.state = JobState.WAITING
     job.worker_id = None
     job.started_at = None
+    job.awaiting_pickup = False
     history.record(
         session,
         job,

@@ -54,6 +54,7 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, WORKERS
 from app.matching.allocation import coarse_filter
+from app.matching.dispatch.record import Dispatch, record_dispatches
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
 
@@ -73,6 +74,9 @@ class Puller:
     #: When the worker last reported its dynamic metadata (the pull's answer may ask it
     #: to report again).
     metadata_reported_at: datetime | None
+    #: The scheduler placed a job on the worker that it has not received yet: this pull
+    #: delivers it (app/matching/dispatch/record.py) instead of looking for new work.
+    placed_waiting: bool = False
 
 
 def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
@@ -111,6 +115,13 @@ _LOCK_PULLER = (
         select(WorkerInventory.worker_id).where(WorkerInventory.worker_id == _PULLER_ID).exists(),
         _complex_values_exist(_PULLER_ID),
         WORKERS.c.metadata_reported_at,
+        select(JOBS.c.id)
+        .where(
+            JOBS.c.worker_id == _PULLER_ID,
+            JOBS.c.state == JobState.RUNNING,
+            JOBS.c.awaiting_pickup.is_(True),
+        )
+        .exists(),
     )
 )
 
@@ -125,7 +136,7 @@ def lock_puller(session: Session, worker_name: str, now: datetime) -> Puller | N
     row = session.execute(_LOCK_PULLER, {"p_name": worker_name, "p_now": now}).one_or_none()
     if row is None:
         return None
-    worker_id, generation, active, max_free, managed, complex_cluster, reported_at = row
+    worker_id, generation, active, max_free, managed, complex_cluster, reported_at, placed = row
     return Puller(
         worker_id,
         worker_name,
@@ -135,6 +146,7 @@ def lock_puller(session: Session, worker_name: str, now: datetime) -> Puller | N
         bool(managed),
         bool(complex_cluster),
         reported_at,
+        bool(placed),
     )
 
 
@@ -167,6 +179,11 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             )
         )
         plain = and_(plain, Category.jobspec.is_(None))
+    else:
+        # One worker is one node: a job asking for N > 1 nodes (RFC 14) is never the pull
+        # of one worker, with or without an inventory (issue 22); it waits for an
+        # allocation on N distinct workers (app/matching/allocation/allocate.py).
+        fit.append(or_(Category.jobspec.is_(None), coarse_filter.single_node(Category.id)))
     if refusals:
         fit.append(or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(_REFUSED)))
     order = (Job.priority.desc(), Job.submitted_at, Job.id)
@@ -269,6 +286,7 @@ def _claim(skip_locked: bool) -> Update:
         worker_id=bindparam("p_worker_id"),
         started_at=bindparam("p_now"),
         attempts=JOBS.c.attempts + 1,
+        awaiting_pickup=False,
     ).returning(*JOBS.c)
 
 
@@ -306,14 +324,6 @@ _ALLOCATE = insert(ALLOCATIONS).values(
     queue_instance_id=bindparam("p_queue_instance_id"),
     slots=bindparam("p_slots"),
     allocated_at=bindparam("p_now"),
-)
-
-_RECORD = insert(JOB_EVENTS).values(
-    job_id=bindparam("p_job_id"),
-    kind=JobEventKind.DISPATCHED,
-    worker=bindparam("p_worker"),
-    detail=bindparam("p_detail"),
-    at=bindparam("p_now"),
 )
 
 
@@ -390,6 +400,8 @@ def start_statement(attempts: ColumnElement[int]) -> Update:
             slots=bindparam("p_slots"),
             started_at=bindparam("p_now"),
             attempts=attempts,
+            # A pulled job is in its worker's hands (app/matching/dispatch/record.py).
+            awaiting_pickup=False,
         )
     )
 
@@ -411,6 +423,7 @@ def start(session: Session, job: Job, worker_id: int, worker_name: str) -> Job:
         ("slots", slots),
         ("started_at", now),
         ("attempts", attempts),
+        ("awaiting_pickup", False),
     ):
         set_committed_value(job, key, value)
     session.execute(
@@ -423,7 +436,7 @@ def start(session: Session, job: Job, worker_id: int, worker_name: str) -> Job:
             "p_attempts": attempts,
         },
     )
-    record_dispatch(session, job.id, worker_name, attempts, now)
+    record_dispatches(session, [Dispatch(job.id, worker_name, attempts)], now)
     return job
 
 
@@ -437,20 +450,6 @@ def allocate_slots(
             "p_job_id": job_id,
             "p_queue_instance_id": queue_instance_id,
             "p_slots": slots,
-            "p_now": now,
-        },
-    )
-
-
-def record_dispatch(
-    session: Session, job_id: int, worker_name: str, attempts: int, now: datetime
-) -> None:
-    session.execute(
-        _RECORD,
-        {
-            "p_job_id": job_id,
-            "p_worker": worker_name,
-            "p_detail": f"attempt {attempts}",
             "p_now": now,
         },
     )
@@ -493,5 +492,5 @@ def claim_plain_job(
         session.expire(claimed)
         return True, None
     allocate_slots(session, job_id, queue_instance_id, claimed.slots, now)
-    record_dispatch(session, job_id, puller.name, claimed.attempts, now)
+    record_dispatches(session, [Dispatch(job_id, puller.name, claimed.attempts)], now)
     return True, claimed

@@ -67,7 +67,8 @@ from app.db.tables import (
     JOBS,
     QUEUE_INSTANCES,
 )
-from app.matching.dispatch.pull_sql import Puller, record_dispatch, start_statement
+from app.matching.dispatch.pull_sql import Puller, start_statement
+from app.matching.dispatch.record import Dispatch, record_dispatches
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
 from app.matching.gridengine.decide import pe_from_database, plan_job
@@ -219,7 +220,7 @@ def _start(
         {"p_job_id": claimed.id, "p_worker_id": worker_id, "p_slots": slots, "p_now": now},
         execution_options={"populate_existing": True},
     ).scalar_one()
-    record_dispatch(session, claimed.id, worker_name, job.attempts, now)
+    record_dispatches(session, [Dispatch(claimed.id, worker_name, job.attempts)], now)
     return job
 
 
@@ -401,6 +402,7 @@ def _claim_and_book_pg() -> Any:
             slots=bindparam("t_slots", type_=Integer()),
             started_at=now,
             attempts=JOBS.c.attempts + 1,
+            awaiting_pickup=False,
         )
         .returning(*JOBS.c)
         .add_cte(allocate.cte("a"), record_bookings.cte("b"), record.cte("e"))

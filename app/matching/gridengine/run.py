@@ -21,6 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
+from app.matching.allocation.vertex_requests import min_nodes
+from app.matching.dispatch.pull import category_requests
+from app.matching.dispatch.record import record_placements
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
@@ -56,6 +59,11 @@ def _memo(session: Session, state: ClusterState, category: Category, trace: bool
             select(Worker.id).where(active, fits(category.id, Worker.id, Worker.generation))
         )
     )
+    if needs_several_nodes(category):
+        # A job asking for N nodes (RFC 14) gets N distinct workers or waits; a Grid
+        # Engine run books queue instances, not nodes, so it leaves these jobs to the
+        # allocation path (POST /v1/jobs/{id}/allocate) instead of starting them on one.
+        return _CategoryMemo(category, [], rejected=True)
     if not trace:
         return _CategoryMemo(category, state.queue_order(kept))
     # Tracing evaluates every active worker's instances, so that each gets its reason;
@@ -92,6 +100,8 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
         memo = memos.get(category_id)
         if memo is None:
             memo = memos[category_id] = _memo(session, state, categories[category_id], trace)
+            if memo.rejected:
+                report.rejected_categories += 1
         if memo.rejected:
             continue
         report.considered += 1
@@ -114,7 +124,14 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             _skip_failed(memo, decision)
         report.dispatched += 1
     run.write(session)
+    # Each start is a dispatch its worker receives on its next pull (issue 22).
+    record_placements(session, run.started_jobs(), now)
     return report
+
+
+def needs_several_nodes(category: Category) -> bool:
+    """The category's jobspec asks for more than one node (RFC 14 ``node`` vertices)."""
+    return category.jobspec is not None and min_nodes(category_requests(category.jobspec)) > 1
 
 
 def _categories(session: Session, ids: set[int]) -> dict[int, Category]:

@@ -120,6 +120,10 @@ class RunBookings:
             }
         )
 
+    def started_jobs(self) -> list[int]:
+        """The ids of the jobs this run started."""
+        return [cast(int, row["job_key"]) for row in self.started]
+
     def write(self, session: Session) -> None:
         """The run's bookings in a few guarded statements, one per statement shape
         (rows in id order)."""

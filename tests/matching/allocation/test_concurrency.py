@@ -4,10 +4,12 @@ lose no job (issue 9), on SQLite (threads) and PostgreSQL (processes).
 
 Executors are those of the dispatch concurrency test (tests/support/concurrency_worker.py:
 pull, hold a few turns, finish); the scheduler (allocation_concurrency_worker.py) calls the
-service of POST /v1/jobs/{id}/allocate with both policies and finishes what it placed.
+service of POST /v1/jobs/{id}/allocate with both policies, and the executors receive what
+it placed on their next pull of its first node (issue 22).
 Afterwards:
 
-* every job was dispatched once (pulls and allocations together) and finished;
+* every job reached a pull once (placed jobs as deliveries to their first node) and
+  finished;
 * replaying every booking's [booked_at, released_at) interval over the vertices it covers
   (an exclusive booking covers its whole subtree), no vertex was ever held exclusively by
   one job while another job held, shared or drew from it, and no pool ever gave more than
@@ -282,11 +284,16 @@ def test_concurrent_pulls_and_allocations_never_overlap(
     assert not any(r.timed_out for r in reports) and not scheduled.timed_out, duration
     assert not any(r.still_held for r in reports) and not scheduled.still_held
 
-    # Every job dispatched exactly once, by a pull or by the scheduler, and finished.
+    # Every job reached a worker's pull exactly once and finished: single-node jobs as
+    # pulls, multi-node jobs as deliveries to the first node the scheduler placed them on
+    # (issue 22).
     dispatched = Counter([d.job_id for r in reports for d in r.dispatched])
-    dispatched.update(p.job_id for p in scheduled.placed)
     assert set(dispatched.values()) == {1}
     assert len(dispatched) == len(specs)
+    pulled_by = {d.job_id: d.worker for r in reports for d in r.dispatched}
+    assert {p.job_id: p.leader for p in scheduled.placed} == {
+        p.job_id: pulled_by[p.job_id] for p in scheduled.placed
+    }
     assert len(scheduled.placed) == sum(1 for s in specs if s.shape in dict(MULTI_NODE))
     assert {p.policy for p in scheduled.placed} == {"first", "pack"}
     with database.transaction(write=False) as session:
