@@ -1,7 +1,7 @@
 """jobs.awaiting_pickup: a job the scheduler placed on a worker that has not pulled it yet
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-11-25
 
 POST /v1/schedule and POST /v1/jobs/{id}/allocate start a job on a worker that did not ask
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
-down_revision: str | None = "0014"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
