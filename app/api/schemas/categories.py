@@ -14,7 +14,7 @@ class CategoryRequestOut(BaseModel):
     """What the jobs of the category ask for, per family in its own notation; null where
     they ask nothing of that family."""
 
-    resources: str = Field(description="Momotor tags, canonical text (`` `` for none)")
+    resources: str = Field(description="Momotor tags, canonical text (empty for none)")
     slots: int = Field(description="slots on one queue instance")
     constraint: Any = Field(description="RFC 31 constraint (JSON), also for RFC 35 text")
     jobspec: Any = Field(description="RFC 14 resources list (JSON), also for an RFC 46 shape")
