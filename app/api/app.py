@@ -14,7 +14,18 @@ from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
-from app.api.routes import flux, gridengine, health, jobs, leases, metrics, tasks, tokens, workers
+from app.api.routes import (
+    flux,
+    gridengine,
+    health,
+    jobs,
+    leases,
+    metrics,
+    output,
+    tasks,
+    tokens,
+    workers,
+)
 from app.api.schemas.common import Problem
 from app.api.token_gate import TokenGateMiddleware
 from app.db.engine import Database
@@ -37,6 +48,7 @@ ROUTERS = (
     tokens.router,
     workers.router,
     jobs.router,
+    output.router,
     flux.router,
     leases.router,
     tasks.router,

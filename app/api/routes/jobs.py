@@ -91,7 +91,7 @@ def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> Ca
     )
 
 
-def _visible_job(
+def visible_job(
     session: Session, job_id: IdPath, principal: Principal, *, lock: bool = False
 ) -> Job:
     job = submission.get_job(session, job_id, lock=lock)
@@ -154,19 +154,19 @@ def list_jobs(
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
-    return job_out(session, _visible_job(session, job_id, principal))
+    return job_out(session, visible_job(session, job_id, principal))
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut)
 def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
-    _visible_job(session, job_id, principal, lock=True)
+    visible_job(session, job_id, principal, lock=True)
     return job_out(session, submission.cancel_job(session, job_id))
 
 
 @router.get("/jobs/{job_id}/candidates", response_model=CandidatesOut)
 def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> CandidatesOut:
     """The workers that could run the job, ranked best first with their strengths."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
 
 
@@ -179,7 +179,7 @@ def explain_job(
     worker: str | None = Query(default=None, description="one worker; all workers if omitted"),
 ) -> ExplanationOut:
     """Every clause that keeps each worker (or the one named) from running the job."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     explanations = candidates.explain_job(session, job, worker)
     allocation = None
     if job.state is JobState.WAITING and (job.shape is not None or job.jobspec is not None):
@@ -223,7 +223,7 @@ def explain_job(
 def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobHistoryOut:
     """Every change of the job's state: submitted, dispatched (with the attempt), requeued
     after an expired lease, finished, failed, cancelled."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     return JobHistoryOut(
         job=job.id,
         events=[JobEventOut.model_validate(e) for e in history.events(session, job.id)],
@@ -233,7 +233,7 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 @router.get("/jobs/{job_id}/allocation", response_model=AllocationOut)
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     return AllocationOut(job=job.id, R_lite=r_description.booked_r(session, job.id))
 
 

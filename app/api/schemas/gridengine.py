@@ -52,6 +52,16 @@ class ValuesIn(BaseModel):
     )
 
 
+class LoadValuesIn(BaseModel):
+    """A worker's own load report (what Grid Engine's execd sends its qmaster)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load_values: dict[str, str] = Field(
+        max_length=MAX_VALUES, description="load values by attribute name, e.g. load_avg"
+    )
+
+
 class ValuesOut(BaseModel):
     static_changed: bool = Field(description="whether the misfit cache was recomputed")
 
