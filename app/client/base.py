@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import httpx2
@@ -61,7 +61,7 @@ class BaseClient:
             follow_redirects=False,
         )
 
-    def __enter__(self) -> BaseClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:
