@@ -58,6 +58,21 @@ def _count(text: str) -> int:
     return value
 
 
+#: The options in seconds: flag, value check, default, what it sets.
+SECONDS_OPTIONS = (
+    ("--wait", _not_negative, 30.0, "seconds a pull waits on the server for a job "
+     "(long-poll, up to 60)"),
+    ("--poll-interval", _positive, 5.0, "seconds between pulls when the server answers at once"),
+    ("--heartbeat-interval", _positive, 30.0, "seconds between heartbeats while jobs run"),
+    ("--load-interval", _positive, 60.0, "seconds between Grid Engine load reports"),
+    ("--output-interval", _positive, 1.0, "seconds between chunks of a running job's output"),
+    ("--grace", _not_negative, 30.0, "on SIGTERM, seconds running jobs may still take before "
+     "they are stopped and returned to the queue"),
+    ("--backoff-max", _positive, 60.0, "longest wait between tries while the server "
+     "cannot be reached"),
+)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobmatch-agent",
@@ -75,49 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--name", help="the worker's registered name [default: the host name]")
     add("--slots", type=_count, default=1, help="jobs run at once [default: 1]")
-    add(
-        "--wait",
-        type=_not_negative,
-        default=30.0,
-        help="seconds a pull waits on the server for a job (long-poll, up to 60) [30]",
-    )
-    add(
-        "--poll-interval",
-        type=_positive,
-        default=5.0,
-        help="seconds between pulls when the server answers at once [5]",
-    )
-    add(
-        "--heartbeat-interval",
-        type=_positive,
-        default=30.0,
-        help="seconds between heartbeats while jobs run [30]",
-    )
-    add(
-        "--load-interval",
-        type=_positive,
-        default=60.0,
-        help="seconds between Grid Engine load reports [60]",
-    )
-    add(
-        "--output-interval",
-        type=_positive,
-        default=1.0,
-        help="seconds between chunks of a running job's output [1]",
-    )
-    add(
-        "--grace",
-        type=_not_negative,
-        default=30.0,
-        help="on SIGTERM, seconds running jobs may still take before they are stopped and "
-        "returned to the queue [30]",
-    )
-    add(
-        "--backoff-max",
-        type=_positive,
-        default=60.0,
-        help="longest wait between tries while the server is unreachable [60]",
-    )
+    for flag, kind, default, text in SECONDS_OPTIONS:
+        add(flag, type=kind, default=default, help=f"{text} [{default:g}]")
     add("--max-jobs", type=_count, help="exit after this many jobs")
     add(
         "--spool",
