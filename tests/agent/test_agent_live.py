@@ -18,7 +18,7 @@ import pytest
 from app.agent.execution import NO_COMMAND
 from app.db.engine import Database
 from tests.live_server import LiveServer
-from tests.support.agent_probes import call, history, wait_for
+from tests.support.agent_probes import alive, call, history, wait_for
 
 AGENT = str(Path(sys.executable).with_name("jobmatch-agent"))
 PY = sys.executable
@@ -277,3 +277,55 @@ def test_load_values_are_reported_and_requests_see_them(
     assert _ended(server, fits)["state"] == "finished"
     too_many = _submit(server, hard=f"num_proc={processors + 1}", command=_script("pass"))
     assert _job(server, too_many)["state"] == "waiting"
+
+
+def test_a_cancelled_job_is_killed_whole(
+    server: LiveServer, agents: AgentProcesses, tmp_path: Path
+) -> None:
+    """The agent learns of the cancel when the server refuses the job's output (409) and
+    kills the job's process group, the command's children included."""
+    server.start()
+    agents.start("w1", _register(server, "w1"))
+    pids = tmp_path / "pids"
+    job = _submit(server, command=[*_script(_LEAVES_A_CHILD), str(pids)])
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="both pids")
+    call(server, "POST", f"/v1/jobs/{job}/cancel")
+    for pid in (int(p) for p in pids.read_text().split()):
+        wait_for(lambda pid=pid: not alive(pid), what=f"the end of process {pid}")
+    assert _job(server, job)["state"] == "cancelled"
+
+
+#: Writes its own pid and its child's to the file named by its argument, then sleeps.
+_LEAVES_A_CHILD = (
+    "import os, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    "open(sys.argv[1], 'w').write(f'{os.getpid()} {child.pid}')\n"
+    "time.sleep(600)"
+)
+
+
+def test_sigterm_drains_every_slot_and_logs_json_lines(
+    server: LiveServer, agents: AgentProcesses, tmp_path: Path
+) -> None:
+    """On SIGTERM the agent pulls no more; of its two running jobs the short one finishes,
+    the one that outlives the grace period is returned to the queue; it exits 0."""
+    server.start()
+    agent = agents.start("w2", _register(server, "w2", slots=2), "--slots", "2", "--grace", "3")
+    release = tmp_path / "release"
+    short = _submit(server, command=_waits_for(release, "short"))
+    long = _submit(server, command=_script("import time; time.sleep(600)"))
+    wait_for(
+        lambda: all(_job(server, job)["state"] == "running" for job in (short, long)),
+        what="both jobs running",
+    )
+    agent.send_signal(signal.SIGTERM)
+    release.touch()
+    assert agent.wait(timeout=60) == 0
+    assert _job(server, short)["state"] == "finished"
+    returned = _job(server, long)
+    assert (returned["state"], returned["worker"]) == ("waiting", None)
+    assert "returned" in [event["kind"] for event in history(server, long)]
+    lines = [line for line in agents.log("w2").read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(records[0])
+    assert any(record["message"].startswith("stopping") for record in records)
