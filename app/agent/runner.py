@@ -30,7 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -143,6 +143,8 @@ class Agent:
         self._done = threading.Event()
         self._load_supported = True
         self._backoff = Backoff(options.backoff_initial, options.backoff_max, self.stopping)
+        #: A pull still waiting on the server when the agent was told to stop.
+        self._abandoned: Future[Job | None] | None = None
 
     def stop(self, *_args: object) -> None:
         """Stop pulling; running jobs get the grace period (a signal handler)."""
@@ -312,7 +314,7 @@ class Agent:
         future = puller.submit(self.client.pull, wait=self.options.wait)
         while not future.done():
             if self.stopping.wait(0.1):
-                future.add_done_callback(self._give_back)
+                self._abandoned = future
                 return None
         try:
             job = future.result()
@@ -420,6 +422,10 @@ class Agent:
                 break
             for thread in threads:
                 thread.join()
+        pending = self._abandoned
+        # Its job, if one comes, is given back while the client is still open.
+        if pending is not None and wait([pending], timeout=self.options.wait + 10).done:
+            self._give_back(pending)
         self._resend_pending()
         if self.refused is not None:
             raise self.refused

@@ -26,6 +26,17 @@ METADATA = {
 }
 
 
+#: A running job as the server answers a pull with it (app.client.models.Job's fields).
+JOB = {
+    "id": 1, "state": "running", "priority": 0, "slots": 1, "category_id": 1, "resources": "",
+    "constraint": None, "constraint_syntax": None, "shape": None, "jobspec": None, "task": None,
+    "command": ["true"], "timeout": None, "hard": None, "soft": None, "pe": None,
+    "pe_slots": None, "submitter": "admin", "worker": "w", "failure_reason": None,
+    "attempts": 1, "exit_code": None, "output": None, "submitted_at": "2026-11-25T00:00:00Z",
+    "started_at": None, "ended_at": None,
+}  # fmt: skip
+
+
 class ScriptedServer:
     """Answers the agent's calls; its first pull stops the agent (or is refused)."""
 
@@ -82,6 +93,38 @@ def test_a_401_on_pull_stops_the_agent_with_what_to_check(tmp_path: Path) -> Non
     with pytest.raises(WorkerRefused, match="JOBMATCH_WORKER_TOKEN"):
         _agent(server, tmp_path).run()
     assert server.calls.count("POST /v1/workers/w/pull") == 1  # not retried
+
+
+def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> None:
+    """A stop does not wait for a long-poll to end; the job that pull still brings is
+    returned to the queue at once instead of run."""
+    server = ScriptedServer()
+    pulled, release = threading.Event(), threading.Event()
+    job = {**JOB, "id": 9}
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/pull"):
+            server.calls.append("POST /v1/workers/w/pull")
+            pulled.set()
+            release.wait(10)
+            return httpx2.Response(200, json=job)
+        if request.url.path.endswith("/return"):
+            server.calls.append("POST /v1/jobs/9/return")
+            return httpx2.Response(200, json={**job, "state": "waiting"})
+        return server.handle(request)
+
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(handle)
+    )
+    agent = Agent(client, AgentOptions(name="w", wait=5, work_dir=tmp_path / "work"))
+    runner = threading.Thread(target=agent.run)
+    runner.start()
+    assert pulled.wait(10)
+    agent.stop()
+    release.set()
+    runner.join(30)
+    assert not runner.is_alive()
+    assert server.calls[-2:] == ["POST /v1/workers/w/pull", "POST /v1/jobs/9/return"]
 
 
 def test_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:
