@@ -149,7 +149,7 @@ def test_a_job_without_a_command_fails_with_the_reason(tmp_path: Path) -> None:
 def test_a_jobs_environment_is_an_allow_list_without_the_token() -> None:
     source = {
         "PATH": "/usr/bin",
-        "HOME": "/home/agent",
+        "HOME": "agent-home",
         "LANG": "C.UTF-8",
         "JOBMATCH_WORKER_TOKEN": "jm_secret",
         "AWS_SECRET_ACCESS_KEY": "other secret",
@@ -160,7 +160,7 @@ def test_a_jobs_environment_is_an_allow_list_without_the_token() -> None:
     env = job_environment(_job(7, ["true"]), "w", source, passed, secret="jm_secret")
     assert env == {
         "PATH": "/usr/bin",
-        "HOME": "/home/agent",
+        "HOME": "agent-home",
         "LANG": "C.UTF-8",
         "CC": "gcc",
         "JOBMATCH_JOB_ID": "7",
