@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     metadata_max_bytes: int = Field(default=65_536, ge=1)
     #: Most keys in worker metadata (static or one dynamic report), counted at any depth.
     metadata_max_keys: int = Field(default=256, ge=1)
+    #: Characters of a running job's streamed output the server keeps (the tail); offsets
+    #: stay absolute, so a reader learns how much it missed.
+    output_tail_chars: int = Field(default=1024 * 1024, ge=1)
 
     # Request limits (issue 19): each bounds what one client can make the server hold
     # before it has proved anything; `jobmatch serve` options override them.

@@ -10,6 +10,7 @@ and every command is a real `jobmatch` subcommand whose options parse.
 from __future__ import annotations
 
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import typer.main
 import yaml
 
+from app.agent.main import READS_ENVIRONMENT, build_parser
 from app.cli import cli
 from app.settings import Settings
 
@@ -61,7 +63,7 @@ def _cli_envvars(command: Any) -> set[str]:
 
 def _jobmatch_names() -> set[str]:
     settings = {f"JOBMATCH_{name.upper()}" for name in Settings.model_fields}
-    return settings | _cli_envvars(_root_command())
+    return settings | _cli_envvars(_root_command()) | set(READS_ENVIRONMENT)
 
 
 def assert_jobmatch_command(argv: list[str]) -> None:
@@ -154,13 +156,16 @@ def _unit() -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def test_agent_unit_runs_a_real_jobmatch_worker_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_unit_runs_a_real_jobmatch_agent_command() -> None:
+    """The unit starts `jobmatch-agent` (the console script of pyproject.toml), whose
+    options parse; the token is read from the environment file, never from an option."""
     service = _unit()["Service"]
     (exec_start,) = service["ExecStart"]
     argv = shlex.split(exec_start)
-    assert argv[1] == "worker"
-    monkeypatch.setenv("JOBMATCH_WORKER_TOKEN", "from-the-environment-file")
-    assert_jobmatch_command(argv)
+    assert Path(argv[0]).name == "jobmatch-agent"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["jobmatch-agent"] == "app.agent.main:run"
+    build_parser().parse_args(argv[1:])  # unknown options and bad values exit here
     assert "--token" not in argv, "the token belongs in the EnvironmentFile, not the command line"
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from typing import Any
 
+from app.client.models import Task
 from app.task_plugins import analyze_worker
 
 #: Debian architecture names of common machine names (debusine reports Debian's).
@@ -47,12 +49,12 @@ def system_facts() -> dict[str, Any]:
     return facts
 
 
-def analyze(tasks: list[dict[str, Any]]) -> dict[str, Any]:
+def analyze(tasks: Iterable[Task]) -> dict[str, Any]:
     """The dynamic metadata report: ``system`` plus one namespace per registered task whose
     plug-in (if it names one) is installed here and analyses without error."""
     report: dict[str, Any] = {"system": system_facts()}
     for task in tasks:
-        namespace = analyze_worker(task.get("plugin"))
+        namespace = analyze_worker(task.plugin)
         if namespace is not None:
-            report[task["name"]] = namespace
+            report[task.name] = namespace
     return report

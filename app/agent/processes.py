@@ -124,15 +124,30 @@ def _in_child() -> None:
     set_parent_death_signal(PARENT_DIED)
 
 
-def start_job(command: list[str]) -> JobProcess:
-    """Start ``command`` under the shim, in a new session and process group; its output
-    (stdout and stderr together) is the returned process's stdout pipe."""
-    shim = [sys.executable, "-m", "app.agent.shim", str(os.getpid()), "--", *command]
+#: How the shim is started: by its module's place, not ``-m`` from the working directory
+#: (the job's), and with the job's environment, which names no Python path.
+_SHIM = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from app.agent.shim import main; sys.exit(main(sys.argv[1:]))"
+)
+#: The directory that holds the ``app`` package (a checkout or site-packages).
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def start_job(
+    command: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> JobProcess:
+    """Start ``command`` under the shim, in a new session and process group, with ``env``
+    (the agent's own when None) in ``cwd``; its output (stdout and stderr together) is the
+    returned process's stdout pipe."""
+    shim = [sys.executable, "-c", _SHIM, _PACKAGE_ROOT, str(os.getpid()), "--", *command]
     popen = subprocess.Popen(
         shim,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
         start_new_session=True,  # its own process group, so a stop reaches children
         preexec_fn=_in_child,
     )

@@ -1,116 +1,214 @@
-"""The agent's loop: report facts, pull, run the job's command, report its end.
+"""The agent's loop: report facts and load, pull with long-poll, run up to ``slots`` jobs at
+once, report each end.
 
-A (re)started agent reports its dynamic metadata before it pulls (debusine issue #8), and again
-whenever a pull or heartbeat response asks for it. On SIGTERM it stops pulling; a running
-command gets ``grace`` seconds to finish (then its result is reported as usual), after
-which it is terminated and the job is returned to the queue, unfinished, for another
-worker.
+A (re)started agent reports its dynamic metadata before it pulls (debusine issue #8), and
+again whenever a pull or heartbeat answer asks for it; its Grid Engine load values go with
+it and then every ``load_interval`` seconds. It waits for work with long-poll pulls
+(``wait`` seconds); a server that answers at once (one without long-poll) is asked again
+only after ``poll_interval``.
 
-Every job the agent takes is written to its spool (app/agent/spool.py) before its
-command starts, and its command runs in a process group that dies with the agent
-(app/agent/processes.py). A restarted agent first kills and gives back the jobs it left
-running and resends the outcomes the server may not have, and only then pulls.
+When the server cannot be reached or answers 5xx, the agent waits and tries again, longer
+each time (exponential backoff with jitter, capped at ``backoff_max``), whether at start or
+later. When it refuses the worker's token (401) or this worker (403), retrying cannot help:
+the agent stops with a message and a non-zero exit.
+
+Every job the agent takes is written to its spool (app/agent/spool.py) before its command
+starts, and its outcome before it is sent, so a result is never lost: what the server did
+not acknowledge is sent again after a reconnect or a restart. A restarted agent first kills
+and gives back the jobs it left running and resends the outcomes, and only then pulls.
+
+On SIGTERM it stops pulling; running commands get ``grace`` seconds to finish (their
+results are reported as usual), after which they are terminated and their jobs returned to
+the queue, unfinished, for another worker.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import signal
-import subprocess
+import random
 import threading
 import time
-from collections import deque
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from app.agent import processes
-from app.agent.client import ApiError, Client
+from app.agent.execution import JobRun, Outcome, RunOptions, job_environment, printable
 from app.agent.facts import analyze
+from app.agent.load import load_values
 from app.agent.spool import Spool, SpoolEntry
+from app.client import (
+    ApiError,
+    ClientError,
+    Forbidden,
+    RequestTimeout,
+    ServerError,
+    ServerUnreachable,
+    TooManyRequests,
+    Unauthorized,
+    UnexpectedResponse,
+    WorkerClient,
+)
+from app.client.models import Job, Task
 
 log = logging.getLogger("jobmatch.agent")
 
-REFRESH_HEADER = "jobmatch-refresh-metadata"
-#: The tail of a command's output that is reported, in characters.
-OUTPUT_TAIL = 65_536
-#: Seconds a terminated command has to exit before it is killed.
-KILL_AFTER = 5.0
 #: Why a job left running by an earlier life of the agent is given back.
 RESTARTED = "agent restarted; the job's processes were killed"
+#: Why a job pulled while the agent was stopping is given back at once.
+STOPPING = "the worker is stopping"
+
+
+class WorkerRefused(Exception):
+    """The server refused this worker's token (401) or this worker (403) or named it
+    unknown: retrying cannot help, the agent stops. The message says what to check."""
 
 
 @dataclass(frozen=True)
 class AgentOptions:
     name: str
+    slots: int = 1
+    #: Seconds a pull may wait on the server for a job (long-poll).
+    wait: float = 30.0
+    #: Seconds between pulls when the server answers at once (no long-poll there).
     poll_interval: float = 5.0
     heartbeat_interval: float = 30.0
+    load_interval: float = 60.0
+    output_interval: float = 1.0
     grace: float = 30.0
+    #: First and longest wait between tries while the server cannot be reached.
+    backoff_initial: float = 0.5
+    backoff_max: float = 60.0
     #: Stop after this many jobs (None: run until told to stop).
     max_jobs: int | None = None
     #: Where the agent keeps its taken jobs across restarts (None: nowhere; tests only).
     spool: Path | None = None
+    #: Where each job gets its working directory (job-ID, removed when it ends).
+    work_dir: Path = field(default_factory=lambda: Path("work"))
+    #: Variables of the agent's environment passed to jobs besides the allowed ones.
+    pass_env: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a command ended: ``returned`` when the agent stopped it to give the job back."""
+class Backoff:
+    """Waits that double from ``initial`` up to ``ceiling``, each with full jitter (a random
+    part of it, so that agents restarted together do not knock together). Its waits end
+    early when the agent is told to stop, which a library's sleep would not."""
 
-    kind: str  # finished, failed, returned
-    exit_code: int | None
-    output: str
-    reason: str | None = None
+    def __init__(self, initial: float, ceiling: float, stopping: threading.Event) -> None:
+        self.initial, self.ceiling, self.stopping = initial, ceiling, stopping
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        capped = min(self.ceiling, self.initial * 2.0**self.failures)
+        self.failures += 1
+        return capped / 2 + random.uniform(0, capped / 2)
+
+    def wait(self) -> None:
+        self.stopping.wait(self.next_delay())
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def _transient(error: Exception) -> bool:
+    """An error that may pass by itself: no answer, a 5xx, 408 or 429, or a proxy's page."""
+    transient = (ServerUnreachable, ServerError, RequestTimeout, TooManyRequests)
+    return isinstance(error, (*transient, UnexpectedResponse))
+
+
+def _refusal(error: ApiError) -> WorkerRefused:
+    if isinstance(error, Unauthorized):
+        hint = "check the worker's token (JOBMATCH_WORKER_TOKEN): it is unknown or revoked"
+    elif isinstance(error, Forbidden):
+        hint = "check --name: the token belongs to another worker, or is not a worker token"
+    else:
+        hint = "the server refuses this worker"
+    return WorkerRefused(f"the server refused this worker ({error}); {hint}")
 
 
 class Agent:
-    def __init__(self, client: Client, options: AgentOptions) -> None:
+    def __init__(self, client: WorkerClient, options: AgentOptions, *, secret: str = "") -> None:
         self.client = client
         self.options = options
+        self.secret = secret
         self.stopping = threading.Event()
-        self._refresh_wanted = False
         self.spool = Spool(options.spool) if options.spool is not None else None
+        self.refused: WorkerRefused | None = None
+        self._refresh_wanted = False
+        self._free = threading.Semaphore(options.slots)
+        self._running: dict[int, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._load_supported = True
+        self._backoff = Backoff(options.backoff_initial, options.backoff_max, self.stopping)
+        #: A pull still waiting on the server when the agent was told to stop.
+        self._abandoned: Future[Job | None] | None = None
 
-    # ------------------------------------------------------------------ the server
-    def _task_types(self) -> list[Any]:
+    def stop(self, *_args: object) -> None:
+        """Stop pulling; running jobs get the grace period (a signal handler)."""
+        if not self.stopping.is_set():
+            log.info("stopping: no new jobs; running ones have %s s", self.options.grace)
+        self.stopping.set()
+
+    # ------------------------------------------------------------------ talking, with retries
+    def _until_done(self, what: str, action: Callable[[], object]) -> bool:
+        """Run ``action`` until it succeeds (True) or the agent stops (False), backing off
+        while the server cannot be reached; a refusal stops the agent."""
+        while not self.stopping.is_set():
+            try:
+                action()
+            except ApiError as error:
+                if not _transient(error):
+                    raise _refusal(error) from None
+                log.warning("%s failed: %s", what, error)
+            except ClientError as error:
+                log.warning("%s failed: %s", what, error)
+            else:
+                self._backoff.reset()
+                return True
+            self._backoff.wait()
+        return False
+
+    def _task_types(self) -> list[Task]:
         """Every registered task type, read page by page."""
-        tasks: list[Any] = []
+        tasks: list[Task] = []
         offset: int | None = 0
         while offset is not None:
-            page = self.client.request("GET", f"/v1/tasks?limit=500&offset={offset}").body or {}
-            tasks += page.get("items", [])
-            offset = page.get("next_offset")
+            page = self.client.list_tasks(limit=500, offset=offset)
+            tasks += page.items
+            offset = page.next_offset
         return tasks
 
     def report_metadata(self) -> None:
-        tasks = self._task_types()
-        report = analyze(tasks)
-        self.client.request(
-            "POST", f"/v1/workers/{self.options.name}/metadata", {"metadata": report}
-        )
+        report = analyze(self._task_types())
+        self.client.report_metadata(report)
         self._refresh_wanted = False
         log.info("reported metadata: %s", ", ".join(sorted(report)))
 
-    def _heartbeat(self) -> None:
-        try:
-            reply = self.client.request("POST", f"/v1/workers/{self.options.name}/heartbeat")
-        except ApiError as error:
-            log.warning("heartbeat failed: %s", error)
+    def report_load(self) -> None:
+        """Send the host's load values; a server without the route (404/405) is not asked
+        again."""
+        if not self._load_supported:
             return
-        if reply.body and reply.body.get("refresh_metadata"):
-            self._refresh_wanted = True
-
-    def stop(self, *_args: object) -> None:
-        """Stop after (or, past the grace period, instead of) the current job."""
-        log.info("stopping")
-        self.stopping.set()
+        try:
+            self.client.report_load(load_values())
+        except ApiError as error:
+            if error.status in (404, 405):
+                self._load_supported = False
+                log.warning("the server takes no load values (%s); not reporting them", error)
+            elif not _transient(error):
+                raise _refusal(error) from None
+            else:
+                log.warning("load report failed: %s", error)
+        except ClientError as error:
+            log.warning("load report failed: %s", error)
 
     # ------------------------------------------------------------------ the spool
     def recover(self) -> None:
         """Before any pull: kill and give back the jobs an earlier life of the agent left
-        running, and resend the outcomes the server may not have. Retried until the
-        server has them all (or the agent is told to stop)."""
+        running, and resend the outcomes the server may not have."""
         if self.spool is None:
             return
         for entry in self.spool.entries():
@@ -122,160 +220,223 @@ class Agent:
                 outcome = Outcome("returned", None, "", RESTARTED)
                 self.spool.write(SpoolEntry(entry.job, outcome=asdict(outcome)))
         while not self.stopping.is_set() and not self._resend_pending():
-            self.stopping.wait(self.options.poll_interval)
+            self._backoff.wait()
+        self._backoff.reset()
 
     def _resend_pending(self) -> bool:
-        """Send every outcome still in the spool; True when none is left."""
+        """Send every outcome still in the spool that no job thread owns; True when none
+        is left."""
         if self.spool is None:
             return True
-        pending = [(e.job, e.outcome) for e in self.spool.entries() if e.outcome is not None]
-        return all(self._report(job, Outcome(**outcome)) for job, outcome in pending)
+        with self._lock:
+            owned = set(self._running)
+        pending = [
+            (entry.job, Outcome(**entry.outcome))
+            for entry in self.spool.entries()
+            if entry.outcome is not None and entry.job not in owned
+        ]
+        return all([self._report(job, outcome) for job, outcome in pending])
 
     def _report(self, job_id: int, outcome: Outcome) -> bool:
         """Tell the server how the job ended; True once the server has decided (accepted,
         or refused for good), when the spool may forget the job."""
         try:
             if outcome.kind == "returned":
-                self.client.request("POST", f"/v1/jobs/{job_id}/return", {"reason": outcome.reason})
-            else:
-                self.client.request(
-                    "POST",
-                    f"/v1/jobs/{job_id}/finish",
-                    {
-                        "outcome": outcome.kind,
-                        "reason": outcome.reason,
-                        "exit_code": outcome.exit_code,
-                        "output": outcome.output,
-                    },
+                self.client.return_job(job_id, reason=outcome.reason)
+            elif outcome.kind in ("finished", "failed"):
+                self.client.finish_job(
+                    job_id,
+                    "finished" if outcome.kind == "finished" else "failed",
+                    reason=outcome.reason,
+                    exit_code=outcome.exit_code,
+                    output=printable(outcome.output),
                 )
         except ApiError as error:
-            log.warning("could not report job %s: %s", job_id, error)
-            if error.status == 0 or error.status >= 500 or error.status in (408, 429):
-                return False  # kept in the spool and sent again
-            # E.g. the job was cancelled or requeued meanwhile (409): the server has it.
+            if _transient(error):
+                log.warning("could not report job %s: %s; kept to send again", job_id, error)
+                return False
+            if isinstance(error, Unauthorized):
+                self.refused = _refusal(error)
+                self.stopping.set()
+                return False
+            # E.g. the job was cancelled or requeued meanwhile (409): the server decided.
+            log.warning("the server refused the report of job %s: %s", job_id, error)
+        except ClientError as error:
+            log.warning("could not report job %s: %s; kept to send again", job_id, error)
+            return False
         if self.spool is not None:
             self.spool.remove(job_id)
+        log.info("job %s: %s reported", job_id, outcome.kind, extra={"job": job_id})
         return True
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
-        self.recover()
-        self.report_metadata()
-        done = 0
-        while not self.stopping.is_set():
-            if self._refresh_wanted:
-                self.report_metadata()
-            if not self._resend_pending():
-                self.stopping.wait(self.options.poll_interval)
-                continue  # outcomes first: the server must not count this worker idle
+        """Serve until stopped; 0 after a normal stop. Raises WorkerRefused."""
+        keeper = threading.Thread(target=self._keep_alive, name="keeper", daemon=True)
+        puller = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pull")
+        try:
+            self.recover()
+            if not self._until_done("metadata report", self.report_metadata):
+                return self._finish(puller)
+            self.report_load()
+            keeper.start()
             try:
-                reply = self.client.request("POST", f"/v1/workers/{self.options.name}/pull")
-            except ApiError as error:
-                log.warning("pull failed: %s", error)
-                self.stopping.wait(self.options.poll_interval)
-                continue
-            if reply.headers.get(REFRESH_HEADER) == "true":
-                self._refresh_wanted = True
-            if reply.status == 204 or reply.body is None:
-                self.stopping.wait(self.options.poll_interval)
-                continue
-            self.run_job(reply.body)
-            done += 1
-            if self.options.max_jobs is not None and done >= self.options.max_jobs:
-                break
-        return 0
+                self._serve(puller)
+            except WorkerRefused as refused:
+                self.refused = refused
+                self.stopping.set()
+            return self._finish(puller)
+        finally:
+            self._done.set()
+            puller.shutdown(wait=False, cancel_futures=True)
 
-    def run_job(self, job: dict[str, Any]) -> Outcome:
-        job_id = job["id"]
-        log.info("running job %s", job_id)
+    def _serve(self, puller: ThreadPoolExecutor) -> None:
+        taken = 0
+        while not self.stopping.is_set():
+            if self.options.max_jobs is not None and taken >= self.options.max_jobs:
+                return
+            if self._refresh_wanted and not self._until_done(
+                "metadata report", self.report_metadata
+            ):
+                return
+            if not self._resend_pending():
+                self._backoff.wait()
+                continue  # outcomes first: the server must not count this worker idle
+            if not self._take_slot():
+                return
+            job = self._pull(puller)
+            if job is None:
+                self._free.release()
+                continue
+            self._start(job)
+            taken += 1
+
+    def _take_slot(self) -> bool:
+        while not self._free.acquire(timeout=0.2):
+            if self.stopping.is_set():
+                return False
+        return True
+
+    def _pull(self, puller: ThreadPoolExecutor) -> Job | None:
+        """One pull, waiting in a helper thread so that a stop does not wait for the
+        long-poll; a job it brings after the stop is given back at once."""
+        asked = time.monotonic()
+        future = puller.submit(self.client.pull, wait=self.options.wait)
+        while not future.done():
+            if self.stopping.wait(0.1):
+                self._abandoned = future
+                return None
+        try:
+            job = future.result()
+        except ApiError as error:
+            if not _transient(error):
+                raise _refusal(error) from None
+            log.warning("pull failed: %s", error)
+            self._backoff.wait()
+            return None
+        except ClientError as error:
+            log.warning("pull failed: %s", error)
+            self._backoff.wait()
+            return None
+        self._backoff.reset()
+        self._refresh_wanted = self._refresh_wanted or self.client.refresh_requested
+        if job is None and time.monotonic() - asked < self.options.wait / 2:
+            self.stopping.wait(self.options.poll_interval)  # the server does not long-poll
+        return job
+
+    def _give_back(self, future: Future[Job | None]) -> None:
+        job = None if future.exception() is not None else future.result()
+        if job is not None:
+            log.info("job %s came after the stop; giving it back", job.id)
+            self._report(job.id, Outcome("returned", None, "", STOPPING))
+
+    def _start(self, job: Job) -> None:
         if self.spool is not None:
-            self.spool.write(SpoolEntry(job_id))
-        outcome = self._execute(job_id, job.get("command"), job.get("timeout"))
-        if self.spool is not None:
-            self.spool.write(SpoolEntry(job_id, outcome=asdict(outcome)))
-        self._report(job_id, outcome)
-        log.info("job %s: %s", job_id, outcome.kind)
+            self.spool.write(SpoolEntry(job.id))
+        thread = threading.Thread(target=self._run_job, args=(job,), name=f"job-{job.id}")
+        with self._lock:
+            self._running[job.id] = thread
+        thread.start()
+
+    def _run_job(self, job: Job) -> None:
+        log.info("running job %s", job.id, extra={"job": job.id})
+        try:
+            outcome = self.run_job(job)
+            if outcome.kind != "dropped":
+                self._report(job.id, outcome)
+            elif self.spool is not None:
+                self.spool.remove(job.id)
+            log.info("job %s: %s", job.id, outcome.kind, extra={"job": job.id})
+        except Exception:
+            log.exception("job %s: the agent failed running it", job.id)
+        finally:
+            with self._lock:
+                self._running.pop(job.id, None)
+            self._free.release()
+
+    def run_job(self, job: Job) -> Outcome:
+        """Run the job's command and spool its outcome (before it is sent)."""
+        options = RunOptions(
+            worker=self.options.name,
+            work_dir=self.options.work_dir,
+            heartbeat_interval=self.options.heartbeat_interval,
+            output_interval=self.options.output_interval,
+            grace=self.options.grace,
+        )
+
+        def started(process: processes.JobProcess) -> None:
+            if self.spool is not None:
+                entry = SpoolEntry(job.id, process.pgid, process.started, processes.boot_id())
+                self.spool.write(entry)
+
+        run = JobRun(self.client, job, options, self.stopping, on_started=started)
+        environment = job_environment(
+            job, self.options.name, os.environ, self.options.pass_env, self.secret
+        )
+        outcome = run.execute(environment)
+        if self.spool is not None and outcome.kind != "dropped":
+            self.spool.write(SpoolEntry(job.id, outcome=asdict(outcome)))
         return outcome
 
-    def _execute(self, job_id: int, command: list[str] | None, timeout: int | None) -> Outcome:
-        if not command:
-            return Outcome("finished", None, "", None)
-        if shutil.which(command[0]) is None:
-            return Outcome("failed", None, "", f"cannot start {command[0]!r}: not found")
-        try:
-            job = processes.start_job(command)
-        except OSError as error:
-            return Outcome("failed", None, "", f"cannot start {command[0]!r}: {error}")
-        try:
-            if self.spool is not None:
-                self.spool.write(SpoolEntry(job_id, job.pgid, job.started, processes.boot_id()))
-            return self._watch(job, timeout)
-        finally:
-            # However the watch ended (an error, KeyboardInterrupt): nothing of the job
-            # outlives it. The shim is reaped here, its group id no longer guarded.
-            if job.popen.poll() is None:
-                processes.signal_group(job, signal.SIGKILL)
-                job.popen.wait()
-            processes.kill_group_left(job.pgid, job.started)
+    def _keep_alive(self) -> None:
+        """Heartbeats while jobs run (they renew the jobs' lease) and load reports."""
+        next_load = time.monotonic() + self.options.load_interval
+        while not self._done.wait(self.options.heartbeat_interval):
+            with self._lock:
+                busy = bool(self._running)
+            try:
+                if busy:
+                    beat = self.client.heartbeat()
+                    self._refresh_wanted = self._refresh_wanted or beat.refresh_metadata
+                if time.monotonic() >= next_load:
+                    self.report_load()
+                    next_load = time.monotonic() + self.options.load_interval
+            except WorkerRefused as refused:
+                self.refused = refused
+                self.stopping.set()
+            except ApiError as error:
+                if not _transient(error):
+                    self.refused = _refusal(error)
+                    self.stopping.set()
+                log.warning("heartbeat failed: %s", error)
+            except ClientError as error:
+                log.warning("heartbeat failed: %s", error)
 
-    def _watch(self, job: processes.JobProcess, timeout: int | None) -> Outcome:
-        process = job.popen
-        tail: deque[str] = deque()
-        reader = threading.Thread(target=_read_tail, args=(process, tail), daemon=True)
-        reader.start()
-        started = time.monotonic()
-        next_heartbeat = started + self.options.heartbeat_interval
-        stop_deadline: float | None = None
-        ended_by: str | None = None
-        while process.poll() is None:
-            now = time.monotonic()
-            if timeout is not None and now - started >= timeout:
-                ended_by = "timeout"
-                _terminate(job)
+    def _finish(self, puller: ThreadPoolExecutor) -> int:
+        """Wait for the running jobs (each honours the grace period), then send what is
+        left in the spool once; what cannot be sent waits for the next start."""
+        while True:
+            with self._lock:
+                threads = list(self._running.values())
+            if not threads:
                 break
-            if self.stopping.is_set() and stop_deadline is None:
-                stop_deadline = now + self.options.grace
-            if stop_deadline is not None and now >= stop_deadline:
-                ended_by = "stop"
-                _terminate(job)
-                break
-            if now >= next_heartbeat:
-                self._heartbeat()
-                next_heartbeat = now + self.options.heartbeat_interval
-            time.sleep(0.05)
-        process.wait()
-        reader.join(timeout=KILL_AFTER)
-        output = "".join(tail)[-OUTPUT_TAIL:]
-        code = process.returncode
-        if ended_by == "stop":
-            return Outcome("returned", code, output, "the worker stopped")
-        if ended_by == "timeout":
-            return Outcome("failed", code, output, f"timed out after {timeout} s")
-        if code == 0:
-            return Outcome("finished", 0, output)
-        if code < 0:
-            return Outcome("failed", code, output, f"killed by signal {-code}")
-        return Outcome("failed", code, output, f"exit status {code}")
-
-
-def _read_tail(process: subprocess.Popen[bytes], tail: deque[str]) -> None:
-    """Keep the last OUTPUT_TAIL characters (roughly) of the command's output."""
-    assert process.stdout is not None
-    descriptor = process.stdout.fileno()
-    size = 0
-    # os.read returns what is there (a pipe read never waits for a full buffer).
-    for chunk in iter(lambda: os.read(descriptor, 8192), b""):
-        text = chunk.decode("utf-8", "replace")
-        tail.append(text)
-        size += len(text)
-        while size - len(tail[0]) > OUTPUT_TAIL:
-            size -= len(tail.popleft())
-
-
-def _terminate(job: processes.JobProcess) -> None:
-    """SIGTERM to the command's process group, SIGKILL if it lingers."""
-    processes.signal_group(job, signal.SIGTERM)
-    try:
-        job.popen.wait(timeout=KILL_AFTER)
-    except subprocess.TimeoutExpired:
-        processes.signal_group(job, signal.SIGKILL)
+            for thread in threads:
+                thread.join()
+        pending = self._abandoned
+        # Its job, if one comes, is given back while the client is still open.
+        if pending is not None and wait([pending], timeout=self.options.wait + 10).done:
+            self._give_back(pending)
+        self._resend_pending()
+        if self.refused is not None:
+            raise self.refused
+        return 0

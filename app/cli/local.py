@@ -5,7 +5,6 @@ the remote commands start quickly."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -255,75 +254,16 @@ def requires(
 
 
 @local_cli.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
     epilog=examples(
         "JOBMATCH_WORKER_TOKEN=... jobmatch worker --server http://127.0.0.1:8000 --name w1",
-        "jobmatch worker --server http://jobmatch:8000 --max-jobs 1 --poll-interval 1",
-    )
+        "jobmatch worker --help   # the agent's own options (the same as jobmatch-agent)",
+    ),
 )
-def worker(
-    server: Annotated[str, typer.Option(help="the jobmatch server, e.g. http://127.0.0.1:8000")],
-    token: Annotated[
-        str, typer.Option(envvar="JOBMATCH_WORKER_TOKEN", help="this worker's bearer token")
-    ],
-    name: Annotated[
-        str | None, typer.Option(help="the worker's registered name [default: host name]")
-    ] = None,
-    poll_interval: Annotated[float, typer.Option(min=0.01, help="seconds between pulls")] = 5.0,
-    heartbeat_interval: Annotated[
-        float, typer.Option(min=0.01, help="seconds between heartbeats while a job runs")
-    ] = 30.0,
-    grace: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="on SIGTERM, seconds the running job may still take before it is "
-            "stopped and returned to the queue",
-        ),
-    ] = 30.0,
-    max_jobs: Annotated[int | None, typer.Option(min=1, help="exit after this many jobs")] = None,
-    spool: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="JOBMATCH_AGENT_SPOOL",
-            help="directory where the agent keeps its jobs across restarts (one per agent) "
-            "[default: $XDG_STATE_HOME/jobmatch/agent-NAME]",
-        ),
-    ] = None,
-) -> None:
-    """Run a worker agent: report this host's facts, pull jobs, run their commands."""
-    import logging
-    import os
-    import signal
-    import socket
+def worker(ctx: typer.Context) -> None:
+    """Run a worker agent: the same as `jobmatch-agent` (`jobmatch worker --help` lists
+    its options)."""
+    from app.agent.main import main as agent_main
 
-    from app.agent.client import ApiError, Client
-    from app.agent.runner import Agent, AgentOptions
-    from app.agent.spool import SpoolError
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    name = name or socket.gethostname()
-    if spool is None:
-        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-        spool = Path(state) / "jobmatch" / f"agent-{name}"
-    try:
-        agent = Agent(
-            Client(server, token),
-            AgentOptions(
-                name=name,
-                poll_interval=poll_interval,
-                heartbeat_interval=heartbeat_interval,
-                grace=grace,
-                max_jobs=max_jobs,
-                spool=spool,
-            ),
-        )
-    except SpoolError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(int(ExitCode.REFUSED)) from error
-    signal.signal(signal.SIGTERM, agent.stop)
-    signal.signal(signal.SIGINT, agent.stop)
-    try:
-        raise typer.Exit(agent.run())
-    except (ApiError, SpoolError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(int(ExitCode.REFUSED)) from error
+    raise typer.Exit(agent_main(ctx.args))

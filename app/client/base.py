@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import httpx2
@@ -64,7 +64,7 @@ class BaseClient:
             follow_redirects=False,
         )
 
-    def __enter__(self) -> BaseClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -83,9 +83,11 @@ class BaseClient:
         query: Mapping[str, object | None] | None = None,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> httpx2.Response:
         """Send ``operation`` and return its 2xx response, retrying as the policy allows;
-        raise the typed error of any other answer."""
+        raise the typed error of any other answer. ``read_timeout`` replaces the client's
+        for this request (a long-poll holds its answer back on purpose)."""
         url = operation.path.format(
             **{key: quote(str(value), safe="") for key, value in (path or {}).items()}
         )
@@ -106,7 +108,9 @@ class BaseClient:
             wait_jitter=policy.wait_jitter,
         ):
             with attempt:
-                response = self._once(operation.method, url, params, json_body, headers)
+                response = self._once(
+                    operation.method, url, params, json_body, headers, read_timeout
+                )
         return response
 
     def _once(
@@ -116,7 +120,13 @@ class BaseClient:
         params: Mapping[str, Any],
         json_body: Any,
         headers: Mapping[str, str] | None,
+        read_timeout: float | None = None,
     ) -> httpx2.Response:
+        timeout = self._http.timeout
+        if read_timeout is not None:
+            timeout = httpx2.Timeout(
+                connect=timeout.connect, read=read_timeout, write=timeout.write, pool=timeout.pool
+            )
         try:
             response = self._http.request(
                 method,
@@ -124,6 +134,7 @@ class BaseClient:
                 params=dict(params),
                 json=json_body,
                 headers=dict(headers or {}),
+                timeout=timeout,
             )
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as error:
             raise ServerUnreachable(self.base_url, _reason(error), sent=False) from None

@@ -333,6 +333,26 @@ class ValuesChanged:
 
 
 @dataclass(frozen=True)
+class OutputAppended:
+    """The server has a job's output up to ``next_offset``."""
+
+    job: int
+    next_offset: int
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    """A running job's streamed output from ``offset`` to ``next_offset``; ``missed``
+    characters before ``offset`` are no longer kept (the server keeps a bounded tail)."""
+
+    job: int
+    offset: int
+    text: str
+    next_offset: int
+    missed: int
+
+
+@dataclass(frozen=True)
 class ParallelEnvironment:
     """A Grid Engine parallel environment (sge_pe(5))."""
 

@@ -14,6 +14,7 @@ from app.client.models import (
     Explanation,
     Job,
     JobHistory,
+    JobOutput,
     JobPage,
     JobState,
     ParallelEnvironment,
@@ -53,6 +54,13 @@ class SubmitterClient(BaseClient):
     @covers(ops.GET_JOB)
     def get_job(self, job_id: int) -> Job:
         return self._call(Job, ops.GET_JOB, path={"job_id": job_id})
+
+    @covers(ops.JOB_OUTPUT)
+    def job_output(self, job_id: int, *, offset: int = 0) -> JobOutput:
+        """What the job printed so far from ``offset`` (characters); ask again from the
+        answer's ``next_offset`` to follow it while it runs."""
+        query = {"offset": offset}
+        return self._call(JobOutput, ops.JOB_OUTPUT, path={"job_id": job_id}, query=query)
 
     @covers(ops.CANCEL_JOB)
     def cancel_job(self, job_id: int) -> Job:

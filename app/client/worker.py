@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import httpx2
 
 from app.client import operations as ops
 from app.client.base import BaseClient
-from app.client.models import Heartbeat, Job, WorkerMetadata
+from app.client.models import Heartbeat, Job, OutputAppended, ValuesChanged, WorkerMetadata
 from app.client.operations import covers
 from app.client.policy import RetryPolicy, Timeouts
 
@@ -36,13 +37,24 @@ class WorkerClient(BaseClient):
             transport=transport,
         )
         self.name = name
+        self._read_timeout = (timeouts or Timeouts()).read
+        #: Whether the last pull's answer asked for a new metadata report.
+        self.refresh_requested = False
 
     @covers(ops.PULL)
-    def pull(self) -> Job | None:
+    def pull(self, *, wait: float | None = None) -> Job | None:
         """The next job this worker should run (now running on it), or None when there is
-        none. Not retried after the request may have reached the server: a lost answer's job
-        comes back to the queue when the lease expires."""
-        response = self._send(ops.PULL, path={"name": self.name})
+        none. ``wait`` (0 to 60 seconds) asks the server to hold the answer until a job comes
+        or the wait ends (a long-poll); the read timeout grows by as much. A server without
+        long-poll ignores the parameter and answers at once. Not retried after the request
+        may have reached the server: a lost answer's job comes back to the queue when the
+        lease expires."""
+        query = {"wait": None if wait is None else _seconds(wait)}
+        read_timeout = None if wait is None else self._read_timeout + _seconds(wait)
+        response = self._send(
+            ops.PULL, path={"name": self.name}, query=query, read_timeout=read_timeout
+        )
+        self.refresh_requested = response.headers.get(REFRESH_HEADER, "").lower() == "true"
         if response.status_code == 204:
             return None
         return self._parse(Job, response)
@@ -60,6 +72,23 @@ class WorkerClient(BaseClient):
             ops.REPORT_METADATA,
             path={"name": self.name},
             body={"metadata": metadata},
+        )
+
+    @covers(ops.REPORT_LOAD)
+    def report_load(self, load_values: dict[str, str]) -> ValuesChanged:
+        """Report this host's Grid Engine load values (they replace the previous ones)."""
+        body = {"load_values": load_values}
+        return self._call(ValuesChanged, ops.REPORT_LOAD, path={"name": self.name}, body=body)
+
+    @covers(ops.APPEND_OUTPUT)
+    def append_output(self, job_id: int, offset: int, text: str) -> OutputAppended:
+        """Send the next chunk of a running job's output, which starts at ``offset``; the
+        answer's ``next_offset`` says how far the server has it (a resend is harmless)."""
+        return self._call(
+            OutputAppended,
+            ops.APPEND_OUTPUT,
+            path={"name": self.name, "job_id": job_id},
+            body={"offset": offset, "text": text},
         )
 
     def own_metadata(self) -> WorkerMetadata:
@@ -90,3 +119,15 @@ class WorkerClient(BaseClient):
         """Give a job back to the queue unrun (it counts as an attempt)."""
         body = {} if reason is None else {"reason": reason}
         return self._call(Job, ops.RETURN_JOB, path={"job_id": job_id}, body=body)
+
+
+#: The longest long-poll the server grants, in seconds.
+MAX_WAIT = 60
+
+#: Set on pull answers when the worker should report its dynamic metadata again.
+REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
+
+
+def _seconds(wait: float) -> int:
+    """The wait as the query parameter: whole seconds (rounded up), 0 to 60."""
+    return min(max(math.ceil(wait), 0), MAX_WAIT)

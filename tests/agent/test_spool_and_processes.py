@@ -3,17 +3,23 @@ of it, the spool, and outcomes kept until the server has them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import httpx2
+
 from app.agent import processes
-from app.agent.client import ApiError, Reply
+from app.agent.execution import NO_COMMAND, OutputStream, job_environment
 from app.agent.runner import Agent, AgentOptions
 from app.agent.spool import Spool, SpoolEntry
+from app.client import NO_RETRIES, WorkerClient
+from app.client.models import Job, JobState
 from tests.support.agent_probes import alive, wait_for
 
 #: A command whose child outlives it in the same process group (a job's stray daemon).
@@ -77,28 +83,48 @@ def test_spool_keeps_whole_entries_and_ignores_strangers(tmp_path: Path) -> None
     assert [e.job for e in spool.entries()] == [7]
 
 
+def _job(job_id: int, command: list[str] | None) -> Job:
+    return Job(
+        id=job_id, state=JobState.RUNNING, priority=0, slots=1, category_id=1, resources="",
+        constraint=None, constraint_syntax=None, shape=None, jobspec=None, task=None,
+        command=command, timeout=None, hard=None, soft=None, pe=None, pe_slots=None,
+        submitter="admin", worker="w", failure_reason=None, attempts=1, exit_code=None,
+        output=None, submitted_at="2026-11-25T00:00:00Z", started_at=None, ended_at=None,
+    )  # fmt: skip
+
+
 class _FlakyServer:
-    """Answers every finish with "unreachable" until ``up`` is set."""
+    """Refuses connections until ``up`` is set; then answers finish with the job."""
 
     def __init__(self) -> None:
         self.up = False
         self.sent: list[tuple[str, str, Any]] = []
 
-    def request(self, method: str, path: str, body: Any = None) -> Reply:
-        self.sent.append((method, path, body))
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content) if request.content else None
+        self.sent.append((request.method, request.url.path, body))
         if not self.up:
-            raise ApiError(0, "cannot reach the server")
-        return Reply(200, {}, {})
+            raise httpx2.ConnectError("connection refused", request=request)
+        if request.url.path.endswith("/output"):
+            return httpx2.Response(200, json={"job": 5, "next_offset": 0})
+        finished = asdict(_job(5, None)) | {"state": "finished", "exit_code": 0}
+        return httpx2.Response(200, json=finished)
 
 
 def test_an_unreported_outcome_stays_in_the_spool_and_is_sent_again(tmp_path: Path) -> None:
     server = _FlakyServer()
-    options = AgentOptions(name="w", spool=tmp_path / "spool")
-    agent = Agent(server, options)  # type: ignore[arg-type]
-    outcome = agent.run_job({"id": 5, "command": [sys.executable, "-c", "print('hi')"]})
+    client = WorkerClient(
+        "http://jobmatch.invalid", "t", "w", transport=httpx2.MockTransport(server.handle),
+        retry=NO_RETRIES,
+    )  # fmt: skip
+    options = AgentOptions(name="w", spool=tmp_path / "spool", work_dir=tmp_path / "work")
+    agent = Agent(client, options)
+    outcome = agent.run_job(_job(5, [sys.executable, "-c", "print('hi')"]))
     assert outcome.kind == "finished"
     (kept,) = Spool(tmp_path / "spool").entries()
     assert kept.job == 5 and kept.outcome is not None and kept.outcome["kind"] == "finished"
+    assert not agent._resend_pending()  # still down: kept
+    assert len(Spool(tmp_path / "spool").entries()) == 1
     server.up = True
     assert agent._resend_pending()
     method, path, body = server.sent[-1]
@@ -110,3 +136,45 @@ def test_an_unreported_outcome_stays_in_the_spool_and_is_sent_again(tmp_path: Pa
     )
     assert "hi" in body["output"]
     assert Spool(tmp_path / "spool").entries() == []
+
+
+def test_a_job_without_a_command_fails_with_the_reason(tmp_path: Path) -> None:
+    """Issue 22: a job with no command is refused, not reported finished."""
+    client = WorkerClient("http://jobmatch.invalid", "t", "w", retry=NO_RETRIES)
+    agent = Agent(client, AgentOptions(name="w", work_dir=tmp_path / "work"))
+    outcome = agent.run_job(_job(6, None))
+    assert (outcome.kind, outcome.reason) == ("failed", NO_COMMAND)
+
+
+def test_a_jobs_environment_is_an_allow_list_without_the_token() -> None:
+    source = {
+        "PATH": "/usr/bin",
+        "HOME": "agent-home",
+        "LANG": "C.UTF-8",
+        "JOBMATCH_WORKER_TOKEN": "jm_secret",
+        "AWS_SECRET_ACCESS_KEY": "other secret",
+        "CARRIES_IT": "Bearer jm_secret",
+        "CC": "gcc",
+    }
+    passed = ("CC", "CARRIES_IT", "JOBMATCH_WORKER_TOKEN")
+    env = job_environment(_job(7, ["true"]), "w", source, passed, secret="jm_secret")
+    assert env == {
+        "PATH": "/usr/bin",
+        "HOME": "agent-home",
+        "LANG": "C.UTF-8",
+        "CC": "gcc",
+        "JOBMATCH_JOB_ID": "7",
+        "JOBMATCH_WORKER": "w",
+        "JOBMATCH_JOB_SLOTS": "1",
+        "JOBMATCH_JOB_ATTEMPT": "1",
+    }
+
+
+def test_output_offsets_stay_absolute_when_unsent_text_is_dropped() -> None:
+    stream = OutputStream(tail_chars=4, pending_limit=6)
+    stream.add("abc")
+    assert stream.pending() == (0, "abc")
+    stream.acknowledge(3)
+    stream.add("defghij\x00")
+    assert stream.pending() == (5, "fghij\ufffd")  # 2 characters dropped, never sent
+    assert stream.tail() == "hij\ufffd"

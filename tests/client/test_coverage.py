@@ -78,6 +78,8 @@ def test_each_operation_is_covered_once_and_by_the_right_role() -> None:
         "/v1/workers/{name}/metadata",
         "/v1/jobs/{job_id}/finish",
         "/v1/jobs/{job_id}/return",
+        "/v1/workers/{name}/load",
+        "/v1/workers/{name}/jobs/{job_id}/output",
     }
 
 
@@ -129,6 +131,8 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "Page_TokenOut_": models.TokenPage,
     "Page_WorkerOut_": models.WorkerPage,
     "PeOut": models.ParallelEnvironment,
+    "OutputAppended": models.OutputAppended,
+    "OutputOut": models.JobOutput,
     "QueueInstanceOut": models.QueueInstance,
     "RegisteredWorker": models.RegisteredWorker,
     "ScheduleOut": models.ScheduleRun,
@@ -202,6 +206,8 @@ KEYWORD_BODIES = {
     "DynamicMetadataIn": "WorkerClient.report_metadata",
     "FinishIn": "WorkerClient.finish_job",
     "ReturnIn": "WorkerClient.return_job",
+    "LoadValuesIn": "WorkerClient.report_load",
+    "OutputChunkIn": "WorkerClient.append_output",
     "Problem": "app.client.errors.error_for_response",
 }
 

@@ -262,3 +262,26 @@ def test_a_read_timeout_is_a_server_unreachable_after_the_configured_time(
     elapsed = time.monotonic() - started
     assert 0.25 <= elapsed < 3, elapsed
     assert raised.value.sent is True
+
+
+def test_a_long_poll_pull_sends_its_wait_and_reads_that_much_longer() -> None:
+    """Issue 22: pull(wait=W) asks the server to hold the answer W seconds, so its read
+    timeout grows by W; without wait the request carries no parameter."""
+    seen: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(204, headers={"Jobmatch-Refresh-Metadata": "true"})
+
+    timeouts = Timeouts(read=7.0)
+    with WorkerClient(
+        "http://jm.test", "t", "w1", timeouts=timeouts, transport=httpx2.MockTransport(answer)
+    ) as client:
+        assert client.pull(wait=2.5) is None
+        assert client.refresh_requested
+        assert client.pull() is None
+    waited, plain = seen
+    assert waited.url.params["wait"] == "3"  # whole seconds, rounded up
+    assert waited.extensions["timeout"]["read"] == 10.0
+    assert "wait" not in plain.url.params
+    assert plain.extensions["timeout"]["read"] == 7.0

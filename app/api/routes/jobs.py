@@ -93,7 +93,7 @@ def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> Ca
     )
 
 
-def _visible_job(
+def visible_job(
     session: Session, job_id: IdPath, principal: Principal, *, lock: bool = False
 ) -> Job:
     job = submission.get_job(session, job_id, lock=lock)
@@ -197,7 +197,7 @@ def list_jobs(
 )
 def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
     """The job as submitted, its state, its worker while it runs, and how it ended."""
-    return job_out(session, _visible_job(session, job_id, principal))
+    return job_out(session, visible_job(session, job_id, principal))
 
 
 @router.post(
@@ -210,7 +210,7 @@ def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> Job
 def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobOut:
     """A waiting or running job is cancelled and what it held is freed; 409 for a job that
     already ended."""
-    _visible_job(session, job_id, principal, lock=True)
+    visible_job(session, job_id, principal, lock=True)
     return job_out(session, submission.cancel_job(session, job_id))
 
 
@@ -225,7 +225,7 @@ def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
     """The workers that could run the waiting job, ranked best first with their strengths.
     For a job that is not waiting, 409 says what it is (running on which worker, finished,
     failed and why)."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     candidates.require_waiting(session, job)
     return _candidates_out(job.id, candidates.job_candidates(session, job))
 
@@ -250,7 +250,7 @@ def explain_job(
     of `v_category_fit`, then the dynamic ones). For a waiting job, a summary in the style
     of `condor_q -better-analyze`; for a Grid Engine job the `qstat -j` scheduling info;
     for a waiting job with a shape or jobspec whether it can be placed now."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     policy = request.app.state.settings.allocation_policy
     lines = gridengine_explain.scheduling_info(session, job)
     verdicts, summary = readiness.explain_workers(session, job, worker, policy, lines)
@@ -311,7 +311,7 @@ def explain_job(
 def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> JobHistoryOut:
     """Every change of the job's state: submitted, dispatched (with the attempt), requeued
     after an expired lease, finished, failed, cancelled."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     return JobHistoryOut(
         job=job.id,
         events=[JobEventOut.model_validate(e) for e in history.events(session, job.id)],
@@ -327,7 +327,7 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 )
 def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> AllocationOut:
     """The concrete vertices the job holds (empty when it holds none)."""
-    job = _visible_job(session, job_id, principal)
+    job = visible_job(session, job_id, principal)
     return AllocationOut(job=job.id, R_lite=r_description.booked_r(session, job.id))
 
 

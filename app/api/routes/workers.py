@@ -15,6 +15,7 @@ from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
 from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.gridengine import LoadValuesIn, ValuesOut
 from app.api.schemas.jobs import JobOut
 from app.api.schemas.workers import (
     DynamicMetadataIn,
@@ -33,6 +34,8 @@ from app.db.models import Role, Worker, WorkerState
 from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
+from app.matching.gridengine import admin as gridengine_admin
+from app.matching.gridengine.values import resolve_target
 from app.matching.locks import worker_by_name
 from app.matching.workers import QueueSpec, WorkerSpec
 
@@ -353,3 +356,15 @@ def report_dynamic_metadata(
     check_metadata_size(body.metadata, request.app.state.settings)
     worker = debusine_metadata.report_dynamic_metadata(session, name, body.metadata)
     return _metadata_out(request, session, worker)
+
+
+@router.put("/{name}/load", response_model=ValuesOut)
+def report_load(
+    name: NamePath, body: LoadValuesIn, session: SessionDep, _w: WorkerDep
+) -> ValuesOut:
+    """The worker reports its host's load values (Grid Engine's execd reports: load_avg,
+    np_load_avg, mem_free, num_proc, ...) with its own token; they replace the host's
+    previous load values, as ``PUT /v1/values/hosts/{host}`` with ``load_values`` would."""
+    target = resolve_target(session, "host", name, None)
+    changed = gridengine_admin.set_values(session, target, "load_values", body.load_values)
+    return ValuesOut(static_changed=changed)

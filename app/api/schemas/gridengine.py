@@ -115,6 +115,23 @@ class ValuesRead(BaseModel):
     )
 
 
+class LoadValuesIn(BaseModel):
+    """A worker's own load report (what Grid Engine's execd sends its qmaster)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"load_values": {"load_avg": "0.42", "np_load_avg": "0.21", "num_proc": "2"}}
+            ]
+        },
+    )
+
+    load_values: dict[str, str] = Field(
+        max_length=MAX_VALUES, description="load values by attribute name, e.g. load_avg"
+    )
+
+
 class ValuesOut(BaseModel):
     static_changed: bool = Field(description="whether the misfit cache was recomputed")
 

@@ -31,6 +31,7 @@ from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, Job
 from app.db.models.momotor import CategoryTag, WorkerTag
+from app.db.models.output import JobOutput
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "JobBooking",
     "JobEvent",
     "JobEventKind",
+    "JobOutput",
     "JobState",
     "ParallelEnvironment",
     "Queue",

@@ -300,16 +300,22 @@ def _running_job_of(session: Session, job_id: int, worker_name: str) -> tuple[Wo
     # their free counts, whose foreign key waits for any pull that holds their row.
     worker = worker_by_name(session, worker_name)
     locked = lock_workers(session, {worker.id} | booked_workers(session, job_id))
-    job = session.scalars(_LOCK_JOB, {"job_id": job_id}).one_or_none()
-    if job is None:
-        raise NotFoundError(f"no job with id {job_id}")
-    if job.worker_id != worker.id:
-        raise ForbiddenError(f"job {job_id} is not running on worker {worker_name!r}")
-    if job.state is not JobState.RUNNING:
-        raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    job = running_on(session.scalars(_LOCK_JOB, {"job_id": job_id}).one_or_none(), job_id, worker)
     if not booked_workers(session, job_id) <= locked:
         raise ConflictError(f"job {job_id} started while it was being finished; retry")
     return worker, job
+
+
+def running_on(job: Job | None, job_id: int, worker: Worker) -> Job:
+    """``job`` (found by ``job_id``), which must be running on ``worker``; else the error
+    that says why not."""
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id}")
+    if job.worker_id != worker.id:
+        raise ForbiddenError(f"job {job_id} is not running on worker {worker.name!r}")
+    if job.state is not JobState.RUNNING:
+        raise ConflictError(f"job {job_id} is {job.state.value}, not running")
+    return job
 
 
 def finish(

@@ -1,0 +1,159 @@
+"""Issue 22, the agent's conversation with the server, against a scripted transport: what
+it reports before its first pull, how it pulls, how it stops on a refusal, how it backs
+off; and the Grid Engine load values it reports."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from app.agent.load import load_values
+from app.agent.runner import Agent, AgentOptions, Backoff, WorkerRefused
+from app.client import NO_RETRIES, WorkerClient
+
+METADATA = {
+    "worker": "w",
+    "generation": 1,
+    "static": {},
+    "dynamic": {},
+    "effective": {},
+    "namespaces": {},
+    "reported_at": None,
+    "refresh_metadata": False,
+}
+
+
+#: A running job as the server answers a pull with it (app.client.models.Job's fields).
+JOB = {
+    "id": 1, "state": "running", "priority": 0, "slots": 1, "category_id": 1, "resources": "",
+    "constraint": None, "constraint_syntax": None, "shape": None, "jobspec": None, "task": None,
+    "command": ["true"], "timeout": None, "hard": None, "soft": None, "pe": None,
+    "pe_slots": None, "submitter": "admin", "worker": "w", "failure_reason": None,
+    "attempts": 1, "exit_code": None, "output": None, "submitted_at": "2026-11-25T00:00:00Z",
+    "started_at": None, "ended_at": None,
+}  # fmt: skip
+
+
+class ScriptedServer:
+    """Answers the agent's calls; its first pull stops the agent (or is refused)."""
+
+    def __init__(self, pull_status: int = 204) -> None:
+        self.calls: list[str] = []
+        self.pull_status = pull_status
+        self.agent: Agent | None = None
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        self.calls.append(f"{request.method} {path}")
+        if path == "/v1/tasks":
+            return httpx2.Response(200, json=[])
+        if path.endswith("/metadata"):
+            return httpx2.Response(200, json=METADATA)
+        if path.endswith("/load"):
+            return httpx2.Response(200, json={"static_changed": False})
+        if path.endswith("/pull"):
+            assert request.url.params["wait"] == "5"
+            if self.agent is not None:
+                self.agent.stop()
+            if self.pull_status == 401:
+                problem = {"title": "Unauthorized", "status": 401, "detail": "unknown token"}
+                return httpx2.Response(401, json=problem)
+            return httpx2.Response(204)
+        return httpx2.Response(404, json={"title": "Not Found", "status": 404, "detail": path})
+
+
+def _agent(server: ScriptedServer, tmp_path: Path) -> Agent:
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(server.handle)
+    )
+    options = AgentOptions(name="w", wait=5, poll_interval=0.01, work_dir=tmp_path / "work")
+    agent = Agent(client, options)
+    server.agent = agent
+    return agent
+
+
+def test_metadata_and_load_are_reported_before_the_first_pull(tmp_path: Path) -> None:
+    """debusine issue #8: a (re)started worker reports its metadata before it pulls, so a
+    task job submitted right after it starts finds it suitable."""
+    server = ScriptedServer()
+    assert _agent(server, tmp_path).run() == 0
+    assert server.calls == [
+        "GET /v1/tasks",
+        "POST /v1/workers/w/metadata",
+        "PUT /v1/workers/w/load",
+        "POST /v1/workers/w/pull",
+    ]
+
+
+def test_a_401_on_pull_stops_the_agent_with_what_to_check(tmp_path: Path) -> None:
+    server = ScriptedServer(pull_status=401)
+    with pytest.raises(WorkerRefused, match="JOBMATCH_WORKER_TOKEN"):
+        _agent(server, tmp_path).run()
+    assert server.calls.count("POST /v1/workers/w/pull") == 1  # not retried
+
+
+def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> None:
+    """A stop does not wait for a long-poll to end; the job that pull still brings is
+    returned to the queue at once instead of run."""
+    server = ScriptedServer()
+    pulled, release = threading.Event(), threading.Event()
+    job = {**JOB, "id": 9}
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/pull"):
+            server.calls.append("POST /v1/workers/w/pull")
+            pulled.set()
+            release.wait(10)
+            return httpx2.Response(200, json=job)
+        if request.url.path.endswith("/return"):
+            server.calls.append("POST /v1/jobs/9/return")
+            return httpx2.Response(200, json={**job, "state": "waiting"})
+        return server.handle(request)
+
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(handle)
+    )
+    agent = Agent(client, AgentOptions(name="w", wait=5, work_dir=tmp_path / "work"))
+    runner = threading.Thread(target=agent.run)
+    runner.start()
+    assert pulled.wait(10)
+    agent.stop()
+    release.set()
+    runner.join(30)
+    assert not runner.is_alive()
+    assert server.calls[-2:] == ["POST /v1/workers/w/pull", "POST /v1/jobs/9/return"]
+
+
+def test_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:
+    backoff = Backoff(1.0, 8.0, threading.Event())
+    delays = [backoff.next_delay() for _ in range(6)]
+    ceilings = [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True)), delays
+    backoff.reset()
+    assert backoff.next_delay() <= 1.0
+
+
+def test_load_values_use_grid_engine_names_and_units(tmp_path: Path) -> None:
+    """complex(5) host load values: load_avg is the 5-minute average, np_* divided by
+    num_proc, memory in bytes; /proc/meminfo counts kB."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(
+        "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 400 kB\n"
+        "SwapTotal: 200 kB\nSwapFree: 50 kB\n"
+    )
+    values = load_values(meminfo)
+    processors = int(values["num_proc"])
+    assert values["load_avg"] == values["load_medium"]
+    assert float(values["np_load_avg"]) == pytest.approx(
+        float(values["load_avg"]) / processors, abs=0.01
+    )
+    assert (values["mem_total"], values["mem_free"], values["mem_used"]) == (
+        "1024000",
+        "409600",
+        "614400",
+    )
+    assert (values["swap_used"], values["virtual_free"]) == ("153600", "460800")
+    assert "mem_free" not in load_values(tmp_path / "absent")
