@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from app.api.auth import SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
+from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import visible_job
 from app.api.schemas.common import IdPath, NamePath
@@ -17,7 +18,13 @@ from app.matching import output
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
 
 
-@router.post("/workers/{name}/jobs/{job_id}/output", response_model=OutputAppended)
+@router.post(
+    "/workers/{name}/jobs/{job_id}/output",
+    response_model=OutputAppended,
+    operation_id="append_job_output",
+    summary="Append a chunk of a running job's output",
+    responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
+)
 def append_output(
     name: NamePath,
     job_id: IdPath,
@@ -34,7 +41,13 @@ def append_output(
     return OutputAppended(job=job_id, next_offset=next_offset)
 
 
-@router.get("/jobs/{job_id}/output", response_model=OutputOut)
+@router.get(
+    "/jobs/{job_id}/output",
+    response_model=OutputOut,
+    operation_id="get_job_output",
+    summary="Read a job's streamed output from an offset",
+    responses=errors(401, 403, 404, 422, 503),
+)
 def read_output(
     job_id: IdPath,
     session: SessionDep,

@@ -358,7 +358,13 @@ def report_dynamic_metadata(
     return _metadata_out(request, session, worker)
 
 
-@router.put("/{name}/load", response_model=ValuesOut)
+@router.put(
+    "/{name}/load",
+    response_model=ValuesOut,
+    operation_id="report_worker_load",
+    summary="Report this worker's load values",
+    responses=errors(401, 403, 404, 503, *BODY_ERRORS),
+)
 def report_load(
     name: NamePath, body: LoadValuesIn, session: SessionDep, _w: WorkerDep
 ) -> ValuesOut:

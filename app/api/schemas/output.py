@@ -8,7 +8,12 @@ from app.api.schemas.common import Text
 
 
 class OutputChunkIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The next chunk of a running job's output, sent by the worker that runs it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"offset": 0, "text": "building...\n"}]},
+    )
 
     offset: int = Field(
         ge=0,
@@ -20,14 +25,14 @@ class OutputChunkIn(BaseModel):
 
 
 class OutputAppended(BaseModel):
-    job: int
+    job: int = Field(description="the job's id")
     next_offset: int = Field(description="where the next chunk starts")
 
 
 class OutputOut(BaseModel):
-    job: int
+    job: int = Field(description="the job's id")
     offset: int = Field(description="the offset of the first character of text")
-    text: str
+    text: str = Field(description="the output from offset, as far as the server has it")
     next_offset: int = Field(description="the offset to ask for next")
     missed: int = Field(
         description="characters between the offset asked for and offset that the server no "
