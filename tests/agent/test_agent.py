@@ -265,9 +265,21 @@ def test_sigterm_lets_a_short_job_finish(
     job = server.call(
         "POST",
         "/v1/jobs",
-        {"task": "shell", "command": [PY, "-c", "import time; time.sleep(1.5); print('done')"]},
+        {
+            "task": "shell",
+            "command": [
+                PY,
+                "-c",
+                "import time; print('started', flush=True); time.sleep(3); print('done')",
+            ],
+        },
     )
-    _wait_for(_job_state(server, job["id"], "running"))
+    # Signal once the command has started (its first line streamed), not merely once the
+    # server marked the job running: a job whose pull answer arrives after the signal is
+    # given back to the queue, by design.
+    _wait_for(
+        lambda: "started" in server.call("GET", f"/v1/jobs/{job['id']}/output?offset=0")["text"]
+    )
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=30) == 0
     finished = server.call("GET", f"/v1/jobs/{job['id']}")
