@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
-from app.matching import history
+from app.matching import announce, history
 from app.matching.dispatch.pull import release_allocations
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
@@ -56,6 +56,7 @@ def expire_leases(
             worker.last_seen is not None and worker.last_seen >= deadline
         ):
             continue
+        announce.workers_changed(session, [worker.id])
         release_allocations(session, job)
         silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
         detail = f"{LEASE_EXPIRED}: worker {worker.name} last heard from {silent}"
@@ -68,6 +69,7 @@ def expire_leases(
             job.state = JobState.WAITING
             job.worker_id = None
             job.started_at = None
+            announce.job_waits(session, job.category_id)
             history.record(session, job, JobEventKind.REQUEUED, worker=worker.name, detail=detail)
         expired.append(ExpiredLease(job.id, worker.name, job.state))
     session.flush()

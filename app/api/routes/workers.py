@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
+from app.api.longpoll import PullOutcome, pull_or_wait
 from app.api.problems import ProblemError
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
@@ -25,6 +28,7 @@ from app.api.schemas.workers import (
     WorkerOut,
 )
 from app.db import tokens
+from app.db.engine import Database
 from app.db.models import Role, Worker
 from app.matching import leases, workers
 from app.matching.debusine import metadata as debusine_metadata
@@ -117,6 +121,20 @@ _REFRESH_DOC = {
 }
 
 
+#: The longest a pull may wait for work; a client's read timeout must be longer.
+MAX_WAIT_SECONDS = 60.0
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        allow_inf_nan=False,
+        description="Seconds to wait for a job when none is waiting now (long poll); "
+        "0 answers at once",
+    ),
+]
+
+
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
@@ -125,24 +143,46 @@ _REFRESH_DOC = {
         204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
     },
 )
-def pull(
-    name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
+async def pull(
+    name: NamePath,
+    request: Request,
+    _worker: WorkerDep,
+    response: Response,
+    wait: WaitQuery = 0.0,
 ) -> JobOut | Response:
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
-    jobspec job on a worker with an inventory, its vertices) booked. The
-    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first."""
-    job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
-    refresh = debusine_metadata.report_due(
-        puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
-    )
-    if job is None:
+    jobspec job on a worker with an inventory, its vertices) booked. With ``wait`` the
+    request waits up to that many seconds for a job it could run (a submission, a finish
+    that frees its room, a change of the worker, a placement on it wake it) before it
+    answers 204. The ``Jobmatch-Refresh-Metadata: true`` header asks it to report its
+    metadata first."""
+    settings = request.app.state.settings
+    database: Database = request.app.state.database
+
+    def pull_once() -> PullOutcome[JobOut]:
+        """One attempt, one transaction (in the thread pool; nothing is held between
+        attempts)."""
+        with database.transaction() as session:
+            job, puller = dispatch.pull_for(session, name, settings.allocation_policy)
+            body = job_out(session, job, worker_name=name) if job is not None else None
+        return PullOutcome(
+            job=body,
+            refresh=debusine_metadata.report_due(
+                puller.metadata_reported_at, settings.metadata_refresh_seconds
+            ),
+            worker_id=puller.id,
+            could_take_work=puller.active and puller.max_free > 0,
+        )
+
+    outcome = await pull_or_wait(request.app.state.longpoll.hub, pull_once, wait)
+    if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
-        if refresh:
+        if outcome.refresh:
             empty.headers[REFRESH_HEADER] = "true"
         return empty
-    if refresh:
+    if outcome.refresh:
         response.headers[REFRESH_HEADER] = "true"
-    return job_out(session, job, worker_name=name)
+    return outcome.job
 
 
 @router.post("/{name}/heartbeat", response_model=HeartbeatOut)

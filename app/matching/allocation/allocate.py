@@ -50,7 +50,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
-from app.matching import history
+from app.matching import announce, history
 from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation.allocator import Policy, place_requests
@@ -529,6 +529,7 @@ def start_placed(
     set_committed_value(job, "state", JobState.RUNNING)
     set_committed_value(job, "worker_id", leader)
     set_committed_value(job, "started_at", now)
+    announce.workers_changed(session, {leader, *lock})
     # Every change of state is in the job's history (issue 19), this start included.
     leader_name = session.scalar(select(Worker.name).where(Worker.id == leader))
     history.record(

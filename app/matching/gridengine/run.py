@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
+from app.matching import announce
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
@@ -114,6 +116,7 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             _skip_failed(memo, decision)
         report.dispatched += 1
     run.write(session)
+    announce.workers_changed(session, {cast(int, row["new_worker"]) for row in run.started})
     return report
 
 
