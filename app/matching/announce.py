@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy.orm import Session
 
 from app.db import notify
-from app.matching.wakeups import EVERYTHING, job_waiting, worker_changed
+from app.matching.wakeups import EVERYTHING, job_waiting, room_changed, worker_changed
 
 
 def job_waits(session: Session, category_id: int) -> None:
@@ -20,9 +20,14 @@ def job_waits(session: Session, category_id: int) -> None:
 
 
 def workers_changed(session: Session, worker_ids: Iterable[int | None]) -> None:
-    """Something changed for these workers: room freed, description, metadata or values
-    changed, a job placed on them."""
+    """These workers changed: their description, metadata or values."""
     notify.announce(session, *(worker_changed(w) for w in worker_ids if w is not None))
+
+
+def rooms_changed(session: Session, worker_ids: Iterable[int | None]) -> None:
+    """These workers' room changed: a job ended or went back and freed it, or the
+    scheduler placed a job on them."""
+    notify.announce(session, *(room_changed(w) for w in worker_ids if w is not None))
 
 
 def everything_changed(session: Session) -> None:

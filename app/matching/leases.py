@@ -56,7 +56,7 @@ def expire_leases(
             worker.last_seen is not None and worker.last_seen >= deadline
         ):
             continue
-        announce.workers_changed(session, [worker.id])
+        announce.rooms_changed(session, [worker.id])
         release_allocations(session, job)
         silent = "never" if worker.last_seen is None else worker.last_seen.isoformat()
         detail = f"{LEASE_EXPIRED}: worker {worker.name} last heard from {silent}"

@@ -138,7 +138,7 @@ def cancel_job(session: Session, job_id: int) -> Job:
             f"job {job_id} is {job.state.value}; only waiting or running jobs can be cancelled"
         )
     if job.state is JobState.RUNNING:
-        announce.workers_changed(session, {job.worker_id} | booked_workers(session, job_id))
+        announce.rooms_changed(session, {job.worker_id} | booked_workers(session, job_id))
         release_allocations(session, job)
     job.state = JobState.CANCELLED
     job.ended_at = utcnow()

@@ -6,17 +6,18 @@ PostgreSQL across processes) as tokens:
 
 * ``c<category id>``: a job of that category waits (a submission, a returned or requeued
   job). It concerns only waiters whose worker fits the category;
-* ``w<worker id>``: something changed for that worker (a finish, return or cancel freed its
-  room, its description, metadata or values changed, the scheduler placed a job on it). It
-  concerns only that worker's waiters;
+* ``r<worker id>``: that worker's room changed (a finish, return or cancel freed it, the
+  scheduler placed a job on it). It concerns only that worker's waiters;
+* ``w<worker id>``: that worker changed (its description, metadata or values). It concerns
+  only that worker's waiters, and what it fits may have changed;
 * ``*``: anything (global values, the attribute table, tasks; or announcements were lost).
   It concerns every waiter.
 
 :class:`WakeupHub` keeps the waiters of one process and wakes only those an announcement
 concerns. Whether a worker fits a category is a question for the misfit cache (SQL), asked
 through the ``fits`` function the hub is given, once per category and worker: the answer
-only changes with the worker (``w`` forgets that worker's answers) or with everything
-(``*`` forgets all). A waiter itself sends no statement while it waits.
+only changes with the worker (``w`` forgets that worker's answers, ``r`` does not) or with
+everything (``*`` forgets all). A waiter itself sends no statement while it waits.
 
 Pure: no SQL, no HTTP. Waiters are woken from any thread (the PostgreSQL listener, the
 thread of a committing request on SQLite) through their event loop's
@@ -45,9 +46,13 @@ def job_waiting(category_id: int) -> str:
 
 
 def worker_changed(worker_id: int) -> str:
-    """The announcement that something changed for the worker (room, description,
-    placement)."""
+    """The announcement that the worker changed (description, metadata, values)."""
     return f"w{worker_id}"
+
+
+def room_changed(worker_id: int) -> str:
+    """The announcement that the worker's room changed (freed, or a job placed on it)."""
+    return f"r{worker_id}"
 
 
 @dataclass(frozen=True)
@@ -56,23 +61,26 @@ class Announcement:
 
     everything: bool = False
     categories: frozenset[int] = frozenset()
+    #: Workers that changed (their fit answers are forgotten).
     workers: frozenset[int] = frozenset()
+    #: Workers whose room changed (their fit answers stand).
+    rooms: frozenset[int] = frozenset()
 
 
 def parse_payload(payload: str) -> Announcement:
     """The tokens of a payload; an unknown or malformed token counts as ``*`` (waking too
     many waiters costs a pull each, waking too few would leave a job waiting)."""
-    categories: set[int] = set()
-    workers: set[int] = set()
+    found: dict[str, set[int]] = {"c": set(), "w": set(), "r": set()}
     for token in payload.split():
         kind, number = token[:1], token[1:]
-        if kind == "c" and number.isdigit():
-            categories.add(int(number))
-        elif kind == "w" and number.isdigit():
-            workers.add(int(number))
-        else:
+        if kind not in found or not number.isdigit():
             return Announcement(everything=True)
-    return Announcement(categories=frozenset(categories), workers=frozenset(workers))
+        found[kind].add(int(number))
+    return Announcement(
+        categories=frozenset(found["c"]),
+        workers=frozenset(found["w"]),
+        rooms=frozenset(found["r"]),
+    )
 
 
 @dataclass(eq=False)
@@ -171,6 +179,11 @@ class WakeupHub:
                 woken = list(self._waiters)
             else:
                 woken = self._forget_workers(announcement.workers)
+                woken += [
+                    w
+                    for w in self._waiters
+                    if w not in woken and (w.worker_id is None or w.worker_id in announcement.rooms)
+                ]
                 candidates = [w for w in self._waiters if w.wants_work and w not in woken]
         if not announcement.everything:
             for category_id in sorted(announcement.categories):

@@ -33,10 +33,11 @@ def announced(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
     return seen
 
 
-def worker_token(database: Database, name: str) -> str:
+def worker_token(database: Database, name: str, kind: str = "w") -> str:
+    """``w<id>`` (the worker changed) or, with kind ``r``, ``r<id>`` (its room changed)."""
     with database.transaction(write=False) as session:
         found = session.scalar(select(Worker.id).where(Worker.name == name))
-    return f"w{found}"
+    return f"{kind}{found}"
 
 
 def test_a_waiting_submission_announces_its_category_and_a_failed_one_nothing(
@@ -52,14 +53,14 @@ def test_a_waiting_submission_announces_its_category_and_a_failed_one_nothing(
     assert announced == []
 
 
-def test_finish_return_and_cancel_announce_the_freed_worker(
+def test_finish_return_and_cancel_announce_the_room_they_free(
     client: TestClient,
     database: Database,
     admin_headers: dict[str, str],
     announced: list[set[str]],
 ) -> None:
     worker = register(client, admin_headers, "w1", "language: ?java", slots=2)
-    w1 = worker_token(database, "w1")
+    w1 = worker_token(database, "w1", "r")
     first, second, third = (submit(client, admin_headers, "language: java") for _ in range(3))
     category = f"c{first['category_id']}"
     for _ in range(2):
@@ -133,7 +134,7 @@ def test_a_scheduler_placement_announces_the_worker_it_placed_on(
     announced.clear()
     run = client.post("/v1/schedule", headers=admin_headers)
     assert run.json()["dispatched"] == 1, run.text
-    assert announced == [{worker_token(database, "w1")}]
+    assert announced == [{worker_token(database, "w1", "r")}]
 
 
 def test_a_rolled_back_transaction_announces_nothing(

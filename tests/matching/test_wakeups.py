@@ -9,8 +9,8 @@ from app.matching.wakeups import Announcement, WakeupHub, parse_payload
 
 
 def test_payloads_parse_into_categories_workers_or_everything() -> None:
-    assert parse_payload("c3 w5 c4") == Announcement(
-        categories=frozenset({3, 4}), workers=frozenset({5})
+    assert parse_payload("c3 w5 c4 r6") == Announcement(
+        categories=frozenset({3, 4}), workers=frozenset({5}), rooms=frozenset({6})
     )
     assert parse_payload("*").everything
     # Anything unknown wakes everyone: too many wake-ups cost a pull, too few a job.
@@ -65,6 +65,15 @@ def test_news_of_a_worker_wakes_it_and_forgets_its_answers() -> None:
     assert woken_by(hub, "w2", {1: False, 2: True}) == {1: False, 2: True}
     assert woken_by(hub, "c7", {1: True, 2: True}) == {1: True, 2: True}
     assert fits.questions[-1] == (7, frozenset({2}))  # only the forgotten answer
+
+
+def test_news_of_a_workers_room_wakes_it_and_keeps_its_answers() -> None:
+    fits = Fits({7: {1}})
+    hub = WakeupHub(fits)
+    woken_by(hub, "c7", {1: True, 2: False})
+    assert woken_by(hub, "r1", {1: True, 2: False}) == {1: True, 2: False}
+    woken_by(hub, "c7", {1: True, 2: False})
+    assert len(fits.questions) == 1  # a finish changes no fit: nothing asked again
 
 
 def test_everything_wakes_everyone_and_forgets_every_answer() -> None:

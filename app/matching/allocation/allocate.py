@@ -529,7 +529,7 @@ def start_placed(
     set_committed_value(job, "state", JobState.RUNNING)
     set_committed_value(job, "worker_id", leader)
     set_committed_value(job, "started_at", now)
-    announce.workers_changed(session, {leader, *lock})
+    announce.rooms_changed(session, {leader, *lock})
     # Every change of state is in the job's history (issue 19), this start included.
     leader_name = session.scalar(select(Worker.name).where(Worker.id == leader))
     history.record(

@@ -321,7 +321,7 @@ def finish(
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
     output = output[-MAX_OUTPUT:] if output is not None else None
     ended = _finish(session, job_id, worker_name, outcome, reason, exit_code, output)
-    announce.workers_changed(session, [ended.worker_id])
+    announce.rooms_changed(session, [ended.worker_id])
     if ended.hard is not None or ended.pe is not None:
         # It may have held global consumables, which any worker's next job may need.
         announce.everything_changed(session)
@@ -379,7 +379,7 @@ def return_job(session: Session, job_id: int, worker_name: str, reason: str | No
     it keeps its place, and its slots are freed. The attempt stays counted (it was counted
     when the job was dispatched), as after an expired lease. The history says so."""
     worker, job = _running_job_of(session, job_id, worker_name)
-    announce.workers_changed(session, {worker.id} | booked_workers(session, job_id))
+    announce.rooms_changed(session, {worker.id} | booked_workers(session, job_id))
     announce.job_waits(session, job.category_id)
     release_allocations(session, job)
     job.state = JobState.WAITING

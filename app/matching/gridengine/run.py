@@ -116,7 +116,7 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             _skip_failed(memo, decision)
         report.dispatched += 1
     run.write(session)
-    announce.workers_changed(session, {cast(int, row["new_worker"]) for row in run.started})
+    announce.rooms_changed(session, {cast(int, row["new_worker"]) for row in run.started})
     return report
 
 
