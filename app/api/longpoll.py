@@ -104,6 +104,8 @@ class PullOutcome(Generic[Body]):
     should report its metadata, and what a wait needs to know about the worker."""
 
     job: Body | None
+    #: The category of the job taken, when one was.
+    category_id: int | None
     refresh: bool
     worker_id: int
     #: False while the worker could take no job at all (inactive, no free slot): then
@@ -128,6 +130,8 @@ async def pull_or_wait(
                 # Registered before the attempt: what happens during it wakes us after.
                 waiter.rearm()
             outcome = await run_in_threadpool(pull_once)
+            if waiter is not None:
+                hub.settled(waiter, outcome.category_id)
             remaining = deadline - loop.time()
             if outcome.job is not None or waiter is None or remaining <= 0 or hub.closed:
                 return outcome

@@ -11,12 +11,24 @@ from collections.abc import Iterable
 from sqlalchemy.orm import Session
 
 from app.db import notify
-from app.matching.wakeups import EVERYTHING, job_waiting, room_changed, worker_changed
+from app.matching.wakeups import (
+    EVERYTHING,
+    job_taken,
+    job_waiting,
+    room_changed,
+    worker_changed,
+)
 
 
 def job_waits(session: Session, category_id: int) -> None:
     """A job of the category waits (submitted, returned or requeued)."""
     notify.announce(session, job_waiting(category_id))
+
+
+def job_taken_by_pull(session: Session, category_id: int) -> None:
+    """A pull took a job of the category: the relays of every process count it off, so
+    that they wake no more waiters for it (app/matching/wakeups.py)."""
+    notify.announce(session, job_taken(category_id))
 
 
 def workers_changed(session: Session, worker_ids: Iterable[int | None]) -> None:

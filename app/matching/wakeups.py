@@ -10,6 +10,7 @@ PostgreSQL across processes) as tokens:
   scheduler placed a job on it). It concerns only that worker's waiters;
 * ``w<worker id>``: that worker changed (its description, metadata or values). It concerns
   only that worker's waiters, and what it fits may have changed;
+* ``t<category id>``: a pull took a job of that category (the job no longer waits);
 * ``*``: anything (global values, the attribute table, tasks; or announcements were lost).
   It concerns every waiter.
 
@@ -17,7 +18,14 @@ PostgreSQL across processes) as tokens:
 concerns. Whether a worker fits a category is a question for the misfit cache (SQL), asked
 through the ``fits`` function the hub is given, once per category and worker: the answer
 only changes with the worker (``w`` forgets that worker's answers, ``r`` does not) or with
-everything (``*`` forgets all). A waiter itself sends no statement while it waits.
+everything (``*`` forgets all).
+
+A job is taken by one worker, so a ``c`` does not wake every waiter that fits (with 200
+equal workers, 200 pulls would race for one job): a relay per category wakes, in waiting
+order, as many as there are announced jobs not yet taken plus one spare. A woken waiter
+that comes back empty-handed (it lost the race, or the job does not fit its free room now)
+hands on to the next; a ``t`` (taken) counts a job off; the relay ends when its jobs are
+taken or every fitting waiter has tried once. A waiter itself sends no statement while it waits.
 
 Pure: no SQL, no HTTP. Waiters are woken from any thread (the PostgreSQL listener, the
 thread of a committing request on SQLite) through their event loop's
@@ -50,6 +58,11 @@ def worker_changed(worker_id: int) -> str:
     return f"w{worker_id}"
 
 
+def job_taken(category_id: int) -> str:
+    """The announcement that a pull took a job of the category."""
+    return f"t{category_id}"
+
+
 def room_changed(worker_id: int) -> str:
     """The announcement that the worker's room changed (freed, or a job placed on it)."""
     return f"r{worker_id}"
@@ -65,12 +78,14 @@ class Announcement:
     workers: frozenset[int] = frozenset()
     #: Workers whose room changed (their fit answers stand).
     rooms: frozenset[int] = frozenset()
+    #: Categories of which a pull took a job.
+    taken: frozenset[int] = frozenset()
 
 
 def parse_payload(payload: str) -> Announcement:
     """The tokens of a payload; an unknown or malformed token counts as ``*`` (waking too
     many waiters costs a pull each, waking too few would leave a job waiting)."""
-    found: dict[str, set[int]] = {"c": set(), "w": set(), "r": set()}
+    found: dict[str, set[int]] = {"c": set(), "w": set(), "r": set(), "t": set()}
     for token in payload.split():
         kind, number = token[:1], token[1:]
         if kind not in found or not number.isdigit():
@@ -80,6 +95,7 @@ def parse_payload(payload: str) -> Announcement:
         categories=frozenset(found["c"]),
         workers=frozenset(found["w"]),
         rooms=frozenset(found["r"]),
+        taken=frozenset(found["t"]),
     )
 
 
@@ -90,8 +106,12 @@ class Waiter:
     job at all (inactive, or no free slot), so that only news about the worker wakes it."""
 
     loop: asyncio.AbstractEventLoop
+    #: Registration order: relays wake the longest waiting first.
+    order: int = 0
     worker_id: int | None = None
     wants_work: bool = True
+    #: Categories whose relay woke this waiter and awaits its attempt.
+    relays: set[int] = field(default_factory=set)
     _event: asyncio.Event = field(default_factory=asyncio.Event)
 
     def expect(self, worker_id: int, *, wants_work: bool) -> None:
@@ -114,6 +134,21 @@ class Waiter:
         except TimeoutError:
             return False
         return True
+
+
+#: Waiters a relay keeps trying beyond its announced jobs, for the race a woken waiter
+#: may lose to a pull that was not waiting.
+RELAY_SPARE = 1
+
+
+@dataclass
+class _Relay:
+    """One category's wake-ups: announced jobs not yet taken, the fitting waiters not yet
+    woken (in waiting order), and the woken ones whose attempt is not over."""
+
+    jobs: int = 0
+    queue: list[Waiter] = field(default_factory=list)
+    running: set[Waiter] = field(default_factory=set)
 
 
 @dataclass
@@ -139,6 +174,8 @@ class WakeupHub:
         #: meanwhile is not cached over the news.
         self._epochs: dict[int, int] = {}
         self._epoch_all = 0
+        self._relays: dict[int, _Relay] = {}
+        self._registered = 0
         self.closed = False
         self.counts = HubCounts()
 
@@ -152,14 +189,32 @@ class WakeupHub:
             return sum(1 for w in self._waiters if w.worker_id == worker_id)
 
     def register(self, loop: asyncio.AbstractEventLoop) -> Waiter:
-        waiter = Waiter(loop)
         with self._lock:
+            self._registered += 1
+            waiter = Waiter(loop, order=self._registered)
             self._waiters.add(waiter)
         return waiter
 
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
             self._waiters.discard(waiter)
+
+    def settled(self, waiter: Waiter, took_category: int | None) -> None:
+        """A waiter's attempt is over: it took a job of ``took_category``, or nothing. The
+        relays that woke it and did not get their job from it wake the next waiter."""
+        with self._lock:
+            woken: list[Waiter] = []
+            for category_id in waiter.relays:
+                relay = self._relays.get(category_id)
+                if relay is None:
+                    continue
+                relay.running.discard(waiter)
+                if category_id != took_category:
+                    woken += self._hand_on(category_id, relay)
+                elif not relay.running and not relay.queue:
+                    del self._relays[category_id]
+            waiter.relays.clear()
+        self._wake(woken)
 
     def close(self) -> None:
         """Shutting down: every waiter returns now, and no pull waits from now on."""
@@ -185,12 +240,38 @@ class WakeupHub:
                     if w not in woken and (w.worker_id is None or w.worker_id in announcement.rooms)
                 ]
                 candidates = [w for w in self._waiters if w.wants_work and w not in woken]
+            for category_id in announcement.taken:
+                relay = self._relays.get(category_id)
+                if relay is not None:
+                    relay.jobs = max(0, relay.jobs - 1)
         if not announcement.everything:
             for category_id in sorted(announcement.categories):
                 fitting = self._fitting(category_id, candidates)
-                woken += fitting
-                candidates = [w for w in candidates if w not in fitting]
+                with self._lock:
+                    woken += self._relay(category_id, fitting)
         self._wake(woken)
+
+    def _relay(self, category_id: int, fitting: list[Waiter]) -> list[Waiter]:
+        """Under the lock: one more job of the category waits; the relay's queue becomes
+        the fitting waiters it has not woken, and it wakes as many as it now may."""
+        relay = self._relays.setdefault(category_id, _Relay())
+        relay.jobs += 1
+        relay.queue = sorted((w for w in fitting if w not in relay.running), key=lambda w: w.order)
+        return self._hand_on(category_id, relay)
+
+    def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:
+        """Under the lock: wake waiters of the queue until as many run as the relay has
+        jobs plus a spare; forget the relay once nothing is left to try."""
+        woken: list[Waiter] = []
+        while relay.jobs > 0 and relay.queue and len(relay.running) < relay.jobs + RELAY_SPARE:
+            waiter = relay.queue.pop(0)
+            if waiter in self._waiters and waiter.wants_work:
+                relay.running.add(waiter)
+                waiter.relays.add(category_id)
+                woken.append(waiter)
+        if not relay.running and (not relay.queue or relay.jobs == 0):
+            del self._relays[category_id]
+        return woken
 
     def _forget_workers(self, worker_ids: Iterable[int]) -> list[Waiter]:
         """Under the lock: forget the workers' fit answers; their waiters (and those whose

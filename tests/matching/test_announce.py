@@ -53,6 +53,19 @@ def test_a_waiting_submission_announces_its_category_and_a_failed_one_nothing(
     assert announced == []
 
 
+def test_a_pull_that_takes_a_job_counts_it_off_its_category(
+    client: TestClient, admin_headers: dict[str, str], announced: list[set[str]]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    job = submit(client, admin_headers, "language: java")
+    announced.clear()
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 200
+    assert announced == [{f"t{job['category_id']}"}]
+    announced.clear()
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 204
+    assert announced == []  # an empty pull announces nothing
+
+
 def test_finish_return_and_cancel_announce_the_room_they_free(
     client: TestClient,
     database: Database,

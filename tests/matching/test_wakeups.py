@@ -119,3 +119,41 @@ def test_a_waiter_whose_worker_is_unknown_yet_wakes_for_anything() -> None:
 
     assert asyncio.run(scenario())
     assert fits.questions == []
+
+
+def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
+    """Five equal workers, one job: two pulls, not five; an empty-handed one hands on to the
+    next in waiting order; a job counted off (t) stops the relay."""
+    hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5}}))
+
+    async def scenario() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        waiters = []
+        for worker_id in (1, 2, 3, 4, 5):
+            waiter = hub.register(loop)
+            waiter.expect(worker_id, wants_work=True)
+            waiters.append(waiter)
+
+        async def woken() -> list[int]:
+            await asyncio.sleep(0.05)
+            found = []
+            for waiter in waiters:
+                if await waiter.wait(0):
+                    found.append(waiter.worker_id)
+                    waiter.rearm()
+            return found
+
+        rounds = []
+        hub.deliver("c7")
+        rounds.append(await woken())
+        hub.settled(waiters[1], None)  # worker 2 lost the race: worker 3 tries
+        rounds.append(await woken())
+        hub.deliver("t7")  # worker 1 took the job
+        hub.settled(waiters[0], 7)
+        hub.settled(waiters[2], None)  # nothing left to try for
+        rounds.append(await woken())
+        hub.deliver("c7 c8")  # a new job: the relay starts again, longest waiting first
+        rounds.append(await woken())
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2], [3], [], [1, 2]]

@@ -167,6 +167,7 @@ async def pull(
             body = job_out(session, job, worker_name=name) if job is not None else None
         return PullOutcome(
             job=body,
+            category_id=job.category_id if job is not None else None,
             refresh=debusine_metadata.report_due(
                 puller.metadata_reported_at, settings.metadata_refresh_seconds
             ),

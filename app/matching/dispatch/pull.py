@@ -103,6 +103,8 @@ def pull_for(
     if puller is None:
         raise NotFoundError(f"no worker named {worker_name!r}")
     job = _pull(session, puller, now, policy)
+    if job is not None:
+        announce.job_taken_by_pull(session, job.category_id)
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job, puller
 
