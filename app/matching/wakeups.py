@@ -136,6 +136,10 @@ class Waiter:
         return True
 
 
+#: Categories whose fit answers the hub keeps; the oldest are forgotten past it (asked
+#: again when announced again), so that a long-running process's memory stays bounded.
+MAX_CACHED_CATEGORIES = 4096
+
 #: Waiters a relay keeps trying beyond its announced jobs, for the race a woken waiter
 #: may lose to a pull that was not waiting.
 RELAY_SPARE = 1
@@ -290,6 +294,8 @@ class WakeupHub:
         """The candidates whose worker fits the category: cached answers first, the rest
         asked of the database in one question (outside the lock)."""
         with self._lock:
+            if category_id not in self._fit_cache and len(self._fit_cache) >= MAX_CACHED_CATEGORIES:
+                del self._fit_cache[next(iter(self._fit_cache))]
             answers = self._fit_cache.setdefault(category_id, {})
             unknown = frozenset(
                 w.worker_id

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from app.matching import wakeups
 from app.matching.wakeups import Announcement, WakeupHub, parse_payload
 
 
@@ -157,3 +160,15 @@ def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
         return rounds
 
     assert asyncio.run(scenario()) == [[1, 2], [3], [], [1, 2]]
+
+
+def test_the_oldest_categories_answers_are_forgotten_past_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wakeups, "MAX_CACHED_CATEGORIES", 2)
+    fits = Fits({})
+    hub = WakeupHub(fits)
+    for payload in ("c1", "c2", "c3", "c2", "c1"):
+        woken_by(hub, payload, {1: False})
+    # c1 was forgotten when c3 came, so it is asked again; c2 was kept.
+    assert [category for category, _ in fits.questions] == [1, 2, 3, 1]
