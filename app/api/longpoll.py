@@ -83,6 +83,12 @@ class LongPoll:
             return misfits.fitting_workers(session, category_id, worker_ids)
 
     def start(self) -> None:
+        """Start the feed; a second start while it runs does nothing (an app's lifespan may
+        be entered twice, as schemathesis' ASGI client does, and leave once), so that no
+        listener outlives the stop."""
+        if self._listener is not None or self.hub.deliver in self.database.subscribers:
+            return
+        self.hub.closed = False  # a lifespan run again after a stop waits again
         if self.database.dialect_name == "postgresql":
             self._listener = notify.PostgresListener(self.database.engine, self.hub.deliver)
             self._listener.start()
