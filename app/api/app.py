@@ -12,6 +12,7 @@ from app import __version__, heap
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.docs_ui import install_docs_ui
 from app.api.lease_sweeper import LeaseSweeper
+from app.api.longpoll import STATE_KEY, LongPoll
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import (
@@ -80,11 +81,16 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
 
     sweeper = LeaseSweeper(database, settings)
+    longpoll = LongPoll(database)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
         sweeper.start()
-        yield
+        longpoll.start()
+        # The state reaches uvicorn's protocols too: they close the hub when the server
+        # starts shutting down (app/api/longpoll.py).
+        yield {STATE_KEY: longpoll.hub}
+        longpoll.stop()
         sweeper.stop()
         if owns_database:
             database.dispose()
@@ -102,6 +108,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.settings = settings
     app.state.database = database
     app.state.lease_sweeper = sweeper
+    app.state.longpoll = longpoll
     # The last added runs first: request ids and access logs, then the body limits, then
     # the token gate, all before FastAPI reads a byte of the body.
     app.add_middleware(

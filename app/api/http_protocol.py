@@ -25,6 +25,7 @@ from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
+from app.api.longpoll import STATE_KEY
 from app.api.problems import PROBLEM_JSON, problem_document
 from app.api.raw_problems import send_problem
 from app.settings import get_settings
@@ -89,6 +90,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._stop_header_timer()
         super().on_headers_complete()
+
+    def shutdown(self) -> None:
+        """The server is shutting down: waiting pulls answer now instead of holding the
+        exit for up to their whole wait (app/api/longpoll.py)."""
+        hub = self.app_state.get(STATE_KEY)
+        if hub is not None:
+            hub.close()
+        super().shutdown()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         if app is service_unavailable:

@@ -140,6 +140,13 @@ def supports_skip_locked(connection: Connection) -> bool:
     return connection.dialect.name == "postgresql"
 
 
+def notifies_across_processes(connection: Connection) -> bool:
+    """Whether the database itself carries announcements to every listening connection
+    when a transaction commits (PostgreSQL's NOTIFY); on SQLite they stay in the process
+    (app/db/notify.py)."""
+    return connection.dialect.name == "postgresql"
+
+
 def supports_writing_ctes(connection: Connection) -> bool:
     """Whether a WITH clause may hold INSERT/UPDATE ... RETURNING whose rows the rest of
     the statement uses (PostgreSQL), so that several dependent writes take one round

@@ -7,14 +7,14 @@ transaction (an HTTP request, a CLI command) decides when it commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import dialect
+from app.db import dialect, notify
 
 
 class Database:
@@ -27,6 +27,9 @@ class Database:
         )
         dialect.install_hooks(self.engine, busy_timeout=busy_timeout)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        #: Who hears, in this process, what committed transactions announced
+        #: (app/db/notify.py); on PostgreSQL the database itself carries them instead.
+        self.subscribers: list[Callable[[str], None]] = []
 
     @property
     def dialect_name(self) -> str:
@@ -40,12 +43,18 @@ class Database:
             # Procure the connection now, with the write intent the SQLite BEGIN hook reads.
             session.connection(execution_options={dialect.WRITE_OPTION: write})
             yield session
+            notify.send_pending(session)
             session.commit()
+            committed = notify.take_committed(session)
         except BaseException:
+            notify.forget_pending(session)
             session.rollback()
             raise
         finally:
             session.close()
+        if committed is not None:
+            for subscriber in list(self.subscribers):
+                subscriber(committed)
 
     def ping(self) -> None:
         """Raise when the database cannot answer a trivial query."""

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
-from app.matching import history
+from app.matching import announce, history
 from app.matching.dispatch.pull import release_allocations
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
@@ -57,6 +57,7 @@ def expire_leases(
             continue
         if job.worker_id != worker.id or not _expired(worker, job, deadline):
             continue
+        announce.rooms_changed(session, [worker.id])
         release_allocations(session, job)
         detail = f"{LEASE_EXPIRED}: {_why(worker, job)}"
         job.awaiting_pickup = False
@@ -69,6 +70,7 @@ def expire_leases(
             job.state = JobState.WAITING
             job.worker_id = None
             job.started_at = None
+            announce.job_waits(session, job.category_id)
             history.record(session, job, JobEventKind.REQUEUED, worker=worker.name, detail=detail)
         expired.append(ExpiredLease(job.id, worker.name, job.state))
     session.flush()

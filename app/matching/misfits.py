@@ -297,3 +297,16 @@ def worker_fits(
             CategoryMisfit.worker_id == worker_id, CategoryMisfit.generation == generation
         )
     )
+
+
+def fitting_workers(session: Session, category_id: int, worker_ids: frozenset[int]) -> set[int]:
+    """Which of these workers the misfit cache lets run the category (at their current
+    generation): the one statement a long-poll wake-up may cost (app/matching/wakeups.py)."""
+    return set(
+        session.scalars(
+            select(Worker.id).where(
+                Worker.id.in_(sorted(worker_ids)),
+                fits(category_id, Worker.id, Worker.generation),
+            )
+        )
+    )

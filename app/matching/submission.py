@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState
-from app.matching import history
+from app.matching import announce, history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.debusine.registry import get_task
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
@@ -67,6 +67,8 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     history.record(session, job, JobEventKind.SUBMITTED)
     if job.state is JobState.FAILED:
         history.record(session, job, JobEventKind.FAILED, detail=NO_SUITABLE_WORKER)
+    else:
+        announce.job_waits(session, category.id)
     return job
 
 
@@ -141,6 +143,7 @@ def cancel_job(session: Session, job_id: int) -> Job:
             f"job {job_id} is {job.state.value}; only waiting or running jobs can be cancelled"
         )
     if job.state is JobState.RUNNING:
+        announce.rooms_changed(session, {job.worker_id} | booked_workers(session, job_id))
         release_allocations(session, job)
     job.state = JobState.CANCELLED
     job.ended_at = utcnow()

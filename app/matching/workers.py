@@ -19,6 +19,7 @@ from app.db.models import (
     WorkerState,
     WorkerTag,
 )
+from app.matching import announce
 from app.matching.allocation.inventory import parse_worker_inventory, set_rank, store_inventory
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.flux.sql import store_worker_name_parts
@@ -168,6 +169,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
         if queues_changed:
             write_queue_builtins(session, worker)
         recache_worker_misfits(session, worker.id)
+    announce.workers_changed(session, [worker.id])
     session.flush()
     return worker, created
 

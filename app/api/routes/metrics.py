@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from app.api.deps import SessionDep
+from app.api.longpoll import LongPollMetrics
 from app.api.responses import errors
 from app.matching.stats import Stats, collect
 
@@ -44,9 +45,10 @@ class _DatabaseGauges(Collector):
         **errors(503),
     },
 )
-def metrics(session: SessionDep) -> Response:
+def metrics(session: SessionDep, request: Request) -> Response:
     """Request and dispatch latencies, category cache hits and misses, jobs by state and
-    booked slots, in the Prometheus text format."""
+    booked slots, long-poll waiters and wake-ups, in the Prometheus text format."""
     registry = CollectorRegistry()
     registry.register(_DatabaseGauges(collect(session)))
+    registry.register(LongPollMetrics(request.app.state.longpoll.hub))
     return Response(generate_latest() + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

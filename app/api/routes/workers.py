@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
+from app.api.longpoll import PullOutcome, pull_or_wait
 from app.api.problems import ProblemError
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
@@ -30,6 +31,7 @@ from app.api.schemas.workers import (
     WorkerPatch,
 )
 from app.db import tokens
+from app.db.engine import Database
 from app.db.models import Role, Worker, WorkerState
 from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
@@ -235,6 +237,20 @@ _PLACED_DOC = {
 }
 
 
+#: The longest a pull may wait for work; a client's read timeout must be longer.
+MAX_WAIT_SECONDS = 60.0
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        allow_inf_nan=False,
+        description="Seconds to wait for a job when none is waiting now (long poll); "
+        "0 answers at once",
+    ),
+]
+
+
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
@@ -249,27 +265,51 @@ _PLACED_DOC = {
         **errors(401, 403, 404, 409, 422, 503),
     },
 )
-def pull(
-    name: NamePath, request: Request, session: SessionDep, _worker: WorkerDep, response: Response
+async def pull(
+    name: NamePath,
+    request: Request,
+    _worker: WorkerDep,
+    response: Response,
+    wait: WaitQuery = 0.0,
 ) -> JobOut | Response:
     """The worker asks for work: the best waiting job it can run, its slots (and, for a
-    jobspec job on a worker with an inventory, its vertices) booked. The
-    ``Jobmatch-Refresh-Metadata: true`` header asks it to report its metadata first. 409
+    jobspec job on a worker with an inventory, its vertices) booked. With ``wait`` the
+    request waits up to that many seconds for a job it could run (a submission, a finish
+    that frees its room, a change of the worker, a placement on it wake it) before it
+    answers 204. The ``Jobmatch-Refresh-Metadata: true`` header asks it to report its
+    metadata first; ``Jobmatch-Placed: true`` marks a job the scheduler placed on it. 409
     when what it would book was taken by a concurrent pull; pulling again is safe."""
-    job, puller = dispatch.pull_for(session, name, request.app.state.settings.allocation_policy)
-    refresh = debusine_metadata.report_due(
-        puller.metadata_reported_at, request.app.state.settings.metadata_refresh_seconds
-    )
-    if job is None:
+    settings = request.app.state.settings
+    database: Database = request.app.state.database
+
+    def pull_once() -> PullOutcome[JobOut]:
+        """One attempt, one transaction (in the thread pool; nothing is held between
+        attempts)."""
+        with database.transaction() as session:
+            job, puller = dispatch.pull_for(session, name, settings.allocation_policy)
+            body = job_out(session, job, worker_name=name) if job is not None else None
+        return PullOutcome(
+            job=body,
+            category_id=job.category_id if job is not None else None,
+            refresh=debusine_metadata.report_due(
+                puller.metadata_reported_at, settings.metadata_refresh_seconds
+            ),
+            worker_id=puller.id,
+            could_take_work=puller.active and puller.max_free > 0,
+            placed=job is not None and puller.placed_waiting,
+        )
+
+    outcome = await pull_or_wait(request.app.state.longpoll.hub, pull_once, wait)
+    if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
-        if refresh:
+        if outcome.refresh:
             empty.headers[REFRESH_HEADER] = "true"
         return empty
-    if refresh:
+    if outcome.refresh:
         response.headers[REFRESH_HEADER] = "true"
-    if puller.placed_waiting:
+    if outcome.placed:
         response.headers[PLACED_HEADER] = "true"
-    return job_out(session, job, worker_name=name)
+    return outcome.job
 
 
 @router.post(

@@ -49,6 +49,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import ALLOCATIONS, CATEGORIES, INVENTORY_COUNTS, JOBS, WORKERS
+from app.matching import announce
 from app.matching.allocation import book_pg, coarse_filter, trees
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation.allocator import Policy, place_requests
@@ -549,6 +550,7 @@ def start_placed(
     attempts = record_placements(session, [job_id], now)
     set_committed_value(job, "attempts", attempts.get(job_id, job.attempts))
     set_committed_value(job, "awaiting_pickup", True)
+    announce.rooms_changed(session, {leader, *lock})
     return job
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Worker, WorkerMetadata, WorkerMetadataNamespace
+from app.matching import announce
 from app.matching.errors import InvalidFieldError
 from app.matching.locks import worker_by_name
 from app.matching.misfits import recache_worker_misfits
@@ -180,6 +181,7 @@ def _store(
         worker.generation += 1
         session.flush()
         recache_worker_misfits(session, worker.id)
+    announce.workers_changed(session, [worker.id])
     session.flush()
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Task
+from app.matching import announce
 from app.matching.errors import InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_task_misfits
 from app.notations.debusine.metadata import (
@@ -71,6 +72,7 @@ def upsert_task(session: Session, spec: TaskSpec) -> tuple[Task, bool]:
         )
         session.add(task)
         session.flush()
+        announce.everything_changed(session)
         return task, True
     matching_changed = task.version != spec.version or task.requirements != requirements
     task.version = spec.version
@@ -80,6 +82,7 @@ def upsert_task(session: Session, spec: TaskSpec) -> tuple[Task, bool]:
     session.flush()
     if matching_changed:
         recache_task_misfits(session, task.id)
+    announce.everything_changed(session)
     return task, False
 
 

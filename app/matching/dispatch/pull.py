@@ -36,7 +36,7 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
-from app.matching import history, late_reports
+from app.matching import announce, history, late_reports
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
@@ -110,6 +110,8 @@ def pull_for(
     job = deliver_placed(session, puller.id) if puller.placed_waiting else None
     if job is None:
         job = _pull(session, puller, now, policy)
+        if job is not None:
+            announce.job_taken_by_pull(session, job.category_id)
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job, puller
 
@@ -333,6 +335,23 @@ def finish(
     if outcome not in FINAL_OUTCOMES:
         raise InvalidFieldError("outcome", "must be 'finished' or 'failed'")
     output = output[-MAX_OUTPUT:] if output is not None else None
+    ended = _finish(session, job_id, worker_name, outcome, reason, exit_code, output)
+    announce.rooms_changed(session, [ended.worker_id])
+    if ended.hard is not None or ended.pe is not None:
+        # It may have held global consumables, which any worker's next job may need.
+        announce.everything_changed(session)
+    return ended
+
+
+def _finish(
+    session: Session,
+    job_id: int,
+    worker_name: str,
+    outcome: str,
+    reason: str | None,
+    exit_code: int | None,
+    output: str | None,
+) -> Job:
     now = utcnow()
     ended = finish_slots_only(
         session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
@@ -375,6 +394,8 @@ def return_job(session: Session, job_id: int, worker_name: str, reason: str | No
     it keeps its place, and its slots are freed. The attempt stays counted (it was counted
     when the job was dispatched), as after an expired lease. The history says so."""
     worker, job = _running_job_of(session, job_id, worker_name)
+    announce.rooms_changed(session, {worker.id} | booked_workers(session, job_id))
+    announce.job_waits(session, job.category_id)
     release_allocations(session, job)
     job.state = JobState.WAITING
     job.worker_id = None

@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
+from app.matching import announce
 from app.matching.gridengine.table import update_attribute
 from app.matching.gridengine.values import (
     Target,
@@ -31,6 +32,7 @@ def change_attribute(session: Session, name: str, definition: ComplexDefinition)
     attribute, renormalise = update_attribute(session, name, definition)
     if renormalise:
         _renormalise(session, attribute, definition)
+    announce.everything_changed(session)
     return attribute
 
 
@@ -68,6 +70,11 @@ def set_values(
     static_changed = replace_values(session, target, field, values)
     if static_changed and recache:
         bump_and_recache(session, target)
+    # Load values and consumable capacities change what fits now, static or not.
+    if target.worker_id is None:
+        announce.everything_changed(session)
+    else:
+        announce.workers_changed(session, [target.worker_id])
     return static_changed
 
 

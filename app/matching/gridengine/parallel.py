@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, ParallelEnvironment
+from app.matching import announce
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 
 RULES = ("$pe_slots", "$fill_up", "$round_robin")
@@ -66,6 +67,7 @@ def upsert_pe(
         session.add(pe)
     else:
         pe.allocation_rule, pe.slots = rule, slots
+    announce.everything_changed(session)
     session.flush()
     return pe, created
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
+from app.matching import announce
 from app.matching.allocation.vertex_requests import min_nodes
 from app.matching.dispatch.pull import category_requests
 from app.matching.dispatch.record import record_placements
@@ -126,6 +128,7 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     run.write(session)
     # Each start is a dispatch its worker receives on its next pull (issue 22).
     record_placements(session, run.started_jobs(), now)
+    announce.rooms_changed(session, {cast(int, row["new_worker"]) for row in run.started})
     return report
 
 

@@ -1,0 +1,151 @@
+"""Long-poll dispatch: the process's wake-up hub, fed by the database's announcements.
+
+One :class:`LongPoll` per app. It owns the :class:`~app.matching.wakeups.WakeupHub` of the
+process and what feeds it: on PostgreSQL one LISTEN connection (app/db/notify.py), so that
+a submission to any API process, on any machine, wakes the waiters of this one; on SQLite
+the in-process announcements of the app's :class:`~app.db.engine.Database`, delivered after
+each commit. The hub's fit questions run in their own short read transaction.
+
+Shutdown: uvicorn waits for open requests before it runs the app's lifespan shutdown, so
+a pull waiting 60 s would hold the server's exit for as long. The HTTP protocol
+(app/api/http_protocol.py) therefore closes the hub as soon as uvicorn starts shutting
+down: every waiter answers its 204 at once, and no new pull waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.concurrency import run_in_threadpool
+
+from app.db import notify
+from app.db.engine import Database
+from app.matching import misfits
+from app.matching.wakeups import WakeupHub
+
+log = logging.getLogger(__name__)
+
+#: The body of a pulled job (the API's JobOut), kept generic so that this module needs no
+#: route's schema.
+Body = TypeVar("Body")
+
+#: The key under which the lifespan state (and so uvicorn's protocols) find the hub.
+STATE_KEY = "jobmatch_wakeups"
+
+
+class LongPollMetrics(Collector):
+    """The hub's figures at scrape time: waiting pulls, wake-ups, and the statements its
+    fit questions cost."""
+
+    def __init__(self, hub: WakeupHub) -> None:
+        self.hub = hub
+
+    def collect(self) -> Iterator[Metric]:
+        waiting = GaugeMetricFamily(
+            "jobmatch_longpoll_waiting", "Pulls of this process waiting for work (?wait=)."
+        )
+        waiting.add_metric([], self.hub.waiting)
+        counts = self.hub.counts
+        announcements = CounterMetricFamily(
+            "jobmatch_longpoll_announcements",
+            "Announcements (submissions, finishes, worker changes, ...) this process heard.",
+        )
+        announcements.add_metric([], counts.announcements)
+        wakeups = CounterMetricFamily(
+            "jobmatch_longpoll_wakeups",
+            "Waiting pulls woken by an announcement (each then tries to pull once).",
+        )
+        wakeups.add_metric([], counts.wakeups)
+        fit_checks = CounterMetricFamily(
+            "jobmatch_longpoll_fit_checks",
+            "Statements the hub sent to learn which waiting workers fit a category.",
+        )
+        fit_checks.add_metric([], counts.fit_checks)
+        yield from (waiting, announcements, wakeups, fit_checks)
+
+
+class LongPoll:
+    """The hub and its feed for one app (module docstring)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.hub = WakeupHub(self._fitting)
+        self._listener: notify.PostgresListener | None = None
+
+    def _fitting(self, category_id: int, worker_ids: frozenset[int]) -> set[int]:
+        with self.database.transaction(write=False) as session:
+            return misfits.fitting_workers(session, category_id, worker_ids)
+
+    def start(self) -> None:
+        """Start the feed; a second start while it runs does nothing (an app's lifespan may
+        be entered twice, as schemathesis' ASGI client does, and leave once), so that no
+        listener outlives the stop."""
+        if self._listener is not None or self.hub.deliver in self.database.subscribers:
+            return
+        self.hub.closed = False  # a lifespan run again after a stop waits again
+        if self.database.dialect_name == "postgresql":
+            self._listener = notify.PostgresListener(self.database.engine, self.hub.deliver)
+            self._listener.start()
+        else:
+            self.database.subscribers.append(self.hub.deliver)
+
+    def stop(self) -> None:
+        self.hub.close()
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        if self.hub.deliver in self.database.subscribers:
+            self.database.subscribers.remove(self.hub.deliver)
+
+
+@dataclass(frozen=True)
+class PullOutcome(Generic[Body]):
+    """What one pull attempt found: the job's body (None: nothing now), whether the worker
+    should report its metadata, and what a wait needs to know about the worker."""
+
+    job: Body | None
+    #: The category of the job taken, when one was.
+    category_id: int | None
+    refresh: bool
+    worker_id: int
+    #: False while the worker could take no job at all (inactive, no free slot): then
+    #: only news about the worker itself wakes it.
+    could_take_work: bool
+    #: The job is one the scheduler placed on this worker (delivered before any other).
+    placed: bool = False
+
+
+async def pull_or_wait(
+    hub: WakeupHub, pull_once: Callable[[], PullOutcome[Body]], wait: float
+) -> PullOutcome[Body]:
+    """Pull; when nothing came and ``wait`` seconds have not passed, wait for a wake-up
+    and pull again. Each attempt runs in the thread pool in a transaction of its own;
+    between attempts the request holds neither a thread nor a connection and sends no
+    statement. A waiter that loses the race for the job that woke it waits again, until
+    its deadline; the answer is then the last attempt's (204)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    waiter = hub.register(loop) if wait > 0 and not hub.closed else None
+    try:
+        while True:
+            if waiter is not None:
+                # Registered before the attempt: what happens during it wakes us after.
+                waiter.rearm()
+            outcome = await run_in_threadpool(pull_once)
+            if waiter is not None:
+                hub.settled(waiter, outcome.category_id)
+            remaining = deadline - loop.time()
+            if outcome.job is not None or waiter is None or remaining <= 0 or hub.closed:
+                return outcome
+            waiter.expect(outcome.worker_id, wants_work=outcome.could_take_work)
+            if not await waiter.wait(remaining):
+                return outcome
+    finally:
+        if waiter is not None:
+            hub.unregister(waiter)

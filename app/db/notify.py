@@ -1,0 +1,151 @@
+"""Announcements that work may be waiting: sent with the transaction that made it so.
+
+Long-polling pulls (``POST /v1/workers/{name}/pull?wait=...``) sleep until something that
+could give their worker a job happens. The writer that made it happen (a submission, a
+finish, a worker change) announces it with :func:`announce`; the announcement leaves only
+when that transaction commits, so a woken waiter always sees the change:
+
+* on PostgreSQL, the transaction's announcements are sent as one ``pg_notify`` on
+  :data:`CHANNEL` just before the commit. PostgreSQL delivers a notification only when the
+  transaction commits, to every connection that listens, whichever process or machine it
+  belongs to; :class:`PostgresListener` is the one listening connection of an API process;
+* on SQLite (one process), :class:`~app.db.engine.Database` hands them to its in-process
+  subscribers right after the commit.
+
+An announcement is a short token (:mod:`app.matching.wakeups` gives them their meaning);
+this module only carries them and knows nothing of what they say.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+
+log = logging.getLogger(__name__)
+
+#: The PostgreSQL notification channel of every announcement.
+CHANNEL = "jobmatch_work"
+#: Where a session keeps the announcements of its transaction until it commits.
+PENDING_KEY = "jobmatch.announcements"
+#: PostgreSQL refuses notification payloads of 8,000 bytes or more; a transaction that
+#: announced more sends :data:`EVERYTHING` instead.
+MAX_PAYLOAD = 7_900
+#: The announcement that stands for any other: every waiter should look again.
+EVERYTHING = "*"
+
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+
+
+def announce(session: Session, *tokens: str) -> None:
+    """Announce, when this session's transaction commits, that something the tokens name
+    happened. The same token announced twice in a transaction is sent once."""
+    pending: set[str] = session.info.setdefault(PENDING_KEY, set())
+    pending.update(tokens)
+
+
+def payload_of(tokens: Iterable[str]) -> str:
+    """The tokens as one payload (space separated, sorted), or :data:`EVERYTHING` when they
+    would not fit in one notification."""
+    payload = " ".join(sorted(set(tokens)))
+    return EVERYTHING if len(payload) > MAX_PAYLOAD or EVERYTHING in payload.split() else payload
+
+
+def send_pending(session: Session) -> None:
+    """Before the commit: on PostgreSQL, send the transaction's announcements as one
+    notification (delivered when, and only if, the transaction commits)."""
+    pending: set[str] | None = session.info.get(PENDING_KEY)
+    if not pending or not dialect.notifies_across_processes(session.connection()):
+        return
+    session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload_of(pending)})
+    pending.clear()
+
+
+def take_committed(session: Session) -> str | None:
+    """After the commit: the announcements that are still to deliver in this process (on
+    SQLite; PostgreSQL sent them), as one payload, and forget them."""
+    pending: set[str] | None = session.info.pop(PENDING_KEY, None)
+    return payload_of(pending) if pending else None
+
+
+def forget_pending(session: Session) -> None:
+    """After a rollback: nothing happened, nothing is announced."""
+    session.info.pop(PENDING_KEY, None)
+
+
+Deliver = Callable[[str], None]
+
+
+class PostgresListener:
+    """One connection of its own that LISTENs on :data:`CHANNEL` and hands every payload
+    to ``deliver``, from a thread of its own. It sends no statement while it waits.
+
+    When the connection is lost it reconnects with a capped backoff and delivers
+    :data:`EVERYTHING` once it listens again: notifications sent meanwhile are lost, so every
+    waiter looks again."""
+
+    #: How often the thread looks up from the socket to see whether it should stop.
+    POLL_SECONDS = 0.5
+    MAX_BACKOFF_SECONDS = 5.0
+
+    def __init__(self, engine: Engine, deliver: Deliver) -> None:
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        self._connect_args: tuple[Any, ...] = tuple(cargs)
+        self._connect_params: dict[str, Any] = dict(cparams)
+        self._deliver = deliver
+        self._stop = threading.Event()
+        self._listening = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, ready_timeout: float = 10.0) -> None:
+        """Start listening; returns once the first LISTEN ran (or ``ready_timeout`` passed),
+        so that waiters registered from now on miss nothing."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="jobmatch-listener", daemon=True)
+        self._thread.start()
+        if not self._listening.wait(ready_timeout):
+            log.warning("not listening for %s yet; waiting pulls may sleep longer", CHANNEL)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.POLL_SECONDS * 4 + 1)
+            self._thread = None
+
+    def _run(self) -> None:
+        backoff = 0.1
+        first = True
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    *self._connect_args, **self._connect_params, autocommit=True
+                ) as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    self._listening.set()
+                    if not first:
+                        self._deliver(EVERYTHING)
+                    first = False
+                    backoff = 0.1
+                    self._listen(connection)
+            except psycopg.Error as error:
+                log.warning(
+                    "listening for %s failed (%s); retrying in %.1f s", CHANNEL, error, backoff
+                )
+                self._stop.wait(backoff)
+                backoff = min(self.MAX_BACKOFF_SECONDS, backoff * 2)
+
+    def _listen(self, connection: psycopg.Connection[Any]) -> None:
+        while not self._stop.is_set():
+            for notification in connection.notifies(timeout=self.POLL_SECONDS):
+                try:
+                    self._deliver(notification.payload)
+                except Exception:  # a failed delivery must not stop the listener
+                    log.exception("delivering %r failed", notification.payload)

@@ -1,0 +1,48 @@
+"""What writers announce to long-polling pulls, in the words of app/matching/wakeups.py.
+
+Each call only records the announcement on the session; it leaves when the transaction
+commits (app/db/notify.py), so a woken pull sees what woke it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy.orm import Session
+
+from app.db import notify
+from app.matching.wakeups import (
+    EVERYTHING,
+    job_taken,
+    job_waiting,
+    room_changed,
+    worker_changed,
+)
+
+
+def job_waits(session: Session, category_id: int) -> None:
+    """A job of the category waits (submitted, returned or requeued)."""
+    notify.announce(session, job_waiting(category_id))
+
+
+def job_taken_by_pull(session: Session, category_id: int) -> None:
+    """A pull took a job of the category: the relays of every process count it off, so
+    that they wake no more waiters for it (app/matching/wakeups.py)."""
+    notify.announce(session, job_taken(category_id))
+
+
+def workers_changed(session: Session, worker_ids: Iterable[int | None]) -> None:
+    """These workers changed: their description, metadata or values."""
+    notify.announce(session, *(worker_changed(w) for w in worker_ids if w is not None))
+
+
+def rooms_changed(session: Session, worker_ids: Iterable[int | None]) -> None:
+    """These workers' room changed: a job ended or went back and freed it, or the
+    scheduler placed a job on them."""
+    notify.announce(session, *(room_changed(w) for w in worker_ids if w is not None))
+
+
+def everything_changed(session: Session) -> None:
+    """Something every worker's fit may depend on changed (global values, the attribute
+    table, tasks, parallel environments): every waiter looks again."""
+    notify.announce(session, EVERYTHING)

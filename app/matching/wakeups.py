@@ -1,0 +1,331 @@
+"""Wake-ups of long-polling pulls: what an announcement means, and whom it wakes.
+
+A pull that found nothing may wait (``?wait=SECONDS``) until something happens that could
+give its worker a job. Writers announce what happened (app/db/notify.py carries it, on
+PostgreSQL across processes) as tokens:
+
+* ``c<category id>``: a job of that category waits (a submission, a returned or requeued
+  job). It concerns only waiters whose worker fits the category;
+* ``r<worker id>``: that worker's room changed (a finish, return or cancel freed it, the
+  scheduler placed a job on it). It concerns only that worker's waiters;
+* ``w<worker id>``: that worker changed (its description, metadata or values). It concerns
+  only that worker's waiters, and what it fits may have changed;
+* ``t<category id>``: a pull took a job of that category (the job no longer waits);
+* ``*``: anything (global values, the attribute table, tasks; or announcements were lost).
+  It concerns every waiter.
+
+:class:`WakeupHub` keeps the waiters of one process and wakes only those an announcement
+concerns. Whether a worker fits a category is a question for the misfit cache (SQL), asked
+through the ``fits`` function the hub is given, once per category and worker: the answer
+only changes with the worker (``w`` forgets that worker's answers, ``r`` does not) or with
+everything (``*`` forgets all).
+
+A job is taken by one worker, so a ``c`` does not wake every waiter that fits (with 200
+equal workers, 200 pulls would race for one job): a relay per category wakes, in waiting
+order, as many as there are announced jobs not yet taken plus one spare. A woken waiter
+that comes back empty-handed (it lost the race, or the job does not fit its free room now)
+hands on to the next; a ``t`` (taken) counts a job off; the relay ends when its jobs are
+taken or every fitting waiter has tried once. A waiter itself sends no statement while it waits.
+
+Pure: no SQL, no HTTP. Waiters are woken from any thread (the PostgreSQL listener, the
+thread of a committing request on SQLite) through their event loop's
+``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+EVERYTHING = "*"
+
+#: Which of these workers fit this category (no misfit row at their generation).
+FitCheck = Callable[[int, frozenset[int]], set[int]]
+
+
+def job_waiting(category_id: int) -> str:
+    """The announcement that a job of the category waits."""
+    return f"c{category_id}"
+
+
+def worker_changed(worker_id: int) -> str:
+    """The announcement that the worker changed (description, metadata, values)."""
+    return f"w{worker_id}"
+
+
+def job_taken(category_id: int) -> str:
+    """The announcement that a pull took a job of the category."""
+    return f"t{category_id}"
+
+
+def room_changed(worker_id: int) -> str:
+    """The announcement that the worker's room changed (freed, or a job placed on it)."""
+    return f"r{worker_id}"
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """A payload's tokens, sorted by what they concern."""
+
+    everything: bool = False
+    categories: frozenset[int] = frozenset()
+    #: Workers that changed (their fit answers are forgotten).
+    workers: frozenset[int] = frozenset()
+    #: Workers whose room changed (their fit answers stand).
+    rooms: frozenset[int] = frozenset()
+    #: Categories of which a pull took a job.
+    taken: frozenset[int] = frozenset()
+
+
+def parse_payload(payload: str) -> Announcement:
+    """The tokens of a payload; an unknown or malformed token counts as ``*`` (waking too
+    many waiters costs a pull each, waking too few would leave a job waiting)."""
+    found: dict[str, set[int]] = {"c": set(), "w": set(), "r": set(), "t": set()}
+    for token in payload.split():
+        kind, number = token[:1], token[1:]
+        if kind not in found or not number.isdigit():
+            return Announcement(everything=True)
+        found[kind].add(int(number))
+    return Announcement(
+        categories=frozenset(found["c"]),
+        workers=frozenset(found["w"]),
+        rooms=frozenset(found["r"]),
+        taken=frozenset(found["t"]),
+    )
+
+
+@dataclass(eq=False)
+class Waiter:
+    """One waiting pull. ``worker_id`` is unknown until its first attempt read it (then
+    every announcement wakes it); ``wants_work`` is False while its worker could take no
+    job at all (inactive, or no free slot), so that only news about the worker wakes it."""
+
+    loop: asyncio.AbstractEventLoop
+    #: Registration order: relays wake the longest waiting first.
+    order: int = 0
+    worker_id: int | None = None
+    wants_work: bool = True
+    #: Categories whose relay woke this waiter and awaits its attempt.
+    relays: set[int] = field(default_factory=set)
+    _event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def expect(self, worker_id: int, *, wants_work: bool) -> None:
+        self.worker_id = worker_id
+        self.wants_work = wants_work
+
+    def rearm(self) -> None:
+        """Forget earlier wake-ups before an attempt: what happens from now on counts."""
+        self._event.clear()
+
+    def wake(self) -> None:
+        """Wake the waiter from any thread."""
+        self.loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken within ``timeout`` seconds, False when the time ran out."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+#: Categories whose fit answers the hub keeps; the oldest are forgotten past it (asked
+#: again when announced again), so that a long-running process's memory stays bounded.
+MAX_CACHED_CATEGORIES = 4096
+
+#: Waiters a relay keeps trying beyond its announced jobs, for the race a woken waiter
+#: may lose to a pull that was not waiting.
+RELAY_SPARE = 1
+
+
+@dataclass
+class _Relay:
+    """One category's wake-ups: announced jobs not yet taken, the fitting waiters not yet
+    woken (in waiting order), and the woken ones whose attempt is not over."""
+
+    jobs: int = 0
+    queue: list[Waiter] = field(default_factory=list)
+    running: set[Waiter] = field(default_factory=set)
+
+
+@dataclass
+class HubCounts:
+    """What the hub did, for /metrics and the tests: announcements received, waiters
+    woken, and fit questions sent to the database (one statement each)."""
+
+    announcements: int = 0
+    wakeups: int = 0
+    fit_checks: int = 0
+
+
+class WakeupHub:
+    """The waiters of one process, woken by announcements (module docstring)."""
+
+    def __init__(self, fits: FitCheck) -> None:
+        self._fits = fits
+        self._lock = threading.Lock()
+        self._waiters: set[Waiter] = set()
+        #: category -> worker -> fits; valid until the worker (or everything) changes.
+        self._fit_cache: dict[int, dict[int, bool]] = {}
+        #: Bumped when a worker's answers are forgotten, so that an answer computed
+        #: meanwhile is not cached over the news.
+        self._epochs: dict[int, int] = {}
+        self._epoch_all = 0
+        self._relays: dict[int, _Relay] = {}
+        self._registered = 0
+        self.closed = False
+        self.counts = HubCounts()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def waiting_for(self, worker_id: int) -> int:
+        """Waiters of the worker past their first attempt (their worker is known)."""
+        with self._lock:
+            return sum(1 for w in self._waiters if w.worker_id == worker_id)
+
+    def register(self, loop: asyncio.AbstractEventLoop) -> Waiter:
+        with self._lock:
+            self._registered += 1
+            waiter = Waiter(loop, order=self._registered)
+            self._waiters.add(waiter)
+        return waiter
+
+    def unregister(self, waiter: Waiter) -> None:
+        with self._lock:
+            self._waiters.discard(waiter)
+
+    def settled(self, waiter: Waiter, took_category: int | None) -> None:
+        """A waiter's attempt is over: it took a job of ``took_category``, or nothing. The
+        relays that woke it and did not get their job from it wake the next waiter."""
+        with self._lock:
+            woken: list[Waiter] = []
+            for category_id in waiter.relays:
+                relay = self._relays.get(category_id)
+                if relay is None:
+                    continue
+                relay.running.discard(waiter)
+                if category_id != took_category:
+                    woken += self._hand_on(category_id, relay)
+                elif not relay.running and not relay.queue:
+                    del self._relays[category_id]
+            waiter.relays.clear()
+        self._wake(woken)
+
+    def close(self) -> None:
+        """Shutting down: every waiter returns now, and no pull waits from now on."""
+        with self._lock:
+            self.closed = True
+            waiters = list(self._waiters)
+        self._wake(waiters)
+
+    def deliver(self, payload: str) -> None:
+        """Wake the waiters an announcement concerns (from any thread)."""
+        announcement = parse_payload(payload)
+        with self._lock:
+            self.counts.announcements += 1
+            if announcement.everything:
+                self._fit_cache.clear()
+                self._epoch_all += 1
+                woken = list(self._waiters)
+            else:
+                woken = self._forget_workers(announcement.workers)
+                woken += [
+                    w
+                    for w in self._waiters
+                    if w not in woken and (w.worker_id is None or w.worker_id in announcement.rooms)
+                ]
+                candidates = [w for w in self._waiters if w.wants_work and w not in woken]
+            for category_id in announcement.taken:
+                relay = self._relays.get(category_id)
+                if relay is not None:
+                    relay.jobs = max(0, relay.jobs - 1)
+        if not announcement.everything:
+            for category_id in sorted(announcement.categories):
+                fitting = self._fitting(category_id, candidates)
+                with self._lock:
+                    woken += self._relay(category_id, fitting)
+        self._wake(woken)
+
+    def _relay(self, category_id: int, fitting: list[Waiter]) -> list[Waiter]:
+        """Under the lock: one more job of the category waits; the relay's queue becomes
+        the fitting waiters it has not woken, and it wakes as many as it now may."""
+        relay = self._relays.setdefault(category_id, _Relay())
+        relay.jobs += 1
+        relay.queue = sorted((w for w in fitting if w not in relay.running), key=lambda w: w.order)
+        return self._hand_on(category_id, relay)
+
+    def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:
+        """Under the lock: wake waiters of the queue until as many run as the relay has
+        jobs plus a spare; forget the relay once nothing is left to try."""
+        woken: list[Waiter] = []
+        while relay.jobs > 0 and relay.queue and len(relay.running) < relay.jobs + RELAY_SPARE:
+            waiter = relay.queue.pop(0)
+            if waiter in self._waiters and waiter.wants_work:
+                relay.running.add(waiter)
+                waiter.relays.add(category_id)
+                woken.append(waiter)
+        if not relay.running and (not relay.queue or relay.jobs == 0):
+            del self._relays[category_id]
+        return woken
+
+    def _forget_workers(self, worker_ids: Iterable[int]) -> list[Waiter]:
+        """Under the lock: forget the workers' fit answers; their waiters (and those whose
+        worker is unknown yet) are woken."""
+        ids = set(worker_ids)
+        if not ids:
+            return []
+        for worker_id in ids:
+            self._epochs[worker_id] = self._epochs.get(worker_id, 0) + 1
+        for answers in self._fit_cache.values():
+            for worker_id in ids:
+                answers.pop(worker_id, None)
+        return [w for w in self._waiters if w.worker_id is None or w.worker_id in ids]
+
+    def _fitting(self, category_id: int, candidates: list[Waiter]) -> list[Waiter]:
+        """The candidates whose worker fits the category: cached answers first, the rest
+        asked of the database in one question (outside the lock)."""
+        with self._lock:
+            if category_id not in self._fit_cache and len(self._fit_cache) >= MAX_CACHED_CATEGORIES:
+                del self._fit_cache[next(iter(self._fit_cache))]
+            answers = self._fit_cache.setdefault(category_id, {})
+            unknown = frozenset(
+                w.worker_id
+                for w in candidates
+                if w.worker_id is not None and w.worker_id not in answers
+            )
+            epochs = {worker_id: self._epochs.get(worker_id, 0) for worker_id in unknown}
+            epoch_all = self._epoch_all
+            if unknown:
+                self.counts.fit_checks += 1
+        fresh: set[int] | None = None
+        if unknown:
+            try:
+                fresh = self._fits(category_id, unknown)
+            except Exception:  # the database is away: waking costs a pull, not a job
+                log.exception("fit check of category %s failed; waking its waiters", category_id)
+        with self._lock:
+            answers = self._fit_cache.setdefault(category_id, {})
+            if fresh is not None and epoch_all == self._epoch_all:
+                for worker_id in unknown:
+                    if self._epochs.get(worker_id, 0) == epochs[worker_id]:
+                        answers[worker_id] = worker_id in fresh
+            return [
+                w
+                for w in candidates
+                if w.worker_id is None
+                or answers.get(w.worker_id, fresh is None or w.worker_id in fresh)
+            ]
+
+    def _wake(self, waiters: list[Waiter]) -> None:
+        self.counts.wakeups += len(waiters)
+        for waiter in waiters:
+            waiter.wake()

@@ -1,0 +1,260 @@
+"""Long-poll dispatch (issue 22): ``POST /v1/workers/{name}/pull?wait=SECONDS``.
+
+Through FastAPI's TestClient on both databases: on SQLite the wake-ups are the in-process
+announcements of the app's Database, on PostgreSQL they travel through NOTIFY and the
+app's LISTEN connection. Deadlines are a few seconds; no assertion is tighter than a
+second. tests/api/test_longpoll_live.py covers real servers (two processes, timeouts,
+shutdown).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event, select
+
+from app.db.engine import Database
+from app.db.models import Worker
+from app.matching.wakeups import WakeupHub
+from tests.support.http_api import assert_problem, register, submit
+
+pytestmark = pytest.mark.db
+
+JAVA = "language: java"
+
+
+@dataclass
+class PendingPull:
+    """A pull running in a thread of its own: its answer and how long it took."""
+
+    thread: threading.Thread
+    started: float
+    answer: list[httpx2.Response] = field(default_factory=list)
+    ended: list[float] = field(default_factory=list)
+
+    def result(self, timeout: float = 30.0) -> tuple[httpx2.Response, float]:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the pull did not answer"
+        return self.answer[0], self.ended[0] - self.started
+
+
+def pull_in_thread(
+    client: TestClient, name: str, headers: dict[str, str], wait: float
+) -> PendingPull:
+    pending: PendingPull
+
+    def run() -> None:
+        response = client.post(f"/v1/workers/{name}/pull", params={"wait": wait}, headers=headers)
+        pending.ended.append(time.monotonic())
+        pending.answer.append(response)
+
+    pending = PendingPull(threading.Thread(target=run, daemon=True), time.monotonic())
+    pending.thread.start()
+    return pending
+
+
+def hub_of(client: TestClient) -> WakeupHub:
+    hub: WakeupHub = client.app.state.longpoll.hub  # type: ignore[attr-defined]
+    return hub
+
+
+def worker_id(database: Database, name: str) -> int:
+    with database.transaction(write=False) as session:
+        found = session.scalar(select(Worker.id).where(Worker.name == name))
+    assert found is not None
+    return found
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def asleep(client: TestClient, database: Database, name: str) -> None:
+    """Wait until the worker's pull made its first attempt and sleeps."""
+    wid = worker_id(database, name)
+    until(lambda: hub_of(client).waiting_for(wid) == 1, f"{name}'s pull to wait")
+
+
+def waiting_pull(
+    client: TestClient, database: Database, name: str, headers: dict[str, str], wait: float
+) -> PendingPull:
+    """A pull of the worker, once it waits."""
+    pending = pull_in_thread(client, name, headers, wait)
+    asleep(client, database, name)
+    return pending
+
+
+def assert_took(pending: PendingPull, job: dict[str, Any], since: float) -> None:
+    """The pull answered with the job, well before its 10 s deadline."""
+    response, _took = pending.result()
+    assert response.status_code == 200, response.text
+    assert response.json()["id"] == job["id"]
+    assert pending.ended[0] - since < 5
+
+
+@pytest.mark.parametrize("wait", ["-1", "60.5", "nan", "inf", "soon"])
+def test_a_wait_outside_zero_to_sixty_seconds_is_refused(
+    client: TestClient, admin_headers: dict[str, str], wait: str
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    submit(client, admin_headers, JAVA)
+    response = client.post("/v1/workers/w1/pull", params={"wait": wait}, headers=worker)
+    body = assert_problem(response, 422)
+    assert "wait" in str(body)
+    # Nothing was dispatched: the job still waits.
+    assert client.get("/v1/jobs", params={"state": "waiting"}, headers=admin_headers).json()[
+        "items"
+    ]
+
+
+def test_without_wait_an_empty_pull_answers_at_once(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    started = time.monotonic()
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 204
+    assert time.monotonic() - started < 5
+
+
+def test_a_waiting_pull_returns_soon_after_a_matching_submission(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    pending = waiting_pull(client, database, "w1", worker, wait=10)
+    submitted_at = time.monotonic()
+    job = submit(client, admin_headers, JAVA)
+    assert_took(pending, job, since=submitted_at)
+
+
+def test_a_submission_the_worker_cannot_run_does_not_wake_it_into_a_dispatch(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    python = register(client, admin_headers, "python-only", "language: ?python")
+    register(client, admin_headers, "java-box", "language: ?java")
+    pending = waiting_pull(client, database, "python-only", python, wait=2)
+    woken_before = hub_of(client).counts.wakeups
+    job = submit(client, admin_headers, JAVA)
+    assert job["state"] == "waiting"
+    response, took = pending.result()
+    assert response.status_code == 204
+    assert took >= 1.5  # it slept to its deadline
+    assert hub_of(client).counts.wakeups == woken_before  # not even woken
+    after = client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()
+    assert after["state"] == "waiting"
+
+
+def test_a_woken_waiter_that_loses_the_race_waits_again_until_its_deadline(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    first = register(client, admin_headers, "w1", "language: ?java")
+    second = register(client, admin_headers, "w2", "language: ?java")
+    pulls = [pull_in_thread(client, "w1", first, 3), pull_in_thread(client, "w2", second, 3)]
+    asleep(client, database, "w1")
+    asleep(client, database, "w2")
+    submitted_at = time.monotonic()
+    job = submit(client, admin_headers, JAVA)
+    answers = [pending.result() for pending in pulls]
+    winners = [
+        (r, pending) for (r, _), pending in zip(answers, pulls, strict=True) if r.status_code == 200
+    ]
+    losers = [(r, took) for r, took in answers if r.status_code == 204]
+    assert len(winners) == 1 and len(losers) == 1
+    assert winners[0][0].json()["id"] == job["id"]
+    assert winners[0][1].ended[0] - submitted_at < 2.5
+    # The loser was woken too (both fit) and went back to sleep: it answered at its deadline.
+    assert losers[0][1] >= 2.5
+
+
+def test_a_finish_that_frees_the_workers_only_slot_wakes_it(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java", slots=1)
+    running = submit(client, admin_headers, JAVA)
+    assert client.post("/v1/workers/w1/pull", headers=worker).json()["id"] == running["id"]
+    queued = submit(client, admin_headers, JAVA)
+    # A worker with no free slot waits for news about itself only.
+    pending = waiting_pull(client, database, "w1", worker, wait=10)
+    finished_at = time.monotonic()
+    done = client.post(
+        f"/v1/jobs/{running['id']}/finish", json={"outcome": "finished"}, headers=worker
+    )
+    assert done.status_code == 200, done.text
+    assert_took(pending, queued, since=finished_at)
+
+
+def test_a_change_of_the_worker_wakes_it(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    register(client, admin_headers, "w2", "language: ?java; python: ?3")
+    job = submit(client, admin_headers, "language: java; python: 3")
+    pending = waiting_pull(client, database, "w1", worker, wait=10)
+    changed_at = time.monotonic()
+    update = client.post(
+        "/v1/workers",
+        json={"name": "w1", "resources": "language: ?java; python: ?3", "slots": 1},
+        headers=admin_headers,
+    )
+    assert update.status_code == 200, update.text
+    assert_took(pending, job, since=changed_at)
+
+
+def test_a_waiting_pull_sends_no_statement(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    pending = waiting_pull(client, database, "w1", worker, wait=3)
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        time.sleep(1.5)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
+    assert statements == []
+    response, _took = pending.result()
+    assert response.status_code == 204
+
+
+def test_closing_the_hub_releases_waiting_pulls(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    pending = waiting_pull(client, database, "w1", worker, wait=30)
+    hub_of(client).close()
+    response, took = pending.result()
+    assert response.status_code == 204
+    assert took < 10
+    # Once closed (the server is shutting down), a pull no longer waits.
+    started = time.monotonic()
+    again = client.post("/v1/workers/w1/pull", params={"wait": 30}, headers=worker)
+    assert again.status_code == 204
+    assert time.monotonic() - started < 10
+
+
+def test_a_category_costs_one_fit_question_then_none(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    register(client, admin_headers, "java-box", "language: ?java")
+    python = register(client, admin_headers, "python-only", "language: ?python")
+    pending = waiting_pull(client, database, "python-only", python, wait=2)
+    hub = hub_of(client)
+    before = hub.counts.fit_checks
+    for _ in range(3):
+        submit(client, admin_headers, JAVA)
+    until(lambda: hub.counts.announcements >= 3, "the announcements")
+    assert hub.counts.fit_checks - before == 1  # the answer is kept for the category
+    assert pending.result()[0].status_code == 204

@@ -1,0 +1,174 @@
+"""The wake-up hub (app/matching/wakeups.py), without a database: whom each announcement
+wakes, and how often it asks whether a worker fits a category."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.matching import wakeups
+from app.matching.wakeups import Announcement, WakeupHub, parse_payload
+
+
+def test_payloads_parse_into_categories_workers_or_everything() -> None:
+    assert parse_payload("c3 w5 c4 r6") == Announcement(
+        categories=frozenset({3, 4}), workers=frozenset({5}), rooms=frozenset({6})
+    )
+    assert parse_payload("*").everything
+    # Anything unknown wakes everyone: too many wake-ups cost a pull, too few a job.
+    assert parse_payload("c3 x9").everything
+    assert parse_payload("cfoo").everything
+
+
+class Fits:
+    """A fit function that counts its questions; ``fitting`` says who fits what."""
+
+    def __init__(self, fitting: dict[int, set[int]]) -> None:
+        self.fitting = fitting
+        self.questions: list[tuple[int, frozenset[int]]] = []
+
+    def __call__(self, category_id: int, worker_ids: frozenset[int]) -> set[int]:
+        self.questions.append((category_id, worker_ids))
+        return self.fitting.get(category_id, set()) & worker_ids
+
+
+def woken_by(hub: WakeupHub, payload: str, expected: dict[int, bool]) -> dict[int, bool]:
+    """Register one waiter per worker of ``expected``, deliver, and say who woke."""
+
+    async def scenario() -> dict[int, bool]:
+        loop = asyncio.get_running_loop()
+        waiters = {}
+        for worker_id in expected:
+            waiter = hub.register(loop)
+            waiter.expect(worker_id, wants_work=True)
+            waiters[worker_id] = waiter
+        hub.deliver(payload)
+        results = {w: await waiter.wait(0.2) for w, waiter in waiters.items()}
+        for waiter in waiters.values():
+            hub.unregister(waiter)
+        return results
+
+    return asyncio.run(scenario())
+
+
+def test_a_category_wakes_only_the_workers_that_fit_it_and_is_asked_once() -> None:
+    fits = Fits({7: {1}})
+    hub = WakeupHub(fits)
+    assert woken_by(hub, "c7", {1: True, 2: False}) == {1: True, 2: False}
+    assert woken_by(hub, "c7", {1: True, 2: False}) == {1: True, 2: False}
+    assert fits.questions == [(7, frozenset({1, 2}))]  # the second time from the cache
+
+
+def test_news_of_a_worker_wakes_it_and_forgets_its_answers() -> None:
+    fits = Fits({7: {1}})
+    hub = WakeupHub(fits)
+    woken_by(hub, "c7", {1: True, 2: False})
+    fits.fitting[7] = {1, 2}  # worker 2 changed: it fits now
+    assert woken_by(hub, "w2", {1: False, 2: True}) == {1: False, 2: True}
+    assert woken_by(hub, "c7", {1: True, 2: True}) == {1: True, 2: True}
+    assert fits.questions[-1] == (7, frozenset({2}))  # only the forgotten answer
+
+
+def test_news_of_a_workers_room_wakes_it_and_keeps_its_answers() -> None:
+    fits = Fits({7: {1}})
+    hub = WakeupHub(fits)
+    woken_by(hub, "c7", {1: True, 2: False})
+    assert woken_by(hub, "r1", {1: True, 2: False}) == {1: True, 2: False}
+    woken_by(hub, "c7", {1: True, 2: False})
+    assert len(fits.questions) == 1  # a finish changes no fit: nothing asked again
+
+
+def test_everything_wakes_everyone_and_forgets_every_answer() -> None:
+    fits = Fits({7: set()})
+    hub = WakeupHub(fits)
+    woken_by(hub, "c7", {1: False})
+    assert woken_by(hub, "*", {1: True, 2: True}) == {1: True, 2: True}
+    woken_by(hub, "c7", {1: False})
+    assert len(fits.questions) == 2
+
+
+def test_a_worker_that_could_take_no_job_sleeps_through_new_jobs() -> None:
+    hub = WakeupHub(Fits({7: {1}}))
+
+    async def scenario() -> tuple[bool, bool]:
+        waiter = hub.register(asyncio.get_running_loop())
+        waiter.expect(1, wants_work=False)
+        hub.deliver("c7")
+        by_job = await waiter.wait(0.2)
+        hub.deliver("w1")
+        by_news = await waiter.wait(0.2)
+        return by_job, by_news
+
+    assert asyncio.run(scenario()) == (False, True)
+
+
+def test_a_failed_fit_question_wakes_the_candidates() -> None:
+    def broken(category_id: int, worker_ids: frozenset[int]) -> set[int]:
+        raise ConnectionError("the database is away")
+
+    hub = WakeupHub(broken)
+    assert woken_by(hub, "c7", {1: True}) == {1: True}
+
+
+def test_a_waiter_whose_worker_is_unknown_yet_wakes_for_anything() -> None:
+    fits = Fits({})
+    hub = WakeupHub(fits)
+
+    async def scenario() -> bool:
+        waiter = hub.register(asyncio.get_running_loop())
+        hub.deliver("c9")
+        return await waiter.wait(0.2)
+
+    assert asyncio.run(scenario())
+    assert fits.questions == []
+
+
+def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
+    """Five equal workers, one job: two pulls, not five; an empty-handed one hands on to the
+    next in waiting order; a job counted off (t) stops the relay."""
+    hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5}}))
+
+    async def scenario() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        waiters = []
+        for worker_id in (1, 2, 3, 4, 5):
+            waiter = hub.register(loop)
+            waiter.expect(worker_id, wants_work=True)
+            waiters.append(waiter)
+
+        async def woken() -> list[int]:
+            await asyncio.sleep(0.05)
+            found = []
+            for waiter in waiters:
+                if await waiter.wait(0):
+                    found.append(waiter.worker_id)
+                    waiter.rearm()
+            return found
+
+        rounds = []
+        hub.deliver("c7")
+        rounds.append(await woken())
+        hub.settled(waiters[1], None)  # worker 2 lost the race: worker 3 tries
+        rounds.append(await woken())
+        hub.deliver("t7")  # worker 1 took the job
+        hub.settled(waiters[0], 7)
+        hub.settled(waiters[2], None)  # nothing left to try for
+        rounds.append(await woken())
+        hub.deliver("c7 c8")  # a new job: the relay starts again, longest waiting first
+        rounds.append(await woken())
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2], [3], [], [1, 2]]
+
+
+def test_the_oldest_categories_answers_are_forgotten_past_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wakeups, "MAX_CACHED_CATEGORIES", 2)
+    fits = Fits({})
+    hub = WakeupHub(fits)
+    for payload in ("c1", "c2", "c3", "c2", "c1"):
+        woken_by(hub, payload, {1: False})
+    # c1 was forgotten when c3 came, so it is asked again; c2 was kept.
+    assert [category for category, _ in fits.questions] == [1, 2, 3, 1]
