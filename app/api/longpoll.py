@@ -119,6 +119,9 @@ class PullOutcome(Generic[Body]):
     could_take_work: bool
     #: The job is one the scheduler placed on this worker (delivered before any other).
     placed: bool = False
+    #: Seconds until the worker's metadata is due for a refresh: a wait ends then, so the
+    #: worker is told to report without waiting for its whole deadline.
+    refresh_due_in: float = float("inf")
 
 
 async def pull_or_wait(
@@ -128,10 +131,12 @@ async def pull_or_wait(
     and pull again. Each attempt runs in the thread pool in a transaction of its own;
     between attempts the request holds neither a thread nor a connection and sends no
     statement. A waiter that loses the race for the job that woke it waits again, until
-    its deadline; the answer is then the last attempt's (204)."""
+    its deadline; the answer is then the last attempt's (204). A worker whose metadata
+    falls due for a refresh while it waits is answered then, with the refresh header."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     waiter = hub.register(loop) if wait > 0 and not hub.closed else None
+    refresh_was_due: bool | None = None
     try:
         while True:
             if waiter is not None:
@@ -141,10 +146,28 @@ async def pull_or_wait(
             if waiter is not None:
                 hub.settled(waiter, outcome.category_id)
             remaining = deadline - loop.time()
-            if outcome.job is not None or waiter is None or remaining <= 0 or hub.closed:
+            # A refresh that fell due while this pull waited ends the wait, so the worker
+            # hears at once that it should report (its report may change what it can run).
+            # One already due when the pull came (a worker that never reports, say) does
+            # not: the header rides on whatever the pull answers.
+            if refresh_was_due is None:
+                refresh_was_due = outcome.refresh
+            fell_due = outcome.refresh and not refresh_was_due
+            if (
+                outcome.job is not None
+                or fell_due
+                or waiter is None
+                or remaining <= 0
+                or hub.closed
+            ):
                 return outcome
             waiter.expect(outcome.worker_id, wants_work=outcome.could_take_work)
-            if not await waiter.wait(remaining):
+            # The refresh falling due ends the wait early: the next attempt says so.
+            refresh_first = 0 < outcome.refresh_due_in < remaining
+            woken = await waiter.wait(
+                min(remaining, outcome.refresh_due_in + 0.05) if refresh_first else remaining
+            )
+            if not woken and not refresh_first:
                 return outcome
     finally:
         if waiter is not None:

@@ -132,6 +132,10 @@ def _agent(
             "0.2",
             "--heartbeat-interval",
             "0.3",
+            # Short long-polls: a stopped agent waits for its pull in flight (to give back
+            # a job it may bring), so these tests' stops take at most this long.
+            "--wait",
+            "2",
             *extra,
         ],
         env=env,

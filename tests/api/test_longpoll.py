@@ -20,9 +20,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event, select
 
+from app.api.app import create_app
 from app.db.engine import Database
 from app.db.models import Worker
 from app.matching.wakeups import WakeupHub
+from app.settings import Settings
 from tests.support.http_api import assert_problem, register, submit
 
 pytestmark = pytest.mark.db
@@ -258,3 +260,37 @@ def test_a_category_costs_one_fit_question_then_none(
     until(lambda: hub.counts.announcements >= 3, "the announcements")
     assert hub.counts.fit_checks - before == 1  # the answer is kept for the category
     assert pending.result()[0].status_code == 204
+
+
+def test_a_metadata_refresh_falling_due_ends_the_wait_with_the_header(
+    settings: Settings, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """debusine issue #8 asks the worker to report its metadata when it is older than
+    JOBMATCH_METADATA_REFRESH_SECONDS; a long-poll must not sit on that request until its
+    deadline. Here the refresh falls due 1 s into a 20 s wait."""
+    quick = settings.model_copy(update={"metadata_refresh_seconds": 1})
+    app = create_app(quick, database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        worker = register(client, admin_headers, "w1", "language: ?java")
+        reported = client.post(
+            "/v1/workers/w1/metadata", json={"metadata": {"system": {}}}, headers=worker
+        )
+        assert reported.status_code == 200, reported.text
+        pending = pull_in_thread(client, "w1", worker, wait=20)
+        response, took = pending.result()
+        assert response.status_code == 204
+        assert response.headers.get("Jobmatch-Refresh-Metadata") == "true"
+        assert took < 10
+
+
+def test_a_refresh_already_due_does_not_cut_the_wait_short(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """A worker that never reported is due from the start: its pull still waits (and a
+    matching submission still wakes it), the header riding on the answer."""
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    pending = waiting_pull(client, database, "w1", worker, wait=10)
+    submitted_at = time.monotonic()
+    job = submit(client, admin_headers, JAVA)
+    assert_took(pending, job, since=submitted_at)
+    assert pending.answer[0].headers.get("Jobmatch-Refresh-Metadata") == "true"

@@ -297,6 +297,9 @@ async def pull(
             worker_id=puller.id,
             could_take_work=puller.active and puller.max_free > 0,
             placed=job is not None and puller.placed_waiting,
+            refresh_due_in=debusine_metadata.seconds_until_report_due(
+                puller.metadata_reported_at, settings.metadata_refresh_seconds
+            ),
         )
 
     outcome = await pull_or_wait(request.app.state.longpoll.hub, pull_once, wait)

@@ -226,3 +226,14 @@ def report_due(
     if reported_at is None:
         return True
     return (now or utcnow()) - reported_at > timedelta(seconds=max_age_seconds)
+
+
+def seconds_until_report_due(
+    reported_at: datetime | None, max_age_seconds: float, now: datetime | None = None
+) -> float:
+    """How long until :func:`report_due` turns true (0 when it is already): a long-poll
+    pull ends then, so the worker hears that it should report."""
+    if reported_at is None:
+        return 0.0
+    age = ((now or utcnow()) - reported_at).total_seconds()
+    return max(0.0, max_age_seconds - age)
