@@ -18,6 +18,7 @@ from app import __version__
 from app.api.ui.session import CSRF_FIELD, Viewer
 from app.db.models import Job, JobEvent, JobState
 from app.matching import candidates, history, readiness
+from app.matching import output as job_output
 from app.matching.allocation import r as r_description
 from app.matching.allocation.allocator import Policy
 from app.matching.candidates import Candidate
@@ -116,6 +117,11 @@ class JobPage:
     #: Grid Engine's scheduling lines for the job (qstat -j words).
     scheduling_info: list[str]
     allocation: list[dict[str, object]]
+    #: What the job printed: streamed by its worker while it runs, as reported at its end
+    #: once it ended (the server keeps a bounded tail of either).
+    output: str
+    #: Characters of a running job's output before the kept tail (0 when nothing is lost).
+    output_missed: int
 
     @property
     def eligible(self) -> int:
@@ -162,4 +168,14 @@ def job_page(session: Session, job: Job, worker: str | None, policy: Policy) -> 
         summary=summary,
         scheduling_info=lines,
         allocation=r_description.booked_r(session, job.id),
+        **_output_of(session, job),
     )
+
+
+def _output_of(session: Session, job: Job) -> dict[str, Any]:
+    """A running job's streamed output (the API's GET /v1/jobs/{id}/output from 0), or
+    the output an ended job reported."""
+    if job.state is JobState.RUNNING:
+        streamed = job_output.read_output(session, job, 0)
+        return {"output": streamed.text, "output_missed": streamed.missed}
+    return {"output": job.output or "", "output_missed": 0}

@@ -12,6 +12,7 @@ from app.api.app import create_app
 from app.api.ui.session import CSRF_COOKIE, SESSION_COOKIE
 from app.db.engine import Database
 from app.db.models import Worker, WorkerState
+from app.matching import output
 from app.settings import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
@@ -143,6 +144,21 @@ def test_a_job_page_ranks_candidates_only_while_the_job_waits(
     assert "Candidates are computed for waiting jobs; this one is running on docs-worker" in (
         running
     )
+
+
+def test_a_running_job_s_page_shows_the_output_its_worker_streamed(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    """Issue 22: output streamed while the job runs is readable in the console's job page,
+    as through GET /v1/jobs/{id}/output (escaped: it is the job's text, not markup)."""
+    _sign_in(client, cluster.alice_token)
+    assert "Nothing printed yet." in client.get(f"/ui/jobs/{cluster.alice_running}").text
+    with database.transaction() as session:
+        output.append_output(
+            session, cluster.alice_running, "docs-worker", 0, "step 1 <ok>\n", 1_048_576
+        )
+    page = client.get(f"/ui/jobs/{cluster.alice_running}").text
+    assert '<pre class="output" id="output">step 1 &lt;ok&gt;\n</pre>' in page
 
 
 def test_a_waiting_job_s_page_says_what_would_let_it_run(
