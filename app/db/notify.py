@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -104,6 +105,9 @@ class PostgresListener:
         self._stop = threading.Event()
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
+        #: A channel only this listener hears: stop() notifies it, so the thread looks up
+        #: at once instead of at its next poll (a server or test app stops in milliseconds).
+        self._wake_channel = f"jobmatch_stop_{uuid.uuid4().hex}"
 
     def start(self, ready_timeout: float = 10.0) -> None:
         """Start listening; returns once the first LISTEN ran (or ``ready_timeout`` passed),
@@ -116,9 +120,21 @@ class PostgresListener:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._listening.is_set():
+            self._wake_thread()
         if self._thread is not None:
             self._thread.join(timeout=self.POLL_SECONDS * 4 + 1)
             self._thread = None
+
+    def _wake_thread(self) -> None:
+        """Notify the private channel; when that fails the thread stops at its next poll."""
+        try:
+            with psycopg.connect(
+                *self._connect_args, **self._connect_params, autocommit=True, connect_timeout=2
+            ) as connection:
+                connection.execute(f"NOTIFY {self._wake_channel}")
+        except psycopg.Error as error:
+            log.debug("waking the listener failed (%s); it stops at its next poll", error)
 
     def _run(self) -> None:
         backoff = 0.1
@@ -129,6 +145,7 @@ class PostgresListener:
                     *self._connect_args, **self._connect_params, autocommit=True
                 ) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
+                    connection.execute(f"LISTEN {self._wake_channel}")
                     self._listening.set()
                     if not first:
                         self._deliver(EVERYTHING)
@@ -145,6 +162,8 @@ class PostgresListener:
     def _listen(self, connection: psycopg.Connection[Any]) -> None:
         while not self._stop.is_set():
             for notification in connection.notifies(timeout=self.POLL_SECONDS):
+                if notification.channel == self._wake_channel:
+                    return
                 try:
                     self._deliver(notification.payload)
                 except Exception:  # a failed delivery must not stop the listener
