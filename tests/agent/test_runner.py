@@ -49,7 +49,8 @@ class ScriptedServer:
         path = request.url.path
         self.calls.append(f"{request.method} {path}")
         if path == "/v1/tasks":
-            return httpx2.Response(200, json=[])
+            page = {"items": [], "limit": 500, "offset": 0, "next_offset": None}
+            return httpx2.Response(200, json=page)
         if path.endswith("/metadata"):
             return httpx2.Response(200, json=METADATA)
         if path.endswith("/load"):
