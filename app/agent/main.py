@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a jobmatch worker agent: report this host's facts and load, pull "
         "jobs (long-poll), run their commands, stream their output, report their ends. "
         f"The worker's token is read from {TOKEN_VARIABLE}.",
+        epilog="Examples:\n"
+        f"  {TOKEN_VARIABLE}=... jobmatch-agent --server http://127.0.0.1:8000 --name w1\n"
+        f"  {TOKEN_VARIABLE}=... jobmatch worker --server http://jobmatch:8000 --slots 4\n"
+        "\nA pull waits up to --wait seconds without a word to the server: keep it well "
+        "under the server's JOBMATCH_LEASE_SECONDS (300 by default).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     env = os.environ.get
     add = parser.add_argument

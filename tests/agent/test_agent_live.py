@@ -38,7 +38,9 @@ class AgentProcesses:
     def start(self, name: str, token: str, *extra: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "JOBMATCH_WORKER_TOKEN": token}
         env["JOBMATCH_AGENT_SPOOL"] = str(self.directory / f"spool-{name}")
-        command = [AGENT, "--server", self.server.base_url, "--name", name, "--wait", "5"]
+        # A long-poll under the 3 s lease: a worker waiting in a pull sends nothing, so a
+        # wait longer than the lease lets it fall silent (deployments: 30 s against 300 s).
+        command = [AGENT, "--server", self.server.base_url, "--name", name, "--wait", "1"]
         command += ["--poll-interval", "0.2", "--heartbeat-interval", "0.5"]
         command += ["--output-interval", "0.2", "--backoff-max", "0.5", *extra]
         with self.log(name).open("ab") as log:
@@ -149,7 +151,7 @@ def test_server_killed_mid_job_gets_the_result_once(
     done = _ended(server, job)
     assert (done["state"], done["exit_code"]) == ("finished", 0)
     kinds = [event["kind"] for event in history(server, job)]
-    assert kinds.count("finished") == 1 and kinds.count("dispatched") == 1, kinds
+    assert kinds.count("finished") == 1 and kinds.count("dispatched") == 1, history(server, job)
     wait_for(lambda: not spooled.exists(), what="the spool to forget the reported job")
 
 
