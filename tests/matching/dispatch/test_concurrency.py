@@ -609,8 +609,16 @@ def test_identical_workers_race_for_the_same_head_job(backend: str, database: Da
 
     assert numbers["dispatched"] == len(specs)
     assert numbers["peak running jobs"] >= 4
-    # Every executor got work: nobody was starved by the race.
-    assert all(r.dispatched for r in result.reports)
+    served = [r.executor for r in result.reports if r.dispatched]
+    if backend == "postgresql":
+        # Every executor got work: row locks queue the racers, so nobody is starved.
+        assert len(served) == len(result.reports), served
+    else:
+        # SQLite has no queue for writers: a thread that finds the database locked sleeps in
+        # the busy handler and retries, and under load the others can take every job while it
+        # sleeps (seen once in CI: one of eight executors served nothing, no error, no job
+        # lost). What must hold there is that the race spreads work, not that it is fair.
+        assert len(served) >= len(result.reports) // 2, served
     print(_summary(backend, "identical workers", result, numbers))
 
 
