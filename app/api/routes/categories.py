@@ -7,6 +7,7 @@ from fastapi import APIRouter
 
 from app.api.auth import SubmitterDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging50Dep
 from app.api.responses import errors
 from app.api.retries import RetryingRoute
 from app.api.schemas.categories import (
@@ -15,7 +16,7 @@ from app.api.schemas.categories import (
     CategoryRequestOut,
     WorkerFitOut,
 )
-from app.api.schemas.common import IdPath, LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas.common import IdPath, Page
 from app.matching import category_fit
 
 router = APIRouter(prefix="/v1/categories", tags=["categories"], route_class=RetryingRoute)
@@ -40,12 +41,12 @@ def _out(view: category_fit.CategoryView) -> CategoryOut:
     responses=errors(401, 403, 422, 503),
 )
 def list_categories(
-    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
+    session: SessionDep, _who: SubmitterDep, paging: Paging50Dep
 ) -> Page[CategoryOut]:
     """Categories in the order they were first asked for: what their jobs ask for (per
     family, in its notation), how many wait and run, and how many workers fit them."""
-    views = category_fit.list_categories(session, limit=limit + 1, offset=offset)
-    return page_of([_out(view) for view in views], limit, offset)
+    views = category_fit.list_categories(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([_out(view) for view in views])
 
 
 @router.get(

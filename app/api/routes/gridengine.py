@@ -7,9 +7,10 @@ from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, SubmitterDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging100Dep
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.common import NamePath, Page
 from app.api.schemas.gridengine import (
     AttributeIn,
     AttributeOut,
@@ -53,11 +54,11 @@ def _out(attribute: Attribute) -> AttributeOut:
     responses=errors(401, 403, 422, 503),
 )
 def list_attributes(
-    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+    session: SessionDep, _who: SubmitterDep, paging: Paging100Dep
 ) -> Page[AttributeOut]:
     """The attribute table (``qconf -sc``), sorted by name, a page at a time."""
-    rows = gridengine_table.list_attributes(session, limit=limit + 1, offset=offset)
-    return page_of([_out(a) for a in rows], limit, offset)
+    rows = gridengine_table.list_attributes(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([_out(a) for a in rows])
 
 
 @router.get(
@@ -235,13 +236,11 @@ def _pe_out(pe: ParallelEnvironment) -> PeOut:
     summary="List parallel environments",
     responses=errors(401, 403, 422, 503),
 )
-def list_pes(
-    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[PeOut]:
+def list_pes(session: SessionDep, _who: SubmitterDep, paging: Paging100Dep) -> Page[PeOut]:
     """The parallel environments (``qconf -spl``) with their allocation rules and slots,
     sorted by name, a page at a time."""
-    rows = parallel.list_pes(session, limit=limit + 1, offset=offset)
-    return page_of([_pe_out(pe) for pe in rows], limit, offset)
+    rows = parallel.list_pes(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([_pe_out(pe) for pe in rows])
 
 
 @router.get(

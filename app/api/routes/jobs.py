@@ -10,10 +10,11 @@ from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep, AnyWorkerDep, Principal, SubmitterDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging50Dep
 from app.api.problems import ProblemError, problem_response
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import MAX_ID, IdPath, LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas.common import MAX_ID, IdPath, Page
 from app.api.schemas.jobs import (
     AllocationExplanationOut,
     AllocationOut,
@@ -170,10 +171,9 @@ def submit_job(
 def list_jobs(
     session: SessionDep,
     principal: SubmitterDep,
+    paging: Paging50Dep,
     state: JobState | None = Query(default=None, description="only jobs in this state"),
     category: int | None = Query(default=None, ge=1, le=MAX_ID, description="category id"),
-    limit: LimitQuery = 50,
-    offset: OffsetQuery = 0,
 ) -> Page[JobOut]:
     """One page of jobs in id order, filtered by state and category; a submitter sees its
     own jobs only (filtered before the page is cut, so every page is full)."""
@@ -182,10 +182,10 @@ def list_jobs(
         state=state,
         category_id=category,
         submitter=principal.subject if principal.role is Role.SUBMITTER else None,
-        limit=limit + 1,
-        offset=offset,
+        limit=paging.look_ahead,
+        offset=paging.offset,
     )
-    return page_of([job_out(session, job) for job in rows], limit, offset)
+    return paging.page([job_out(session, job) for job in rows])
 
 
 @router.get(

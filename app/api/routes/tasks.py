@@ -7,9 +7,10 @@ from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, PrincipalDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging100Dep
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.common import NamePath, Page
 from app.api.schemas.tasks import TaskIn, TaskOut
 from app.db.models import Task
 from app.matching.debusine import registry as task_registry
@@ -68,13 +69,11 @@ def register_task(
     summary="List task types",
     responses=errors(401, 422, 503),
 )
-def list_tasks(
-    session: SessionDep, _who: PrincipalDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[TaskOut]:
+def list_tasks(session: SessionDep, _who: PrincipalDep, paging: Paging100Dep) -> Page[TaskOut]:
     """The registered task types by name, a page at a time (workers read them to know
     what to analyse)."""
-    rows = task_registry.list_tasks(session, limit=limit + 1, offset=offset)
-    return page_of([task_out(task) for task in rows], limit, offset)
+    rows = task_registry.list_tasks(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([task_out(task) for task in rows])
 
 
 @router.get(

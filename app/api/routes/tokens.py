@@ -6,10 +6,11 @@ from fastapi import APIRouter, status
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging50Dep
 from app.api.problems import ProblemError
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import IdPath, LimitQuery, OffsetQuery, Page, page_of
+from app.api.schemas.common import IdPath, Page
 from app.api.schemas.tokens import IssuedToken, TokenCreate, TokenOut
 from app.db import tokens
 
@@ -39,12 +40,10 @@ def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> Iss
     summary="List issued tokens",
     responses=errors(401, 403, 422, 503),
 )
-def list_tokens(
-    session: SessionDep, _admin: AdminDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
-) -> Page[TokenOut]:
+def list_tokens(session: SessionDep, _admin: AdminDep, paging: Paging50Dep) -> Page[TokenOut]:
     """Every issued token, revoked ones included, oldest first; never the token itself."""
-    rows = tokens.list_tokens(session, limit=limit + 1, offset=offset)
-    return page_of([TokenOut.model_validate(r) for r in rows], limit, offset)
+    rows = tokens.list_tokens(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([TokenOut.model_validate(r) for r in rows])
 
 
 @router.delete(

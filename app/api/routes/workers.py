@@ -11,11 +11,12 @@ from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
 from app.api.longpoll import PullOutcome, pull_or_wait
+from app.api.paging import Paging50Dep
 from app.api.problems import ProblemError
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
-from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.common import NamePath, Page
 from app.api.schemas.gridengine import LoadValuesIn, ValuesOut
 from app.api.schemas.jobs import JobOut
 from app.api.schemas.workers import (
@@ -197,12 +198,10 @@ def delete_worker(
     summary="List workers",
     responses=errors(401, 403, 422, 503),
 )
-def list_workers(
-    session: SessionDep, _who: SubmitterDep, limit: LimitQuery = 50, offset: OffsetQuery = 0
-) -> Page[WorkerOut]:
+def list_workers(session: SessionDep, _who: SubmitterDep, paging: Paging50Dep) -> Page[WorkerOut]:
     """Every registered worker with its state, slots and free inventory, by name."""
-    rows = workers.list_workers(session, limit=limit + 1, offset=offset)
-    return page_of([worker_out(session, w) for w in rows], limit, offset)
+    rows = workers.list_workers(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([worker_out(session, w) for w in rows])
 
 
 @router.get(

@@ -99,14 +99,3 @@ class Problem(BaseModel):
         default=None,
         description="422 only: every invalid field, parameter or notation of the request",
     )
-
-
-def page_of(items: list[T], limit: int, offset: int) -> Page[T]:
-    """A page from a query that fetched ``limit + 1`` rows to learn whether more exist."""
-    more = len(items) > limit
-    return Page[T](
-        items=items[:limit],
-        limit=limit,
-        offset=offset,
-        next_offset=offset + limit if more else None,
-    )
