@@ -32,6 +32,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.categories import accepted_by_plugin, get_or_create_category
+from app.matching.category_fit import current_misfit
 from app.matching.debusine.metadata import read_metadata
 from app.matching.debusine.registry import get_task
 from app.matching.errors import ConflictError, NotFoundError
@@ -176,15 +177,7 @@ def explain_job(
         .where(QueueInstance.worker_id == Worker.id)
         .scalar_subquery()
     )
-    misfit = (
-        select(CategoryMisfit.reason)
-        .where(
-            CategoryMisfit.category_id == job.category_id,
-            CategoryMisfit.worker_id == Worker.id,
-            CategoryMisfit.generation == Worker.generation,
-        )
-        .scalar_subquery()
-    )
+    misfit = select(CategoryMisfit.reason).where(current_misfit(job.category_id)).scalar_subquery()
     query = select(
         Worker.id, Worker.name, Worker.rank, Worker.resources, Worker.state, largest, misfit
     ).order_by(Worker.name)

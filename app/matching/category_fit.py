@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -96,15 +96,23 @@ def _count(state: JobState) -> Any:
     )
 
 
+def current_misfit(category_id: Any) -> ColumnElement[bool]:
+    """The condition under which a misfit row rules ``Worker`` out of the category
+    ``category_id`` (a value or a column): the row is of that pair and of the worker's
+    current generation. Rows of an older generation are stale and never read; this is the
+    one place that says so for the readers of the cache."""
+    return and_(
+        CategoryMisfit.category_id == category_id,
+        CategoryMisfit.worker_id == Worker.id,
+        CategoryMisfit.generation == Worker.generation,
+    )
+
+
 def _fitting_workers() -> Any:
     """How many workers have no misfit row of their generation for the outer category."""
     misfit = (
         select(CategoryMisfit.worker_id)
-        .where(
-            CategoryMisfit.category_id == Category.id,
-            CategoryMisfit.worker_id == Worker.id,
-            CategoryMisfit.generation == Worker.generation,
-        )
+        .where(current_misfit(Category.id))
         .correlate(Category, Worker)
     )
     return (
@@ -158,14 +166,7 @@ def category_fit(session: Session, category_id: int) -> list[WorkerFit]:
     row of the worker's current generation, or none), with the words of each code."""
     rows = session.execute(
         select(Worker.name, Worker.state, CategoryMisfit.reason)
-        .outerjoin(
-            CategoryMisfit,
-            and_(
-                CategoryMisfit.category_id == category_id,
-                CategoryMisfit.worker_id == Worker.id,
-                CategoryMisfit.generation == Worker.generation,
-            ),
-        )
+        .outerjoin(CategoryMisfit, current_misfit(category_id))
         .order_by(Worker.name)
     ).all()
     return [
