@@ -10,6 +10,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import TypedDict
+
+
+class Where(TypedDict, total=False):
+    """Where an error was found and what was expected there: the keywords a subclass with
+    an ``__init__`` of its own passes on to :class:`NotationError` unchanged."""
+
+    text: str | None
+    position: int | None
+    expected: str | None
 
 
 class NotationError(ValueError):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Unpack
 
 import yaml
 
-from app.notations.errors import NotationError
+from app.notations.errors import NotationError, Where
 from app.notations.flux.ranges import Count, RangeError, count_to_json, validate_count
 
 #: Reserved vertex keys of RFC 14.
@@ -44,13 +44,11 @@ class JobspecError(NotationError):
         *,
         path: str,
         rule: JobspecRule,
-        expected: str | None = None,
-        text: str | None = None,
-        position: int | None = None,
+        **where: Unpack[Where],
     ) -> None:
         self.path = path
         self.rule = rule
-        super().__init__(f"{path}: {message}", expected=expected, text=text, position=position)
+        super().__init__(f"{path}: {message}", **where)
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Unpack
 
-from app.notations.errors import NotationError
+from app.notations.errors import NotationError, Where
 from app.notations.flux.jobspec import (
     JobspecError,
     Resources,
@@ -69,14 +69,10 @@ class ShapeError(NotationError):
         message: str,
         *,
         kind: ShapeErrorKind,
-        text: str | None = None,
-        position: int | None = None,
-        expected: str | None = None,
+        **where: Unpack[Where],
     ) -> None:
         self.kind = kind
-        super().__init__(
-            f"{kind} error: {message}", text=text, position=position, expected=expected
-        )
+        super().__init__(f"{kind} error: {message}", **where)
 
 
 @dataclass
