@@ -39,6 +39,8 @@ hosts' clocks agree, as they must for the books of any two writers to compare).
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -118,6 +120,44 @@ def units_per_count_row(held: Any, drawn: Any, name: str) -> Any:
         .group_by(units.c.worker_id, units.c.type, units.c.unit)
         .subquery("per_key")
     )
+
+
+def move_counters(
+    per_key: Any, changed: Any, move: Callable[[Any, Any], Any], *, seek: Any = None
+) -> tuple[Any, Any]:
+    """The two counter UPDATEs that end a booking (``move`` is ``operator.sub``) and its
+    release (``operator.add``), so that the two move the counters the same way:
+    ``inventory_counts.free`` by ``per_key`` (units_per_count_row), and
+    ``worker_inventories.untouched`` by the rows of ``changed`` per worker (a subquery with
+    ``worker_id``: one row per vertex that stopped, or started again, being untouched).
+    ``seek``, an array of worker ids, narrows the second UPDATE to them, redundantly."""
+    counts_table: Any = alias(INVENTORY_COUNTS, "ic")
+    counts = counts_table.c
+    move_free = (
+        update(counts_table)
+        .where(
+            counts.worker_id == per_key.c.worker_id,
+            counts.type == per_key.c.type,
+            counts.unit == per_key.c.unit,
+        )
+        .values(free=move(counts.free, per_key.c.n))
+    )
+    per_worker = (
+        select(changed.c.worker_id, func.count().label("n"))
+        .group_by(changed.c.worker_id)
+        .subquery("per_worker")
+    )
+    inventories_table: Any = alias(WORKER_INVENTORIES, "wi")
+    inventories = inventories_table.c
+    conditions = [inventories.worker_id == per_worker.c.worker_id]
+    if seek is not None:
+        conditions.append(inventories.worker_id == any_(seek))
+    move_untouched = (
+        update(inventories_table)
+        .where(*conditions)
+        .values(untouched=move(inventories.untouched, per_worker.c.n))
+    )
+    return move_free, move_untouched
 
 
 def _start() -> tuple[Any, Any, Any]:
@@ -250,17 +290,6 @@ def _book_and_start() -> Any:
     )
 
     per_key = units_per_count_row(held, drawn, "taken")
-    counts_table: Any = alias(INVENTORY_COUNTS, "ic")
-    counts = counts_table.c
-    move_free = (
-        update(counts_table)
-        .where(
-            counts.worker_id == per_key.c.worker_id,
-            counts.type == per_key.c.type,
-            counts.unit == per_key.c.unit,
-        )
-        .values(free=counts.free - per_key.c.n)
-    )
     # Vertices that were untouched and are not any more: every row held (it was entirely
     # free), a vertex shared for the first time, a pool drawn for the first time.
     one = _ONE
@@ -271,24 +300,12 @@ def _book_and_start() -> Any:
             drawn.c.used == drawn.c.amount, drawn.c.shared == _ZERO
         ),
     ).subquery("spoiled")
-    per_worker = (
-        select(spoiled.c.worker_id, func.count().label("n"))
-        .group_by(spoiled.c.worker_id)
-        .subquery("per_worker")
-    )
-    inventories_table: Any = alias(WORKER_INVENTORIES, "wi")
-    inventories = inventories_table.c
-    move_untouched = (
-        update(inventories_table)
-        .where(
-            inventories.worker_id == per_worker.c.worker_id,
-            # Redundant for the result (per_worker holds only these workers), but it
-            # gives the planner an index access: under the generic plan it hashed
-            # per_worker and scanned every worker's inventory row (0.4-0.6 ms of a
-            # 1.3 ms booking at 4,096 nodes, auto_explain).
-            inventories.worker_id == any_(_ints("p_workers")),
-        )
-        .values(untouched=inventories.untouched - per_worker.c.n)
+    # seek: redundant for the result (the spoiled rows are of these workers only), but it
+    # gives the planner an index access: under the generic plan it hashed per_worker and
+    # scanned every worker's inventory row (0.4-0.6 ms of a 1.3 ms booking at 4,096
+    # nodes, auto_explain).
+    move_free, move_untouched = move_counters(
+        per_key, spoiled, operator.sub, seek=_ints("p_workers")
     )
     return select(
         select(room.c.id).scalar_subquery().label("room"),

@@ -26,6 +26,7 @@ cannot be undone together) goes the general way, which also words the errors.
 
 from __future__ import annotations
 
+import operator
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +38,6 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
-    insert,
     literal_column,
     select,
     union_all,
@@ -49,17 +49,13 @@ from sqlalchemy.orm import Session, aliased
 from app.db import dialect
 from app.db.models import InventoryBooking, Job, JobBooking, JobEventKind, JobState
 from app.db.tables import (
-    ALLOCATIONS,
     INVENTORY_BOOKINGS,
-    INVENTORY_COUNTS,
     INVENTORY_VERTICES,
-    JOB_EVENTS,
     JOBS,
-    QUEUE_INSTANCES,
-    WORKER_INVENTORIES,
     WORKERS,
 )
-from app.matching.allocation.book_pg import units_per_count_row
+from app.matching.allocation.book_pg import move_counters, units_per_count_row
+from app.matching.dispatch.finish_parts import end_values, give_back_slots, record_end
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
 
@@ -195,17 +191,6 @@ def _release(failed: bool) -> Any:
         .cte("undrawn")
     )
     per_key = units_per_count_row(unheld, undrawn, "back")
-    ic: Any = alias(INVENTORY_COUNTS, "ic")
-    counts = ic.c
-    move_free = (
-        update(ic)
-        .where(
-            counts.worker_id == per_key.c.worker_id,
-            counts.type == per_key.c.type,
-            counts.unit == per_key.c.unit,
-        )
-        .values(free=counts.free + per_key.c.n)
-    )
     # Vertices untouched again: every row held (held rows have shared = 0 and used = 0),
     # shared and drawn vertices that nobody uses any more.
     one: Any = literal_column("1")
@@ -218,57 +203,16 @@ def _release(failed: bool) -> Any:
             undrawn.c.shared == _ZERO, undrawn.c.used == _ZERO, undrawn.c.held_by.is_(None)
         ),
     ).subquery("fresh")
-    per_worker = (
-        select(fresh.c.worker_id, func.count().label("n"))
-        .group_by(fresh.c.worker_id)
-        .subquery("per_worker")
-    )
-    wi: Any = alias(WORKER_INVENTORIES, "wi")
-    inventories = wi.c
-    move_untouched = (
-        update(wi)
-        .where(inventories.worker_id == per_worker.c.worker_id)
-        .values(untouched=inventories.untouched + per_worker.c.n)
-    )
-    released = (
-        update(ALLOCATIONS)
-        .where(ALLOCATIONS.c.job_id == _JOB, ALLOCATIONS.c.released_at.is_(None))
-        .values(released_at=_NOW)
-        .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
-        .cte("released")
-    )
-    freed = (
-        select(released.c.queue_instance_id, func.sum(released.c.slots).label("slots"))
-        .group_by(released.c.queue_instance_id)
-        .subquery("freed")
-    )
-    give_back = (
-        update(QUEUE_INSTANCES)
-        .where(QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
-        .values(used_slots=QUEUE_INSTANCES.c.used_slots - freed.c.slots)
-    )
-    values: dict[str, Any] = {
-        "state": JobState.FAILED if failed else JobState.FINISHED,
-        "ended_at": _NOW,
-        "exit_code": bindparam("p_exit_code"),
-        "output": bindparam("p_output"),
-    }
-    if failed:
-        values["failure_reason"] = bindparam("p_reason")
-    record = insert(JOB_EVENTS).values(
-        job_id=_JOB,
-        kind=JobEventKind.FAILED if failed else JobEventKind.FINISHED,
-        worker=bindparam("p_worker"),
-        detail=bindparam("p_detail"),
-        at=_NOW,
-    )
+    move_free, move_untouched = move_counters(per_key, fresh, operator.add)
+    give_back = give_back_slots(_JOB, _NOW)
+    record = record_end(_JOB, _NOW, JobEventKind.FAILED if failed else JobEventKind.FINISHED)
     touched = select(func.array_agg(ended.c.worker_id.distinct())).scalar_subquery()
     # The job's end is the main statement: it returns the job and the workers whose
     # vertices were freed.
     return (
         update(JOBS)
         .where(JOBS.c.id == _JOB)
-        .values(**values)
+        .values(**end_values(failed, _NOW))
         .returning(*JOBS.c, touched.label("touched"))
         .add_cte(
             move_free.cte("move_free"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, insert, select, update
+from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -25,7 +25,8 @@ from app.db.models import (
     JobEventKind,
     JobState,
 )
-from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.db.tables import ALLOCATIONS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.matching.dispatch.finish_parts import end_values, give_back_slots, record_end
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
 
@@ -48,14 +49,6 @@ _LOCK_WORKER = (
 
 
 def _end(failed: bool) -> Any:
-    values: dict[str, Any] = {
-        "state": JobState.FAILED if failed else JobState.FINISHED,
-        "ended_at": _NOW,
-        "exit_code": bindparam("p_exit_code"),
-        "output": bindparam("p_output"),
-    }
-    if failed:
-        values["failure_reason"] = bindparam("p_reason")
     return (
         update(JOBS)
         .where(
@@ -63,7 +56,7 @@ def _end(failed: bool) -> Any:
             JOBS.c.worker_id == bindparam("p_worker_id"),
             JOBS.c.state == JobState.RUNNING,
         )
-        .values(**values)
+        .values(**end_values(failed, _NOW))
         .returning(*JOBS.c)
     )
 
@@ -75,29 +68,8 @@ _HOLDINGS = select(_holds_vertices(), exists().where(JobBooking.job_id == _JOB))
 
 _OPEN = (ALLOCATIONS.c.job_id == _JOB) & ALLOCATIONS.c.released_at.is_(None)
 
-
-def _release_in_one() -> Any:
-    """PostgreSQL: end the allocations and give their slots back in one statement."""
-    released = (
-        update(ALLOCATIONS)
-        .where(_OPEN)
-        .values(released_at=_NOW)
-        .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
-        .cte("released")
-    )
-    freed = (
-        select(released.c.queue_instance_id, func.sum(released.c.slots).label("slots"))
-        .group_by(released.c.queue_instance_id)
-        .subquery("freed")
-    )
-    return (
-        update(QUEUE_INSTANCES)
-        .where(QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
-        .values(used_slots=QUEUE_INSTANCES.c.used_slots - freed.c.slots)
-    )
-
-
-_RELEASE_IN_ONE = _release_in_one()
+# PostgreSQL: the allocations end and give their slots back in one statement.
+_RELEASE_IN_ONE = give_back_slots(_JOB, _NOW)
 
 # SQLite: the slots first (read from the open allocations), then the allocations.
 _GIVE_BACK_SLOTS = (
@@ -112,13 +84,7 @@ _GIVE_BACK_SLOTS = (
 )
 _END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
 
-_RECORD = insert(JOB_EVENTS).values(
-    job_id=_JOB,
-    kind=bindparam("p_kind"),
-    worker=bindparam("p_worker"),
-    detail=bindparam("p_detail"),
-    at=_NOW,
-)
+_RECORD = record_end(_JOB, _NOW, bindparam("p_kind"))
 
 
 def finish_slots_only(

@@ -1,0 +1,66 @@
+"""Statement pieces that both fast ends of a job write the same way: the job's ending
+values, the slots its allocations give back, and the event that records the end.
+
+finish_sql.py ends a job that holds only slots, finish_pg.py one that holds inventory
+vertices too; both write these three things, so they are built here once. Each builder
+takes the statement's own bind parameters for the job and the time (their types differ
+between the two modules) and returns an expression to embed, so the SQL each module
+sends is what it sent when it built them itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, select, update
+
+from app.db.models import JobState
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, QUEUE_INSTANCES
+
+
+def end_values(failed: bool, now: Any) -> dict[str, Any]:
+    """The columns a job's end sets: its final state, when it ended, what the worker
+    reported (``p_exit_code``, ``p_output``) and, when it failed, why (``p_reason``)."""
+    values: dict[str, Any] = {
+        "state": JobState.FAILED if failed else JobState.FINISHED,
+        "ended_at": now,
+        "exit_code": bindparam("p_exit_code"),
+        "output": bindparam("p_output"),
+    }
+    if failed:
+        values["failure_reason"] = bindparam("p_reason")
+    return values
+
+
+def give_back_slots(job: Any, now: Any) -> Any:
+    """PostgreSQL: one UPDATE that ends the job's open allocations (a CTE) and gives
+    their slots back to their queue instances."""
+    released = (
+        update(ALLOCATIONS)
+        .where(ALLOCATIONS.c.job_id == job, ALLOCATIONS.c.released_at.is_(None))
+        .values(released_at=now)
+        .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
+        .cte("released")
+    )
+    freed = (
+        select(released.c.queue_instance_id, func.sum(released.c.slots).label("slots"))
+        .group_by(released.c.queue_instance_id)
+        .subquery("freed")
+    )
+    return (
+        update(QUEUE_INSTANCES)
+        .where(QUEUE_INSTANCES.c.id == freed.c.queue_instance_id)
+        .values(used_slots=QUEUE_INSTANCES.c.used_slots - freed.c.slots)
+    )
+
+
+def record_end(job: Any, now: Any, kind: Any) -> Any:
+    """The INSERT of the job's history event ``kind`` (finished or failed), with the
+    reporting worker (``p_worker``) and its reason (``p_detail``)."""
+    return insert(JOB_EVENTS).values(
+        job_id=job,
+        kind=kind,
+        worker=bindparam("p_worker"),
+        detail=bindparam("p_detail"),
+        at=now,
+    )
