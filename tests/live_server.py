@@ -75,6 +75,9 @@ class LiveServer:
                     return
             except OSError:
                 time.sleep(0.1)
+        # A server that did not answer in time must not outlive the test that gave up on it:
+        # the fixture never reaches its teardown, and a left-over server loads the machine.
+        self.stop()
         raise AssertionError(f"server did not start: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import typer
-
-from app.cli.connection import (
-    LimitOption,
-    OutputFormat,
-    OutputOption,
-    Remote,
-    TokenOption,
-    UrlOption,
-    read_list,
-)
-from app.cli.help import examples
+from app.cli.connection import LimitOption, Remote, remote_command
+from app.cli.help import command_group
 from app.cli.output import Column, field
 
-tasks_cli = typer.Typer(
-    help="debusine task types: what a task job may name.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-attributes_cli = typer.Typer(
-    help="The Grid Engine complex: the attributes a -l request may name.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+tasks_cli = command_group("debusine task types: what a task job may name.")
+attributes_cli = command_group("The Grid Engine complex: the attributes a -l request may name.")
 
 
 #: The API's own page size for these lists, so that `-o json` equals its plain answer.
@@ -42,21 +24,12 @@ TASK_COLUMNS = (
 )
 
 
-@tasks_cli.command(
-    "list",
-    epilog=examples("jobmatch tasks list", "jobmatch tasks list -o json | jq '.items[].name'"),
+@remote_command(
+    tasks_cli, "list", "jobmatch tasks list", "jobmatch tasks list -o json | jq '.items[].name'"
 )
-def list_tasks(
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    limit: LimitOption = CATALOG_LIMIT,
-) -> None:
+def list_tasks(remote: Remote, limit: LimitOption = CATALOG_LIMIT) -> None:
     """List the registered task types and their requirements."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        page = read_list(client, client.list_tasks, limit)
-    remote.show_page(page, TASK_COLUMNS)
+    remote.list_and_show(lambda client: client.list_tasks, limit, TASK_COLUMNS)
 
 
 ATTRIBUTE_COLUMNS = (
@@ -72,21 +45,12 @@ ATTRIBUTE_COLUMNS = (
 )
 
 
-@attributes_cli.command(
+@remote_command(
+    attributes_cli,
     "list",
-    epilog=examples(
-        "jobmatch attributes list",
-        "jobmatch attributes list -o json | jq '.items[] | select(.consumable == \"YES\")'",
-    ),
+    "jobmatch attributes list",
+    "jobmatch attributes list -o json | jq '.items[] | select(.consumable == \"YES\")'",
 )
-def list_attributes(
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    limit: LimitOption = CATALOG_LIMIT,
-) -> None:
+def list_attributes(remote: Remote, limit: LimitOption = CATALOG_LIMIT) -> None:
     """List the complex attributes, as `qconf -sc` shows them."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        page = read_list(client, client.list_attributes, limit)
-    remote.show_page(page, ATTRIBUTE_COLUMNS)
+    remote.list_and_show(lambda client: client.list_attributes, limit, ATTRIBUTE_COLUMNS)

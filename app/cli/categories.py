@@ -7,16 +7,8 @@ from typing import Annotated
 
 import typer
 
-from app.cli.connection import (
-    LimitOption,
-    OutputFormat,
-    OutputOption,
-    Remote,
-    TokenOption,
-    UrlOption,
-    read_list,
-)
-from app.cli.help import examples
+from app.cli.connection import LimitOption, Remote, remote_command
+from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
@@ -28,10 +20,8 @@ from app.cli.output import (
     print_table,
 )
 
-categories_cli = typer.Typer(
-    help="Job categories (jobs that ask for the same) and which workers fit them.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+categories_cli = command_group(
+    "Job categories (jobs that ask for the same) and which workers fit them."
 )
 
 
@@ -60,25 +50,16 @@ FIT_COLUMNS = (
 )
 
 
-@categories_cli.command(
+@remote_command(
+    categories_cli,
     "list",
-    epilog=examples(
-        "jobmatch categories list",
-        "jobmatch categories list -o json | jq '.items[] | select(.fitting_workers == 0)'",
-    ),
+    "jobmatch categories list",
+    "jobmatch categories list -o json | jq '.items[] | select(.fitting_workers == 0)'",
 )
-def list_categories(
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    limit: LimitOption = DEFAULT_LIMIT,
-) -> None:
+def list_categories(remote: Remote, limit: LimitOption = DEFAULT_LIMIT) -> None:
     """List the categories: what their jobs ask for, how many wait and run, how many
     workers fit."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        page = read_list(client, client.list_categories, limit)
-    remote.show_page(page, CATEGORY_COLUMNS)
+    remote.list_and_show(lambda client: client.list_categories, limit, CATEGORY_COLUMNS)
 
 
 def print_category(category: Row, *, wide: bool) -> None:
@@ -107,24 +88,21 @@ def print_category(category: Row, *, wide: bool) -> None:
         print_lines([f"workers that do not fit, by reason: {counted}"])
 
 
-@categories_cli.command(
+@remote_command(
+    categories_cli,
     "show",
-    epilog=examples(
-        "jobmatch categories show 3",
-        "jobmatch categories show 3 -o json | jq '.workers[] | select(.fits)'",
-    ),
+    "jobmatch categories show 3",
+    "jobmatch categories show 3 -o json | jq '.workers[] | select(.fits)'",
 )
 def show_category(
+    remote: Remote,
     category_id: Annotated[
         int, typer.Argument(metavar="ID", min=1, help="the category's id", show_default=False)
     ],
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Show one category and its fit over every worker: fits, or the reason code of the
     first failing clause and its words."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.get_category(category_id)
-    remote.show(client.last_json, lambda answer: print_category(answer, wide=remote.wide))
+    remote.call_and_show(
+        lambda client: client.get_category(category_id),
+        lambda answer: print_category(answer, wide=remote.wide),
+    )

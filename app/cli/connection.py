@@ -1,4 +1,5 @@
-"""The options every remote command shares (--url, --token, -o) and the client they make.
+"""The options every remote command shares (--url, --token, -o), the client they make, and
+`remote_command`, which gives a command those options and hands it one `Remote`.
 
 Remote commands speak HTTP through app.client only: an import-linter contract in
 pyproject.toml keeps them (and this module) away from the database and the server code.
@@ -7,6 +8,8 @@ pyproject.toml keeps them (and this module) away from the database and the serve
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ import stamina.instrumentation
 import typer
 
 from app.cli.errors import reported
+from app.cli.help import examples
 from app.cli.output import Column, Row, collect_pages, more_hint, print_json, print_table
 from app.client import AdminClient, RetryPolicy, Timeouts
 
@@ -107,6 +111,26 @@ class Remote:
         else:
             for_people(answer)
 
+    def call_and_show(
+        self, call: Callable[[AdminClient], object], for_people: Callable[[Any], None]
+    ) -> None:
+        """Make one API call, then print the JSON the server answered (see `show`)."""
+        with self.client() as client:
+            call(client)
+        self.show(client.last_json, for_people)
+
+    def list_and_show(
+        self,
+        list_method: Callable[[AdminClient], Callable[..., object]],
+        limit: int,
+        columns: Sequence[Column],
+    ) -> None:
+        """Read up to ``limit`` items of a paged list (``list_method`` picks the client's
+        method) and print them (see `show_page`)."""
+        with self.client() as client:
+            page = read_list(client, list_method(client), limit)
+        self.show_page(page, columns)
+
     def show_page(self, page: dict[str, Any], columns: Sequence[Column]) -> None:
         """Print a list: its page's JSON, or a table (and, on stderr, that more follow)."""
         if self.json:
@@ -133,3 +157,60 @@ def read_list(
         return client.last_json
 
     return collect_pages(fetch, limit, keep)
+
+
+#: The parameters `remote_command` adds, in the order --help lists them.
+REMOTE_PARAMETERS = (
+    inspect.Parameter(
+        "url", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_URL, annotation=UrlOption
+    ),
+    inspect.Parameter(
+        "token", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=TokenOption
+    ),
+    inspect.Parameter(
+        "output",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=OutputFormat.TABLE,
+        annotation=OutputOption,
+    ),
+)
+
+RemoteFunction = Callable[..., None]
+
+
+def remote_command(
+    group: typer.Typer, name: str, *example_lines: str
+) -> Callable[[RemoteFunction], RemoteFunction]:
+    """Register a function as the command ``name`` of ``group``, with --url, --token and -o
+    added to its own parameters (before --limit, where it has one, as --help always listed
+    them); the function takes them as its first parameter, one ``remote: Remote``.
+
+    Every remote command needs the same three options; written once here, a command's
+    signature says only what is its own.
+    """
+
+    def register(function: RemoteFunction) -> RemoteFunction:
+        own = [
+            parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for parameter in inspect.signature(function, eval_str=True).parameters.values()
+            if parameter.name != "remote"
+        ]
+        paging = [parameter for parameter in own if parameter.name == "limit"]
+        parameters = [
+            *(parameter for parameter in own if parameter.name != "limit"),
+            *REMOTE_PARAMETERS,
+            *paging,
+        ]
+
+        @functools.wraps(function)
+        def command(*, url: str, token: str | None, output: OutputFormat, **arguments: Any) -> None:
+            function(Remote(url, token, output), **arguments)
+
+        # Typer reads the parameters from the signature and the annotations: both say the
+        # command's own parameters and the three shared ones, already evaluated.
+        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        group.command(name, epilog=examples(*example_lines))(command)
+        return function
+
+    return register

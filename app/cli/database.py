@@ -12,13 +12,11 @@ from typing import Annotated
 import typer
 
 from app.cli.errors import ExitCode, fail
-from app.cli.help import examples
+from app.cli.help import command_group, examples
 
-db_cli = typer.Typer(
-    help="Database schema migrations (Alembic) and the bookkeeping check, on the database "
-    "of JOBMATCH_DATABASE_URL.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+db_cli = command_group(
+    "Database schema migrations (Alembic) and the bookkeeping check, on the database "
+    "of JOBMATCH_DATABASE_URL."
 )
 
 

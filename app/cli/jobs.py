@@ -9,18 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.connection import (
-    LimitOption,
-    OutputFormat,
-    OutputOption,
-    Remote,
-    TokenOption,
-    UrlOption,
-    read_list,
-)
+from app.cli.connection import LimitOption, Remote, read_list, remote_command
 from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
-from app.cli.help import examples
+from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
@@ -31,11 +23,7 @@ from app.cli.output import (
 )
 from app.client import AdminClient, Forbidden, JobSpec, JobState
 
-jobs_cli = typer.Typer(
-    help="List, show, explain, submit and cancel jobs.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+jobs_cli = command_group("List, show, explain, submit and cancel jobs.")
 
 JobArgument = Annotated[
     int, typer.Argument(metavar="ID", min=1, help="the job's id", show_default=False)
@@ -77,15 +65,15 @@ def caller_subject(client: AdminClient) -> str | None:
     return "admin"
 
 
-@jobs_cli.command(
+@remote_command(
+    jobs_cli,
     "list",
-    epilog=examples(
-        "jobmatch jobs list",
-        "jobmatch jobs list --state waiting --category 3 -o wide",
-        "jobmatch jobs list --mine --limit 500 -o json | jq '.items | length'",
-    ),
+    "jobmatch jobs list",
+    "jobmatch jobs list --state waiting --category 3 -o wide",
+    "jobmatch jobs list --mine --limit 500 -o json | jq '.items | length'",
 )
 def list_jobs(
+    remote: Remote,
     state: Annotated[
         JobState | None, typer.Option(help="only jobs in this state", show_default=False)
     ] = None,
@@ -95,13 +83,9 @@ def list_jobs(
     mine: Annotated[
         bool, typer.Option("--mine", help="only the jobs this token submitted")
     ] = False,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
     limit: LimitOption = DEFAULT_LIMIT,
 ) -> None:
     """List jobs in the order they were submitted (a submitter token sees its own)."""
-    remote = Remote(url, token, output)
     with remote.client() as client:
         subject = caller_subject(client) if mine else None
 
@@ -139,66 +123,46 @@ def print_job(job: Row, *, wide: bool) -> None:
     print_fields(fields)
 
 
-def _show(remote: Remote, job: Any) -> None:
-    remote.show(job, lambda answer: print_job(answer, wide=remote.wide))
-
-
-@jobs_cli.command(
-    "show",
-    epilog=examples("jobmatch jobs show 12", "jobmatch jobs show 12 -o json | jq .state"),
+@remote_command(
+    jobs_cli, "show", "jobmatch jobs show 12", "jobmatch jobs show 12 -o json | jq .state"
 )
-def show_job(
-    job_id: JobArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+def show_job(remote: Remote, job_id: JobArgument) -> None:
     """Show one job: what it asks for, its state, where it runs."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.get_job(job_id)
-    _show(remote, client.last_json)
+    remote.call_and_show(
+        lambda client: client.get_job(job_id), lambda job: print_job(job, wide=remote.wide)
+    )
 
 
-@jobs_cli.command(
+@remote_command(
+    jobs_cli,
     "explain",
-    epilog=examples(
-        "jobmatch jobs explain 12",
-        "jobmatch jobs explain 12 --worker w1 -o wide",
-        "jobmatch jobs explain 12 -o json | jq '.workers[] | select(.eligible)'",
-    ),
+    "jobmatch jobs explain 12",
+    "jobmatch jobs explain 12 --worker w1 -o wide",
+    "jobmatch jobs explain 12 -o json | jq '.workers[] | select(.eligible)'",
 )
 def explain_job(
+    remote: Remote,
     job_id: JobArgument,
     worker: Annotated[
         str | None, typer.Option(help="only this worker [default: every worker]")
     ] = None,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Why each worker can or cannot run a job, clause by clause."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.explain_job(job_id, worker=worker)
-    remote.show(client.last_json, lambda answer: print_explanation(answer, wide=remote.wide))
+    remote.call_and_show(
+        lambda client: client.explain_job(job_id, worker=worker),
+        lambda answer: print_explanation(answer, wide=remote.wide),
+    )
 
 
-@jobs_cli.command(
-    "cancel",
-    epilog=examples("jobmatch jobs cancel 12", "jobmatch jobs cancel 12 -o json | jq .state"),
+@remote_command(
+    jobs_cli, "cancel", "jobmatch jobs cancel 12", "jobmatch jobs cancel 12 -o json | jq .state"
 )
-def cancel_job(
-    job_id: JobArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+def cancel_job(remote: Remote, job_id: JobArgument) -> None:
     """Cancel a waiting or running job (refused, exit 1, when it has already ended)."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.cancel_job(job_id)
-    remote.show(client.last_json, lambda job: typer.echo(f"job {job['id']}: {job['state']}"))
+    remote.call_and_show(
+        lambda client: client.cancel_job(job_id),
+        lambda job: typer.echo(f"job {job['id']}: {job['state']}"),
+    )
 
 
 def _json_option(value: str | None, name: str) -> Any:
@@ -234,17 +198,17 @@ def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
         raise CommandError(f"not a field of a job: {error}", ExitCode.USAGE) from None
 
 
-@jobs_cli.command(
+@remote_command(
+    jobs_cli,
     "submit",
-    epilog=examples(
-        "jobmatch jobs submit --resources 'language: java; java: 12'",
-        "jobmatch jobs submit --requires 'host:node[0-3] ssd' --shape 'slot=4/node'",
-        "jobmatch jobs submit --hard 'h_vmem=2G,arch=lx*' --pe mpi --pe-slots 2-4",
-        "jobmatch jobs submit --task shell --timeout 60 -- python3 -c 'print(42)'",
-        "jobmatch jobs submit --file job.json -o json | jq .id",
-    ),
+    "jobmatch jobs submit --resources 'language: java; java: 12'",
+    "jobmatch jobs submit --requires 'host:node[0-3] ssd' --shape 'slot=4/node'",
+    "jobmatch jobs submit --hard 'h_vmem=2G,arch=lx*' --pe mpi --pe-slots 2-4",
+    "jobmatch jobs submit --task shell --timeout 60 -- python3 -c 'print(42)'",
+    "jobmatch jobs submit --file job.json -o json | jq .id",
 )
 def submit_job(
+    remote: Remote,
     command: Annotated[
         list[str] | None,
         typer.Argument(help="the command a task job runs (after --)", show_default=False),
@@ -282,12 +246,8 @@ def submit_job(
         Path | None,
         typer.Option(help="a JSON body of POST /v1/jobs ('-': stdin); options override it"),
     ] = None,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Submit a job in any notation; prints it (its id and state first)."""
-    remote = Remote(url, token, output)
     options = {
         "resources": resources,
         "requires": requires,
@@ -304,8 +264,10 @@ def submit_job(
         "slots": slots,
         "priority": priority,
     }
-    with remote.client() as client:
+
+    def submit(client: AdminClient) -> None:
         options["constraint"] = _json_option(constraint, "constraint")
         options["jobspec"] = _json_option(jobspec, "jobspec")
         client.submit_job(job_spec(file, options))
-    _show(remote, client.last_json)
+
+    remote.call_and_show(submit, lambda job: print_job(job, wide=remote.wide))

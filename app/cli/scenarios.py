@@ -11,13 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from app.cli.errors import ExitCode, fail
-from app.cli.help import examples
+from app.cli.help import command_group, examples
 
-scenario_cli = typer.Typer(
-    help="Grid Engine scenarios (sge62u5-reference-v1).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+scenario_cli = command_group("Grid Engine scenarios (sge62u5-reference-v1).")
 
 #: Keys of an ``expected`` that are informative only: the engine does not compare them
 #: (app.matching.gridengine.scenarios, "message keys are informative and not compared").

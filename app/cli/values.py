@@ -8,16 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.connection import OutputFormat, OutputOption, Remote, TokenOption, UrlOption
+from app.cli.connection import Remote, remote_command
 from app.cli.errors import CommandError, ExitCode
-from app.cli.help import examples
+from app.cli.help import command_group
 from app.cli.output import Column, Row, field, print_lines, print_table
 from app.client import AdminClient
 
-values_cli = typer.Typer(
-    help="Grid Engine values: complex, load and queue attribute values, consumables' use.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+values_cli = command_group(
+    "Grid Engine values: complex, load and queue attribute values, consumables' use."
 )
 
 
@@ -77,15 +75,15 @@ def print_values(values: Any, wide: bool) -> None:
         print_lines(["no values set"])
 
 
-@values_cli.command(
+@remote_command(
+    values_cli,
     "show",
-    epilog=examples(
-        "jobmatch values show global",
-        "jobmatch values show host w1",
-        "jobmatch values show queue all.q@w1 -o json | jq .consumables",
-    ),
+    "jobmatch values show global",
+    "jobmatch values show host w1",
+    "jobmatch values show queue all.q@w1 -o json | jq .consumables",
 )
 def show_values(
+    remote: Remote,
     level: Annotated[Level, typer.Argument(help="global, host or queue", show_default=False)],
     name: Annotated[
         str | None,
@@ -95,13 +93,10 @@ def show_values(
             show_default=False,
         ),
     ] = None,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Show the values set on the cluster, a host or a queue instance, and what running
     jobs book of each consumable."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        read_values(client, level, name)
-    remote.show(client.last_json, lambda answer: print_values(answer, remote.wide))
+    remote.call_and_show(
+        lambda client: read_values(client, level, name),
+        lambda answer: print_values(answer, remote.wide),
+    )

@@ -6,16 +6,8 @@ from typing import Annotated
 
 import typer
 
-from app.cli.connection import (
-    LimitOption,
-    OutputFormat,
-    OutputOption,
-    Remote,
-    TokenOption,
-    UrlOption,
-    read_list,
-)
-from app.cli.help import examples
+from app.cli.connection import LimitOption, Remote, remote_command
+from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
@@ -26,11 +18,7 @@ from app.cli.output import (
 )
 from app.client import NULL, WorkerPatch, WorkerState
 
-workers_cli = typer.Typer(
-    help="See the workers and steer them: list, show, drain, resume, delete.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+workers_cli = command_group("See the workers and steer them: list, show, drain, resume, delete.")
 
 NameArgument = Annotated[
     str, typer.Argument(metavar="NAME", help="the worker's name", show_default=False)
@@ -69,25 +57,16 @@ WORKER_COLUMNS = (
 )
 
 
-@workers_cli.command(
+@remote_command(
+    workers_cli,
     "list",
-    epilog=examples(
-        "jobmatch workers list",
-        "jobmatch workers list -o wide --limit 500",
-        "jobmatch workers list -o json | jq -r '.items[].name'",
-    ),
+    "jobmatch workers list",
+    "jobmatch workers list -o wide --limit 500",
+    "jobmatch workers list -o json | jq -r '.items[].name'",
 )
-def list_workers(
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    limit: LimitOption = DEFAULT_LIMIT,
-) -> None:
+def list_workers(remote: Remote, limit: LimitOption = DEFAULT_LIMIT) -> None:
     """List the workers: state, slots used/total, rank, last heard from."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        page = read_list(client, client.list_workers, limit)
-    remote.show_page(page, WORKER_COLUMNS)
+    remote.list_and_show(lambda client: client.list_workers, limit, WORKER_COLUMNS)
 
 
 def print_worker(worker: Row, *, wide: bool) -> None:
@@ -129,21 +108,18 @@ def print_worker(worker: Row, *, wide: bool) -> None:
         )
 
 
-@workers_cli.command(
+@remote_command(
+    workers_cli,
     "show",
-    epilog=examples("jobmatch workers show w1", "jobmatch workers show w1 -o json | jq .free"),
+    "jobmatch workers show w1",
+    "jobmatch workers show w1 -o json | jq .free",
 )
-def show_worker(
-    name: NameArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+def show_worker(remote: Remote, name: NameArgument) -> None:
     """Show one worker: its description, slots, free inventory and queue instances."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.get_worker(name)
-    remote.show(client.last_json, lambda worker: print_worker(worker, wide=remote.wide))
+    remote.call_and_show(
+        lambda client: client.get_worker(name),
+        lambda worker: print_worker(worker, wide=remote.wide),
+    )
 
 
 def print_state(worker: Row) -> None:
@@ -152,54 +128,53 @@ def print_state(worker: Row) -> None:
 
 def set_state(remote: Remote, name: str, new_state: WorkerState, reason: str | None) -> None:
     """PATCH only the worker's state and reason: its resources, slots and the rest stay."""
-    with remote.client() as client:
-        client.update_worker(name, WorkerPatch(state=new_state, reason=reason or NULL))
-    remote.show(client.last_json, print_state)
+    patch = WorkerPatch(state=new_state, reason=reason or NULL)
+    remote.call_and_show(lambda client: client.update_worker(name, patch), print_state)
 
 
-@workers_cli.command(
+@remote_command(
+    workers_cli,
     "drain",
-    epilog=examples(
-        "jobmatch workers drain w1 --reason 'kernel upgrade'",
-        "jobmatch workers drain w1 --reason 'disk full' -o json | jq .state_reason",
-    ),
+    "jobmatch workers drain w1 --reason 'kernel upgrade'",
+    "jobmatch workers drain w1 --reason 'disk full' -o json | jq .state_reason",
 )
 def drain_worker(
+    remote: Remote,
     name: NameArgument,
     reason: Annotated[
         str, typer.Option(help="why, for whoever reads `workers list`", show_default=False)
     ],
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Drain a worker: it finishes the jobs it runs and gets no new one."""
-    set_state(Remote(url, token, output), name, WorkerState.DRAINING, reason)
+    set_state(remote, name, WorkerState.DRAINING, reason)
 
 
-@workers_cli.command(
+@remote_command(
+    workers_cli,
     "resume",
-    epilog=examples("jobmatch workers resume w1", "jobmatch workers resume w1 --reason 'fixed'"),
+    "jobmatch workers resume w1",
+    "jobmatch workers resume w1 --reason 'fixed'",
 )
 def resume_worker(
+    remote: Remote,
     name: NameArgument,
     reason: Annotated[
         str | None,
         typer.Option(help="why, if worth saying [default: the old reason is cleared]"),
     ] = None,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Make a draining or disabled worker active again: it gets jobs again."""
-    set_state(Remote(url, token, output), name, WorkerState.ACTIVE, reason)
+    set_state(remote, name, WorkerState.ACTIVE, reason)
 
 
-@workers_cli.command(
+@remote_command(
+    workers_cli,
     "delete",
-    epilog=examples("jobmatch workers delete w1", "jobmatch workers delete w1 --requeue"),
+    "jobmatch workers delete w1",
+    "jobmatch workers delete w1 --requeue",
 )
 def delete_worker(
+    remote: Remote,
     name: NameArgument,
     requeue: Annotated[
         bool,
@@ -209,13 +184,9 @@ def delete_worker(
             "runs jobs is refused: exit 1)",
         ),
     ] = False,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Remove a worker and its token. With -o json nothing is printed (the API answers 204
     without a body)."""
-    remote = Remote(url, token, output)
     with remote.client() as client:
         client.delete_worker(name, requeue=requeue)
     if not remote.json:

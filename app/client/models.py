@@ -7,46 +7,13 @@ ignored, so an older client keeps working.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class Role(enum.StrEnum):
-    """Who a token acts as."""
-
-    ADMIN = "admin"
-    WORKER = "worker"
-    SUBMITTER = "submitter"
-
-
-class WorkerState(enum.StrEnum):
-    """``draining``: finishes what it runs, gets nothing new; ``disabled`` (by an admin)
-    and ``offline``: gets nothing and counts as able to run nothing."""
-
-    ACTIVE = "active"
-    DRAINING = "draining"
-    OFFLINE = "offline"
-    DISABLED = "disabled"
-
-
-class JobState(enum.StrEnum):
-    WAITING = "waiting"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class JobEventKind(enum.StrEnum):
-    SUBMITTED = "submitted"
-    DISPATCHED = "dispatched"
-    REQUEUED = "requeued"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    RETURNED = "returned"
-    LATE_REPORT = "late_report"
+from app.wire.states import JobEventKind as JobEventKind
+from app.wire.states import JobState as JobState
+from app.wire.states import Role as Role
+from app.wire.states import WorkerState as WorkerState
 
 
 @dataclass(frozen=True)

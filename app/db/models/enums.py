@@ -6,29 +6,13 @@ import enum
 
 from sqlalchemy import Enum
 
-
-class WorkerState(enum.StrEnum):
-    """``active`` workers receive work; ``draining`` ones finish what they hold and get
-    nothing new; ``offline`` and ``disabled`` ones (``disabled``: set by an admin) are known
-    but neither receive work nor count as able to run anything."""
-
-    ACTIVE = "active"
-    DRAINING = "draining"
-    OFFLINE = "offline"
-    DISABLED = "disabled"
-
+# The states travel in the API's JSON too: one definition for the server and the client.
+from app.wire.states import JobState as JobState
+from app.wire.states import WorkerState as WorkerState
 
 #: Workers in these states run nothing: no candidates, and no help for a new job that only
 #: they could run. A draining worker still counts; it gets work again once active.
 UNAVAILABLE_WORKER_STATES = (WorkerState.OFFLINE, WorkerState.DISABLED)
-
-
-class JobState(enum.StrEnum):
-    WAITING = "waiting"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
 
 
 class TagMode(enum.StrEnum):

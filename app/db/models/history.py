@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 
 from sqlalchemy import ForeignKey, Index, String, Text
@@ -10,21 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
 from app.db.models.enums import string_enum
-
-
-class JobEventKind(enum.StrEnum):
-    SUBMITTED = "submitted"
-    DISPATCHED = "dispatched"
-    REQUEUED = "requeued"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    #: The running worker gave the job back unfinished (it stopped, or it restarted and
-    #: killed what it had left running): the job waits again.
-    RETURNED = "returned"
-    #: A worker reported the end of a job it no longer held (its lease had expired): the
-    #: report is kept here but changed nothing.
-    LATE_REPORT = "late_report"
+from app.wire.states import JobEventKind as JobEventKind
 
 
 class JobEvent(Base):

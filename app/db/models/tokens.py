@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 
 from sqlalchemy import String
@@ -10,14 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
 from app.db.models.enums import string_enum
-
-
-class Role(enum.StrEnum):
-    """What a token may do. The admin token itself lives in settings, not in this table."""
-
-    ADMIN = "admin"
-    WORKER = "worker"
-    SUBMITTER = "submitter"
+from app.wire.states import Role as Role
 
 
 class ApiToken(Base):
