@@ -27,7 +27,12 @@ from app.matching.gridengine.decide import category_lists
 from app.matching.gridengine.quotas import QuotaAmount, QuotaBook, book_quotas, loaded_set
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
-from app.notations.gridengine.quotas import QuotaSet, check_quota_set, parse_quota_set
+from app.notations.gridengine.quotas import (
+    QuotaError,
+    QuotaSet,
+    check_quota_set,
+    parse_quota_set,
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ def definition_of(row: QuotaSetRow) -> QuotaSet:
 
 def create_quota_set(session: Session, text: str) -> QuotaSetRow:
     """``qconf -arqs``: a new set from its text; 409 when the name is taken."""
-    quota_set = check_quota_set(parse_quota_set(text), load_table(session), text=text)
+    quota_set = _checked(session, text)
     if session.scalar(select(QuotaSetRow.id).where(QuotaSetRow.name == quota_set.name)):
         raise ConflictError(f"resource quota set {quota_set.name!r} already exists")
     return _store(session, quota_set)
@@ -72,7 +77,7 @@ def create_quota_set(session: Session, text: str) -> QuotaSetRow:
 def replace_quota_set(session: Session, name: str, text: str) -> QuotaSetRow:
     """``qconf -mrqs``: the set's new definition; its usage is counted again from the
     running jobs. The name in the text must be the set's."""
-    quota_set = check_quota_set(parse_quota_set(text), load_table(session), text=text)
+    quota_set = _checked(session, text)
     if quota_set.name != name:
         raise InvalidFieldError(
             "text", f"the text defines set {quota_set.name!r}, not {name!r} (a set keeps its name)"
@@ -81,6 +86,15 @@ def replace_quota_set(session: Session, name: str, text: str) -> QuotaSetRow:
     session.delete(row)
     session.flush()
     return _store(session, quota_set)
+
+
+def _checked(session: Session, text: str) -> QuotaSet:
+    """The set the text defines, checked against the attribute table; a 422 on the body's
+    ``text`` naming the notation, the position and what was expected otherwise."""
+    try:
+        return check_quota_set(parse_quota_set(text), load_table(session), text=text)
+    except QuotaError as error:
+        raise InvalidFieldError("text", error.message, error) from None
 
 
 def delete_quota_set(session: Session, name: str) -> None:
@@ -101,7 +115,9 @@ def _store(session: Session, quota_set: QuotaSet) -> QuotaSetRow:
     )
     session.add(row)
     session.flush()
-    ids = dict(session.execute(select(Attribute.name, Attribute.id)).tuples().all())
+    ids: dict[str, int] = {
+        name: id_ for name, id_ in session.execute(select(Attribute.name, Attribute.id))
+    }
     for index, rule in enumerate(quota_set.rules):
         for limit in rule.limits:
             session.add(
