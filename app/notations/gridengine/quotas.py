@@ -346,6 +346,7 @@ def _parse_block(text: str, block: list[_Line]) -> QuotaSet:
     description = "NONE"
     enabled = False
     rules: list[QuotaRule] = []
+    rule_names: set[str] = set()
     seen: set[str] = set()
     for line in block:
         stripped = line.body.lstrip()
@@ -377,7 +378,16 @@ def _parse_block(text: str, block: list[_Line]) -> QuotaSet:
         elif keyword == "limit":
             if len(rules) >= _MAX_RULES:
                 raise _fail(text, at, "too many rules", f"at most {_MAX_RULES} per set")
-            rules.append(_parse_rule(text, value, value_at))
+            rule, name_at = _parse_rule(text, value, value_at)
+            if rule.name is not None and rule.name in rule_names:
+                raise _fail(
+                    text,
+                    name_at,
+                    f"rule name {rule.name!r} used twice in the set",
+                    "rule names unique within a set",
+                )
+            rule_names.add(rule.name or "")
+            rules.append(rule)
         else:
             raise _fail(
                 text, at, f"unknown keyword {keyword!r}", "name, description, enabled or limit"
@@ -387,22 +397,6 @@ def _parse_block(text: str, block: list[_Line]) -> QuotaSet:
         raise _fail(text, first, "the set has no name", "a 'name' line")
     if not rules:
         raise _fail(text, first, f"set {name!r} has no rule", "at least one 'limit' line")
-    names = [rule.name for rule in rules if rule.name is not None]
-    for rule_name in names:
-        if names.count(rule_name) > 1:
-            raise _fail(
-                text,
-                first,
-                f"rule name {rule_name!r} used twice in set {name!r}",
-                "rule names unique within a set",
-            )
-        if rule_name.isdigit():
-            raise _fail(
-                text,
-                first,
-                f"rule name {rule_name!r} is a number",
-                "a rule name that is not a number (rules are also named by position)",
-            )
     return QuotaSet(name, tuple(rules), description, enabled)
 
 
@@ -441,10 +435,12 @@ def _tokens(text: str, value: str, at: int) -> list[tuple[int, str]]:
     return found
 
 
-def _parse_rule(text: str, value: str, at: int) -> QuotaRule:
+def _parse_rule(text: str, value: str, at: int) -> tuple[QuotaRule, int]:
+    """A ``limit`` line's rule, and where its name was written (-1 without one)."""
     tokens = _tokens(text, value, at)
     fields: dict[str, Filter] = {}
     rule_name: str | None = None
+    name_at = -1
     index = 0
     while index < len(tokens):
         position, word = tokens[index]
@@ -472,7 +468,14 @@ def _parse_rule(text: str, value: str, at: int) -> QuotaRule:
                     f"invalid rule name {argument!r}",
                     "a name of letters, digits, '_', '.', '-'",
                 )
-            rule_name = argument
+            if argument.isdigit():
+                raise _fail(
+                    text,
+                    value_at,
+                    f"rule name {argument!r} is a number",
+                    "a rule name that is not a number (rules are also named by position)",
+                )
+            rule_name, name_at = argument, value_at
         else:
             fields[word] = _parse_filter(text, word, argument, value_at)
         index += 2
@@ -495,7 +498,7 @@ def _parse_rule(text: str, value: str, at: int) -> QuotaRule:
             f"dynamic limit {dynamic[0].to_text()!r} in a rule that is not host-specific",
             "a rule with an expanded hosts filter, e.g. hosts {*}",
         )
-    return QuotaRule(tuple(limits), rule_name, **fields)
+    return QuotaRule(tuple(limits), rule_name, **fields), name_at
 
 
 def _parse_filter(text: str, kind: str, argument: str, at: int) -> Filter:
