@@ -91,6 +91,13 @@ def decide(
             # instances are full, and a category scans them all before it is rejected.
             fits.append((slot, slot.full_fit()))
             continue
+        if first_only and quotas is not None:
+            # A quota that leaves nothing here fails the instance whatever its values say;
+            # only traces (scenarios, explanations) need the cluster's own reason first.
+            blocked = quotas.blocked(slot)
+            if blocked is not None:
+                fits.append((slot, blocked))
+                continue
         fit = state.evaluate(slot, hard, soft)
         if quotas is not None and fit.fits:
             fit = quotas.limit_fit(slot, fit)

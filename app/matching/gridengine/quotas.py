@@ -41,7 +41,7 @@ from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Consumable
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
-from app.notations.gridengine.quotas import Limit, QuotaRule, QuotaSet, parse_quota_set
+from app.notations.gridengine.quotas import Limit, QuotaSet, parse_quota_set
 from app.notations.gridengine.requests import RequestList
 
 #: What a job of no project presents to a ``projects`` filter.
@@ -77,6 +77,20 @@ class QuotaAmount:
     rule_label: str
 
 
+@dataclass(frozen=True)
+class _Applying:
+    """A limit that applies to a job of some owner and PE on one queue instance."""
+
+    limit_id: int
+    key: str
+    attribute: str
+    limit: float
+    rule_label: str
+    #: The rule applies to every owner alike (its set's first rule, without a users
+    #: filter): when it leaves nothing, it leaves nothing to anyone.
+    shared: bool = False
+
+
 @dataclass
 class QuotaBook:
     """The enabled sets and the current usage, loaded once per pull or scheduling run;
@@ -88,6 +102,12 @@ class QuotaBook:
     #: (limit id, key) -> amount booked in memory by a scheduling run, not written yet
     pending: dict[tuple[int, str], float] = field(default_factory=dict)
     pending_jobs: list[tuple[int, list[QuotaAmount]]] = field(default_factory=list)
+    #: (owner, PE, queue instance id) -> the limits that apply there: the first matching
+    #: rule of every set, worked out once per book (a run asks for every job).
+    applying: dict[tuple[str, str | None, int], tuple[_Applying, ...]] = field(default_factory=dict)
+    #: Instances a quota left nothing, per (owner or None for everyone, PE, request list,
+    #: queue instance id): usage only grows during a pull or a run, so they stay so.
+    blocked: dict[tuple[str | None, str | None, int, int], QueueFit] = field(default_factory=dict)
 
     def for_job(
         self, state: ClusterState, user: str, pe: str | None, hard: RequestList
@@ -182,57 +202,72 @@ class JobQuotas:
         self.user = user
         self.pe = pe
         self._hard = hard
-        self._rules: dict[int, list[tuple[_LoadedSet, int, QuotaRule]]] = {}
+        self._per_slot_amounts: dict[str, tuple[float, bool]] = {}
         #: The last limit that stopped the job, in Grid Engine's words.
         self.refusal: str | None = None
 
-    def _matching(self, slot: QueueSlot) -> list[tuple[_LoadedSet, int, QuotaRule]]:
-        found = self._rules.get(slot.id)
+    def _applying(self, slot: QueueSlot) -> tuple[_Applying, ...]:
+        cache_key = (self.user, self.pe, slot.id)
+        found = self._book.applying.get(cache_key)
         if found is None:
             queue = slot.name.partition("@")[0]
-            found = []
+            entries = []
             for loaded in self._book.sets:
                 for index, rule in enumerate(loaded.definition.rules):
-                    if rule.matches(self.user, NO_PROJECT, self.pe, queue, slot.host):
-                        found.append((loaded, index, rule))
-                        break
-            self._rules[slot.id] = found
+                    if not rule.matches(self.user, NO_PROJECT, self.pe, queue, slot.host):
+                        continue
+                    key = rule.usage_key(self.user, NO_PROJECT, self.pe, queue, slot.host)
+                    label = loaded.definition.rule_label(index)
+                    for limit in rule.limits:
+                        number = loaded.numbers.get((index, limit.attribute))
+                        entries.append(
+                            _Applying(
+                                loaded.limit_ids[index, limit.attribute],
+                                key,
+                                limit.attribute,
+                                self._limit_value(number, limit, slot),
+                                label,
+                                index == 0 and rule.users is None,
+                            )
+                        )
+                    break  # the first matching rule of a set is the one that applies
+            found = self._book.applying[cache_key] = tuple(entries)
         return found
 
     def _per_slot(self, table: ComplexTable, attribute: str) -> tuple[float, bool]:
         """(amount, per job) of an attribute the job takes per slot, or once when per job."""
+        found = self._per_slot_amounts.get(attribute)
+        if found is not None:
+            return found
         if attribute == "slots":
-            return 1.0, False
-        definition = table[attribute]
-        request = self._hard.get(definition.name)
-        value = request.parsed if request is not None else definition.default_value
-        amount = float(value) if isinstance(value, float | int) else 0.0
-        return amount, definition.consumable is Consumable.JOB
+            found = (1.0, False)
+        else:
+            definition = table[attribute]
+            request = self._hard.get(definition.name)
+            value = request.parsed if request is not None else definition.default_value
+            amount = float(value) if isinstance(value, float | int) else 0.0
+            found = (amount, definition.consumable is Consumable.JOB)
+        self._per_slot_amounts[attribute] = found
+        return found
 
     def amounts(self, assignment: Mapping[int, int], master: int) -> list[QuotaAmount]:
         """What the assignment takes of every applying limit, one entry per instance."""
         table = self._state.table
         result: list[QuotaAmount] = []
         for qi_id, count in assignment.items():
-            slot = self._state.slots[qi_id]
-            queue = slot.name.partition("@")[0]
-            for loaded, index, rule in self._matching(slot):
-                key = rule.usage_key(self.user, NO_PROJECT, self.pe, queue, slot.host)
-                for limit in rule.limits:
-                    per, per_job = self._per_slot(table, limit.attribute)
-                    amount = (per if qi_id == master else 0.0) if per_job else per * count
-                    result.append(
-                        QuotaAmount(
-                            loaded.limit_ids[index, limit.attribute],
-                            key,
-                            limit.attribute,
-                            amount,
-                            self._limit_value(
-                                loaded.numbers.get((index, limit.attribute)), limit, slot
-                            ),
-                            loaded.definition.rule_label(index),
-                        )
+            for entry in self._applying(self._state.slots[qi_id]):
+                per, per_job = self._per_slot(table, entry.attribute)
+                amount = (per if qi_id == master else 0.0) if per_job else per * count
+                result.append(
+                    QuotaAmount(
+                        entry.limit_id,
+                        entry.key,
+                        entry.attribute,
+                        amount,
+                        entry.limit,
+                        entry.rule_label,
                     )
+                )
         return result
 
     def _limit_value(self, number: float | None, limit: Limit, slot: QueueSlot) -> float:
@@ -245,11 +280,11 @@ class JobQuotas:
     def _remaining(self, amount: QuotaAmount) -> float:
         return amount.limit - self._book.used.get((amount.limit_id, amount.key), 0.0)
 
-    def limit_fit(self, slot: QueueSlot, fit: QueueFit) -> QueueFit:
-        """A fitting instance's verdict with the quotas: its ``queue_slots`` capped by what
-        the applying limits leave, or a failure in Grid Engine's words when none is left."""
+    def _cap(self, slot: QueueSlot) -> tuple[float, QuotaAmount | None]:
+        """How many slots the applying limits leave on the instance, and the tightest
+        limit."""
         cap = math.inf
-        refusal = None
+        tightest = None
         for amount in self.amounts({slot.id: 1}, slot.id):
             remaining = self._remaining(amount)
             if amount.amount <= 0:
@@ -257,8 +292,35 @@ class JobQuotas:
             else:
                 allowed = math.floor(remaining / amount.amount + 1e-9)
             if allowed < cap:
-                cap = allowed
-                refusal = _message(amount)
+                cap, tightest = allowed, amount
+        return cap, tightest
+
+    def blocked(self, slot: QueueSlot) -> QueueFit | None:
+        """The instance's failure when the quotas leave it nothing, else None: a run that
+        only needs a verdict skips evaluating its values then."""
+        cache = self._book.blocked
+        hard = id(self._hard)
+        for owner in (None, self.user):
+            found = cache.get((owner, self.pe, hard, slot.id))
+            if found is not None:
+                self.refusal = found.message
+                return found
+        cap, tightest = self._cap(slot)
+        if cap >= 1 or tightest is None:
+            return None
+        self.refusal = _message(tightest)
+        fit = QueueFit(slot.name, False, Level.QUEUE, FitCode.QUOTA_EXCEEDED, None, self.refusal)
+        shared = any(
+            entry.shared and entry.limit_id == tightest.limit_id for entry in self._applying(slot)
+        )
+        cache[None if shared else self.user, self.pe, hard, slot.id] = fit
+        return fit
+
+    def limit_fit(self, slot: QueueSlot, fit: QueueFit) -> QueueFit:
+        """A fitting instance's verdict with the quotas: its ``queue_slots`` capped by what
+        the applying limits leave, or a failure in Grid Engine's words when none is left."""
+        cap, tightest = self._cap(slot)
+        refusal = None if tightest is None else _message(tightest)
         if cap >= 1:
             if cap == math.inf:
                 return fit
@@ -314,9 +376,11 @@ def _ensure_usage_rows(
     )
     ids: dict[tuple[int, str], int] = {}
     limit_ids = sorted({limit_id for limit_id, _key in wanted})
+    keys = sorted({key for _limit_id, key in wanted})
+    # Both columns narrowed, so that a pull reads its few rows, not every key of a limit.
     for usage_id, limit_id, key in session.execute(
         select(QuotaUsage.id, QuotaUsage.limit_id, QuotaUsage.key).where(
-            QuotaUsage.limit_id.in_(limit_ids)
+            QuotaUsage.limit_id.in_(limit_ids), QuotaUsage.key.in_(keys)
         )
     ):
         if (limit_id, key) in wanted:

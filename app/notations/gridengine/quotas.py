@@ -361,13 +361,7 @@ def _parse_block(text: str, block: list[_Line]) -> QuotaSet:
             raise _fail(text, at, f"{keyword!r} given twice", f"one {keyword} line per set")
         seen.add(keyword)
         if keyword == "name":
-            if not _NAME.fullmatch(value):
-                raise _fail(
-                    text,
-                    value_at,
-                    f"invalid set name {value!r}",
-                    "a name of letters, digits, '_', '.', '-'",
-                )
+            _check_name(text, "set", value, value_at)
             name = value
         elif keyword == "description":
             description = _description(text, value, value_at)
@@ -398,6 +392,13 @@ def _parse_block(text: str, block: list[_Line]) -> QuotaSet:
     if not rules:
         raise _fail(text, first, f"set {name!r} has no rule", "at least one 'limit' line")
     return QuotaSet(name, tuple(rules), description, enabled)
+
+
+def _check_name(text: str, what: str, name: str, at: int) -> None:
+    if not _NAME.fullmatch(name):
+        raise _fail(
+            text, at, f"invalid {what} name {name!r}", "a name of letters, digits, '_', '.', '-'"
+        )
 
 
 def _description(text: str, value: str, at: int) -> str:
@@ -461,13 +462,7 @@ def _parse_rule(text: str, value: str, at: int) -> tuple[QuotaRule, int]:
             raise _fail(text, position, f"{word!r} given twice", f"one {word!r} per rule")
         value_at, argument = tokens[index + 1]
         if word == "name":
-            if not _NAME.fullmatch(argument):
-                raise _fail(
-                    text,
-                    value_at,
-                    f"invalid rule name {argument!r}",
-                    "a name of letters, digits, '_', '.', '-'",
-                )
+            _check_name(text, "rule", argument, value_at)
             if argument.isdigit():
                 raise _fail(
                     text,
