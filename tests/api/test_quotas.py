@@ -12,6 +12,8 @@ from sqlalchemy import select, update
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import QuotaBooking, QuotaUsage, Worker
+from app.matching.gridengine.quotas import quota_violations
+from app.matching.invariants import violations
 from app.matching.leases import expire_leases
 from tests.support.http_api import assert_problem, register, submit
 
@@ -129,6 +131,7 @@ def test_pull_holds_each_user_to_the_limit_and_finish_gives_it_back(
     assert _used(database) == [("admin////", 0.0)]
     with database.transaction() as session:
         assert session.scalars(select(QuotaBooking)).all() == []
+        assert violations(session) == []
 
 
 def test_lease_expiry_and_a_new_set_count_running_jobs(
@@ -182,3 +185,9 @@ def test_scheduling_run_books_quotas_and_other_users_go_on(
     }
     assert list(state.values()) == ["running", "waiting", "running"]
     assert _used(database) == [("admin////", 1.0), ("bob////", 1.0)]
+    with database.transaction() as session:
+        assert violations(session) == []
+        # A book that disagrees with what jobs hold is reported (jobmatch db check).
+        session.execute(update(QuotaUsage).values(used=QuotaUsage.used + 1))
+        assert len(quota_violations(session)) == 2
+        session.rollback()

@@ -30,11 +30,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from sqlalchemy import bindparam, case, delete, insert, select, update
+from sqlalchemy import bindparam, case, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import Attribute, QuotaBooking, QuotaLimit, QuotaUsage
+from app.db.models import Attribute, Job, JobState, QuotaBooking, QuotaLimit, QuotaUsage
 from app.db.models import QuotaSet as QuotaSetRow
 from app.matching.errors import ConflictError
 from app.matching.gridengine.state import ClusterState, QueueSlot
@@ -467,3 +467,30 @@ def release_quota_bookings(session: Session, job_id: int) -> None:
     for usage_id in sorted(totals):
         session.execute(_GIVE_BACK, {"g_id": usage_id, "g_amount": totals[usage_id]})
     session.execute(delete(QuotaBooking).where(QuotaBooking.job_id == job_id))
+
+
+def quota_violations(session: Session, tolerance: float = 1e-6) -> list[str]:
+    """The quota books' invariants, in words (``jobmatch db check``): every usage row equals
+    what jobs hold of it, and only running jobs hold anything. (A row above its limit is
+    no violation: a set written while jobs ran counts them past it.)"""
+    problems: list[str] = []
+    held = (
+        select(func.coalesce(func.sum(QuotaBooking.amount), 0.0))
+        .where(QuotaBooking.usage_id == QuotaUsage.id)
+        .scalar_subquery()
+    )
+    for usage_id, key, used, holding in session.execute(
+        select(QuotaUsage.id, QuotaUsage.key, QuotaUsage.used, held).order_by(QuotaUsage.id)
+    ):
+        if abs(used - holding) > tolerance:
+            problems.append(
+                f"quota usage {usage_id} ({key!r}) says {used:g} but jobs hold {holding:g}"
+            )
+    for job_id, state, count in session.execute(
+        select(Job.id, Job.state, func.count(QuotaBooking.id))
+        .join(QuotaBooking, QuotaBooking.job_id == Job.id)
+        .where(Job.state != JobState.RUNNING)
+        .group_by(Job.id, Job.state)
+    ):
+        problems.append(f"job {job_id} is {state.value} but holds {count} quota bookings")
+    return problems
