@@ -163,7 +163,7 @@ def test_scheduling_run_books_quotas_and_other_users_go_on(
     client: TestClient, admin_headers: dict[str, str], database: Database
 ) -> None:
     """POST /v1/schedule: the owner's extra job of a category waits, another owner's job of
-    the same category runs (sge.md section (g): the owner joins the category when quotas
+    the same category runs (sge_sched_job_category.c: the owner joins the category when quotas
     name users)."""
     submitter = client.post(
         "/v1/tokens", json={"role": "submitter", "subject": "bob"}, headers=admin_headers
