@@ -404,6 +404,10 @@ def _check_name(text: str, what: str, name: str, at: int) -> None:
 def _description(text: str, value: str, at: int) -> str:
     if not value:
         return "NONE"
+    control = next((i for i, c in enumerate(value) if ord(c) < 32 and c != "\t"), None)
+    if control is not None:
+        # NUL and friends: PostgreSQL's text cannot hold NUL, and qconf prints one line.
+        raise _fail(text, at + control, "a control character in the description", "printable text")
     if value.startswith('"'):
         if len(value) < 2 or not value.endswith('"'):
             raise _fail(text, at, "unterminated description", "a closing '\"'")

@@ -120,6 +120,7 @@ def test_backslash_newline_joins_lines() -> None:
         ("name r\n", "name", "has no rule"),
         ("limit to slots=1", "limit", "has no name"),
         ("name r\nlimit name 2 to slots=1", "2 to", "is a number"),
+        ("name r\ndescription a\x00b\nlimit to slots=1", "\x00", "control character"),
         ("name r\nlimit name a to slots=1\nlimit name a to s=2", "a to s=2", "used twice"),
     ],
 )
