@@ -24,6 +24,7 @@ from app.api.routes import (
     leases,
     metrics,
     output,
+    quotas,
     tasks,
     tokens,
     workers,
@@ -62,6 +63,7 @@ ROUTERS = (
     leases.router,
     tasks.router,
     gridengine.router,
+    quotas.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,
 )

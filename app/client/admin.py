@@ -12,6 +12,8 @@ from app.client.models import (
     IssuedToken,
     Job,
     ParallelEnvironment,
+    QuotaSet,
+    QuotaSetPage,
     RegisteredWorker,
     Role,
     ScheduleRun,
@@ -153,3 +155,32 @@ class AdminClient(SubmitterClient):
     @covers(ops.DELETE_PE)
     def delete_pe(self, name: str) -> None:
         self._send(ops.DELETE_PE, path={"name": name})
+
+    # -- resource quota sets ---------------------------------------------------------------
+
+    @covers(ops.CREATE_QUOTA_SET)
+    def create_quota_set(self, text: str) -> QuotaSet:
+        """Add a resource quota set from its ``qconf -arqs`` text."""
+        return self._call(QuotaSet, ops.CREATE_QUOTA_SET, body={"text": text})
+
+    @covers(ops.LIST_QUOTA_SETS)
+    def list_quota_sets(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> QuotaSetPage:
+        """The resource quota sets with their rules and usage, a page at a time."""
+        return self._call(
+            QuotaSetPage, ops.LIST_QUOTA_SETS, query={"limit": limit, "offset": offset}
+        )
+
+    @covers(ops.GET_QUOTA_SET)
+    def get_quota_set(self, name: str) -> QuotaSet:
+        return self._call(QuotaSet, ops.GET_QUOTA_SET, path={"name": name})
+
+    @covers(ops.REPLACE_QUOTA_SET)
+    def replace_quota_set(self, name: str, text: str) -> QuotaSet:
+        """Replace a set's definition (``qconf -mrqs``); the text names the same set."""
+        return self._call(QuotaSet, ops.REPLACE_QUOTA_SET, path={"name": name}, body={"text": text})
+
+    @covers(ops.DELETE_QUOTA_SET)
+    def delete_quota_set(self, name: str) -> None:
+        self._send(ops.DELETE_QUOTA_SET, path={"name": name})

@@ -360,6 +360,56 @@ class PePage:
 
 
 @dataclass(frozen=True)
+class QuotaLimit:
+    """One ``attr=value`` of a resource quota rule, as written."""
+
+    attribute: str
+    value: str
+
+
+@dataclass(frozen=True)
+class QuotaRule:
+    """A rule of a resource quota set: its label (``set/name`` or ``set/N``), its
+    ``limit`` line and its limits."""
+
+    label: str
+    text: str
+    limits: list[QuotaLimit]
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    """What running jobs hold of one limit under one usage key (``user/project/pe/
+    queue/host``, the values of the rule's expanded filters)."""
+
+    rule: str
+    key: str
+    attribute: str
+    used: float
+    limit: str
+
+
+@dataclass(frozen=True)
+class QuotaSet:
+    """A Grid Engine resource quota set (sge_resource_quota(5)) and its books."""
+
+    name: str
+    description: str
+    enabled: bool
+    text: str
+    rules: list[QuotaRule]
+    usage: list[QuotaUsage]
+
+
+@dataclass(frozen=True)
+class QuotaSetPage:
+    items: list[QuotaSet]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
 class Consumption:
     """A consumable's capacity at one object, and what running jobs book of it now."""
 

@@ -117,6 +117,12 @@ GET_PE = Operation("GET", "/v1/pes/{name}")
 PUT_PE = Operation("PUT", "/v1/pes/{name}")
 DELETE_PE = Operation("DELETE", "/v1/pes/{name}")
 RUN_SCHEDULE = Operation("POST", "/v1/schedule")
+# Grid Engine resource quota sets
+CREATE_QUOTA_SET = Operation("POST", "/v1/quotas")
+LIST_QUOTA_SETS = Operation("GET", "/v1/quotas")
+GET_QUOTA_SET = Operation("GET", "/v1/quotas/{name}")
+REPLACE_QUOTA_SET = Operation("PUT", "/v1/quotas/{name}")
+DELETE_QUOTA_SET = Operation("DELETE", "/v1/quotas/{name}")
 
 
 def all_operations() -> frozenset[Operation]:

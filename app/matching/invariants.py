@@ -19,6 +19,7 @@ from app.db.models import (
     QueueInstance,
 )
 from app.matching.allocation.invariants import inventory_violations
+from app.matching.gridengine.quotas import quota_violations
 
 #: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
 #: may differ from the running total in the last bits without anything being wrong.
@@ -82,6 +83,7 @@ def violations(session: Session) -> list[str]:
             problems.append(f"queue instance {qi_id} books {used} of {slots} slots")
     problems += _consumable_violations(session)
     problems += _parallel_environment_violations(session)
+    problems += quota_violations(session, TOLERANCE)
     problems += inventory_violations(session)
     return problems
 

@@ -33,6 +33,7 @@ from app.matching.candidates import WorkerExplanation, explain_job
 from app.matching.dispatch.pull import category_requests
 from app.matching.explain import Clause
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
+from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
@@ -134,10 +135,14 @@ class DynamicCheck:
             state.queue_order([worker.id]),
             pe_from_database(self.session),
             trace=True,
+            quota_book=load_quota_book(self.session),
+            user=self.job.submitter,
         )
         if decision.assignment is not None:
             return []
         said = [fit.message for _slot, fit in decision.fits if fit.message]
+        if decision.quota_refusal is not None:
+            said.append(decision.quota_refusal)
         words = said[0] if said else DYNAMIC_REASONS["sge-now"]
         return [Clause("sge-now", words)]
 

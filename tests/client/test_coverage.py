@@ -161,6 +161,11 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "AttributeIn": requests.AttributeSpec,
     "ValuesIn": requests.ValuesSpec,
     "PeIn": requests.PeSpec,
+    "QuotaSetOut": models.QuotaSet,
+    "QuotaRuleOut": models.QuotaRule,
+    "QuotaLimitOut": models.QuotaLimit,
+    "QuotaUsageOut": models.QuotaUsage,
+    "Page_QuotaSetOut_": models.QuotaSetPage,
     "FieldProblem": errors.FieldError,
 }
 
@@ -208,6 +213,7 @@ KEYWORD_BODIES = {
     "ReturnIn": "WorkerClient.return_job",
     "LoadValuesIn": "WorkerClient.report_load",
     "OutputChunkIn": "WorkerClient.append_output",
+    "QuotaSetIn": "AdminClient.create_quota_set",
     "Problem": "app.client.errors.error_for_response",
 }
 

@@ -32,6 +32,7 @@ from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryMisfit, Job
 from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.output import JobOutput
+from app.db.models.quotas import QuotaBooking, QuotaLimit, QuotaSet, QuotaUsage
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
@@ -64,6 +65,10 @@ __all__ = [
     "ParallelEnvironment",
     "Queue",
     "QueueInstance",
+    "QuotaBooking",
+    "QuotaLimit",
+    "QuotaSet",
+    "QuotaUsage",
     "ResourceVertex",
     "Role",
     "TagMode",

@@ -47,7 +47,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
 from app.db import dialect
-from app.db.models import InventoryBooking, Job, JobBooking, JobEventKind, JobState
+from app.db.models import InventoryBooking, Job, JobBooking, JobEventKind, JobState, QuotaBooking
 from app.db.tables import (
     INVENTORY_BOOKINGS,
     INVENTORY_VERTICES,
@@ -103,7 +103,11 @@ def _lock() -> Any:
             .scalar_subquery()
             .label("booked"),
             overlapping.label("overlapping"),
-            exists().where(JobBooking.job_id == _JOB).label("consumables"),
+            # Consumables or resource quotas, both given back by release_bookings().
+            (
+                exists().where(JobBooking.job_id == _JOB)
+                | exists().where(QuotaBooking.job_id == _JOB)
+            ).label("consumables"),
             # The release statement that follows in the transaction is planned the same
             # whatever its parameters; under the default plan cache mode PostgreSQL planned
             # it afresh on every execution (1.1 ms of planning at 4,096 nodes, against

@@ -24,6 +24,7 @@ from app.db.models import (
     JobBooking,
     JobEventKind,
     JobState,
+    QuotaBooking,
 )
 from app.db.tables import ALLOCATIONS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching.dispatch.finish_parts import end_values, give_back_slots, record_end
@@ -64,7 +65,11 @@ def _end(failed: bool) -> Any:
 _END = {failed: select(Job).from_statement(_end(failed)) for failed in (False, True)}
 
 # After the job's lock nothing can book for it any more: this answer is exact.
-_HOLDINGS = select(_holds_vertices(), exists().where(JobBooking.job_id == _JOB))
+_HOLDINGS = select(
+    _holds_vertices(),
+    # Consumables or resource quotas, both given back by release_bookings().
+    exists().where(JobBooking.job_id == _JOB) | exists().where(QuotaBooking.job_id == _JOB),
+)
 
 _OPEN = (ALLOCATIONS.c.job_id == _JOB) & ALLOCATIONS.c.released_at.is_(None)
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import ConsumableUsage, JobBooking
 from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, QUEUE_INSTANCES
+from app.matching.gridengine.quotas import release_quota_bookings
 from app.matching.gridengine.state import ClusterState, ObjectState
 from app.notations.gridengine.definitions import Consumable, Relop
 from app.notations.gridengine.evaluator import Level
@@ -173,8 +174,8 @@ def write_bookings(
 
 
 def release_bookings(session: Session, job_id: int) -> None:
-    """Give back every consumable amount the job holds (its slots are released with its
-    allocations by app/matching/dispatch/pull.py)."""
+    """Give back every consumable and resource quota amount the job holds (its slots are
+    released with its allocations by app/matching/dispatch/pull.py)."""
     bookings = session.scalars(
         select(JobBooking).where(JobBooking.job_id == job_id).order_by(JobBooking.usage_id)
     ).all()
@@ -188,4 +189,5 @@ def release_bookings(session: Session, job_id: int) -> None:
         )
     if bookings:
         session.execute(delete(JobBooking).where(JobBooking.job_id == job_id))
+    release_quota_bookings(session, job_id)
     session.flush()

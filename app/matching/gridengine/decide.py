@@ -34,6 +34,13 @@ from app.matching.gridengine.bookings import (
     write_bookings,
 )
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
+from app.matching.gridengine.quotas import (
+    JobQuotas,
+    QuotaAmount,
+    QuotaBook,
+    book_quotas,
+    load_quota_book,
+)
 from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.matching.gridengine.table import prefetch_table
 from app.notations.gridengine.attribute_table import ComplexTable
@@ -49,6 +56,10 @@ class Decision:
     fits: list[tuple[QueueSlot, QueueFit]]
     assignment: dict[int, int] | None
     master: int | None
+    #: What the assignment takes of the resource quotas that apply (app/matching/
+    #: gridengine/quotas.py), and the quota that refused the job, in qstat -j's words.
+    quota_amounts: tuple[QuotaAmount, ...] = ()
+    quota_refusal: str | None = None
 
     @property
     def soft_violations(self) -> int:
@@ -67,9 +78,12 @@ def decide(
     high: int = 1,
     pe_limit: int = UNLIMITED,
     first_only: bool = False,
+    quotas: JobQuotas | None = None,
 ) -> Decision:
     """Evaluate the queue instances (all of them, or for a sequential job without soft
-    requests up to the first fit when ``first_only``) and choose an assignment."""
+    requests up to the first fit when ``first_only``) and choose an assignment; the
+    resource quotas that apply, if any, cap each instance and must hold the whole
+    assignment."""
     fits: list[tuple[QueueSlot, QueueFit]] = []
     for slot in order:
         if first_only and state.full(slot):
@@ -77,7 +91,16 @@ def decide(
             # instances are full, and a category scans them all before it is rejected.
             fits.append((slot, slot.full_fit()))
             continue
+        if first_only and quotas is not None:
+            # A quota that leaves nothing here fails the instance whatever its values say;
+            # only traces (scenarios, explanations) need the cluster's own reason first.
+            blocked = quotas.blocked(slot)
+            if blocked is not None:
+                fits.append((slot, blocked))
+                continue
         fit = state.evaluate(slot, hard, soft)
+        if quotas is not None and fit.fits:
+            fit = quotas.limit_fit(slot, fit)
         fits.append((slot, fit))
         if first_only and fit.fits and pe_rule is None and not soft.requests:
             break
@@ -87,9 +110,9 @@ def decide(
     fitting.sort(key=lambda item: item[1].soft_violations)
     if pe_rule is None:
         if not fitting:
-            return Decision(fits, None, None)
+            return _refused(fits, quotas)
         slot = fitting[0][0]
-        return Decision(fits, {slot.id: 1}, slot.id)
+        return _with_quotas(Decision(fits, {slot.id: 1}, slot.id), quotas)
     global_cap = next(
         (fit.global_slots for _slot, fit in fitting if fit.global_slots is not None), None
     )
@@ -105,9 +128,24 @@ def decide(
     limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
     assignment = spread_slots(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
     if not assignment:
-        return Decision(fits, None, None)
+        return _refused(fits, quotas)
     master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
-    return Decision(fits, assignment, master)
+    return _with_quotas(Decision(fits, assignment, master), quotas)
+
+
+def _refused(fits: list[tuple[QueueSlot, QueueFit]], quotas: JobQuotas | None) -> Decision:
+    return Decision(fits, None, None, quota_refusal=None if quotas is None else quotas.refusal)
+
+
+def _with_quotas(decision: Decision, quotas: JobQuotas | None) -> Decision:
+    """The decision with what it takes of the quotas, or refused when, summed over its
+    instances, it exceeds a limit (a parallel job: each instance was capped alone)."""
+    if quotas is None or decision.assignment is None or decision.master is None:
+        return decision
+    amounts = quotas.check(decision.assignment, decision.master)
+    if amounts is None:
+        return Decision(decision.fits, None, None, quota_refusal=quotas.refusal)
+    return Decision(decision.fits, decision.assignment, decision.master, tuple(amounts))
 
 
 def _cap(value: int) -> int:
@@ -207,11 +245,15 @@ def plan_job(
     pe_lookup: PeLookup,
     *,
     trace: bool = False,
+    quota_book: QuotaBook | None = None,
+    user: str = "",
 ) -> tuple[Decision, list[ConsumableBooking]]:
     """Decide a job of the category on the given queue instances and what it would book
     (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
-    explanations)."""
+    explanations). With a ``quota_book`` the job's ``user`` is held to the enabled
+    resource quota sets."""
     hard, soft = category_lists(state.table, category.hard, category.soft)
+    quotas = None if quota_book is None else quota_book.for_job(state, user, category.pe, hard)
     rule, limit = None, UNLIMITED
     if category.pe is not None:
         pe = pe_lookup(category.pe)
@@ -228,6 +270,7 @@ def plan_job(
         high=category.pe_max,
         pe_limit=limit,
         first_only=not trace,
+        quotas=quotas,
     )
     if decision.assignment is None or decision.master is None:
         return decision, []
@@ -245,11 +288,29 @@ def dispatch_on(
 ) -> tuple[Decision, bool]:
     """Decide and book the job on the given queue instances: the decision and whether it
     was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
-    decision, bookings = plan_job(state, category, order, pe_from_database(session), trace=trace)
+    quota_book = load_quota_book(session)
+    decision, bookings = plan_job(
+        state,
+        category,
+        order,
+        pe_from_database(session),
+        trace=trace,
+        quota_book=quota_book,
+        user=job.submitter,
+    )
     if decision.assignment is None or decision.master is None:
         return decision, False
+    # The quota books after the slots and consumables, undone with them.
+    savepoint = session.begin_nested() if decision.quota_amounts else None
     if not write_bookings(session, job.id, decision.assignment, bookings):
+        if savepoint is not None:
+            savepoint.rollback()
         return decision, False
+    if savepoint is not None:
+        if not book_quotas(session, [(job.id, list(decision.quota_amounts))]):
+            savepoint.rollback()
+            return decision, False
+        savepoint.commit()
     apply_in_memory(bookings)
     job.slots = sum(decision.assignment.values())
     job.worker_id = state.slots[decision.master].worker_id

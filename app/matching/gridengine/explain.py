@@ -1,7 +1,8 @@
 """Explanations of Grid Engine jobs in the words of ``qstat -j`` (docs/notations/gridengine.md):
 ``(-l LIST) cannot run at host "H" because it offers only hl:arch=sol-amd64`` and the like,
 one line per queue instance that cannot take the job, from the reference evaluator on the
-current values and bookings."""
+current values and bookings, and ``cannot run because it exceeds limit "alice////" in rule
+"max_u_slots/1"`` where a resource quota leaves it nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
 from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
 
@@ -25,9 +27,16 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
     table = load_table(session)
     state = load_state(session, table)
     hard, soft = category_lists(table, category.hard, category.soft)
+    quota_book = load_quota_book(session)
+    quotas = (
+        None if quota_book is None else quota_book.for_job(state, job.submitter, category.pe, hard)
+    )
     lines: list[str] = []
     for slot in state.queue_order():
         fit = state.evaluate(slot, hard, soft)
+        if fit.fits and quotas is not None:
+            # A resource quota that leaves the job nothing here (sge_resource_quota(5)).
+            fit = quotas.limit_fit(slot, fit)
         if fit.fits or fit.message is None:
             continue
         if fit.message not in lines:

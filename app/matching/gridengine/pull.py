@@ -73,6 +73,7 @@ from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
 from app.matching.gridengine.decide import pe_from_database, plan_job
 from app.matching.gridengine.loaders import row_columns, table_parameters, worker_row_parts
+from app.matching.gridengine.quotas import QuotaBook, book_quotas, load_quota_book
 from app.matching.gridengine.state import ClusterState, state_of_rows
 
 
@@ -155,6 +156,9 @@ class GridEnginePull:
         self._skip_locked = dialect.supports_skip_locked(session.connection())
         self._in_one = self._skip_locked and dialect.supports_writing_ctes(session.connection())
         self.state: ClusterState | None = None
+        #: The enabled resource quota sets and their usage, read at the first claim
+        #: (False: not read yet; None: no set is enabled).
+        self._quotas: QuotaBook | bool | None = False
 
     def claim(self, job_id: int) -> ClaimedJob | None:
         """Lock a waiting job and read its category (and, the first time, the state);
@@ -185,25 +189,61 @@ class GridEnginePull:
             return None
         state = self.state
         assert state is not None
+        if self._quotas is False:
+            self._quotas = load_quota_book(self._session)
+        quota_book = self._quotas if isinstance(self._quotas, QuotaBook) else None
+        user = ""
+        if quota_book is not None:
+            user = (
+                self._session.scalar(select(JOBS.c.submitter).where(JOBS.c.id == claimed.id)) or ""
+            )
         decision, bookings = plan_job(
-            state, claimed, state.queue_order(), pe_from_database(self._session)
+            state,
+            claimed,
+            state.queue_order(),
+            pe_from_database(self._session),
+            quota_book=quota_book,
+            user=user or "",
         )
         if decision.assignment is None or decision.master is None:
             return None
-        worker_id = state.slots[decision.master].worker_id
+        if not decision.quota_amounts:
+            return self._book(claimed, decision.assignment, decision.master, bookings)
+        # The quotas are booked after the slots and consumables (the lock order of
+        # every writer), in one savepoint with them: a quota guard that fails undoes all.
+        savepoint = self._session.begin_nested()
+        job = self._book(claimed, decision.assignment, decision.master, bookings)
+        if job is None or not book_quotas(
+            self._session, [(claimed.id, list(decision.quota_amounts))]
+        ):
+            savepoint.rollback()
+            return None
+        savepoint.commit()
+        return job
+
+    def _book(
+        self,
+        claimed: ClaimedJob,
+        assignment: dict[int, int],
+        master: int,
+        bookings: list[ConsumableBooking],
+    ) -> Job | None:
+        state = self.state
+        assert state is not None
+        worker_id = state.slots[master].worker_id
         if self._in_one:
             return take_in_one(
                 self._session,
                 claimed.id,
-                decision.assignment,
+                assignment,
                 bookings,
                 worker_id,
                 self._puller.name,
             )
-        if not write_bookings(self._session, claimed.id, decision.assignment, bookings):
+        if not write_bookings(self._session, claimed.id, assignment, bookings):
             return None
         return _start(
-            self._session, claimed, sum(decision.assignment.values()), worker_id, self._puller.name
+            self._session, claimed, sum(assignment.values()), worker_id, self._puller.name
         )
 
 

@@ -27,10 +27,12 @@ from app.matching.allocation.vertex_requests import min_nodes
 from app.matching.dispatch.pull import category_requests
 from app.matching.dispatch.record import record_placements
 from app.matching.gridengine.decide import Decision
+from app.matching.gridengine.quotas import load_quota_book, write_run_quotas
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
+from app.notations.gridengine.evaluator import FitCode
 
 
 @dataclass
@@ -85,12 +87,13 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     at the end (app/matching/gridengine/run_bookings.py)."""
     session.scalars(select(Worker.id).order_by(Worker.id).with_for_update()).all()
     state = load_state(session, load_table(session))
+    quota_book = load_quota_book(session)
     jobs = session.execute(
-        select(Job.id, Job.category_id)
+        select(Job.id, Job.category_id, Job.submitter)
         .where(Job.state == JobState.WAITING)
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
     ).all()
-    categories = _categories(session, {category_id for _job_id, category_id in jobs})
+    categories = _categories(session, {category_id for _job_id, category_id, _user in jobs})
     memos: dict[int, _CategoryMemo] = {}
     report = ScheduleReport()
     run = RunBookings()
@@ -98,13 +101,16 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     now = utcnow()
     locked: set[int] = set()
     locked_until = 0
-    for index, (job_id, category_id) in enumerate(jobs):
+    #: (category, user) pairs a resource quota stopped this run: Grid Engine adds the
+    #: owner to the category when quotas name users, so other users' jobs go on.
+    quota_stopped: set[tuple[int, str]] = set()
+    for index, (job_id, category_id, user) in enumerate(jobs):
         memo = memos.get(category_id)
         if memo is None:
             memo = memos[category_id] = _memo(session, state, categories[category_id], trace)
             if memo.rejected:
                 report.rejected_categories += 1
-        if memo.rejected:
+        if memo.rejected or (category_id, user) in quota_stopped:
             continue
         report.considered += 1
         if index >= locked_until:
@@ -113,11 +119,23 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
         if job_id not in locked:
             continue  # cancelled (or taken) since the list was read
         decision, booked = book_in_run(
-            state, run, lookup, job_id, memo.category, memo.order, now, trace=trace
+            state,
+            run,
+            lookup,
+            job_id,
+            memo.category,
+            memo.order,
+            now,
+            trace=trace,
+            quota_book=quota_book,
+            user=user,
         )
         if trace:
             report.decisions.append((job_id, decision, booked))
             report.sql_excluded[job_id] = memo.sql_excluded
+        if not booked and stopped_by_quota(decision):
+            quota_stopped.add((category_id, user))
+            continue
         if not booked:
             memo.rejected = True
             report.rejected_categories += 1
@@ -126,10 +144,18 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             _skip_failed(memo, decision)
         report.dispatched += 1
     run.write(session)
+    write_run_quotas(session, quota_book)
     # Each start is a dispatch its worker receives on its next pull (issue 22).
     record_placements(session, run.started_jobs(), now)
     announce.rooms_changed(session, {cast(int, row["new_worker"]) for row in run.started})
     return report
+
+
+def stopped_by_quota(decision: Decision) -> bool:
+    """Whether a resource quota, not the cluster, kept the job from every instance."""
+    if decision.quota_refusal is not None:
+        return True
+    return any(fit.code is FitCode.QUOTA_EXCEEDED for _slot, fit in decision.fits)
 
 
 def needs_several_nodes(category: Category) -> bool:
@@ -152,12 +178,12 @@ def _categories(session: Session, ids: set[int]) -> dict[int, Category]:
 
 
 def _lock_waiting(
-    session: Session, upcoming: Sequence[Row[int, int]], memos: dict[int, _CategoryMemo]
+    session: Session, upcoming: Sequence[Row[int, int, str]], memos: dict[int, _CategoryMemo]
 ) -> set[int]:
     """Lock the upcoming jobs of categories not rejected yet; the ids still waiting."""
     wanted = [
         job_id
-        for job_id, category_id in upcoming
+        for job_id, category_id, _user in upcoming
         if category_id not in memos or not memos[category_id].rejected
     ]
     if not wanted:
@@ -179,7 +205,8 @@ def _skip_failed(memo: _CategoryMemo, decision: Decision) -> None:
         return
     failed = 0
     for _slot, fit in decision.fits:
-        if fit.fits:
+        # A quota's refusal is the user's, not the category's: later jobs may be others'.
+        if fit.fits or fit.code is FitCode.QUOTA_EXCEEDED:
             break
         failed += 1
     if failed:

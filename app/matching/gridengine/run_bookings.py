@@ -45,6 +45,7 @@ from app.db.tables import ALLOCATIONS, CONSUMABLE_USAGE, JOB_BOOKINGS, JOBS, QUE
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, apply_in_memory
 from app.matching.gridengine.decide import Decision, PeLookup, pe_slots_in_use, plan_job
+from app.matching.gridengine.quotas import QuotaBook
 from app.matching.gridengine.state import ClusterState, QueueSlot
 
 #: (usage row id, counts in used_nonexclusive, exclusive use)
@@ -276,11 +277,19 @@ def book_in_run(
     now: datetime,
     *,
     trace: bool = False,
+    quota_book: QuotaBook | None = None,
+    user: str = "",
 ) -> tuple[Decision, bool]:
-    """Decide a job and book it in memory: the decision and whether it was booked."""
-    decision, bookings = plan_job(state, category, order, lookup, trace=trace)
+    """Decide a job and book it in memory: the decision and whether it was booked. The
+    quotas it takes are kept in ``quota_book`` until the run writes them."""
+    decision, bookings = plan_job(
+        state, category, order, lookup, trace=trace, quota_book=quota_book, user=user
+    )
     if decision.assignment is None or decision.master is None:
         return decision, False
+    if quota_book is not None and decision.quota_amounts:
+        quota_book.apply(decision.quota_amounts)
+        quota_book.pending_jobs.append((job_id, list(decision.quota_amounts)))
     apply_in_memory(bookings)
     run.add(state, job_id, category, decision, bookings, now)
     return decision, True

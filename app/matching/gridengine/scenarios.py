@@ -16,6 +16,10 @@ bookings of the ones before. The outcome has the shape of ``expected``:
 * ``assignment`` (``{qi: slots}`` or null), ``master_queue``, ``soft_violations``,
   ``soft_violations_naive``, ``assignment_naive`` when the naive count would choose
   another queue;
+* ``quota_refusal`` when a resource quota stopped the job (``qstat -j``'s words);
+  ``quota_usage`` after all jobs when the case has ``quota_sets`` (the sets as
+  ``qconf -srqs`` text; ``user`` of a job is its owner): per rule and usage key, what
+  running jobs hold of each limited attribute;
 * ``remaining`` after all jobs: capacity minus booking of every consumable that has a
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
@@ -48,6 +52,7 @@ from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets, usage_lines
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
@@ -205,7 +210,7 @@ def _submit(
     )
     savepoint = session.begin_nested()
     try:
-        job = submit_job(session, job_spec, submitter="scenario")
+        job = submit_job(session, job_spec, submitter=str(spec.get("user", "scenario")))
     except MatchingError as error:
         savepoint.rollback()
         reason = getattr(error, "message", str(error))
@@ -301,6 +306,17 @@ def _remaining(session: Session, names: Mapping[int, str]) -> dict[str, Any]:
     return out
 
 
+def _quota_usage(session: Session) -> dict[str, dict[str, Any]]:
+    """After all jobs: per rule (``set/rule``) and usage key, ``attribute: used``."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in list_quota_sets(session, limit=10_000, offset=0):
+        for line in usage_lines(session, row):
+            out.setdefault(line.rule, {}).setdefault(line.key, {})[line.attribute] = _number(
+                line.used
+            )
+    return out
+
+
 @contextmanager
 def _fresh_databases() -> Iterator[Any]:
     """A migrated SQLite template, copied for each case (migrating per case is slow)."""
@@ -325,6 +341,8 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     with database.transaction() as session:
         _setup_table(session, case)
         names_by_queue = _setup_cluster(session, case["cluster"])
+        for text in case.get("quota_sets", []):
+            create_quota_set(session, text)
         names = {qi_id: name for name, qi_id in names_by_queue.items()}
         submitted: list[tuple[int | None, dict[str, Any]]] = [
             _submit(session, spec, index) for index, spec in enumerate(_jobs(case))
@@ -356,6 +374,8 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
             outcome["global"] = _global_outcome(decision)
             outcome["queues"] = _queue_outcome(decision, names)
             outcome.update(_assignment_outcome(decision, names))
+            if decision.quota_refusal is not None:
+                outcome["quota_refusal"] = decision.quota_refusal
             outcomes.append(outcome)
         result: dict[str, Any] = {}
         if "jobs" in case:
@@ -363,6 +383,8 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
         else:
             result.update(outcomes[0])
         result["remaining"] = _remaining(session, names)
+        if case.get("quota_sets"):
+            result["quota_usage"] = _quota_usage(session)
         if disagreements:
             result["sql_disagrees"] = sorted(set(disagreements))
         session.rollback()

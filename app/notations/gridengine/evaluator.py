@@ -114,6 +114,8 @@ class FitCode(enum.Enum):
     FORCED_NOT_REQUESTED = "forced_not_requested"
     NO_FREE_SLOTS = "no_free_slots"
     EXCLUSIVE_IN_USE = "exclusive_in_use"
+    #: A resource quota set's limit leaves the job nothing here (sge_resource_quota(5)).
+    QUOTA_EXCEEDED = "quota_exceeded"
 
 
 @dataclass(frozen=True)

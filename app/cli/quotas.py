@@ -1,0 +1,153 @@
+"""`jobmatch quotas list|show|add|replace|delete`: Grid Engine resource quota sets over HTTP,
+as `qconf -srqsl`, `-srqs`, `-Arqs`, `-Mrqs` and `-drqs` handle them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.cli.connection import (
+    LimitOption,
+    OutputFormat,
+    OutputOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    read_list,
+)
+from app.cli.errors import CommandError, ExitCode
+from app.cli.help import examples
+from app.cli.output import Column, field, print_lines, print_table
+
+quotas_cli = typer.Typer(
+    help="Grid Engine resource quota sets: limits per user, queue, host or PE (qconf -arqs).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+#: The API's own page size, so that `-o json` equals its plain answer.
+QUOTA_LIMIT = 100
+
+SET_COLUMNS = (
+    Column("NAME", field("name")),
+    Column("ENABLED", field("enabled")),
+    Column("RULES", lambda row: str(len(row.get("rules") or []))),
+    Column("DESCRIPTION", field("description")),
+)
+USAGE_COLUMNS = (
+    Column("RULE", field("rule")),
+    Column("KEY", field("key")),
+    Column("ATTRIBUTE", field("attribute")),
+    Column("USED", field("used")),
+    Column("LIMIT", field("limit")),
+)
+
+NameArgument = Annotated[str, typer.Argument(help="the set's name", show_default=False)]
+FileArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="FILE", help="the set in qconf -srqs text form; - reads stdin", show_default=False
+    ),
+]
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {error.strerror}", ExitCode.USAGE) from None
+
+
+def print_set(answer: Any) -> None:
+    """The set as `qconf -srqs` prints it, then what running jobs hold of each limit."""
+    print_lines(str(answer["text"]).rstrip("\n").splitlines())
+    usage = answer.get("usage") or []
+    if usage:
+        print_lines([""])
+        print_table(usage, USAGE_COLUMNS, wide=False)
+
+
+@quotas_cli.command("list", epilog=examples("jobmatch quotas list"))
+def list_quota_sets(
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+    limit: LimitOption = QUOTA_LIMIT,
+) -> None:
+    """List the resource quota sets (qconf -srqsl)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        page = read_list(client, client.list_quota_sets, limit)
+    remote.show_page(page, SET_COLUMNS)
+
+
+@quotas_cli.command(
+    "show",
+    epilog=examples("jobmatch quotas show per_user", "jobmatch quotas show per_user -o json"),
+)
+def show_quota_set(
+    name: NameArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Show a set (qconf -srqs NAME) and its usage per rule and key (as qquota does)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.get_quota_set(name)
+    remote.show(client.last_json, print_set)
+
+
+@quotas_cli.command(
+    "add",
+    epilog=examples(
+        "jobmatch quotas add per_user.rqs",
+        "printf 'name per_user\\nenabled TRUE\\nlimit users {*} to slots=4\\n' "
+        "| jobmatch quotas add -",
+    ),
+)
+def add_quota_set(
+    path: FileArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Add a set from a file in qconf -srqs form (qconf -Arqs FILE)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        # Inside the client's block: a file that cannot be read is one line and exit 2.
+        client.create_quota_set(_read_text(path))
+    remote.show(client.last_json, print_set)
+
+
+@quotas_cli.command("replace", epilog=examples("jobmatch quotas replace per_user per_user.rqs"))
+def replace_quota_set(
+    name: NameArgument,
+    path: FileArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Replace a set's definition from a file (qconf -Mrqs FILE NAME)."""
+    remote = Remote(url, token, output)
+    with remote.client() as client:
+        client.replace_quota_set(name, _read_text(path))
+    remote.show(client.last_json, print_set)
+
+
+@quotas_cli.command("delete", epilog=examples("jobmatch quotas delete per_user"))
+def delete_quota_set(
+    name: NameArgument,
+    url: UrlOption = "http://127.0.0.1:8000",
+    token: TokenOption = None,
+) -> None:
+    """Delete a set and its books (qconf -drqs NAME)."""
+    remote = Remote(url, token, OutputFormat.TABLE)
+    with remote.client() as client:
+        client.delete_quota_set(name)
+    print_lines([f"deleted resource quota set {name}"])
