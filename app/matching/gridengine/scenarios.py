@@ -8,7 +8,9 @@ list order), values per level through the values service, current bookings as us
 The jobs are submitted in order and one scheduling run dispatches them, each seeing the
 bookings of the ones before. The outcome has the shape of ``expected``:
 
-* ``submit`` (``accepted``/``rejected``, ``reject_reason``);
+* ``submit`` (``accepted``/``rejected``, ``reject_reason``), ``state`` ``failed`` for a job
+  accepted but failed at once as no worker can ever run it (it still gets ``global`` and
+  ``queues``: the run evaluates it with the others, as Grid Engine would);
 * ``global``: ``ok``, ``slots_limit`` (null = unlimited), ``code`` on failure;
 * ``queues{qi}``: ``fits``; on failure ``level``, ``code``, ``message``; on success
   ``queue_slots``, ``host_slots``, ``slots_avail``, ``soft_violations``,
@@ -163,7 +165,11 @@ def _set_used(
 ) -> None:
     ids = gridengine_table.attribute_ids(session)
     table = gridengine_table.load_table(session)
-    for key, amount in used.items():
+    # An EXCL attribute may come with non-exclusive users only (``used_nonexclusive``
+    # without a ``used`` entry): the format asks for both counters, so each key of either
+    # map sets both.
+    for key in {**used, **nonexclusive}:
+        amount = used.get(key, 0.0)
         name = table[key].name
         if name == "slots" and target.level == "queue_instance":
             session.execute(
@@ -212,6 +218,31 @@ def _submit(
         return None, {"submit": "rejected", "reject_reason": reason}
     savepoint.commit()
     return job.id, {"submit": "accepted"}
+
+
+def _refused_at_submission(
+    session: Session, submitted: Sequence[tuple[int | None, Mapping[str, Any]]]
+) -> set[int]:
+    """The accepted jobs that failed at once ("No suitable worker found"), put back to
+    waiting for the run. Grid Engine has no such refusal: its run evaluates the job with
+    the others, and the format asks for every job's ``global`` and ``queues`` outcome (a
+    FORCED attribute it does not request, a host that lacks what it asks for), each seeing
+    the bookings of the jobs before it. The run cannot place such a job (no instance fits
+    it; if one did, the case reports a disagreement), and it is failed again afterwards."""
+    accepted = [job_id for job_id, _outcome in submitted if job_id is not None]
+    refused = set(
+        session.scalars(select(Job.id).where(Job.id.in_(accepted), Job.state == JobState.FAILED))
+    )
+    if refused:
+        session.execute(update(Job).where(Job.id.in_(refused)).values(state=JobState.WAITING))
+        session.expire_all()
+    return refused
+
+
+def _fail_again(session: Session, refused: set[int]) -> None:
+    if refused:
+        session.execute(update(Job).where(Job.id.in_(refused)).values(state=JobState.FAILED))
+        session.expire_all()
 
 
 def _queue_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, Any]:
@@ -329,7 +360,9 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
         submitted: list[tuple[int | None, dict[str, Any]]] = [
             _submit(session, spec, index) for index, spec in enumerate(_jobs(case))
         ]
+        refused = _refused_at_submission(session, submitted)
         report = schedule(session, trace=True)
+        _fail_again(session, refused)
         decisions = {job_id: decision for job_id, decision, _booked in report.decisions}
         outcomes = []
         disagreements: list[str] = []
@@ -341,14 +374,16 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
             job = session.get(Job, job_id)
             assert job is not None
             decision = decisions.get(job_id)
+            if job_id in refused:
+                outcome["state"] = "failed"
             if decision is None:
-                # Not considered: its category was rejected earlier in the run, or the
-                # job failed at submission ("no suitable worker").
+                # Not considered: its category was rejected earlier in the run.
                 outcome.update({"assignment": None, "master_queue": None})
-                if job.state is JobState.FAILED:
-                    outcome["state"] = "failed"
                 outcomes.append(outcome)
                 continue
+            if job_id in refused and decision.assignment is not None:
+                # The run placed a job the submission check called unplaceable.
+                disagreements.extend(names[q] for q in decision.assignment)
             excluded = report.sql_excluded.get(job_id, set())
             for slot, fit in decision.fits:
                 if fit.fits and qi_worker[slot.id] in excluded:
