@@ -14,7 +14,9 @@ bookings of the ones before. The outcome has the shape of ``expected``:
 * ``global``: ``ok``, ``slots_limit`` (null = unlimited), ``code`` on failure;
 * ``queues{qi}``: ``fits``; on failure ``level``, ``code``, ``message``; on success
   ``queue_slots``, ``host_slots``, ``slots_avail``, ``soft_violations``,
-  ``soft_violations_naive``;
+  ``soft_violations_naive``, ``master`` (false for an instance that may take slave tasks of
+  a parallel job but cannot be its master, a per-job consumable it cannot supply; then
+  ``master_refusal`` gives that refusal's ``level``, ``code`` and ``message``);
 * ``assignment`` (``{qi: slots}`` or null), ``master_queue``, ``soft_violations``,
   ``soft_violations_naive``, ``assignment_naive`` when the naive count would choose
   another queue;
@@ -256,7 +258,16 @@ def _queue_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, An
                 "slots_avail": fit.slots_avail,
                 "soft_violations": fit.soft_violations,
                 "soft_violations_naive": fit.soft_violations_naive,
+                "master": slot.id not in decision.not_master,
             }
+            refusal = decision.not_master.get(slot.id)
+            if refusal is not None:
+                assert refusal.level is not None and refusal.code is not None
+                queues[names[slot.id]]["master_refusal"] = {
+                    "level": refusal.level.value,
+                    "code": refusal.code.value,
+                    "message": refusal.message,
+                }
         else:
             assert fit.level is not None and fit.code is not None
             queues[names[slot.id]] = {
