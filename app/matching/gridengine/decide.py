@@ -20,7 +20,7 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from sqlalchemy import and_, exists, func, or_, select
@@ -33,6 +33,7 @@ from app.matching.gridengine.bookings import (
     bookings_for,
     write_bookings,
 )
+from app.matching.gridengine.master import choose_master, master_first, slave_only
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.quotas import (
     JobQuotas,
@@ -60,6 +61,9 @@ class Decision:
     #: gridengine/quotas.py), and the quota that refused the job, in qstat -j's words.
     quota_amounts: tuple[QuotaAmount, ...] = ()
     quota_refusal: str | None = None
+    #: Instances that may take slave tasks of a parallel job but cannot be its master,
+    #: with their refusal as master (a per-job consumable they cannot supply).
+    not_master: dict[int, QueueFit] = field(default_factory=dict)
 
     @property
     def soft_violations(self) -> int:
@@ -104,6 +108,7 @@ def decide(
         fits.append((slot, fit))
         if first_only and fit.fits and pe_rule is None and not soft.requests:
             break
+    not_master = slave_only(state, fits, hard, soft) if pe_rule is not None else {}
     fitting = [(slot, fit) for slot, fit in fits if fit.fits]
     # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
     # order breaks ties (docs/notations/gridengine.md#soft-requests).
@@ -126,15 +131,39 @@ def decide(
         for slot, fit in fitting
     ]
     limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
-    assignment = spread_slots(pe_rule, [o for o in offers if o.slots > 0], low, high, limit)
+    offers = [o for o in offers if o.slots > 0]
+    assignment = spread_slots(pe_rule, offers, low, high, limit)
     if not assignment:
-        return _refused(fits, quotas)
-    master = next(slot.id for slot, _fit in fitting if slot.id in assignment)
-    return _with_quotas(Decision(fits, assignment, master), quotas)
+        return _refused(fits, quotas, not_master)
+    order_ids = [o.queue_instance_id for o in offers]
+    capable = frozenset(q for q in order_ids if q not in not_master)
+    master = choose_master(assignment, order_ids, capable)
+    if master is None:
+        # Only instances that cannot be master got slots: hand them out again with the
+        # first instance that can be master in front.
+        reordered = master_first(order_ids, capable)
+        if reordered is None:
+            return _refused(fits, quotas, not_master)
+        by_id = {o.queue_instance_id: o for o in offers}
+        assignment = spread_slots(pe_rule, [by_id[q] for q in reordered], low, high, limit)
+        master = None if not assignment else choose_master(assignment, reordered, capable)
+        if not assignment or master is None:
+            return _refused(fits, quotas, not_master)
+    return _with_quotas(Decision(fits, assignment, master, not_master=not_master), quotas)
 
 
-def _refused(fits: list[tuple[QueueSlot, QueueFit]], quotas: JobQuotas | None) -> Decision:
-    return Decision(fits, None, None, quota_refusal=None if quotas is None else quotas.refusal)
+def _refused(
+    fits: list[tuple[QueueSlot, QueueFit]],
+    quotas: JobQuotas | None,
+    not_master: dict[int, QueueFit] | None = None,
+) -> Decision:
+    return Decision(
+        fits,
+        None,
+        None,
+        quota_refusal=None if quotas is None else quotas.refusal,
+        not_master=not_master or {},
+    )
 
 
 def _with_quotas(decision: Decision, quotas: JobQuotas | None) -> Decision:
@@ -144,8 +173,8 @@ def _with_quotas(decision: Decision, quotas: JobQuotas | None) -> Decision:
         return decision
     amounts = quotas.check(decision.assignment, decision.master)
     if amounts is None:
-        return Decision(decision.fits, None, None, quota_refusal=quotas.refusal)
-    return Decision(decision.fits, decision.assignment, decision.master, tuple(amounts))
+        return _refused(decision.fits, quotas, decision.not_master)
+    return replace(decision, quota_amounts=tuple(amounts))
 
 
 def _cap(value: int) -> int:

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
 from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.master import refused_for_job_consumable, slave_fit
 from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
@@ -39,6 +40,15 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
             fit = quotas.limit_fit(slot, fit)
         if fit.fits or fit.message is None:
             continue
-        if fit.message not in lines:
-            lines.append(fit.message)
+        message = fit.message
+        slave_only = (
+            category.pe is not None
+            and refused_for_job_consumable(table, fit)
+            and slave_fit(state, slot, hard, soft).fits
+        )
+        if slave_only:
+            # A per-job consumable it lacks bars only the master task.
+            message = f'queue instance "{slot.name}" can only take slave tasks: {message}'
+        if message not in lines:
+            lines.append(message)
     return lines

@@ -8,11 +8,15 @@ list order), values per level through the values service, current bookings as us
 The jobs are submitted in order and one scheduling run dispatches them, each seeing the
 bookings of the ones before. The outcome has the shape of ``expected``:
 
-* ``submit`` (``accepted``/``rejected``, ``reject_reason``);
+* ``submit`` (``accepted``/``rejected``, ``reject_reason``), ``state`` ``failed`` for a job
+  accepted but failed at once as no worker can ever run it (it still gets ``global`` and
+  ``queues``: the run evaluates it with the others, as Grid Engine would);
 * ``global``: ``ok``, ``slots_limit`` (null = unlimited), ``code`` on failure;
 * ``queues{qi}``: ``fits``; on failure ``level``, ``code``, ``message``; on success
   ``queue_slots``, ``host_slots``, ``slots_avail``, ``soft_violations``,
-  ``soft_violations_naive``;
+  ``soft_violations_naive``, ``master`` (false for an instance that may take slave tasks of
+  a parallel job but cannot be its master, a per-job consumable it cannot supply; then
+  ``master_refusal`` gives that refusal's ``level``, ``code`` and ``message``);
 * ``assignment`` (``{qi: slots}`` or null), ``master_queue``, ``soft_violations``,
   ``soft_violations_naive``, ``assignment_naive`` when the naive count would choose
   another queue;
@@ -168,7 +172,11 @@ def _set_used(
 ) -> None:
     ids = gridengine_table.attribute_ids(session)
     table = gridengine_table.load_table(session)
-    for key, amount in used.items():
+    # An EXCL attribute may come with non-exclusive users only (``used_nonexclusive``
+    # without a ``used`` entry): the format asks for both counters, so each key of either
+    # map sets both.
+    for key in {**used, **nonexclusive}:
+        amount = used.get(key, 0.0)
         name = table[key].name
         if name == "slots" and target.level == "queue_instance":
             session.execute(
@@ -219,6 +227,31 @@ def _submit(
     return job.id, {"submit": "accepted"}
 
 
+def _refused_at_submission(
+    session: Session, submitted: Sequence[tuple[int | None, Mapping[str, Any]]]
+) -> set[int]:
+    """The accepted jobs that failed at once ("No suitable worker found"), put back to
+    waiting for the run. Grid Engine has no such refusal: its run evaluates the job with
+    the others, and the format asks for every job's ``global`` and ``queues`` outcome (a
+    FORCED attribute it does not request, a host that lacks what it asks for), each seeing
+    the bookings of the jobs before it. The run cannot place such a job (no instance fits
+    it; if one did, the case reports a disagreement), and it is failed again afterwards."""
+    accepted = [job_id for job_id, _outcome in submitted if job_id is not None]
+    refused = set(
+        session.scalars(select(Job.id).where(Job.id.in_(accepted), Job.state == JobState.FAILED))
+    )
+    if refused:
+        session.execute(update(Job).where(Job.id.in_(refused)).values(state=JobState.WAITING))
+        session.expire_all()
+    return refused
+
+
+def _fail_again(session: Session, refused: set[int]) -> None:
+    if refused:
+        session.execute(update(Job).where(Job.id.in_(refused)).values(state=JobState.FAILED))
+        session.expire_all()
+
+
 def _queue_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, Any]:
     queues: dict[str, Any] = {}
     for slot, fit in decision.fits:
@@ -230,7 +263,16 @@ def _queue_outcome(decision: Decision, names: Mapping[int, str]) -> dict[str, An
                 "slots_avail": fit.slots_avail,
                 "soft_violations": fit.soft_violations,
                 "soft_violations_naive": fit.soft_violations_naive,
+                "master": slot.id not in decision.not_master,
             }
+            refusal = decision.not_master.get(slot.id)
+            if refusal is not None:
+                assert refusal.level is not None and refusal.code is not None
+                queues[names[slot.id]]["master_refusal"] = {
+                    "level": refusal.level.value,
+                    "code": refusal.code.value,
+                    "message": refusal.message,
+                }
         else:
             assert fit.level is not None and fit.code is not None
             queues[names[slot.id]] = {
@@ -347,7 +389,9 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
         submitted: list[tuple[int | None, dict[str, Any]]] = [
             _submit(session, spec, index) for index, spec in enumerate(_jobs(case))
         ]
+        refused = _refused_at_submission(session, submitted)
         report = schedule(session, trace=True)
+        _fail_again(session, refused)
         decisions = {job_id: decision for job_id, decision, _booked in report.decisions}
         outcomes = []
         disagreements: list[str] = []
@@ -359,14 +403,16 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
             job = session.get(Job, job_id)
             assert job is not None
             decision = decisions.get(job_id)
+            if job_id in refused:
+                outcome["state"] = "failed"
             if decision is None:
-                # Not considered: its category was rejected earlier in the run, or the
-                # job failed at submission ("no suitable worker").
+                # Not considered: its category was rejected earlier in the run.
                 outcome.update({"assignment": None, "master_queue": None})
-                if job.state is JobState.FAILED:
-                    outcome["state"] = "failed"
                 outcomes.append(outcome)
                 continue
+            if job_id in refused and decision.assignment is not None:
+                # The run placed a job the submission check called unplaceable.
+                disagreements.extend(names[q] for q in decision.assignment)
             excluded = report.sql_excluded.get(job_id, set())
             for slot, fit in decision.fits:
                 if fit.fits and qi_worker[slot.id] in excluded:

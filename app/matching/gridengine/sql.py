@@ -14,8 +14,10 @@ test is that one slot's request fits the whole capacity; the booked part is dyna
 
 An object also fails when a FORCED attribute is present there and the job does not
 hard-request it, or when an unrequested consumable's non-zero default exceeds the
-capacity there. A queue instance fails as well when a hard request is present at none of
-global, its host and itself ("unknown resource"), or has too few slots.
+capacity there. Per-job (JOB) consumables of a parallel job are checked on the global host
+only: a host or queue instance that lacks one may still take slave tasks. A queue instance
+fails as well when a hard request is present at none of global, its host and itself
+("unknown resource"), or has too few slots.
 
 Reason codes (added to app/matching/misfits.py):
 
@@ -171,6 +173,18 @@ def _default_exceeds_capacity(
     ]
 
 
+def _checked_here(
+    level: str, attribute: type[Attribute], is_parallel: ColumnElement[bool]
+) -> list[ColumnElement[bool]]:
+    """A per-job (JOB) consumable of a parallel job is checked at its master queue only
+    (app/matching/gridengine/master.py): a host or queue instance that cannot supply it may
+    still take slave tasks, so it is no static misfit there. The global host is every
+    job's, master included."""
+    if level == "global":
+        return []
+    return [or_(attribute.consumable != "JOB", attribute.relop == "EXCL", not_(is_parallel))]
+
+
 def _unrequested_values(
     kind: str,
     level: str,
@@ -189,6 +203,7 @@ def _unrequested_values(
     ).where(
         v.level == level,
         *rejects(a, v),
+        *_checked_here(level, a, c.pe.is_not(None)),
         ~exists()
         .where(cr.category_id == c.id, cr.soft.is_(False), cr.attribute_id == a.id)
         .correlate_except(cr),
@@ -200,6 +215,10 @@ def rejected_objects(kind: str, level: str) -> Select[int, int]:
     """(category id, object key) pairs where the object at ``level`` rejects the
     category's hard requests, FORCED attributes or consumable defaults."""
     cr, a, v = aliased(CategoryRequest), aliased(Attribute), aliased(AttributeValue)
+    parallel = aliased(Category)
+    is_parallel = (
+        exists().where(parallel.id == cr.category_id, parallel.pe.is_not(None))
+    ).correlate_except(parallel)
     mismatch = select(cr.category_id, v.object_key).where(
         cr.soft.is_(False),
         v.attribute_id == cr.attribute_id,
@@ -207,6 +226,7 @@ def rejected_objects(kind: str, level: str) -> Select[int, int]:
         _static(v),
         a.id == cr.attribute_id,
         not_(_satisfied(a, cr, v)),
+        *_checked_here(level, a, is_parallel),
         *_narrow(kind, level, cr.category_id, v),
     )
     # Categories x values on purpose: a FORCED value rejects every category that does not
@@ -236,14 +256,17 @@ def fitting_queue_hosts(kind: str) -> Select[int, int]:
     enough slots."""
     c, qi = aliased(Category), aliased(QueueInstance)
     rejected = rejected_objects(kind, "queue_instance").subquery()
-    cr = aliased(CategoryRequest)
+    cr, a = aliased(CategoryRequest), aliased(Attribute)
     # Three probes of the (attribute, level, object, kind) index rather than one EXISTS
-    # with an OR, which no index serves.
+    # with an OR, which no index serves. A JOB consumable of a parallel job need not be
+    # known to a slave queue.
     unknown = (
         exists()
         .where(
             cr.category_id == c.id,
             cr.soft.is_(False),
+            a.id == cr.attribute_id,
+            *_checked_here("queue_instance", a, c.pe.is_not(None)),
             _no_value(cr, "global", None),
             _no_value(cr, "host", qi.worker_id),
             _no_value(cr, "queue_instance", qi.id),

@@ -42,6 +42,7 @@ Requirements
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -224,8 +225,10 @@ def flatten_dynamic(namespaces: Mapping[str, Namespace]) -> dict[str, Any]:
 
 
 def effective(static: Mapping[str, Any], dynamic: Mapping[str, Any]) -> dict[str, Any]:
-    """Dynamic overlaid by static: static wins on a clash, no deeper merge (debusine issue #8)."""
-    return {**dynamic, **static}
+    """Dynamic overlaid by static: static wins on a clash, no deeper merge (debusine issue #8).
+    Both sides are deep-copied, as debusine's ``Worker.metadata()`` does: a caller that changes
+    the merged metadata (appends to a list) must not change the worker's stored inputs."""
+    return {**copy.deepcopy(dict(dynamic)), **copy.deepcopy(dict(static))}
 
 
 def task_allowed(task: str, static: Mapping[str, Any]) -> bool:

@@ -31,6 +31,11 @@ class IdsetError(NotationError):
     notation = "rfc22-idset"
 
 
+class IdsetSyntaxError(IdsetError):
+    """An idset string breaks RFC 22's grammar itself (a stray character, a dangling ',' or
+    '-', an unbalanced bracket), as opposed to well-formed ids that break its rules."""
+
+
 @dataclass(frozen=True)
 class IdSet:
     """An immutable set of ids stored as sorted, disjoint, non-adjacent ``(lo, hi)`` runs."""
@@ -210,7 +215,7 @@ def parse_idset(text: str) -> IdSet:
     if text.startswith("[") or text.endswith("]"):
         if not (text.startswith("[") and text.endswith("]") and len(text) >= 2):
             where = 0 if not text.startswith("[") else len(text)
-            raise IdsetError(
+            raise IdsetSyntaxError(
                 f"unbalanced bracket in {text!r}",
                 text=text,
                 position=where,
@@ -278,11 +283,11 @@ def parse_idset(text: str) -> IdSet:
     return IdSet.from_runs(runs)
 
 
-def _element_error(text: str, body: str, pos: int, offset: int) -> IdsetError:
+def _element_error(text: str, body: str, pos: int, offset: int) -> IdsetSyntaxError:
     """Describe what is wrong at ``body[pos]`` where an id, range or comma was expected."""
     where = offset + pos
     found = "end of input" if pos >= len(body) else repr(body[pos])
-    return IdsetError(
+    return IdsetSyntaxError(
         f"unexpected {found} in idset {text!r}",
         text=text,
         position=where,

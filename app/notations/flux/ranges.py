@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.notations.errors import NotationError, did_you_mean
-from app.notations.flux.idset import IdSet, IdsetError, parse_idset
+from app.notations.flux.idset import IdSet, IdsetError, IdsetSyntaxError, parse_idset
 
 Operator = Literal["+", "*", "^"]
 OPERATORS: tuple[Operator, ...] = ("+", "*", "^")
@@ -45,6 +45,13 @@ class RangeError(NotationError):
     malformed or violates RFC 14's rules on min, max, operator and operand."""
 
     notation = "rfc45-range"
+
+
+class CountSyntaxError(RangeError):
+    """A count token is not a well-formed RFC 45 range, RFC 22 idset or integer string (a
+    dangling separator, a stray character, an unbalanced bracket, nothing at all), as
+    opposed to a well-formed count that breaks RFC 14's rules (0, leading zeros, max below
+    min, operand rules)."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +242,7 @@ def _range_syntax_error(text: str, body: str, offset: int) -> RangeError:
             expected="decimal numbers without leading zeros",
         )
     found = repr(body[reach]) if reach < len(body) else "end of input"
-    return RangeError(
+    return CountSyntaxError(
         f"unexpected {found} in range {text!r}",
         text=text,
         position=offset + reach,
@@ -252,7 +259,7 @@ def _strip_brackets(text: str) -> tuple[str, int]:
         )
     opens, closes = text.startswith("["), text.endswith("]")
     if opens != closes or (opens and len(text) < 2):
-        raise RangeError(
+        raise CountSyntaxError(
             f"unbalanced bracket in {text!r}",
             text=text,
             position=len(text) if opens else 0,
@@ -261,7 +268,7 @@ def _strip_brackets(text: str) -> tuple[str, int]:
     body = text[1:-1] if opens else text
     for position, char in enumerate(body):
         if char in "[]":
-            raise RangeError(
+            raise CountSyntaxError(
                 f"nested or stray bracket {char!r}",
                 text=text,
                 position=position + (1 if opens else 0),
@@ -290,7 +297,7 @@ def parse_count_string(text: str) -> Count:
     """A count written as text: integer, range (C4 for ``a-b``) or idset (C3)."""
     body, offset = _strip_brackets(text)
     if body == "":
-        raise RangeError(
+        raise CountSyntaxError(
             f"empty count {text!r}",
             text=text,
             position=offset,
@@ -310,7 +317,10 @@ def parse_count_string(text: str) -> Count:
     try:
         ids = parse_idset(body)
     except IdsetError as error:
-        raise RangeError(
+        # A grammar slip of the idset is a syntax error of the count (RFC 45 token), an
+        # idset that breaks RFC 22's rules (order, duplicates) a count error.
+        kind = CountSyntaxError if isinstance(error, IdsetSyntaxError) else RangeError
+        raise kind(
             f"not a valid idset count: {error.message}",
             text=text,
             position=None if error.position is None else error.position + offset,

@@ -38,7 +38,13 @@ from app.notations.flux.jobspec import (
     resources_to_json,
     validate_resources,
 )
-from app.notations.flux.ranges import IdsetCount, RangeCount, RangeError, parse_count_string
+from app.notations.flux.ranges import (
+    CountSyntaxError,
+    IdsetCount,
+    RangeCount,
+    RangeError,
+    parse_count_string,
+)
 
 ShapeErrorKind = Literal["syntax", "count", "slot", "rfc14"]
 RangeForm = Literal["dict", "string"]
@@ -190,9 +196,12 @@ class _Parser:
             count = parse_count_string(token)
         except RangeError as error:
             offset = error.position or 0
+            # docs/notations/flux.md#rfc-46-shapes: a count token that is not well-formed RFC 45
+            # text is a grammar violation (``syntax``); a well-formed one breaking RFC 14's
+            # rules is a ``count`` error.
             raise ShapeError(
                 f"invalid count {token!r}: {error.message}",
-                kind="count",
+                kind="syntax" if isinstance(error, CountSyntaxError) else "count",
                 text=self.text,
                 position=start + offset,
                 expected=error.expected,

@@ -32,6 +32,20 @@ def test_static_metadata_wins_over_dynamic_without_deep_merge() -> None:
     }
 
 
+def test_effective_metadata_is_a_deep_copy_of_its_inputs() -> None:
+    """debusine's ``test_metadata_is_deep_copy`` (debusine/db/models/tests, the worker model's
+    tests): a list put into the dynamic metadata, appended to through the merged metadata,
+    stays as it was in the dynamic metadata; the same holds for the static side."""
+    dynamic: dict[str, object] = {"list": ["foo", "bar"], "system:cpu_count": 4}
+    static: dict[str, object] = {"pools": ["a"]}
+    merged = effective(static, dynamic)
+    merged["list"].append("baz")  # type: ignore[attr-defined]
+    merged["pools"].append("b")  # type: ignore[attr-defined]
+    assert dynamic["list"] == ["foo", "bar"]
+    assert static["pools"] == ["a"]
+    assert merged == {"list": ["foo", "bar", "baz"], "system:cpu_count": 4, "pools": ["a", "b"]}
+
+
 def test_dynamic_metadata_is_namespaced_by_task_with_version_default_1() -> None:
     """debusine issue #8: metadata namespaced to the task name, a plain integer version, 1 when the
     task sets none."""

@@ -238,3 +238,33 @@ def test_property_only_notation_errors(text: str) -> None:
     except NotationError as error:
         assert isinstance(error, ShapeError)
         assert error.kind in ("syntax", "count", "slot", "rfc14")
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "position"),
+    [
+        # A count token that is not well-formed RFC 45 text: a range with a dangling
+        # separator, an idset with a trailing comma, an operand without a range.
+        ("node=1-", "syntax", 6),
+        ("node=2-8:", "syntax", 8),
+        ("node=2,", "syntax", 7),
+        ("node=1:2", "syntax", 6),
+        ("node=[2-]", "syntax", 7),
+        # Well-formed counts that break RFC 14's count rules stay count errors.
+        ("node=0", "count", 5),
+        ("node=3-1", "count", 5),
+        ("node=08", "count", 5),
+    ],
+)
+def test_error_classes_of_count_tokens_follow_the_rfc46_classes(
+    text: str, kind: str, position: int
+) -> None:
+    """The error classes of RFC 46 shapes as jobmatch's Flux notes sort them (section 5.5 of
+    the notes, copied here): ``syntax`` covers grammar violations, among them "bad count
+    token"; ``count`` covers the RFC 22/45/14 count rules (0, leading zeros, max < min,
+    operand rules, idset order). So a count that is not a well-formed RFC 45 string is a
+    syntax error, pointing at the first character that does not continue a well-formed count."""
+    with pytest.raises(ShapeError) as caught:
+        parse_shape(text)
+    assert caught.value.kind == kind
+    assert caught.value.position == position

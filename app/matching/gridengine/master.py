@@ -1,0 +1,129 @@
+"""Master and slave queues of a parallel job with per-job (JOB) consumables
+(docs/notations/gridengine.md#per-job-consumables-and-the-master-queue).
+
+complex(5) of Grid Engine 6.2u2 and later: a consumable of ``consumable JOB`` is requested
+per job, not per slot, and is checked and booked once, on the *master* queue (the one that
+runs the job script), its host and the global host. The slave queues of a parallel job need
+not have it: a queue instance that cannot supply the amount may still take slave tasks but
+cannot be the master. For a sequential job JOB and YES behave the same (its one queue is
+the master), so this module only changes how parallel jobs are decided.
+
+An instance is judged twice when it is refused for a JOB consumable: as master (every
+check, what :meth:`ClusterState.evaluate` does) and as slave (the same checks without the
+JOB consumables, neither their requests nor their defaults nor their capacities). Every
+check of the slave judgement is also a check of the master one, so an instance refused as
+master for any other attribute is refused as slave too and is not judged again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.matching.gridengine.state import ClusterState, QueueSlot
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import Consumable, Relop
+from app.notations.gridengine.evaluator import Level, QueueFit, evaluate_queue_instance
+from app.notations.gridengine.requests import RequestList
+
+_JOB_NAMES: dict[int, tuple[ComplexTable, frozenset[str]]] = {}
+_SLAVE_LISTS: dict[int, tuple[RequestList, RequestList]] = {}
+
+
+def job_consumables(table: ComplexTable) -> frozenset[str]:
+    """The names of the table's per-job consumables (EXCL ones count users, not amounts,
+    and stay checked everywhere)."""
+    known = _JOB_NAMES.get(id(table))
+    if known is None or known[0] is not table:
+        if len(_JOB_NAMES) > 64:
+            _JOB_NAMES.clear()
+        names = frozenset(
+            d.name for d in table if d.consumable is Consumable.JOB and d.relop is not Relop.EXCL
+        )
+        known = _JOB_NAMES[id(table)] = (table, names)
+    return known[1]
+
+
+def slave_requests(table: ComplexTable, hard: RequestList) -> RequestList:
+    """The hard list a slave queue is checked with: without the JOB consumables' requests
+    (memoised per list, so the state's per-list caches keep working)."""
+    kept = _SLAVE_LISTS.get(id(hard))
+    if kept is not None and kept[0] is hard:
+        return kept[1]
+    names = job_consumables(table)
+    slave = RequestList(tuple(r for r in hard.requests if r.name not in names), soft=hard.soft)
+    if len(_SLAVE_LISTS) > 4096:
+        _SLAVE_LISTS.clear()
+    _SLAVE_LISTS[id(hard)] = (hard, slave)
+    return slave
+
+
+def refused_for_job_consumable(table: ComplexTable, fit: QueueFit) -> bool:
+    """The instance was refused (as master) because its host or itself cannot supply a
+    per-job consumable. A refusal by the global host stands: the master runs under it
+    too, so no instance could be master."""
+    return (
+        not fit.fits and fit.level is not Level.GLOBAL and fit.attribute in job_consumables(table)
+    )
+
+
+def slave_fit(
+    state: ClusterState, slot: QueueSlot, hard: RequestList, soft: RequestList
+) -> QueueFit:
+    """Whether the instance can take slave tasks of the job: every check but those of
+    the JOB consumables, at its three levels."""
+    table = state.table
+    names = job_consumables(table)
+    slave = slave_requests(table, hard)
+    objects = (state.global_host, state.hosts[slot.worker_id], state.queues[slot.id])
+    views = tuple(
+        {
+            name: offer
+            for name, offer in obj.offers_for(table, slave, soft).items()
+            if name not in names
+        }
+        for obj in objects
+    )
+    levels = tuple(obj.level_object() for obj in objects)
+    return evaluate_queue_instance(
+        table, levels[0], levels[1], levels[2], slave, soft, offers=(views[0], views[1], views[2])
+    )
+
+
+def slave_only(
+    state: ClusterState,
+    fits: list[tuple[QueueSlot, QueueFit]],
+    hard: RequestList,
+    soft: RequestList,
+) -> dict[int, QueueFit]:
+    """Judge again, as slaves, the instances refused for a JOB consumable: each that fits
+    as slave gets its slave verdict in ``fits`` (in place) and is returned with its
+    refusal as master."""
+    not_master: dict[int, QueueFit] = {}
+    if not job_consumables(state.table):
+        return not_master
+    for index, (slot, fit) in enumerate(fits):
+        if refused_for_job_consumable(state.table, fit):
+            slave = slave_fit(state, slot, hard, soft)
+            if slave.fits:
+                fits[index] = (slot, slave)
+                not_master[slot.id] = fit
+    return not_master
+
+
+def choose_master(
+    assignment: dict[int, int], order: Sequence[int], capable: frozenset[int]
+) -> int | None:
+    """The master of an assignment: the first instance in queue order that received slots
+    and can be master (Grid Engine's master is the first queue of the allocation; an
+    instance refused a JOB consumable is passed over)."""
+    return next((q for q in order if q in assignment and q in capable), None)
+
+
+def master_first(order: Sequence[int], capable: frozenset[int]) -> list[int] | None:
+    """The order with the first master-capable instance moved to the front (None when no
+    instance can be master), for a second spread when the first gave slots only to
+    instances that cannot be master."""
+    first = next((q for q in order if q in capable), None)
+    if first is None:
+        return None
+    return [first, *(q for q in order if q != first)]
