@@ -32,6 +32,7 @@ from app.api.routes import (
 from app.api.token_gate import TokenGateMiddleware
 from app.api.ui import routes as console
 from app.db.engine import Database
+from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
 from app.settings import Settings, get_settings
 
@@ -84,14 +85,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
     sweeper = LeaseSweeper(database, settings)
     longpoll = LongPoll(database)
+    revocations = RevocationWatch(database)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
         sweeper.start()
         longpoll.start()
+        revocations.start()
         # The state reaches uvicorn's protocols too: they close the hub when the server
         # starts shutting down (app/api/longpoll.py).
         yield {STATE_KEY: longpoll.hub}
+        revocations.stop()
         longpoll.stop()
         sweeper.stop()
         if owns_database:
@@ -111,10 +115,15 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.database = database
     app.state.lease_sweeper = sweeper
     app.state.longpoll = longpoll
+    app.state.revocations = revocations
     # The last added runs first: request ids and access logs, then the body limits, then
     # the token gate, all before FastAPI reads a byte of the body.
     app.add_middleware(
-        TokenGateMiddleware, routes=service_routes(), database=database, settings=settings
+        TokenGateMiddleware,
+        routes=service_routes(),
+        database=database,
+        settings=settings,
+        revocations=revocations,
     )
     app.add_middleware(
         BodyLimitMiddleware,

@@ -65,9 +65,9 @@ def admin_principal(token: str, admin_token: SecretStr | None) -> Principal | No
     return None
 
 
-def stored_principal(session: Session, token: str) -> Principal | None:
-    """The role and subject of an issued, unrevoked token (looked up by its hash)."""
-    found = find_active_token(session, token)
+def stored_principal(session: Session, token_hash: str) -> Principal | None:
+    """The role and subject of an issued, unrevoked token, looked up by its hash."""
+    found = find_active_token(session, token_hash)
     if found is None:
         return None
     role, subject = found

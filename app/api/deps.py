@@ -9,8 +9,13 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.db.engine import Database
+from app.db.revocations import REVOKED_KEY, RevocationWatch
 
 _READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: How long a request that revoked tokens waits for its own process to hear it: normally
+#: a millisecond; bounded so that a lost listener delays nothing for long (a process that
+#: does not listen trusts no remembered token anyway).
+REVOCATION_HEARD_SECONDS = 2.0
 
 
 def get_database(request: Request) -> Database:
@@ -24,8 +29,14 @@ def get_session(request: Request) -> Iterator[Session]:
     Requests that may write start it with the write lock on SQLite (BEGIN IMMEDIATE).
     """
     database = get_database(request)
+    watch: RevocationWatch | None = getattr(request.app.state, "revocations", None)
+    heard = watch.generation if watch is not None else 0
     with database.transaction(write=request.method not in _READ_ONLY_METHODS) as session:
         yield session
+    if watch is not None and session.info.get(REVOKED_KEY):
+        # Tokens were revoked: answer once this process heard it (app/db/revocations.py),
+        # so that the caller's next request meets no process that still trusts them.
+        watch.wait_for(heard, REVOCATION_HEARD_SECONDS)
 
 
 # scope="function": the commit runs when the endpoint returns, so a failed commit becomes

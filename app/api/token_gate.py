@@ -6,11 +6,18 @@ token checked by a dependency is checked after the work it should have prevented
 anonymous 50 MB JSON array cost 1.39 GB of memory before its 401 (issue 19). This pure
 ASGI middleware looks at the headers only. For a route that needs a token (one whose
 dependencies include :func:`app.api.auth.authenticate`, as the role checks do) it resolves
-the bearer token (the admin token compared in constant time, an issued token looked up by its hash,
-one lookup per request as before) and answers 401 problem+json at once when there is none;
+the bearer token (the admin token compared in constant time, an issued token looked up by its
+hash) and answers 401 problem+json at once when there is none;
 otherwise it leaves the principal in the ASGI scope, where ``authenticate`` picks it up.
 Routes without a token (the probes, /metrics, the API documents) and unknown paths (the
 router's 404 and 405) pass untouched.
+An issued token's answer is remembered in memory (:class:`KnownTokens`, keyed by the
+token's hash) and used again without a transaction of its own (a thread-pool hop, a pooled
+connection and three round trips per request before) as long as the process's revocation
+generation (app/db/revocations.py) says no revocation committed since it was looked up:
+a revoked token is refused on the very next request, by every process. Unknown tokens are
+not remembered (a caller sending random tokens cannot fill the memory), and the memory
+holds at most :data:`KnownTokens.LIMIT` tokens.
 The gate is given the routes of the service's own routers. A route added to the app in
 another way would pass the gate and then meet ``authenticate`` without a principal: it
 answers 401, after the body was read, but never lets a caller through.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import Iterable
 
 import anyio.to_thread
@@ -40,8 +48,10 @@ from app.api.auth import (
     stored_principal,
 )
 from app.api.raw_problems import send_problem
-from app.db.dialect import is_retryable_error
+from app.db.dialect import is_lost_connection, is_retryable_error
 from app.db.engine import Database
+from app.db.revocations import RevocationWatch
+from app.db.tokens import DirectTokenReader, hash_token
 from app.settings import Settings
 
 log = logging.getLogger("app.api")
@@ -91,6 +101,35 @@ def _authorization(scope: Scope) -> str | None:
     return None
 
 
+class KnownTokens:
+    """Issued tokens' principals, by token hash, each with the revocation generation it
+    was looked up at (see the module docstring)."""
+
+    #: The most tokens remembered; when full, the memory starts again empty (a farm has
+    #: one token per worker and submitter: far fewer).
+    LIMIT = 65_536
+
+    def __init__(self, watch: RevocationWatch) -> None:
+        self.watch = watch
+        self._known: dict[str, tuple[Principal, int]] = {}
+
+    def get(self, token_hash: str) -> Principal | None:
+        """The remembered principal when it may be used now, else None (look it up)."""
+        known = self._known.get(token_hash)
+        if known is None:
+            return None
+        generation = self.watch.current()
+        if generation is None or known[1] != generation:
+            return None
+        return known[0]
+
+    def remember(self, token_hash: str, principal: Principal, generation: int) -> None:
+        """Remember an answer looked up at ``generation`` (read before the lookup began)."""
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[token_hash] = (principal, generation)
+
+
 class TokenGateMiddleware:
     """Authenticates requests to guarded routes from their headers alone (see the module
     docstring); the role and ownership checks stay with each route's dependencies."""
@@ -102,11 +141,14 @@ class TokenGateMiddleware:
         routes: Iterable[BaseRoute],
         database: Database,
         settings: Settings,
+        revocations: RevocationWatch,
     ) -> None:
         self.app = app
         self.rules = route_rules(routes)
         self.database = database
         self.settings = settings
+        self.known = KnownTokens(revocations)
+        self.direct = DirectTokenReader.for_url(database.url)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not needs_token(self.rules, scope["method"], scope["path"]):
@@ -118,20 +160,51 @@ class TokenGateMiddleware:
             return
         principal = admin_principal(token, self.settings.admin_token)
         if principal is None:
-            try:
-                principal = await anyio.to_thread.run_sync(self._look_up, token)
-            except OperationalError as exc:
-                await self._database_unavailable(scope, send, exc)
-                return
+            token_hash = hash_token(token)
+            read, principal = self._read_directly(token_hash)
+            if not read:
+                principal = self.known.get(token_hash)
+            if not read and principal is None:
+                try:
+                    principal = await anyio.to_thread.run_sync(self._look_up, token_hash)
+                except OperationalError as exc:
+                    await self._database_unavailable(scope, send, exc)
+                    return
         if principal is None:
             await send_problem(scope, send, 401, UNKNOWN_TOKEN, headers=_CHALLENGE)
             return
         scope[PRINCIPAL_SCOPE_KEY] = principal
         await self.app(scope, receive, send)
 
-    def _look_up(self, token: str) -> Principal | None:
+    def _read_directly(self, token_hash: str) -> tuple[bool, Principal | None]:
+        """SQLite: (True, the principal or None for an unknown token) read in the event
+        loop (app/db/tokens.py); (False, None) when not read (another database, or the
+        file could not be read: then the pooled lookup decides and words any error)."""
+        if self.direct is None:
+            return False, None
+        try:
+            found = self.direct.find(token_hash)
+        except sqlite3.Error:
+            return False, None
+        return True, None if found is None else Principal(role=found[0], subject=found[1])
+
+    def _look_up(self, token_hash: str) -> Principal | None:
+        """The pooled lookup; once more when the pooled connection turned out dead (there
+        is no pre-ping: app/db/dialect.py), as a request's own transaction is."""
+        try:
+            return self._look_up_once(token_hash)
+        except OperationalError as exc:
+            if not is_lost_connection(exc):
+                raise
+            return self._look_up_once(token_hash)
+
+    def _look_up_once(self, token_hash: str) -> Principal | None:
+        generation = self.known.watch.generation  # before the lookup's snapshot
         with self.database.transaction(write=False) as session:
-            return stored_principal(session, token)
+            principal = stored_principal(session, token_hash)
+        if principal is not None:
+            self.known.remember(token_hash, principal, generation)
+        return principal
 
     @staticmethod
     async def _database_unavailable(scope: Scope, send: Send, exc: OperationalError) -> None:

@@ -51,7 +51,10 @@ def engine_arguments(url: str, *, busy_timeout: float) -> dict[str, Any]:
     if is_sqlite(url):
         return {"connect_args": {"timeout": busy_timeout, "check_same_thread": False}}
     return {
-        "pool_pre_ping": True,
+        # No pre-ping: it cost a round trip on every checkout, a third of a pull's. A
+        # pooled connection that died since its last use fails its first statement
+        # instead; the pool then drops it (and every connection older than the failure),
+        # and the request runs its transaction again (is_retryable_error).
         "pool_size": 10,
         "max_overflow": 20,
         # JIT compilation pays off for long analytic queries; ours are short statements with
@@ -108,13 +111,28 @@ def is_busy_error(error: BaseException) -> bool:
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
 
+#: Set on an error raised by COMMIT itself (app/db/engine.py): whether the transaction was
+#: stored is then unknown, so it is never run again.
+COMMIT_OUTCOME_UNKNOWN = "jobmatch_commit_outcome_unknown"
+
+
+def is_lost_connection(error: BaseException) -> bool:
+    """True when the connection died under a statement before COMMIT was sent (a pooled
+    connection the server closed meanwhile, a restarted server): the server rolled the
+    transaction back, and the pool has dropped the connection."""
+    return bool(getattr(error, "connection_invalidated", False)) and not getattr(
+        error, COMMIT_OUTCOME_UNKNOWN, False
+    )
+
+
 def is_retryable_error(error: BaseException) -> bool:
     """True when the transaction failed only because of concurrent transactions (a
-    deadlock, a serialization failure, SQLite's lock wait running out) and running it again
-    from the start is safe and likely to succeed."""
+    deadlock, a serialization failure, SQLite's lock wait running out) or a connection
+    lost before its COMMIT, and running it again from the start is safe and likely to
+    succeed."""
     if getattr(getattr(error, "orig", None), "sqlstate", None) in RETRYABLE_SQLSTATES:
         return True
-    return is_busy_error(error)
+    return is_busy_error(error) or is_lost_connection(error)
 
 
 #: Key of the PostgreSQL advisory lock that serialises changes to the misfit cache.

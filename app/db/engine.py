@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import dialect, notify
@@ -44,7 +45,12 @@ class Database:
             session.connection(execution_options={dialect.WRITE_OPTION: write})
             yield session
             notify.send_pending(session)
-            session.commit()
+            try:
+                session.commit()
+            except DBAPIError as error:
+                # Stored or not, nobody knows: never run again as a lost connection.
+                setattr(error, dialect.COMMIT_OUTCOME_UNKNOWN, True)
+                raise
             committed = notify.take_committed(session)
         except BaseException:
             notify.forget_pending(session)

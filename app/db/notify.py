@@ -19,6 +19,7 @@ this module only carries them and knows nothing of what they say.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -86,22 +87,39 @@ Deliver = Callable[[str], None]
 
 
 class PostgresListener:
-    """One connection of its own that LISTENs on :data:`CHANNEL` and hands every payload
-    to ``deliver``, from a thread of its own. It sends no statement while it waits.
+    """One connection of its own that LISTENs on ``channel`` (:data:`CHANNEL` unless told)
+    and hands every payload to ``deliver``, from a thread of its own. It sends no statement
+    while it waits.
 
     When the connection is lost it reconnects with a capped backoff and delivers
     :data:`EVERYTHING` once it listens again: notifications sent meanwhile are lost, so every
-    waiter looks again."""
+    waiter looks again.
+
+    ``before_read``, when given, is called each time the connection has something to read,
+    before it is read: a caller that must never act on news it has not yet heard
+    (app/db/revocations.py) learns there is news before the bytes leave the socket, and
+    :meth:`unread` tells it whether some are waiting there now."""
 
     #: How often the thread looks up from the socket to see whether it should stop.
     POLL_SECONDS = 0.5
     MAX_BACKOFF_SECONDS = 5.0
 
-    def __init__(self, engine: Engine, deliver: Deliver) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        deliver: Deliver,
+        *,
+        channel: str = CHANNEL,
+        before_read: Callable[[], None] | None = None,
+    ) -> None:
         cargs, cparams = engine.dialect.create_connect_args(engine.url)
         self._connect_args: tuple[Any, ...] = tuple(cargs)
         self._connect_params: dict[str, Any] = dict(cparams)
         self._deliver = deliver
+        self.channel = channel
+        self._before_read = before_read
+        #: The listening connection's socket while it listens, else None.
+        self._fileno: int | None = None
         self._stop = threading.Event()
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,7 +134,7 @@ class PostgresListener:
         self._thread = threading.Thread(target=self._run, name="jobmatch-listener", daemon=True)
         self._thread.start()
         if not self._listening.wait(ready_timeout):
-            log.warning("not listening for %s yet; waiting pulls may sleep longer", CHANNEL)
+            log.warning("not listening for %s yet", self.channel)
 
     def stop(self) -> None:
         self._stop.set()
@@ -144,27 +162,57 @@ class PostgresListener:
                 with psycopg.connect(
                     *self._connect_args, **self._connect_params, autocommit=True
                 ) as connection:
-                    connection.execute(f"LISTEN {CHANNEL}")
+                    connection.execute(f"LISTEN {self.channel}")
                     connection.execute(f"LISTEN {self._wake_channel}")
+                    self._fileno = connection.fileno()
                     self._listening.set()
                     if not first:
                         self._deliver(EVERYTHING)
                     first = False
                     backoff = 0.1
-                    self._listen(connection)
-            except psycopg.Error as error:
+                    try:
+                        self._listen(connection)
+                    finally:
+                        self._fileno = None
+            except (psycopg.Error, OSError) as error:
                 log.warning(
-                    "listening for %s failed (%s); retrying in %.1f s", CHANNEL, error, backoff
+                    "listening for %s failed (%s); retrying in %.1f s",
+                    self.channel,
+                    error,
+                    backoff,
                 )
                 self._stop.wait(backoff)
                 backoff = min(self.MAX_BACKOFF_SECONDS, backoff * 2)
 
+    @property
+    def listening(self) -> bool:
+        """Whether the connection listens now (notifications sent now will be heard)."""
+        return self._fileno is not None and not self._stop.is_set()
+
+    def unread(self) -> bool:
+        """Whether bytes wait on the listening connection's socket, not yet read (or no
+        socket listens now): a notification may be among them. No round trip."""
+        fileno = self._fileno
+        if fileno is None:
+            return True
+        try:
+            readable, _, _ = select.select([fileno], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
     def _listen(self, connection: psycopg.Connection[Any]) -> None:
         while not self._stop.is_set():
-            for notification in connection.notifies(timeout=self.POLL_SECONDS):
+            # What has arrived (psycopg may also hold some read while LISTEN ran).
+            for notification in connection.notifies(timeout=0):
                 if notification.channel == self._wake_channel:
                     return
                 try:
                     self._deliver(notification.payload)
                 except Exception:  # a failed delivery must not stop the listener
                     log.exception("delivering %r failed", notification.payload)
+            # Wait on the socket ourselves so that ``before_read`` runs before psycopg
+            # takes the bytes off it (at the top of the loop).
+            readable, _, _ = select.select([connection.fileno()], [], [], self.POLL_SECONDS)
+            if readable and self._before_read is not None:
+                self._before_read()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from app.db.dialect import RETRYABLE_SQLSTATES, is_retryable_error
+from app.db.dialect import RETRYABLE_SQLSTATES, is_lost_connection, is_retryable_error
 
 __all__ = ["RetryPolicy", "is_retryable_error", "retry_reason"]
 
@@ -36,10 +36,13 @@ class RetryPolicy:
 
 
 def retry_reason(error: BaseException) -> str:
-    """A short label for metrics and logs: deadlock, serialization or busy."""
+    """A short label for metrics and logs: deadlock, serialization, lost_connection or
+    busy."""
     sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
     if sqlstate == "40P01":
         return "deadlock"
     if sqlstate in RETRYABLE_SQLSTATES:
         return "serialization"
+    if is_lost_connection(error):
+        return "lost_connection"
     return "busy"

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import ApiToken, Role
+from app.db.revocations import announce_revocation
 
 
 def hash_token(token: str) -> str:
@@ -34,9 +38,9 @@ _ACTIVE_TOKEN = select(ApiToken.role, ApiToken.subject).where(
 )
 
 
-def find_active_token(session: Session, clear: str) -> tuple[Role, str] | None:
-    """The role and subject of the unrevoked token with this clear text, if any."""
-    row = session.execute(_ACTIVE_TOKEN, {"p_hash": hash_token(clear)}).one_or_none()
+def find_active_token(session: Session, token_hash: str) -> tuple[Role, str] | None:
+    """The role and subject of the unrevoked token with this hash (:func:`hash_token`)."""
+    row = session.execute(_ACTIVE_TOKEN, {"p_hash": token_hash}).one_or_none()
     return None if row is None else (row[0], row[1])
 
 
@@ -45,8 +49,46 @@ def revoke_token(session: Session, token_id: int) -> ApiToken | None:
     if row is not None and row.revoked_at is None:
         row.revoked_at = utcnow()
         session.flush()
+        # Every API process forgets what it remembered of tokens (app/db/revocations.py).
+        announce_revocation(session)
     return row
 
 
 def list_tokens(session: Session, *, limit: int, offset: int) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id).limit(limit).offset(offset)))
+
+
+class DirectTokenReader:
+    """SQLite: the role and subject of an unrevoked token, read from the database file on a
+    connection of its own, without a pooled session or a thread: an index seek in the
+    process, which sees every commit of every process at once (WAL readers never wait for
+    the writer). For the token gate, which calls it from the event loop; None for an
+    in-memory database (no other connection sees it) or any other database."""
+
+    def __init__(self, path: str) -> None:
+        # Autocommit: each read sees the latest commit, and no read transaction stays open.
+        self._connection = sqlite3.connect(
+            path, timeout=1.0, check_same_thread=False, isolation_level=None
+        )
+
+    @classmethod
+    def for_url(cls, url: str) -> DirectTokenReader | None:
+        parsed = make_url(url)
+        path = parsed.database
+        if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+            return None
+        if "mode=memory" in str(parsed):
+            return None
+        return cls(path)
+
+    def find(self, token_hash: str) -> tuple[Role, str] | None:
+        """As :func:`find_active_token`; raises ``sqlite3.Error`` when it cannot read."""
+        row = self._connection.execute(_DIRECT_SQL, (token_hash,)).fetchone()
+        return None if row is None else (Role(row[0]), row[1])
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+#: :data:`_ACTIVE_TOKEN` as SQLite text (positional parameter), compiled once.
+_DIRECT_SQL = str(_ACTIVE_TOKEN.compile(dialect=sqlite.dialect()))

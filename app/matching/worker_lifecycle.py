@@ -31,6 +31,7 @@ from app.db.models import (
     WorkerProperty,
     WorkerState,
 )
+from app.db.revocations import announce_revocation
 from app.matching import history
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, InvalidFieldError
@@ -243,6 +244,8 @@ def delete_worker(session: Session, name: str, *, requeue: bool, by: str) -> lis
         )
         .values(revoked_at=utcnow())
     )
+    # Every API process forgets what it remembered of tokens (app/db/revocations.py).
+    announce_revocation(session)
     session.delete(worker)
     session.flush()
     return running

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
-from sqlalchemy import event, func, select, text
+from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app.api.app import create_app
+from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
 from app.db.models import Job
-from app.db.retry import RetryPolicy, retry_reason
+from app.db.retry import RetryPolicy, is_retryable_error, retry_reason
 from app.settings import Settings
 from tests.support.http_api import register, submit
 
@@ -252,3 +253,59 @@ def test_a_deadlocked_pull_is_retried_by_the_server(
     assert outcome["status"] == 200, outcome
     assert outcome["body"]["id"] == job["id"]
     assert retries("deadlock", "retried") == before + 1
+
+
+def _terminate_pooled_connections(database: Database) -> int:
+    """Kill the pool's connections to the test database, as an idle timeout or a network
+    failure would: they die unseen. The listening connections (whose last statement is a
+    LISTEN) are spared: their loss makes every remembered token be looked up again
+    (app/db/revocations.py), and that lookup would meet the dead connection first. From
+    an engine of its own: a connection of the pool would spare itself. Returns once they
+    are gone (the timeout argument of pg_terminate_backend waits for that)."""
+    killer = create_engine(database.url)
+    with killer.connect() as connection:
+        killed = connection.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN %'"
+            )
+        ).scalar_one()
+    killer.dispose()
+    return int(killed)
+
+
+def test_a_dead_pooled_connection_costs_a_retry_not_a_503(
+    quiet_client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """Without the pool's pre-ping (issue 23: a round trip per checkout), a pooled
+    connection the server closed fails its first statement; the request runs again on a
+    fresh connection, and the pull and finish answer as if nothing happened."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("SQLite connections live in the process; none dies unseen")
+    worker = register(quiet_client, admin_headers, "w1")
+    job = submit(quiet_client, admin_headers)
+    before = retries("lost_connection", "retried")
+    # The pool holds a connection that the server then closes; the worker's token is
+    # remembered (app/api/token_gate.py), so the pull's own transaction meets it first.
+    assert quiet_client.post("/v1/workers/w1/heartbeat", headers=worker).status_code == 200
+    assert _terminate_pooled_connections(database) >= 1
+    pulled = quiet_client.post("/v1/workers/w1/pull", headers=worker)
+    assert pulled.status_code == 200, pulled.text
+    assert pulled.json()["id"] == job["id"]
+    assert retries("lost_connection", "retried") == before + 1
+    _terminate_pooled_connections(database)
+    finished = quiet_client.post(
+        f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=worker
+    )
+    assert finished.status_code == 200, finished.text
+    assert finished.json()["state"] == "finished"
+
+
+def test_a_commit_whose_outcome_is_unknown_is_never_run_again() -> None:
+    """A connection lost at COMMIT may have stored the transaction: not retried."""
+    lost = OperationalError("COMMIT", {}, Exception("server closed the connection"))
+    lost.connection_invalidated = True
+    assert is_retryable_error(lost)
+    setattr(lost, COMMIT_OUTCOME_UNKNOWN, True)
+    assert not is_retryable_error(lost)

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from app.api.auth import Principal, admin_principal, stored_principal
 from app.db.models import Role
+from app.db.tokens import hash_token
 
 SESSION_COOKIE = "jobmatch_console"
 CSRF_COOKIE = "jobmatch_console_csrf"
@@ -61,7 +62,7 @@ def principal_for_token(request: Request, session: Session, token: str) -> Princ
         return None
     principal = admin_principal(token, request.app.state.settings.admin_token)
     if principal is None:
-        principal = stored_principal(session, token)
+        principal = stored_principal(session, hash_token(token))
     if principal is None or principal.role is Role.WORKER:
         return None
     return principal
