@@ -82,9 +82,10 @@ from _data import (  # noqa: E402
     verify_clones,
 )
 from _measure import RoundTrips, load_average, scratch_database  # noqa: E402
-from sqlalchemy import event, func, select, text  # noqa: E402
+from sqlalchemy import BindParameter, bindparam, event, func, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy.sql import visitors  # noqa: E402
 from sqlalchemy.sql.dml import Insert  # noqa: E402
 
 from app.db import migrate, tokens  # noqa: E402
@@ -740,6 +741,18 @@ def explain_new_category(database: Database, seed: int) -> str:
     return "(no new request drawn)"
 
 
+def _with_values(statement: Any, values: dict[str, Any]) -> Any:
+    """The statement with these bound parameters given their values (INSERT has no
+    ``params()``), so that a literal rendering shows them."""
+
+    def replace(element: Any) -> Any:
+        if isinstance(element, BindParameter) and element.key in values:
+            return bindparam(element.key, values[element.key], type_=element.type)
+        return None
+
+    return visitors.replacement_traverse(statement, {}, replace)
+
+
 def _explain_submit(database: Database, resources: str, slots: int, known: int) -> str | None:
     plans: list[str] = []
     new = False
@@ -752,7 +765,10 @@ def _explain_submit(database: Database, resources: str, slots: int, known: int) 
                 if isinstance(statement, Insert) and getattr(table, "name", "") == (
                     "category_misfits"
                 ):
-                    plans.append(_plan(session, _literal_sql(session, statement)))
+                    # The clauses narrow their sets to the statement's scope, a bound
+                    # parameter: bind it, or the plan is of a NULL scope.
+                    bound = _with_values(statement, args[0]) if args else statement
+                    plans.append(_plan(session, _literal_sql(session, bound)))
                     if database.dialect_name == "postgresql":
                         return None  # EXPLAIN ANALYZE has inserted the rows
                 return original(statement, *args, **kwargs)
