@@ -9,7 +9,9 @@ It prints the median and 95th percentile of one allocation (one transaction of
 ``schedule_job`` as the endpoint runs it before it renders its answer: the job's read, SQL
 filter, allocator walk, locks, booking and commit) and of the match within it (filter and
 walk, what Fluxion's figure covers), its median CPU time in this process
-(SQLite's work included; a steadier guide than wall time on a shared machine), the SQL
+(SQLite's work included; a steadier guide than wall time on a shared machine), the CPU
+per job of the whole loop in this process and, on PostgreSQL, in the database's backend
+processes (read from /proc: the server runs on this machine), the SQL
 statements per allocation and per release, the median of one release, and the jobs
 allocated and freed per second.
 Fluxion's reference: about 22 ms per match at 256 nodes x 32 cores (flux-sched issue #448).
@@ -36,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _measure import CpuSample, load_average
 from sqlalchemy import Table, delete, event, func, insert, select
 
 from app import heap
@@ -220,6 +224,7 @@ def run(
     unplaced = 0
     statements = _Statements(database)
     matching = _MatchTimer()
+    cpu_before = CpuSample.now(database.url)
     for index in range(jobs):
         if analyze_every and index % analyze_every == 0 and database.dialect_name == "postgresql":
             _analyze(database)  # not timed
@@ -249,6 +254,7 @@ def run(
             _free(database, running.popleft(), free_ms, statements)
     while running:
         _free(database, running.popleft(), free_ms, statements)
+    cpu = CpuSample.now(database.url).minus(cpu_before)
     with database.transaction(write=False) as session:
         left = session.scalar(
             select(func.count()).where(InventoryCount.free != InventoryCount.total)
@@ -269,6 +275,11 @@ def run(
         "free_statements": statements.counts["free"] / len(free_ms),
         "free_median_ms": statistics.median(free_ms),
         "jobs_per_s": len(allocate_ms) / total_seconds,
+        # The whole loop (submissions, allocations and releases) per allocated job: this
+        # process (Python, and SQLite's work on SQLite) and PostgreSQL's backends.
+        "client_cpu_per_job_ms": cpu.client / len(allocate_ms) * 1000,
+        "database_cpu_per_job_ms": cpu.database / len(allocate_ms) * 1000,
+        "loop_s": cpu.wall,
     }
 
 
@@ -333,8 +344,8 @@ def _free(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
-    parser.add_argument("--nodes", type=int, default=4096)
-    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=4096, help="nodes (default 4,096)")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs (default 10,000)")
     parser.add_argument("--policy", choices=("first", "pack"), default="first")
     parser.add_argument(
         "--analyze-every",
@@ -361,7 +372,7 @@ def main() -> None:
         finally:
             database.dispose()
     print(f"{args.backend}: {args.nodes} nodes ({NODE}), {args.jobs} jobs, policy {args.policy}")
-    print("  load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(f"  {load_average()} at the end")
     print(
         f"  registered in {result['register_s']:.1f} s (bulk; {int(result['sample'])} nodes "
         "checked against upsert_worker)"
@@ -380,6 +391,16 @@ def main() -> None:
     print(
         f"  of which match (SQL filter and allocator walk, Fluxion's 'match'): median "
         f"{result['match_median_ms']:.2f} ms"
+    )
+    database_cpu = (
+        f"PostgreSQL's backends {result['database_cpu_per_job_ms']:.2f} ms"
+        if args.backend == "postgresql"
+        else "SQLite runs inside this process"
+    )
+    print(
+        f"  CPU per job over the whole loop (submit, allocate, free; "
+        f"{result['loop_s']:.0f} s): this process {result['client_cpu_per_job_ms']:.2f} ms, "
+        f"{database_cpu}"
     )
     print(
         f"  SQL statements: {result['allocate_statements']:.1f} per allocation, "

@@ -38,6 +38,7 @@ distorts little and affects both alike.
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import time
@@ -46,7 +47,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _measure import load_average
 from momotor.shared.resources import NoMatch as MomotorNoMatch
 from momotor.shared.resources import Resources as MomotorResources
 
@@ -258,7 +261,7 @@ def compare(
     rate_ours, rate_theirs = count / best_ours, count / best_theirs
     print(
         f"{label:<34} jobmatch {rate_ours:>11,.0f} {unit}   momotor {rate_theirs:>8,.0f} {unit}"
-        f"   ratio {rate_ours / rate_theirs:5.1f}x"
+        f"   ratio {rate_ours / rate_theirs:5.1f}x   {load_average()}"
     )
 
 
@@ -284,6 +287,11 @@ def check_pairs(
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"The sizes are fixed: {JOBS:,} jobs, {WORKERS:,} workers, {PAIRS:,} pairs, "
+        f"best of {ROUNDS} rounds.",
+    ).parse_args()
     rng = random.Random(SEED)
     jobs = distinct(rng, job_definition, JOBS)
     workers = distinct(rng, worker_definition, WORKERS)

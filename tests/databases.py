@@ -38,8 +38,11 @@ def fresh_database(backend: str, directory: Path) -> Iterator[str]:
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        try:
+            yield make_url(server).set(database=name).render_as_string(hide_password=False)
+        finally:
+            # Dropped when the user fails too (a bench's error, a test's teardown).
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()

@@ -137,6 +137,10 @@ def _insert_misfits(
         .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
         .outerjoin(Task, Task.id == CategoryTask.task_id)
         .where(*conditions)
+        # OFFSET 0 keeps the database from merging this SELECT into the outer one: merged,
+        # the CASE ran twice per pair, once for the filter and once for the stored reason
+        # (PostgreSQL's plan showed every subplan twice; issue 23).
+        .offset(0)
     )
     rows = pairs.subquery()
     session.execute(

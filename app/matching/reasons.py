@@ -12,9 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import BindParameter, ColumnElement, Integer, bindparam
 
 from app.db.models import Category, Worker
+
+#: The bound parameter holding the id of the one category or the one worker a misfit
+#: statement is about (app/matching/gridengine/sql.py ``Scope``); named when Grid Engine's
+#: clauses were the only scoped ones.
+SCOPE_PARAM = "sge_scope_id"
+
+
+def scope_id() -> BindParameter[int]:
+    """The scope's category or worker id, bound at execution: a clause that narrows its
+    sets to the scope is built once per scope kind and serves every statement."""
+    return bindparam(SCOPE_PARAM, type_=Integer)
+
 
 #: One WHEN of the misfit CASE: the condition that rules the pair out, and its reason code.
 ReasonClause = tuple[ColumnElement[bool], str]

@@ -40,10 +40,8 @@ from functools import lru_cache
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
-    Integer,
     Select,
     and_,
-    bindparam,
     case,
     exists,
     not_,
@@ -64,6 +62,7 @@ from app.db.models import (
     QueueInstance,
     Worker,
 )
+from app.matching import reasons
 from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 from app.notations.quantities import ValueType
 
@@ -99,8 +98,9 @@ def _static(value: type[AttributeValue]) -> ColumnElement[bool]:
     return and_(value.effective, or_(value.kind != "load", value.string.is_not(None)))
 
 
-#: The bound parameter holding the scope's category or worker id.
-SCOPE_PARAM = "sge_scope_id"
+#: The bound parameter holding the scope's category or worker id (shared by every
+#: family's scoped clauses).
+SCOPE_PARAM = reasons.SCOPE_PARAM
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class Scope:
 
 
 def _scope_id() -> BindParameter[int]:
-    return bindparam(SCOPE_PARAM, type_=Integer)
+    return reasons.scope_id()
 
 
 def _narrow(

@@ -3,6 +3,15 @@
 
 The parser rejects one tag in two modes within a group, so each (group, value) has at most
 one mode per side and these four clauses are exactly Momotor's NoMatch cases.
+
+Three clauses are sets of (category, worker) pairs narrowed to the statement's scope (one
+new category, or one changed worker; app/matching/gridengine/sql.py ``Scope``), which the
+database builds once per statement and probes per pair, as the Grid Engine clauses are.
+Written as EXISTS correlated to both sides, PostgreSQL built the "excluded" sets over every
+category and every worker tag for each new category (a 143,000-row join at 500
+categories), and probed "job requires a tag" with a hash per worker (issue 23). The
+"worker requires a tag" clause stays correlated: few workers require tags, and the CASE
+reaches it only for workers that passed the others.
 """
 
 from __future__ import annotations
@@ -10,11 +19,20 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, and_, exists
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    SQLColumnExpression,
+    and_,
+    exists,
+    func,
+    select,
+    tuple_,
+)
 from sqlalchemy.orm import aliased
 
 from app.db.models import Category, CategoryTag, TagMode, Worker, WorkerTag
-from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
+from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause, scope_id
 
 _OFFERED = (TagMode.REQUIRED, TagMode.OPTIONAL)
 
@@ -68,37 +86,81 @@ def _required_not_offered(
     )
 
 
-def _excluded_and_offered(
-    job: _TagRows, worker: _TagRows, same_tag: ColumnElement[bool], *, job_excludes: bool
+def _narrowed(
+    kind: str, category_tag: type[CategoryTag], worker_tag: type[WorkerTag]
 ) -> ColumnElement[bool]:
-    """A tag both sides name, excluded by one (the job when ``job_excludes``) and offered
-    by the other."""
-    excluded, offered = TagMode.EXCLUDED, _OFFERED
-    job_mode = job.mode == excluded if job_excludes else job.mode.in_(offered)
-    worker_mode = worker.mode.in_(offered) if job_excludes else worker.mode == excluded
-    return exists().where(job.owned, job_mode, worker.owned, same_tag, worker_mode)
+    """Tag rows of the scope's one category, or of its one worker."""
+    if kind == "category":
+        return category_tag.category_id == scope_id()
+    return worker_tag.worker_id == scope_id()
+
+
+def _named_by_both(
+    kind: str, job_modes: tuple[TagMode, ...], worker_modes: tuple[TagMode, ...]
+) -> Select[int, int]:
+    """(category, worker) pairs in the scope that name one tag, the job in one of
+    ``job_modes`` and the worker in one of ``worker_modes``, as a set."""
+    ct, wt = aliased(CategoryTag), aliased(WorkerTag)
+    return select(ct.category_id, wt.worker_id).where(
+        _tag_pair(ct, wt),
+        ct.mode.in_(job_modes),
+        wt.mode.in_(worker_modes),
+        _narrowed(kind, ct, wt),
+    )
+
+
+def _scoped_job_requires(
+    category: type[Category], worker: type[Worker], kind: str
+) -> ColumnElement[bool]:
+    """The category requires tags, and the worker does not offer every one of them: the
+    pairs where it does are counted out (a worker names each tag in one mode at most, so
+    it offers all of them when it offers as many as the category requires)."""
+    ct, wt, each = aliased(CategoryTag), aliased(WorkerTag), aliased(CategoryTag)
+    required = (
+        select(each.category_id, func.count().label("tags"))
+        .where(each.mode == TagMode.REQUIRED)
+        .group_by(each.category_id)
+    )
+    if kind == "category":
+        required = required.where(each.category_id == scope_id())
+    needed = required.subquery()
+    offering_all = (
+        select(ct.category_id, wt.worker_id)
+        .join(needed, needed.c.category_id == ct.category_id)
+        .join(wt, _tag_pair(ct, wt))
+        .where(
+            ct.mode == TagMode.REQUIRED,
+            wt.mode.in_(_OFFERED),
+            _narrowed(kind, ct, wt),
+        )
+        .group_by(ct.category_id, wt.worker_id, needed.c.tags)
+        .having(func.count() == needed.c.tags)
+    )
+    return and_(
+        category.id.in_(select(needed.c.category_id)),
+        tuple_(category.id, worker.id).not_in(offering_all),
+    )
 
 
 @lru_cache(maxsize=8)
-def _tag_clauses(category: type[Category], worker: type[Worker]) -> tuple[ReasonClause, ...]:
-    """The four tag clauses. Expressions are immutable, so they are built once: aliasing
-    the models costs tens of ms a time."""
-    job_tags, worker_tags, same_tag = _both_sides(category, worker)
-    job_requires = _required_not_offered(job_tags, worker_tags, same_tag)
-    worker_excludes = _excluded_and_offered(*_both_sides(category, worker), job_excludes=False)
-    job_excludes = _excluded_and_offered(*_both_sides(category, worker), job_excludes=True)
+def _tag_clauses(
+    category: type[Category], worker: type[Worker], kind: str
+) -> tuple[ReasonClause, ...]:
+    """The four tag clauses for a scope kind. Expressions are immutable, so they are built
+    once: aliasing the models costs tens of ms a time."""
+    pair = tuple_(category.id, worker.id)
     job_tags, worker_tags, same_tag = _both_sides(category, worker)
     worker_requires = _required_not_offered(worker_tags, job_tags, same_tag)
     return (
-        (job_requires, "job-requires-tag"),
-        (worker_excludes, "worker-excludes-tag"),
-        (job_excludes, "job-excludes-tag"),
+        (_scoped_job_requires(category, worker, kind), "job-requires-tag"),
+        (pair.in_(_named_by_both(kind, _OFFERED, (TagMode.EXCLUDED,))), "worker-excludes-tag"),
+        (pair.in_(_named_by_both(kind, (TagMode.EXCLUDED,), _OFFERED)), "job-excludes-tag"),
         (worker_requires, "worker-requires-tag"),
     )
 
 
 def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
-    return _tag_clauses(pair.category, pair.worker)
+    return _tag_clauses(pair.category, pair.worker, pair.scope_kind)
 
 
 MISFITS = MisfitClauses(REASONS, _misfit_clauses)
