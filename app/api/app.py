@@ -26,6 +26,7 @@ from app.api.routes import (
     output,
     tasks,
     tokens,
+    whatif,
     workers,
 )
 from app.api.token_gate import TokenGateMiddleware
@@ -62,6 +63,7 @@ ROUTERS = (
     leases.router,
     tasks.router,
     gridengine.router,
+    whatif.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,
 )

@@ -117,6 +117,8 @@ GET_PE = Operation("GET", "/v1/pes/{name}")
 PUT_PE = Operation("PUT", "/v1/pes/{name}")
 DELETE_PE = Operation("DELETE", "/v1/pes/{name}")
 RUN_SCHEDULE = Operation("POST", "/v1/schedule")
+#: A what-if stores nothing (its changes are rolled back), so it is safe to send again.
+WHAT_IF = Operation("POST", "/v1/whatif", pure=True)
 
 
 def all_operations() -> frozenset[Operation]:
