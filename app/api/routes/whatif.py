@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from sqlalchemy.orm import Session
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
@@ -107,7 +108,11 @@ def whatif(body: WhatIfIn, request: Request, session: SessionDep, admin: AdminDe
     is a 422 naming it (`body.add_jobs.3.resources`). On PostgreSQL it holds, until it
     answers, the row locks of the workers it changes and the lock that orders changes of
     the misfit cache (docs/whatif.md)."""
-    settings: Settings = request.app.state.settings
+    return answer_for(session, body, request.app.state.settings, by=admin.subject)
+
+
+def answer_for(session: Session, body: WhatIfIn, settings: Settings, *, by: str) -> WhatIfOut:
+    """The what-if of a validated body, for the API and the console: its limits checked
+    before any work (ProblemError), a refused item raised as the service raises it."""
     _check_limits(body, settings)
-    answer = what_if(session, _change_set(body), settings.allocation_policy, by=admin.subject)
-    return _answer_out(answer)
+    return _answer_out(what_if(session, _change_set(body), settings.allocation_policy, by=by))
