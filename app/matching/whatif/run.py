@@ -110,13 +110,16 @@ def _item(name: str) -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class _Applied:
+class Applied:
+    """What applying a change set made: the added jobs, the requeued ones."""
+
     added_jobs: list[AddedJob]
     requeued: list[int]
 
 
-def _apply(session: Session, changes: ChangeSet, by: str) -> _Applied:
-    """Every change, in the order of :class:`ChangeSet`, by the services the API uses."""
+def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
+    """Every change, in the order of :class:`ChangeSet`, by the services the API uses
+    (the caller rolls them back)."""
     for index, spec in enumerate(changes.add_workers):
         with _item(f"add_workers.{index}"):
             register_worker(session, spec, by=by)
@@ -135,7 +138,7 @@ def _apply(session: Session, changes: ChangeSet, by: str) -> _Applied:
         with _item(f"add_jobs.{index}"):
             job = submission.submit_job(session, job_spec, submitter=by)
         added.append(AddedJob(index, job.id, job.state, job.category_id, job.failure_reason))
-    return _Applied(added, sorted(requeued))
+    return Applied(added, sorted(requeued))
 
 
 def _pulling_workers(changes: ChangeSet) -> list[str]:
@@ -201,7 +204,7 @@ def what_if(session: Session, changes: ChangeSet, policy: Policy, *, by: str) ->
         before = snapshot(session, policy)
         savepoint = session.begin_nested()
         try:
-            applied = _apply(session, changes, by)
+            applied = apply_changes(session, changes, by)
             after = snapshot(session, policy)
             explain_after = (
                 _candidates_of(session, changes.explain_job)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobState
 from app.matching.allocation.allocator import Policy
-from app.matching.readiness import explain_workers
+from app.matching.readiness import some_worker_can_run_now
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ def _waiting_by_category(session: Session) -> dict[int, list[int]]:
 def category_runnable(session: Session, job: Job, policy: Policy) -> bool:
     """Whether some worker could take the waiting ``job`` now (and so any job of its
     category): the explanation's ``can_run_now``."""
-    verdicts, _summary = explain_workers(session, job, None, policy, [])
-    return any(verdict.can_run_now for verdict in verdicts)
+    return some_worker_can_run_now(session, job, policy)
 
 
 def snapshot(session: Session, policy: Policy) -> Snapshot:
