@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     #: Open connections (idle ones included) per server process; a request arriving while
     #: this many are open is answered 503 problem+json with Retry-After.
     max_connections: int = Field(default=1000, ge=1)
+    #: Most worker items (added, changed, drained and removed together) in one what-if
+    #: (POST /v1/whatif); a larger change set is a 422 before any work.
+    whatif_max_workers: int = Field(default=100, ge=0)
+    #: Most jobs one what-if may add.
+    whatif_max_jobs: int = Field(default=1000, ge=0)
     #: Connections the kernel queues for the process before it accepts them (listen backlog).
     backlog: int = Field(default=2048, ge=1)
 

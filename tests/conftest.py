@@ -13,20 +13,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from sqlalchemy import MetaData, delete
 
 from app.api.app import create_app
 from app.db import migrate
 from app.db.base import Base
 from app.db.engine import Database
-from app.matching.gridengine.table import reset_attributes
 from app.settings import Settings
 from tests.databases import BACKENDS, fresh_database, postgres_server_url
+from tests.support.table_digest import empty_tables
 
 ADMIN_TOKEN = "test-admin-token"
-
-#: Tables whose rows come from migrations (reference data); tests never empty them.
-SEEDED_TABLES: frozenset[str] = frozenset({"attributes"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -57,19 +53,10 @@ def _session_database(database_url: str) -> Iterator[Database]:
     database.dispose()
 
 
-def _empty_tables(database: Database, metadata: MetaData) -> None:
-    with database.transaction() as session:
-        for table in reversed(metadata.sorted_tables):
-            if table.name not in SEEDED_TABLES:
-                session.execute(delete(table))
-        # The attribute table is reference data that tests may change: back to the seed.
-        reset_attributes(session)
-
-
 @pytest.fixture
 def database(_session_database: Database) -> Iterator[Database]:
     """The migrated database, with every non-seeded table empty at the start of the test."""
-    _empty_tables(_session_database, Base.metadata)
+    empty_tables(_session_database, Base.metadata)
     yield _session_database
 
 

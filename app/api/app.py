@@ -27,6 +27,7 @@ from app.api.routes import (
     quotas,
     tasks,
     tokens,
+    whatif,
     workers,
 )
 from app.api.token_gate import TokenGateMiddleware
@@ -65,6 +66,7 @@ ROUTERS = (
     tasks.router,
     gridengine.router,
     quotas.router,
+    whatif.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,
 )

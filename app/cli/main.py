@@ -19,6 +19,7 @@ from app.cli.local import local_cli
 from app.cli.quotas import quotas_cli
 from app.cli.scenarios import scenario_cli
 from app.cli.values import values_cli
+from app.cli.whatif import whatif_cli
 from app.cli.workers import workers_cli
 
 #: Set to 1 to see the traceback of an unexpected error instead of its one line.
@@ -26,8 +27,8 @@ DEBUG_ENV = "JOBMATCH_DEBUG"
 
 cli = typer.Typer(
     help="jobmatch: matchmaking for job systems.\n\n"
-    "Remote commands (workers, jobs, categories, tasks, attributes, values) talk to a "
-    "server: --url or JOBMATCH_URL (default http://127.0.0.1:8000), --token or "
+    "Remote commands (workers, jobs, categories, tasks, attributes, values, whatif) talk "
+    "to a server: --url or JOBMATCH_URL (default http://127.0.0.1:8000), --token or "
     "JOBMATCH_TOKEN. Local "
     "commands (serve, db, demo, scenario) use JOBMATCH_DATABASE_URL.",
     epilog=examples(
@@ -53,6 +54,7 @@ cli.add_typer(values_cli, name="values")
 cli.add_typer(quotas_cli, name="quotas")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(scenario_cli, name="scenario")
+cli.add_typer(whatif_cli)
 
 
 def _print_version(asked: bool) -> None:

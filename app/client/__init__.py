@@ -43,6 +43,8 @@ from app.client.requests import (
     QueueSpec,
     TaskSpec,
     ValuesSpec,
+    WhatIfSpec,
+    WorkerChange,
     WorkerPatch,
     WorkerSpec,
 )
@@ -83,6 +85,8 @@ __all__ = [
     "UnexpectedResponse",
     "ValidationFailed",
     "ValuesSpec",
+    "WhatIfSpec",
+    "WorkerChange",
     "WorkerClient",
     "WorkerPatch",
     "WorkerSpec",

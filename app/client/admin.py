@@ -21,6 +21,7 @@ from app.client.models import (
     Token,
     TokenPage,
     ValuesChanged,
+    WhatIf,
     Worker,
     WorkerMetadata,
 )
@@ -30,6 +31,7 @@ from app.client.requests import (
     PeSpec,
     TaskSpec,
     ValuesSpec,
+    WhatIfSpec,
     WorkerPatch,
     WorkerSpec,
 )
@@ -184,3 +186,13 @@ class AdminClient(SubmitterClient):
     @covers(ops.DELETE_QUOTA_SET)
     def delete_quota_set(self, name: str) -> None:
         self._send(ops.DELETE_QUOTA_SET, path={"name": name})
+
+    # -- what-if ---------------------------------------------------------------------------
+
+    @covers(ops.WHAT_IF)
+    def what_if(self, changes: WhatIfSpec | dict[str, Any]) -> WhatIf:
+        """What the change set would change (which waiting jobs become runnable or stop
+        being so, per category, the candidates of ``explain_job``, each changed worker's
+        first pull), computed by the server in a transaction it rolls back: nothing is
+        stored. ``changes`` may be the body itself, as a JSON object read from a file."""
+        return self._call(WhatIf, ops.WHAT_IF, body=changes)

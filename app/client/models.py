@@ -481,3 +481,60 @@ class CategoryPage:
     limit: int
     offset: int
     next_offset: int | None
+
+
+@dataclass(frozen=True)
+class AddedJob:
+    """A job of a what-if's ``add_jobs``; its ``id`` is provisional."""
+
+    index: int
+    id: int
+    state: JobState
+    category_id: int
+    failure_reason: str | None
+
+
+@dataclass(frozen=True)
+class CategoryCounts:
+    """A category's waiting jobs, and how many some worker could take now, before and
+    after a what-if's change."""
+
+    category_id: int
+    waiting_before: int
+    waiting_after: int
+    runnable_before: int
+    runnable_after: int
+
+
+@dataclass(frozen=True)
+class FirstPull:
+    """The job a worker would get if it pulled first after a what-if's change."""
+
+    worker: str
+    job: int | None
+    placed: bool
+
+
+@dataclass(frozen=True)
+class CandidatesChange:
+    """The candidates of a what-if's ``explain_job`` before and after the change."""
+
+    job: int
+    before: list[Candidate]
+    after: list[Candidate]
+    gained: list[str]
+    lost: list[str]
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """What a change set would change (POST /v1/whatif); nothing of it was stored."""
+
+    runnable_now: list[int]
+    no_longer_runnable: list[int]
+    categories: list[CategoryCounts]
+    added_jobs: list[AddedJob]
+    requeued: list[int]
+    first_pulls: list[FirstPull]
+    explain_job: CandidatesChange | None
+    provisional_ids: bool = True

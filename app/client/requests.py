@@ -20,6 +20,8 @@ __all__ = [
     "QueueSpec",
     "TaskSpec",
     "ValuesSpec",
+    "WhatIfSpec",
+    "WorkerChange",
     "WorkerPatch",
     "WorkerSpec",
 ]
@@ -126,3 +128,25 @@ class PeSpec:
 
     allocation_rule: str
     slots: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerChange(WorkerPatch):
+    """A change of some fields of the worker ``name`` in a what-if, as
+    :class:`WorkerPatch` says it: ``WorkerChange(name="w2", slots=8)``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class WhatIfSpec:
+    """A change set for POST /v1/whatif, applied in this order: ``add_workers``,
+    ``change_workers``, ``drain_workers``, ``remove_workers`` (their jobs requeued),
+    ``add_jobs``; ``explain_job`` names a waiting job whose candidates are compared."""
+
+    add_workers: list[WorkerSpec] | None = None
+    change_workers: list[WorkerChange] | None = None
+    drain_workers: list[str] | None = None
+    remove_workers: list[str] | None = None
+    add_jobs: list[JobSpec] | None = None
+    explain_job: int | None = None

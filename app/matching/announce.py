@@ -6,7 +6,8 @@ commits (app/db/notify.py), so a woken pull sees what woke it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from sqlalchemy.orm import Session
 
@@ -46,3 +47,19 @@ def everything_changed(session: Session) -> None:
     """Something every worker's fit may depend on changed (global values, the attribute
     table, tasks, parallel environments): every waiter looks again."""
     notify.announce(session, EVERYTHING)
+
+
+@contextmanager
+def withheld(session: Session) -> Iterator[None]:
+    """Announcements made in the block are dropped when it ends: what it did was rolled
+    back (a what-if's savepoint, app/matching/whatif/), so no waiter should look again.
+    Those made before the block are kept."""
+    pending = session.info.get(notify.PENDING_KEY)
+    kept = set(pending) if pending is not None else None
+    try:
+        yield
+    finally:
+        if kept is None:
+            session.info.pop(notify.PENDING_KEY, None)
+        else:
+            session.info[notify.PENDING_KEY] = kept

@@ -13,6 +13,7 @@ the job run soonest.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -256,32 +257,49 @@ def _static_clauses(explained: WorkerExplanation, lines: list[str]) -> list[Clau
     return first + [c for c in static if c.reason != code]
 
 
-def explain_workers(
+def _verdicts(
     session: Session, job: Job, worker_name: str | None, policy: Policy, lines: list[str]
-) -> tuple[list[Verdict], Summary | None]:
-    """Every worker (or the one named) against the job, and for a waiting job the
-    summary. ``lines`` are the job's Grid Engine scheduling lines (qstat -j words)."""
+) -> tuple[Iterator[Verdict], dict[str, WorkerNow]]:
+    """Each worker (or the one named) against the job, judged one by one as the iterator
+    is read, so that a caller who needs only the first worker that can run the job stops
+    there; and the workers' state of now."""
     explained = explain_job(session, job, worker_name)
     waiting = job.state is JobState.WAITING
     now = workers_now(session, [e.worker for e in explained])
     category = session.get(Category, job.category_id)
     assert category is not None
     check = DynamicCheck(session, job, category, policy)
-    verdicts = []
-    for e in explained:
+
+    def judge(e: WorkerExplanation) -> Verdict:
         static = _static_clauses(e, lines)
         worker = now[e.worker]
         dynamic = check.clauses(worker) if waiting and not static else []
         clauses = static + dynamic
-        verdicts.append(
-            Verdict(
-                worker=e.worker,
-                state=worker.state,
-                eligible=not static,
-                can_run_now=(not clauses) if waiting else None,
-                reason=clauses[0].reason if clauses else None,
-                misfit_reason=e.misfit_reason,
-                clauses=clauses,
-            )
+        return Verdict(
+            worker=e.worker,
+            state=worker.state,
+            eligible=not static,
+            can_run_now=(not clauses) if waiting else None,
+            reason=clauses[0].reason if clauses else None,
+            misfit_reason=e.misfit_reason,
+            clauses=clauses,
         )
-    return verdicts, summarise(verdicts, now) if waiting else None
+
+    return (judge(e) for e in explained), now
+
+
+def explain_workers(
+    session: Session, job: Job, worker_name: str | None, policy: Policy, lines: list[str]
+) -> tuple[list[Verdict], Summary | None]:
+    """Every worker (or the one named) against the job, and for a waiting job the
+    summary. ``lines`` are the job's Grid Engine scheduling lines (qstat -j words)."""
+    judged, now = _verdicts(session, job, worker_name, policy, lines)
+    verdicts = list(judged)
+    return verdicts, summarise(verdicts, now) if job.state is JobState.WAITING else None
+
+
+def some_worker_can_run_now(session: Session, job: Job, policy: Policy) -> bool:
+    """Whether the waiting ``job``'s explanation would count a worker that can run it now
+    (its summary's ``can_run_now`` above 0), judging workers only until the first."""
+    judged, _now = _verdicts(session, job, None, policy, [])
+    return any(verdict.can_run_now for verdict in judged)

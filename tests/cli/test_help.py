@@ -62,6 +62,7 @@ def test_the_command_tree_holds_the_remote_and_local_commands() -> None:
         ("db", "current"),
         ("db", "check"),
         ("scenario", "run"),
+        ("whatif",),
     }
     assert expected <= set(COMMANDS)
 

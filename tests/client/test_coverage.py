@@ -85,13 +85,14 @@ def test_each_operation_is_covered_once_and_by_the_right_role() -> None:
 
 def test_only_requests_safe_to_repeat_are_marked_idempotent() -> None:
     """RFC 9110 section 9.2.2: GET, PUT and DELETE are idempotent; of the POSTs only pure
-    computations (match and the Flux tools) are."""
+    computations (match, the Flux tools and the what-if, which rolls its changes back) are."""
     pure_posts = {op.path for op in all_operations() if op.method == "POST" and op.idempotent}
     assert pure_posts == {
         "/v1/match",
         "/v1/flux/shape",
         "/v1/flux/requires",
         "/v1/flux/constraint",
+        "/v1/whatif",
     }
 
 
@@ -167,6 +168,13 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "QuotaUsageOut": models.QuotaUsage,
     "Page_QuotaSetOut_": models.QuotaSetPage,
     "FieldProblem": errors.FieldError,
+    "WhatIfIn": requests.WhatIfSpec,
+    "WorkerChangeIn": requests.WorkerChange,
+    "WhatIfOut": models.WhatIf,
+    "AddedJobOut": models.AddedJob,
+    "CategoryCountsOut": models.CategoryCounts,
+    "FirstPullOut": models.FirstPull,
+    "CandidatesChangeOut": models.CandidatesChange,
 }
 
 ENUMS_BY_SCHEMA: dict[str, type[enum.Enum]] = {

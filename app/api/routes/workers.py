@@ -78,6 +78,20 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
     )
 
 
+def worker_spec(body: WorkerIn) -> WorkerSpec:
+    """The registration a body states, as the services take it."""
+    return WorkerSpec(
+        name=body.name,
+        resources=body.resources,
+        slots=body.slots,
+        rank=body.rank,
+        state=body.state,
+        queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
+        properties=tuple(body.properties),
+        inventory=body.inventory,
+    )
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -101,16 +115,7 @@ def register_worker(
     no properties, no inventory, state `active`). To change some fields only, such as
     draining a worker, use `PATCH /v1/workers/{name}`. 409 when another worker holds the
     rank."""
-    spec = WorkerSpec(
-        name=body.name,
-        resources=body.resources,
-        slots=body.slots,
-        rank=body.rank,
-        state=body.state,
-        queues=tuple(QueueSpec(q.name, q.slots) for q in body.queues or ()),
-        properties=tuple(body.properties),
-        inventory=body.inventory,
-    )
+    spec = worker_spec(body)
     worker, created = worker_lifecycle.register_worker(session, spec, by=admin.subject)
     token = None
     if created:
@@ -124,7 +129,7 @@ def register_worker(
 T = TypeVar("T")
 
 
-def _changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
+def patch_changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
     """The fields the patch gives; the others UNSET (left as they are)."""
     given = body.model_fields_set
     unset = worker_lifecycle.UNSET
@@ -161,7 +166,7 @@ def update_worker(
     slots, queues, rank, properties, inventory) bumps its generation. 409 when the rank
     belongs to another worker; 422 for an invalid value (a notation, a queue still in use,
     a shrink below the slots in use), and nothing is changed."""
-    changes = _changes(body)
+    changes = patch_changes(body)
     worker = worker_lifecycle.update_worker(session, name, changes, by=admin.subject)
     session.refresh(worker)
     return worker_out(session, worker)

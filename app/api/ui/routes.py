@@ -1,5 +1,6 @@
 """The web console under /ui: server-rendered pages over the read services of
-app/matching/console.py, and three admin actions (drain, resume, cancel) as plain forms.
+app/matching/console.py, three admin actions (drain, resume, cancel) as plain forms, and
+the admin's what-if form (POST /v1/whatif's service, nothing stored).
 
 Not part of the OpenAPI document (include_in_schema=False): these are pages, not API. Each
 page resolves its viewer from the session cookie (app/api/ui/session.py); without one it
@@ -19,6 +20,7 @@ from app.api.deps import SessionDep
 from app.api.retries import Handler, RetryingRoute
 from app.api.schemas.common import IdPath, NamePath
 from app.api.ui import session as console_session
+from app.api.ui import whatif_form
 from app.api.ui.session import (
     BadFormError,
     Viewer,
@@ -258,3 +260,48 @@ def category_detail(category_id: IdPath, viewer: ViewerDep, session: SessionDep)
 def fit_page(viewer: ViewerDep, session: SessionDep) -> Response:
     matrix = console.fit_matrix(session, submitter=viewer.submitter)
     return render("fit.html", viewer, matrix=matrix)
+
+
+#: What the what-if page's form holds at first: a change set to edit.
+WHATIF_EXAMPLE = """\
+# A change set in YAML (or JSON): every key may be left out.
+add_workers:
+  - name: new-box
+    resources: "language: ?java, ?python; java: ?11, ?12"
+    slots: 2
+drain_workers: []
+remove_workers: []
+add_jobs:
+  - resources: "language: java; java: 12"
+"""
+
+
+@router.get("/whatif")
+def whatif_page(viewer: ViewerDep) -> Response:
+    """Admin: a form to paste a change set, and what it would change."""
+    if not viewer.is_admin:
+        return error_page(viewer, 403, "the what-if needs the admin token")
+    return render("whatif.html", viewer, changes=WHATIF_EXAMPLE, answer=None, problems=[])
+
+
+@router.post("/whatif")
+def whatif_run(
+    request: Request, viewer: ViewerDep, session: SessionDep, fields: FormDep
+) -> Response:
+    """Admin: the what-if of the pasted change set (POST /v1/whatif's service): nothing
+    is stored; an invalid change set is shown again with what is wrong in it."""
+    refusal = _refusal(request, viewer, fields)
+    if refusal is not None:
+        return refusal
+    text = fields.get("changes", "")
+    outcome = whatif_form.run(
+        session, text, request.app.state.settings, by=viewer.principal.subject
+    )
+    return render(
+        "whatif.html",
+        viewer,
+        status=200 if outcome.answer is not None else 422,
+        changes=text,
+        answer=outcome.answer,
+        problems=outcome.problems,
+    )

@@ -101,6 +101,20 @@ def pull_for(
     scheduler placed on the worker is delivered before any new work
     (``puller.placed_waiting`` then says so)."""
     started = time.perf_counter()
+    job, puller, placed = next_job(session, worker_name, policy)
+    if job is not None and not placed:
+        announce.job_taken_by_pull(session, job.category_id)
+    DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
+    return job, puller
+
+
+def next_job(
+    session: Session, worker_name: str, policy: Policy = "first"
+) -> tuple[Job | None, Puller, bool]:
+    """The work of a pull (the worker stamped and locked, its job claimed and booked)
+    without announcing it or timing it, and whether the job is one the scheduler placed:
+    a what-if (app/matching/whatif/) pulls this way in a savepoint it rolls back, so that
+    nothing is announced and no dispatch is counted."""
     now = utcnow()
     puller = lock_puller(session, worker_name, now)
     if puller is None:
@@ -108,12 +122,9 @@ def pull_for(
     # A job the scheduler placed on this worker goes first: it is booked and its lease
     # is running (app/matching/dispatch/record.py).
     job = deliver_placed(session, puller.id) if puller.placed_waiting else None
-    if job is None:
-        job = _pull(session, puller, now, policy)
-        if job is not None:
-            announce.job_taken_by_pull(session, job.category_id)
-    DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
-    return job, puller
+    if job is not None:
+        return job, puller, True
+    return _pull(session, puller, now, policy), puller, False
 
 
 def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:

@@ -11,6 +11,7 @@ without it they skip, saying how to install it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -248,4 +249,38 @@ def test_a_submitter_cannot_reach_admin_actions(
     page.goto(f"{server.base_url}/ui/jobs/{cluster.bob_job}")
     expect(page.locator("h1")).to_have_text("404")
     screens.take(page, "submitter-other-job")
+    context.close()
+
+
+def test_a_what_if_pasted_in_the_form_shows_its_answer_and_stores_nothing(
+    browser: Browser, server: LiveServer, cluster: ConsoleCluster, tmp_path: Path
+) -> None:
+    screens = Screens(tmp_path)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    _sign_in(page, server, ADMIN)
+    page.click("nav >> text=What-if")
+    expect(page.locator("#changes")).to_contain_text("add_workers")
+    screens.take(page, "whatif-form")
+
+    changes = json.dumps({"drain_workers": ["java-box"], "explain_job": cluster.bob_job})
+    page.fill("#changes", changes)
+    page.click("#run-whatif")
+
+    status, api = server.request(
+        "POST", "/v1/whatif", {"drain_workers": ["java-box"], "explain_job": cluster.bob_job}
+    )
+    assert status == 200, api
+    shown = ", ".join(str(i) for i in api["no_longer_runnable"]) or "none"
+    expect(page.locator("#no-longer-runnable")).to_have_text(shown)
+    expect(page.locator("#first-pulls tr[data-worker=java-box]")).to_contain_text("nothing")
+    expect(page.locator("#lost")).to_have_text(", ".join(api["explain_job"]["lost"]) or "none")
+    expect(page.locator("#changes")).to_have_value(changes)
+    screens.take(page, "whatif-answer")
+    assert server.request("GET", "/v1/workers/java-box")[1]["state"] == "active"
+
+    page.fill("#changes", '{"drain_workers": ["ghost"]}')
+    page.click("#run-whatif")
+    expect(page.locator("#whatif-problems")).to_contain_text("no worker named 'ghost'")
+    screens.take(page, "whatif-refused")
     context.close()

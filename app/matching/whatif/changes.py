@@ -1,0 +1,66 @@
+"""A what-if's change set, as the services take it, and the errors of one of its items."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.requests import JobSpec
+from app.matching.worker_lifecycle import WorkerChanges
+from app.matching.workers import WorkerSpec
+from app.notations.errors import NotationError
+
+
+@dataclass(frozen=True)
+class WorkerChange:
+    """``change_workers`` item: the worker's name and the fields a PATCH would change."""
+
+    name: str
+    changes: WorkerChanges
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """What a what-if applies, in this order: registrations (a name that exists is
+    replaced, as ``POST /v1/workers`` does), changes of some fields, drains, removals
+    (with the removed workers' running jobs returned to the queue), then submissions."""
+
+    add_workers: tuple[WorkerSpec, ...] = ()
+    change_workers: tuple[WorkerChange, ...] = ()
+    drain_workers: tuple[str, ...] = ()
+    remove_workers: tuple[str, ...] = ()
+    add_jobs: tuple[JobSpec, ...] = ()
+    #: A waiting job whose candidates before and after the change are wanted.
+    explain_job: int | None = None
+
+    @property
+    def worker_count(self) -> int:
+        """The worker items of the set, for its size limit."""
+        return (
+            len(self.add_workers)
+            + len(self.change_workers)
+            + len(self.drain_workers)
+            + len(self.remove_workers)
+        )
+
+
+class ChangeRefused(InvalidFieldError):
+    """An item of the change set was refused by the service that applied it (a notation
+    that did not parse, a worker that does not exist, a rank another worker holds); the
+    field names the item, e.g. ``add_jobs[3].resources``, and nothing was stored."""
+
+
+def refused(item: str, error: Exception) -> ChangeRefused:
+    """``error``, raised by a service while it applied ``item`` (``add_jobs[3]``), as the
+    refusal of that item: an invalid field keeps its name below the item's."""
+    if isinstance(error, InvalidFieldError):
+        return ChangeRefused(f"{item}.{error.field}", error.message, error.error)
+    if isinstance(error, NotationError):
+        return ChangeRefused(item, str(error), error)
+    if isinstance(error, (NotFoundError, ConflictError)):
+        return ChangeRefused(item, str(error))
+    raise TypeError(f"not a refusal of a change: {error!r}")
+
+
+#: The service errors a what-if reports as the refusal of one item.
+REFUSALS = (InvalidFieldError, NotationError, NotFoundError, ConflictError)

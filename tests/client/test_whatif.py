@@ -1,0 +1,56 @@
+"""The admin client's what-if against a real `jobmatch serve`: a change set built from
+the request dataclasses, the answer parsed into the client's models, nothing stored."""
+
+from __future__ import annotations
+
+from app.client import (
+    AdminClient,
+    JobSpec,
+    JobState,
+    ValidationFailed,
+    WhatIfSpec,
+    WorkerChange,
+    WorkerSpec,
+    WorkerState,
+)
+from tests.live_server import LiveServer
+
+
+def test_what_if_from_dataclasses(server: LiveServer, admin: AdminClient) -> None:
+    admin.register_worker(
+        WorkerSpec(name="w1", resources="language: ?java", state=WorkerState.DRAINING)
+    )
+    waiting = admin.submit_job(JobSpec(resources="language: python"))
+    assert waiting.state is JobState.FAILED  # nothing runs python yet
+
+    java = admin.submit_job(JobSpec(resources="language: java"))
+    answer = admin.what_if(
+        WhatIfSpec(
+            change_workers=[WorkerChange(name="w1", state=WorkerState.ACTIVE, slots=2)],
+            add_workers=[WorkerSpec(name="py", resources="language: ?python")],
+            add_jobs=[JobSpec(resources="language: python")],
+            explain_job=java.id,
+        )
+    )
+
+    (added,) = answer.added_jobs
+    assert added.state is JobState.WAITING and added.index == 0
+    assert answer.runnable_now == sorted([java.id, added.id])
+    assert answer.no_longer_runnable == []
+    assert answer.provisional_ids
+    assert answer.explain_job is not None
+    assert [(c.worker, c.state) for c in answer.explain_job.after] == [("w1", WorkerState.ACTIVE)]
+    assert {(p.worker, p.job) for p in answer.first_pulls} == {("w1", java.id), ("py", added.id)}
+    # Nothing was stored: w1 still drains on one slot, py does not exist.
+    w1 = admin.get_worker("w1")
+    assert (w1.state, w1.queues[0].slots) == (WorkerState.DRAINING, 1)
+    assert [w.name for w in admin.list_workers().items] == ["w1"]
+
+
+def test_a_refused_item_is_a_validation_error(server: LiveServer, admin: AdminClient) -> None:
+    try:
+        admin.what_if({"drain_workers": ["ghost"]})
+    except ValidationFailed as error:
+        assert [f.field for f in error.errors] == ["body.drain_workers.0"]
+    else:
+        raise AssertionError("a what-if that drains an unknown worker was accepted")
