@@ -1,49 +1,74 @@
-"""Structured logging with the current request id on every line."""
+"""Logging of the server and the worker agent: one JSON object per line (or plain text for
+a person at a terminal), with the current request id on every line.
+
+The JSON comes from python-json-logger: the standard fields renamed to ``time``, ``level``,
+``logger`` and ``message``, and whatever a log call passes in ``extra`` (a domain event's
+fields, the access log's status and caller) as fields of their own. Standard library and
+that package only: the agent, which imports no server code, configures its logging here
+too.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
+import time
 from contextvars import ContextVar
-from datetime import UTC, datetime
+
+from pythonjsonlogger.json import JsonFormatter
 
 #: The id of the HTTP request being served (X-Request-ID), or "-" outside a request.
 request_id: ContextVar[str] = ContextVar("request_id", default="-")
 
-_STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+#: The fields every JSON line starts with, by the names they are written under.
+_JSON_FIELDS = ("asctime", "levelname", "name", "message")
+_RENAMED = {"asctime": "time", "levelname": "level", "name": "logger"}
+
+#: Loggers whose INFO lines say nothing an operator needs: Alembic announces its context
+#: ("Context impl PostgresqlImpl", "Will assume transactional DDL") each time /readyz
+#: compares the schema with the migrations.
+_QUIET_LOGGERS = ("alembic",)
 
 
 class RequestIdFilter(logging.Filter):
+    """Stamps each record with the id of the request being served."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id.get()
         return True
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line; extra attributes given to a log call become fields."""
+class DropColorMessage(logging.Filter):
+    """Removes uvicorn's ``color_message``, a copy of the message with ANSI colour escapes
+    that would otherwise become a field of every uvicorn line."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        payload: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", "-"),
-        }
-        for key, value in vars(record).items():
-            if key not in _STANDARD_ATTRS and key not in payload:
-                payload[key] = value if isinstance(value, str | int | float | bool) else str(value)
-        if record.exc_info:
-            payload["exception"] = self.formatException(record.exc_info)
-        return json.dumps(payload)
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.__dict__.pop("color_message", None)
+        return True
+
+
+def json_formatter() -> logging.Formatter:
+    """A formatter of one JSON object per line, its time in ISO 8601 UTC."""
+    formatter = JsonFormatter(
+        list(_JSON_FIELDS),
+        rename_fields=_RENAMED,
+        json_ensure_ascii=False,
+        json_default=str,
+    )
+    formatter.converter = time.gmtime
+    formatter.default_time_format = "%Y-%m-%dT%H:%M:%S"
+    formatter.default_msec_format = "%s.%03dZ"
+    return formatter
 
 
 def configure_logging(level: str, fmt: str) -> None:
+    """Send every log record of the process to stderr in ``fmt`` (``json`` or ``text``),
+    from ``level`` up."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RequestIdFilter())
+    handler.addFilter(DropColorMessage())
     if fmt == "json":
-        handler.setFormatter(JsonFormatter())
+        handler.setFormatter(json_formatter())
     else:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s")
@@ -51,5 +76,7 @@ def configure_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     # uvicorn's access log repeats what our middleware logs, with less context.
     logging.getLogger("uvicorn.access").disabled = True

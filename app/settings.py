@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     #: ``json`` for machines (production), ``text`` for people at a terminal.
     log_format: Literal["json", "text"] = "json"
+    #: Answer /metrics only to a caller with a valid token (any role). Off by default:
+    #: anyone who reaches the server can read its job counts by state and its cluster size.
+    metrics_require_token: bool = False
     #: Where the Alembic tree lives; found next to the source or in the working directory
     #: when unset.
     migrations_dir: Path | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute
 
 from app import __version__, heap
@@ -35,6 +35,7 @@ from app.api.ui import routes as console
 from app.db.engine import Database
 from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
+from app.metrics import forget_this_process
 from app.settings import Settings, get_settings
 
 DESCRIPTION = """\
@@ -72,10 +73,20 @@ ROUTERS = (
 )
 
 
-def service_routes() -> list[BaseRoute]:
+def service_routers(settings: Settings | None = None) -> list[APIRouter]:
+    """The routers an app with these settings mounts: ROUTERS, with /metrics behind a
+    token when JOBMATCH_METRICS_REQUIRE_TOKEN says so."""
+    guard_metrics = settings is not None and settings.metrics_require_token
+    return [
+        metrics.guarded_router if router is metrics.router and guard_metrics else router
+        for router in ROUTERS
+    ]
+
+
+def service_routes(settings: Settings | None = None) -> list[BaseRoute]:
     """Every route of the routers, for the token gate (which looks at each one's
     dependencies to know whether it needs a token)."""
-    return [route for router in ROUTERS for route in router.routes]
+    return [route for router in service_routers(settings) for route in router.routes]
 
 
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> FastAPI:
@@ -100,6 +111,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         revocations.stop()
         longpoll.stop()
         sweeper.stop()
+        forget_this_process()
         if owns_database:
             database.dispose()
 
@@ -122,7 +134,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     # the token gate, all before FastAPI reads a byte of the body.
     app.add_middleware(
         TokenGateMiddleware,
-        routes=service_routes(),
+        routes=service_routes(settings),
         database=database,
         settings=settings,
         revocations=revocations,
@@ -135,7 +147,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     install_docs_ui(app)
-    for router in ROUTERS:
+    for router in service_routers(settings):
         app.include_router(router)
     return app
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
 from app.db import notify
@@ -37,37 +35,6 @@ Body = TypeVar("Body")
 
 #: The key under which the lifespan state (and so uvicorn's protocols) find the hub.
 STATE_KEY = "jobmatch_wakeups"
-
-
-class LongPollMetrics(Collector):
-    """The hub's figures at scrape time: waiting pulls, wake-ups, and the statements its
-    fit questions cost."""
-
-    def __init__(self, hub: WakeupHub) -> None:
-        self.hub = hub
-
-    def collect(self) -> Iterator[Metric]:
-        waiting = GaugeMetricFamily(
-            "jobmatch_longpoll_waiting", "Pulls of this process waiting for work (?wait=)."
-        )
-        waiting.add_metric([], self.hub.waiting)
-        counts = self.hub.counts
-        announcements = CounterMetricFamily(
-            "jobmatch_longpoll_announcements",
-            "Announcements (submissions, finishes, worker changes, ...) this process heard.",
-        )
-        announcements.add_metric([], counts.announcements)
-        wakeups = CounterMetricFamily(
-            "jobmatch_longpoll_wakeups",
-            "Waiting pulls woken by an announcement (each then tries to pull once).",
-        )
-        wakeups.add_metric([], counts.wakeups)
-        fit_checks = CounterMetricFamily(
-            "jobmatch_longpoll_fit_checks",
-            "Statements the hub sent to learn which waiting workers fit a category.",
-        )
-        fit_checks.add_metric([], counts.fit_checks)
-        yield from (waiting, announcements, wakeups, fit_checks)
 
 
 class LongPoll:

@@ -10,11 +10,31 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
 from app.logs import request_id
 from app.metrics import REQUEST_LATENCY
 
 log = logging.getLogger("app.access")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+#: Probes a load balancer or an orchestrator sends every few seconds.
+_PROBES = frozenset({"/healthz", "/readyz"})
+
+
+def access_level(path: str, status: int) -> int:
+    """DEBUG for what repeats all day and says nothing: health probes and pulls that found
+    no work (204, most of an idle worker's requests); INFO for everything else."""
+    if path in _PROBES or (status == 204 and path.endswith("/pull")):
+        return logging.DEBUG
+    return logging.INFO
+
+
+def _caller(scope: Scope) -> dict[str, str]:
+    """The role and subject of the token the gate accepted, when the route needed one."""
+    principal = scope.get(PRINCIPAL_SCOPE_KEY)
+    if not isinstance(principal, Principal):
+        return {}
+    return {"role": principal.role.value, "subject": principal.subject}
 
 
 class RequestIdMiddleware:
@@ -47,7 +67,8 @@ class RequestIdMiddleware:
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
             REQUEST_LATENCY.labels(scope["method"], route, str(status["code"])).observe(elapsed)
-            log.info(
+            log.log(
+                access_level(scope["path"], status["code"]),
                 "%s %s %s",
                 scope["method"],
                 scope["path"],
@@ -55,8 +76,10 @@ class RequestIdMiddleware:
                 extra={
                     "method": scope["method"],
                     "path": scope["path"],
+                    "route": route,
                     "status": status["code"],
                     "duration_ms": round(elapsed * 1000, 3),
+                    **_caller(scope),
                 },
             )
             request_id.reset(token)

@@ -15,6 +15,9 @@ from app.cli.help import examples
 
 local_cli = typer.Typer(rich_markup_mode=None)
 
+#: Seconds uvicorn gives a worker process (--workers N) to answer its health ping.
+WORKER_HEALTHCHECK_SECONDS = 60
+
 
 @local_cli.command(
     epilog=examples(
@@ -90,6 +93,11 @@ def serve(
     Long because typer reads the options from the signature: the body itself is short."""
     import os
 
+    from app.cli import metrics_dir
+
+    # First, before anything imports prometheus-client: every process counts in files there.
+    metrics_dir.set_up()
+
     import uvicorn
 
     from app.api.http_protocol import LimitedHttpProtocol
@@ -130,6 +138,11 @@ def serve(
         timeout_keep_alive=settings.keep_alive_seconds,
         limit_concurrency=settings.max_connections,
         backlog=settings.backlog,
+        # A worker process answers uvicorn's health pings only once it has imported the
+        # app's modules (its HTTP protocol class comes pickled): on a loaded 2-core host
+        # that took over uvicorn's default 5 s, and each process was killed and spawned
+        # again, forever (issue 25's multi-process test never saw one start).
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
-from app.matching import announce, history
+from app.matching import announce, domain_events, history
 from app.matching.dispatch.pull import release_allocations
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
@@ -65,13 +65,27 @@ def expire_leases(
             job.state = JobState.FAILED
             job.failure_reason = f"{detail}; {job.attempts} attempts used"
             job.ended_at = now
-            history.record(session, job, JobEventKind.FAILED, worker=worker.name, detail=detail)
+            history.record(
+                session,
+                job,
+                JobEventKind.FAILED,
+                worker=worker.name,
+                detail=detail,
+                cause=domain_events.LEASE_EXPIRED,
+            )
         else:
             job.state = JobState.WAITING
             job.worker_id = None
             job.started_at = None
             announce.job_waits(session, job.category_id)
-            history.record(session, job, JobEventKind.REQUEUED, worker=worker.name, detail=detail)
+            history.record(
+                session,
+                job,
+                JobEventKind.REQUEUED,
+                worker=worker.name,
+                detail=detail,
+                cause=domain_events.LEASE_EXPIRED,
+            )
         expired.append(ExpiredLease(job.id, worker.name, job.state))
     session.flush()
     return expired

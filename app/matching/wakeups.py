@@ -40,6 +40,13 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from app.metrics import (
+    LONGPOLL_ANNOUNCEMENTS,
+    LONGPOLL_FIT_CHECKS,
+    LONGPOLL_WAITING,
+    LONGPOLL_WAKEUPS,
+)
+
 log = logging.getLogger(__name__)
 
 EVERYTHING = "*"
@@ -197,11 +204,15 @@ class WakeupHub:
             self._registered += 1
             waiter = Waiter(loop, order=self._registered)
             self._waiters.add(waiter)
+        LONGPOLL_WAITING.inc()
         return waiter
 
     def unregister(self, waiter: Waiter) -> None:
         with self._lock:
+            present = waiter in self._waiters
             self._waiters.discard(waiter)
+        if present:
+            LONGPOLL_WAITING.dec()
 
     def settled(self, waiter: Waiter, took_category: int | None) -> None:
         """A waiter's attempt is over: it took a job of ``took_category``, or nothing. The
@@ -232,6 +243,7 @@ class WakeupHub:
         announcement = parse_payload(payload)
         with self._lock:
             self.counts.announcements += 1
+            LONGPOLL_ANNOUNCEMENTS.inc()
             if announcement.everything:
                 self._fit_cache.clear()
                 self._epoch_all += 1
@@ -306,6 +318,7 @@ class WakeupHub:
             epoch_all = self._epoch_all
             if unknown:
                 self.counts.fit_checks += 1
+                LONGPOLL_FIT_CHECKS.inc()
         fresh: set[int] | None = None
         if unknown:
             try:
@@ -327,5 +340,6 @@ class WakeupHub:
 
     def _wake(self, waiters: list[Waiter]) -> None:
         self.counts.wakeups += len(waiters)
+        LONGPOLL_WAKEUPS.inc(len(waiters))
         for waiter in waiters:
             waiter.wake()

@@ -32,7 +32,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.revocations import announce_revocation
-from app.matching import history
+from app.matching import domain_events, history
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.locks import worker_by_name
@@ -155,6 +155,13 @@ def register_worker(session: Session, spec: WorkerSpec, *, by: str) -> tuple[Wor
     previous = session.scalar(select(Worker.state).where(Worker.name == spec.name))
     worker, created = upsert_worker(session, spec)
     note_state(worker, previous or worker.state, by=by)
+    domain_events.worker_event(
+        session,
+        "registered" if created else "replaced",
+        worker.name,
+        state=worker.state.value,
+        by=by,
+    )
     return worker, created
 
 
@@ -169,6 +176,19 @@ def update_worker(session: Session, name: str, changes: WorkerChanges, *, by: st
     worker, _created = upsert_worker(session, spec)
     note_state(worker, previous, reason=changes.reason, by=by)
     session.flush()
+    if worker.state is not previous:
+        # Draining, disabling, reactivating: the changes of state an operator looks for.
+        domain_events.worker_event(
+            session,
+            "state_changed",
+            worker.name,
+            previous=previous.value,
+            state=worker.state.value,
+            reason=worker.state_reason,
+            by=by,
+        )
+    else:
+        domain_events.worker_event(session, "updated", worker.name, by=by)
     return worker
 
 
@@ -216,7 +236,14 @@ def _requeue(session: Session, job_ids: list[int], worker: Worker, *, by: str) -
         job.state = JobState.WAITING
         job.worker_id = None
         job.started_at = None
-        history.record(session, job, JobEventKind.REQUEUED, worker=worker.name, detail=detail)
+        history.record(
+            session,
+            job,
+            JobEventKind.REQUEUED,
+            worker=worker.name,
+            detail=detail,
+            cause=domain_events.WORKER_DELETED,
+        )
     session.flush()
 
 
@@ -248,4 +275,5 @@ def delete_worker(session: Session, name: str, *, requeue: bool, by: str) -> lis
     announce_revocation(session)
     session.delete(worker)
     session.flush()
+    domain_events.worker_event(session, "deleted", name, requeued_jobs=len(running), by=by)
     return running

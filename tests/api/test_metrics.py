@@ -31,8 +31,16 @@ def test_metrics(client: TestClient, admin_headers: dict[str, str]) -> None:
     text = response.text
     assert _value(text, 'jobmatch_jobs{state="waiting"}') == 1
     assert _value(text, 'jobmatch_jobs{state="running"}') == 1
-    assert _value(text, 'jobmatch_slots{kind="total"}') == 3
-    assert _value(text, 'jobmatch_slots{kind="booked"}') == 1
+    # Issue 25: booked and total slots are two series (one family summed over a ``kind``
+    # label added unlike things), and workers are counted by state.
+    assert _value(text, "jobmatch_slots_capacity ") == 3
+    assert _value(text, "jobmatch_slots_booked ") == 1
+    assert _value(text, 'jobmatch_workers{state="active"}') == 1
+    assert _value(text, 'jobmatch_workers{state="draining"}') == 0
+    # Counters are the process's (earlier tests counted too): what this one added.
+    waits_before = _value(before, "jobmatch_job_wait_seconds_count ")
+    assert _value(text, "jobmatch_job_wait_seconds_count ") == waits_before + 1
+    assert "jobmatch_slots{" not in text
     assert _value(text, 'jobmatch_category_cache_total{result="hit"}') == hits_before + 1
     assert 'jobmatch_dispatch_duration_seconds_count{outcome="job"}' in text
     assert (

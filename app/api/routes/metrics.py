@@ -1,24 +1,38 @@
-"""GET /metrics in the Prometheus text format."""
+"""GET /metrics in the Prometheus text format.
+
+Counters and histograms come from every server process (prometheus-client's multiprocess
+mode, set up by `jobmatch serve`: app/metrics.py); the gauges that describe the database
+are read from it at scrape time by the one process that answers.
+
+Anyone may scrape by default. With JOBMATCH_METRICS_REQUIRE_TOKEN the app mounts
+``guarded_router`` instead of ``router``: the same answer, behind any valid token (the
+scrape tells job counts by state and the size of the cluster).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app.api.auth import PrincipalDep
 from app.api.deps import SessionDep
-from app.api.longpoll import LongPollMetrics
 from app.api.responses import errors
 from app.matching.stats import Stats, collect
+from app.metrics import multiprocess_dir
 
 router = APIRouter(tags=["health"])
+guarded_router = APIRouter(tags=["health"])
 
 
 class _DatabaseGauges(Collector):
-    """Gauges read from the database at scrape time."""
+    """Gauges read from the database at scrape time: each family is one kind of thing,
+    so that no sum over a label mixes unlike ones (booked and total slots are two)."""
 
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
@@ -27,28 +41,84 @@ class _DatabaseGauges(Collector):
         jobs = GaugeMetricFamily("jobmatch_jobs", "Jobs by state.", labels=["state"])
         for state, count in sorted(self.stats.jobs_by_state.items()):
             jobs.add_metric([state], count)
-        slots = GaugeMetricFamily("jobmatch_slots", "Queue-instance slots.", labels=["kind"])
-        slots.add_metric(["total"], self.stats.slots_total)
-        slots.add_metric(["booked"], self.stats.slots_booked)
-        workers = GaugeMetricFamily("jobmatch_workers", "Registered workers.")
-        workers.add_metric([], self.stats.workers)
-        yield from (jobs, slots, workers)
+        workers = GaugeMetricFamily(
+            "jobmatch_workers", "Registered workers by state.", labels=["state"]
+        )
+        for state, count in sorted(self.stats.workers_by_state.items()):
+            workers.add_metric([state], count)
+        slots = GaugeMetricFamily(
+            "jobmatch_slots_capacity", "Slots of all queue instances (booked or not)."
+        )
+        slots.add_metric([], self.stats.slots_total)
+        booked = GaugeMetricFamily(
+            "jobmatch_slots_booked", "Slots of queue instances booked by running jobs."
+        )
+        booked.add_metric([], self.stats.slots_booked)
+        labels = ["consumable", "level"]
+        capacity = GaugeMetricFamily(
+            "jobmatch_consumable_capacity",
+            "Capacity of a Grid Engine consumable, summed over the objects of one level "
+            "(global, host, queue), in the consumable's base unit.",
+            labels=labels,
+        )
+        used = GaugeMetricFamily(
+            "jobmatch_consumable_booked",
+            "Amount of a Grid Engine consumable booked by running jobs, summed over the "
+            "objects of one level, in the consumable's base unit.",
+            labels=labels,
+        )
+        for figures in self.stats.consumables:
+            capacity.add_metric([figures.name, figures.level], figures.capacity)
+            used.add_metric([figures.name, figures.level], figures.booked)
+        yield from (jobs, workers, slots, booked, capacity, used)
+
+
+def _scrape(session: SessionDep) -> Response:
+    directory = multiprocess_dir()
+    if directory is None:
+        processes = generate_latest(REGISTRY)
+    else:
+        # Summed over the files of every process (and those that have stopped, so that no
+        # counter goes down when a worker process is replaced).
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        processes = generate_latest(registry)
+    database = CollectorRegistry()
+    database.register(_DatabaseGauges(collect(session)))
+    return Response(processes + generate_latest(database), media_type=CONTENT_TYPE_LATEST)
+
+
+_DESCRIPTION = """Request, dispatch and submit-to-dispatch latencies, category (misfit
+cache) hits and misses, transaction retries, lease expiries and requeues, long-poll waiters
+and wake-ups (all server processes together); jobs and workers by state, booked and total
+slots and consumables (read from the database now)."""
+
+_TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {}}, "description": "The Prometheus text format"}
+}
 
 
 @router.get(
     "/metrics",
     operation_id="get_metrics",
     summary="Prometheus metrics",
+    description=_DESCRIPTION,
     response_class=Response,
-    responses={
-        200: {"content": {"text/plain": {}}, "description": "The Prometheus text format"},
-        **errors(503),
-    },
+    responses={**_TEXT, **errors(503)},
 )
-def metrics(session: SessionDep, request: Request) -> Response:
-    """Request and dispatch latencies, category cache hits and misses, jobs by state and
-    booked slots, long-poll waiters and wake-ups, in the Prometheus text format."""
-    registry = CollectorRegistry()
-    registry.register(_DatabaseGauges(collect(session)))
-    registry.register(LongPollMetrics(request.app.state.longpoll.hub))
-    return Response(generate_latest() + generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+def metrics(session: SessionDep) -> Response:
+    """The metrics, to anyone (the default)."""
+    return _scrape(session)
+
+
+@guarded_router.get(
+    "/metrics",
+    operation_id="get_metrics",
+    summary="Prometheus metrics",
+    description=_DESCRIPTION,
+    response_class=Response,
+    responses={**_TEXT, **errors(401, 503)},
+)
+def guarded_metrics(session: SessionDep, _caller: PrincipalDep) -> Response:
+    """The metrics, to a caller with any valid token (JOBMATCH_METRICS_REQUIRE_TOKEN)."""
+    return _scrape(session)

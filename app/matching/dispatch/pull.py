@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -36,7 +36,7 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
-from app.matching import announce, history, late_reports
+from app.matching import announce, domain_events, history, late_reports
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
@@ -53,7 +53,7 @@ from app.matching.gridengine.decide import dispatch_on
 from app.matching.gridengine.pull import GridEnginePull
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.locks import worker_by_name
-from app.metrics import DISPATCH_LATENCY
+from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
 
@@ -104,6 +104,7 @@ def pull_for(
     job, puller, placed = next_job(session, worker_name, policy)
     if job is not None and not placed:
         announce.job_taken_by_pull(session, job.category_id)
+        _note_dispatch(session, job, puller.name, utcnow())
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job, puller
 
@@ -125,6 +126,16 @@ def next_job(
     if job is not None:
         return job, puller, True
     return _pull(session, puller, now, policy), puller, False
+
+
+def _note_dispatch(session: Session, job: Job, worker_name: str, now: datetime) -> None:
+    """Log the dispatch and count its wait since submission, once the pull commits."""
+    domain_events.job_event(session, JobEventKind.DISPATCHED, job.id, worker=worker_name)
+    submitted = job.submitted_at
+    if submitted.tzinfo is None:  # SQLite hands back naive UTC datetimes
+        submitted = submitted.replace(tzinfo=UTC)
+    waited = max(0.0, (now - submitted).total_seconds())
+    domain_events.after_commit(session, lambda: JOB_WAIT.observe(waited))
 
 
 def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:
@@ -364,19 +375,19 @@ def _finish(
     output: str | None,
 ) -> Job:
     now = utcnow()
+    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
     ended = finish_slots_only(
         session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
     )
-    if ended is not None:
-        return ended
-    if dialect.supports_writing_ctes(session.connection()):
+    if ended is None and dialect.supports_writing_ctes(session.connection()):
         # A job that holds vertices, in two statements on PostgreSQL.
         ended = finish_holding_vertices(
             session, job_id, worker_name, outcome == "failed", reason, exit_code, output, now
         )
-        if ended is not None:
-            return ended
-    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
+    if ended is not None:
+        # The statements wrote the history row themselves; log what they changed.
+        domain_events.job_event(session, kind, ended.id, worker=worker_name, detail=reason)
+        return ended
     try:
         worker, job = _running_job_of(session, job_id, worker_name)
     except (ForbiddenError, ConflictError):

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobEventKind, JobState
 from app.db.tables import JOB_EVENTS, JOBS, WORKERS
+from app.matching import domain_events
 
 #: What the ``dispatched`` event of a placement says besides the attempt.
 PLACED_BY_SCHEDULER = "placed by the scheduler"
@@ -104,6 +105,14 @@ def record_placements(session: Session, job_ids: Iterable[int], now: datetime) -
         rows = session.execute(_PLACED, {"p_job_ids": chunk}).all()
         placed = [Dispatch(job_id, worker, count, placed=True) for job_id, worker, count in rows]
         record_dispatches(session, placed, now)
+        for dispatch in placed:
+            domain_events.job_event(
+                session,
+                JobEventKind.DISPATCHED,
+                dispatch.job_id,
+                worker=dispatch.worker,
+                detail=PLACED_BY_SCHEDULER,
+            )
         attempts.update((job_id, count) for job_id, _worker, count in rows)
     return attempts
 
