@@ -8,9 +8,10 @@ from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep
 from app.api.deps import SessionDep
+from app.api.paging import Paging100Dep
 from app.api.responses import BODY_ERRORS, errors
 from app.api.retries import RetryingRoute
-from app.api.schemas.common import LimitQuery, NamePath, OffsetQuery, Page, page_of
+from app.api.schemas.common import NamePath, Page
 from app.api.schemas.quotas import (
     QuotaLimitOut,
     QuotaRuleOut,
@@ -78,12 +79,12 @@ def create_quota_set(body: QuotaSetIn, session: SessionDep, _admin: AdminDep) ->
     responses=errors(401, 403, 422, 503),
 )
 def list_quota_sets(
-    session: SessionDep, _admin: AdminDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+    session: SessionDep, _admin: AdminDep, paging: Paging100Dep
 ) -> Page[QuotaSetOut]:
     """The resource quota sets (``qconf -srqsl``) sorted by name, with their rules and
     usage, a page at a time."""
-    rows = quota_sets.list_quota_sets(session, limit=limit + 1, offset=offset)
-    return page_of([_out(session, row) for row in rows], limit, offset)
+    rows = quota_sets.list_quota_sets(session, limit=paging.look_ahead, offset=paging.offset)
+    return paging.page([_out(session, row) for row in rows])
 
 
 @router.get(
