@@ -19,7 +19,7 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,32 +96,34 @@ def _remove_sqlite(path: Path) -> None:
 # ---------------------------------------------------------------------------- CPU
 
 
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far; 0 when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def database_backends_cpu(database_name: str) -> float:
-    """CPU seconds used so far by every PostgreSQL backend serving ``database_name``
-    (``postgres: user db ...`` in /proc; the server runs on this machine). A backend that
-    ended before the sample is not counted, so sample while the pool's connections live."""
-    total = 0.0
+def processes_cpu(match: Callable[[str, list[str]], bool]) -> float:
+    """CPU seconds (user + system) used so far by the processes ``match`` accepts; it gets
+    each one's command line and its /proc stat fields after the name (state, ppid, pgrp...)."""
+    total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
         except OSError:
             continue
-        words = command.replace(b"\0", b" ").decode(errors="replace").split()
-        if len(words) >= 3 and words[0] == "postgres:" and words[2] == database_name:
-            total += process_cpu(int(entry.name))
-    return total
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if match(cmdline.replace(b"\0", b" ").decode(errors="replace"), fields):
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def database_backends_cpu(database_name: str) -> float:
+    """CPU seconds used so far by every PostgreSQL backend serving ``database_name``
+    (``postgres: [cluster:] user db ...`` in /proc; the server runs on this machine). A backend that
+    ended before the sample is not counted, so sample while the pool's connections live."""
+
+    def serves(command: str, _fields: list[str]) -> bool:
+        # "postgres: [cluster name:] user database host(port) state": the name as a word.
+        return command.startswith("postgres: ") and database_name in command.split()
+
+    return processes_cpu(serves)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ from _data import (  # noqa: E402
     verify_clones,
 )
 from _measure import RoundTrips, load_average, scratch_database  # noqa: E402
+from _measure import processes_cpu as process_cpu  # noqa: E402
 from sqlalchemy import BindParameter, bindparam, event, func, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
@@ -597,24 +598,6 @@ def http_client(port: int, worker: str, token: str, stop_at: float, tally: Clien
         connection.close()
 
 
-def process_cpu(match: Callable[[str, list[str]], bool]) -> float:
-    """CPU seconds (user + system) used so far by the processes ``match`` accepts; it gets
-    each one's command line and its /proc stat fields after the name (state, ppid, pgrp...)."""
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if match(cmdline.replace(b"\0", b" ").decode(errors="replace"), fields):
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def machine_cpu() -> float:
     """CPU seconds all processes of the machine have used (every core, idle excluded)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
@@ -993,27 +976,22 @@ def _run(
         report.add(Figure("  finish of the pulled job (committed)", f50, f99, note="same pulls"))
     trips = count_round_trips(database, pullers[: min(100, len(pullers))])
     kind = "round trips" if backend == "postgresql" else "statements run by SQLite"
-    report.add(
-        Figure(
-            f"  {kind} per committed pull",
-            statistics.median(trips.pulls),
-            max(trips.pulls),
-            unit="",
-            note=f"median, max in the p99 column; {len(trips.pulls)} pulls "
-            f"({trips.empty} found nothing), counted at the connection: pre-ping, BEGIN "
-            "and COMMIT included",
-        )
+    counted = (
+        ("pull", "pulls", trips.pulls, f"; {trips.empty} found nothing"),
+        ("finish", "finishes", trips.finishes, ""),
     )
-    if trips.finishes:
-        report.add(
-            Figure(
-                f"  {kind} per committed finish",
-                statistics.median(trips.finishes),
-                max(trips.finishes),
-                unit="",
-                note=f"median, max in the p99 column; {len(trips.finishes)} finishes",
+    for request, plural, counts, more in counted:
+        if counts:
+            report.add(
+                Figure(
+                    f"  {kind} per committed {request}",
+                    statistics.median(counts),
+                    max(counts),
+                    unit="",
+                    note=f"median, max in the p99 column; {len(counts)} {plural}{more}; "
+                    "counted at the connection: pre-ping, BEGIN and COMMIT included",
+                )
             )
-        )
     name = make_url(database.url).database or ""
     before = CpuUse().sample(os.getpid(), name)
     rolled = [repeat_rolled_back(database, pullers)[0] for _ in range(2)]
