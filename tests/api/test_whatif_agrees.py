@@ -196,9 +196,12 @@ def test_applying_the_change_set_gives_what_the_whatif_predicted(
     assert states == ["waiting" if job_id in waiting_after else "failed" for job_id in real_ids]
     # Per category: a category that had waiting jobs keeps its id; a new one is named by
     # the provisional category of an added job.
+    # A job that failed at submission has no waiting category to name (it may share an
+    # existing category, which then keeps its id).
     new_categories = {
-        job["category_id"]: waiting_after.get(real_id)
+        job["category_id"]: waiting_after[real_id]
         for job, real_id in zip(answer["added_jobs"], real_ids, strict=True)
+        if real_id in waiting_after
     }
     predicted = {
         new_categories.get(c["category_id"], c["category_id"]): (

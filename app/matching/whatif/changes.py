@@ -33,25 +33,15 @@ class ChangeSet:
     #: A waiting job whose candidates before and after the change are wanted.
     explain_job: int | None = None
 
-    @property
-    def worker_count(self) -> int:
-        """The worker items of the set, for its size limit."""
-        return (
-            len(self.add_workers)
-            + len(self.change_workers)
-            + len(self.drain_workers)
-            + len(self.remove_workers)
-        )
-
 
 class ChangeRefused(InvalidFieldError):
     """An item of the change set was refused by the service that applied it (a notation
     that did not parse, a worker that does not exist, a rank another worker holds); the
-    field names the item, e.g. ``add_jobs[3].resources``, and nothing was stored."""
+    field names the item, e.g. ``add_jobs.3.resources``, and nothing was stored."""
 
 
 def refused(item: str, error: Exception) -> ChangeRefused:
-    """``error``, raised by a service while it applied ``item`` (``add_jobs[3]``), as the
+    """``error``, raised by a service while it applied ``item`` (``add_jobs.3``), as the
     refusal of that item: an invalid field keeps its name below the item's."""
     if isinstance(error, InvalidFieldError):
         return ChangeRefused(f"{item}.{error.field}", error.message, error.error)
