@@ -55,13 +55,8 @@ def job_event(
 ) -> None:
     """Log ``job.<kind>`` after commit; ``cause`` says why the server (not the job's
     worker) changed it: ``lease_expired`` or ``worker_deleted``."""
-    fields: dict[str, Any] = {"job_id": job_id}
-    if worker is not None:
-        fields["worker"] = worker
-    if detail is not None:
-        fields["detail"] = detail
-    if cause is not None:
-        fields["cause"] = cause
+    given = {"job_id": job_id, "worker": worker, "detail": detail, "cause": cause}
+    fields = {name: value for name, value in given.items() if value is not None}
 
     def emit() -> None:
         _emit(f"job.{kind.value}", fields)

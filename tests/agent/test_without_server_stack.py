@@ -5,6 +5,7 @@ server."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,6 +103,14 @@ def test_the_agent_runs_a_job_without_the_server_stack(
         result = _child(*args, env=env)
         assert result.returncode == 0, result.stderr
         assert "loaded: nothing" in result.stderr
+        # Issue 25: the agent logs JSON like the server, one object per line (the last
+        # line is the blocker's own report above).
+        logged = result.stderr.splitlines()[:-1]
+        assert logged, result.stderr
+        for line in logged:
+            record = json.loads(line)
+            assert {"time", "level", "logger", "message"} <= record.keys(), line
+        assert any(json.loads(line)["logger"] == "jobmatch.agent" for line in logged)
         done = wait_for(lambda: (j := call(server, "GET", f"/v1/jobs/{job['id']}"))["output"] and j)
         assert (done["state"], done["output"].strip()) == ("finished", "42")
     finally:

@@ -100,7 +100,9 @@ def test_the_agent_extra_is_the_client_dependencies_and_pinned() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     agent = project["optional-dependencies"]["agent"]
     names = {re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].lower() for spec in agent}
-    assert names == {"httpx2", "stamina"}
+    # The client's two, and the JSON log formatter the agent shares with the server
+    # (app/logs.py, issue 25).
+    assert names == {"httpx2", "stamina", "python-json-logger"}
     pins = {
         line.split("==")[0].lower()
         for line in (ROOT / "constraints.txt").read_text().splitlines()
