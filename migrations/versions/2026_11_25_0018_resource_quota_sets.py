@@ -1,7 +1,7 @@
 """quota_sets, quota_limits, quota_usage, quota_bookings: Grid Engine resource quota sets
 and their books
 
-Revision ID: 0018_i24_rqs
+Revision ID: 0018
 Revises: 0017
 Create Date: 2026-11-25
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0018_i24_rqs"
+revision: str = "0018"
 down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
