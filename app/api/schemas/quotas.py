@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: The largest quota set text accepted (the notation's own limit is larger; a set of a
-#: thousand rules fits well within this).
-MAX_QUOTA_TEXT = 262_144
+#: The largest quota set text accepted, the same as every other notation field: a set of
+#: several hundred rules fits, and even written as JSON escapes of four-byte characters
+#: (12 bytes each) the largest text stays under the default body limit of 1 MiB, so an
+#: over-long one is refused by its length (422), not by the body limit (413).
+MAX_QUOTA_TEXT = 65_536
 
 _EXAMPLE = (
     "{\n"
