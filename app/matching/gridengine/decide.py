@@ -181,22 +181,26 @@ def _cap(value: int) -> int:
     return max(0, min(value, UNLIMITED))
 
 
-_LISTS: dict[tuple[int, str, str], tuple[RequestList, RequestList]] = {}
+#: Parsed lists by (table identity, hard, soft). Each entry holds its table too: an id is
+#: only unique among live objects, so a table freed and a new one allocated at the same
+#: address must not find the old table's parse.
+_LISTS: dict[tuple[int, str, str], tuple[ComplexTable, tuple[RequestList, RequestList]]] = {}
 
 
 def category_lists(table: ComplexTable, hard: str, soft: str) -> tuple[RequestList, RequestList]:
     """A category's stored ``-l`` lists (category form, ``NONE`` when empty) parsed again
     against the current table; memoised per table."""
     key = (id(table), hard, soft)
-    lists = _LISTS.get(key)
-    if lists is None:
-        if len(_LISTS) > 10_000:
-            _LISTS.clear()
-        lists = (
-            parse_request_list("" if hard == "NONE" else hard, table),
-            parse_request_list("" if soft == "NONE" else soft, table, soft=True),
-        )
-        _LISTS[key] = lists
+    entry = _LISTS.get(key)
+    if entry is not None and entry[0] is table:
+        return entry[1]
+    if len(_LISTS) > 10_000:
+        _LISTS.clear()
+    lists = (
+        parse_request_list("" if hard == "NONE" else hard, table),
+        parse_request_list("" if soft == "NONE" else soft, table, soft=True),
+    )
+    _LISTS[key] = (table, lists)
     return lists
 
 
