@@ -25,12 +25,26 @@ from app.cli.workers import workers_cli
 #: Set to 1 to see the traceback of an unexpected error instead of its one line.
 DEBUG_ENV = "JOBMATCH_DEBUG"
 
+#: The commands that talk to a server, and those that open the database themselves; the
+#: help names both lists (tests/cli/test_help.py holds them to the registered commands).
+REMOTE_COMMANDS = (
+    "workers",
+    "jobs",
+    "categories",
+    "tasks",
+    "attributes",
+    "values",
+    "quotas",
+    "whatif",
+)
+LOCAL_COMMANDS = ("serve", "db", "demo", "scenario")
+
 cli = typer.Typer(
     help="jobmatch: matchmaking for job systems.\n\n"
-    "Remote commands (workers, jobs, categories, tasks, attributes, values, whatif) talk "
+    f"Remote commands ({', '.join(REMOTE_COMMANDS)}) talk "
     "to a server: --url or JOBMATCH_URL (default http://127.0.0.1:8000), --token or "
-    "JOBMATCH_TOKEN. Local "
-    "commands (serve, db, demo, scenario) use JOBMATCH_DATABASE_URL.",
+    f"JOBMATCH_TOKEN. Local commands ({', '.join(LOCAL_COMMANDS)}) use "
+    "JOBMATCH_DATABASE_URL; shape and requires need neither, and worker runs the agent.",
     epilog=examples(
         "jobmatch workers list --url http://127.0.0.1:8000 --token dev-admin-token",
         "jobmatch jobs explain 12 -o wide",

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from app import __version__
 from app.cli import cli
+from app.cli.main import LOCAL_COMMANDS, REMOTE_COMMANDS
 from tests.cli.conftest import run_jobmatch
 
 runner = CliRunner()
@@ -65,6 +66,16 @@ def test_the_command_tree_holds_the_remote_and_local_commands() -> None:
         ("whatif",),
     }
     assert expected <= set(COMMANDS)
+
+
+def test_the_program_help_sorts_every_command_into_remote_or_local() -> None:
+    """The program's description names which commands need a server and which a database;
+    a command added later must land in one of the lists (quotas was once missing)."""
+    top = {words[0] for words in COMMANDS}
+    assert top == {*REMOTE_COMMANDS, *LOCAL_COMMANDS, "shape", "requires", "worker"}
+    shown = " ".join(runner.invoke(cli, ["--help"]).output.split())
+    assert f"Remote commands ({', '.join(REMOTE_COMMANDS)})" in shown
+    assert f"Local commands ({', '.join(LOCAL_COMMANDS)})" in shown
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
