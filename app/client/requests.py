@@ -138,14 +138,38 @@ class WorkerChange(WorkerPatch):
     name: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class ValuesChange(ValuesSpec):
+    """The values of one Grid Engine object in a what-if: ``level`` ``"global"``,
+    ``"host"`` (with ``host``) or ``"queue_instance"`` (with ``queue`` and ``host``):
+    ``ValuesChange(level="global", complex_values={"lic": "8"})``."""
+
+    level: str
+    host: str | None = None
+    queue: str | None = None
+
+
+@dataclass(frozen=True)
+class QuotaSetText:
+    """A resource quota set in its ``qconf -srqs`` text form, as POST /v1/quotas takes it."""
+
+    text: str
+
+
 @dataclass(frozen=True)
 class WhatIfSpec:
     """A change set for POST /v1/whatif, applied in this order: ``add_workers``,
-    ``change_workers``, ``drain_workers``, ``remove_workers`` (their jobs requeued),
-    ``add_jobs``; ``explain_job`` names a waiting job whose candidates are compared."""
+    ``change_workers``, ``set_values``, ``add_quota_sets``, ``replace_quota_sets`` (each
+    names its set in its text), ``remove_quota_sets``, ``drain_workers``,
+    ``remove_workers`` (their jobs requeued), ``add_jobs``; ``explain_job`` names a
+    waiting job whose candidates are compared."""
 
     add_workers: list[WorkerSpec] | None = None
     change_workers: list[WorkerChange] | None = None
+    set_values: list[ValuesChange] | None = None
+    add_quota_sets: list[QuotaSetText] | None = None
+    replace_quota_sets: list[QuotaSetText] | None = None
+    remove_quota_sets: list[str] | None = None
     drain_workers: list[str] | None = None
     remove_workers: list[str] | None = None
     add_jobs: list[JobSpec] | None = None

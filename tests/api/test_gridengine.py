@@ -9,17 +9,13 @@ from sqlalchemy import select
 
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, JobBooking
-from tests.support.http_api import assert_problem, register, submit
-
-LIC = {
-    "name": "lic",
-    "shortcut": "lic",
-    "type": "INT",
-    "relop": "<=",
-    "requestable": "YES",
-    "consumable": "YES",
-    "default": "0",
-}
+from tests.support.http_api import (
+    LICENSE_ATTRIBUTE,
+    assert_problem,
+    define_license,
+    register,
+    submit,
+)
 
 
 def test_default_table_is_seeded(client: TestClient, admin_headers: dict[str, str]) -> None:
@@ -44,13 +40,15 @@ def test_attribute_rules(client: TestClient, admin_headers: dict[str, str]) -> N
     ok = client.put("/v1/attributes/arch", json={**body, "type": "CSTRING"}, headers=admin_headers)
     assert ok.status_code == 200, ok.text
     assert client.delete("/v1/attributes/arch", headers=admin_headers).status_code == 409
-    created = client.post("/v1/attributes", json=LIC, headers=admin_headers)
+    created = client.post("/v1/attributes", json=LICENSE_ATTRIBUTE, headers=admin_headers)
     assert created.status_code == 201, created.text
-    clash = client.post("/v1/attributes", json={**LIC, "name": "lic9"}, headers=admin_headers)
+    clash = client.post(
+        "/v1/attributes", json={**LICENSE_ATTRIBUTE, "name": "lic9"}, headers=admin_headers
+    )
     assert clash.status_code == 409
     bad = client.post(
         "/v1/attributes",
-        json={**LIC, "name": "lic2", "shortcut": "l2", "relop": ">="},
+        json={**LICENSE_ATTRIBUTE, "name": "lic2", "shortcut": "l2", "relop": ">="},
         headers=admin_headers,
     )
     assert_problem(bad, 422)
@@ -74,7 +72,7 @@ def test_pull_books_and_finish_releases(
 ) -> None:
     """complex(5) consumables: a per-slot consumable books request x slots on every level with a
     capacity, in the pull's transaction; the job's end gives it back; never negative."""
-    assert client.post("/v1/attributes", json=LIC, headers=admin_headers).status_code == 201
+    define_license(client, admin_headers)
     worker = register(client, admin_headers, "h1", slots=4)
     put = client.put(
         "/v1/values/global", json={"complex_values": {"lic": "3"}}, headers=admin_headers
@@ -108,7 +106,7 @@ def test_pull_books_and_finish_releases(
 def test_schedule_dispatches_in_priority_order_with_bookings(
     client: TestClient, admin_headers: dict[str, str]
 ) -> None:
-    assert client.post("/v1/attributes", json=LIC, headers=admin_headers).status_code == 201
+    define_license(client, admin_headers)
     register(client, admin_headers, "h1", slots=4)
     client.put("/v1/values/global", json={"complex_values": {"lic": "1"}}, headers=admin_headers)
     low = submit(client, admin_headers, hard="lic=1")

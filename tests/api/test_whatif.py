@@ -10,7 +10,12 @@ from fastapi.testclient import TestClient
 from app.api.app import create_app
 from app.db.engine import Database
 from app.settings import Settings
-from tests.support.http_api import assert_problem, register, submit
+from tests.support.http_api import (
+    assert_problem,
+    define_license,
+    register,
+    submit,
+)
 from tests.support.table_digest import table_digest
 
 JAVA_WORKER = "language: ?java; java: ?11, ?12"
@@ -226,3 +231,115 @@ def test_the_digest_sees_a_real_change(
     before = table_digest(database)
     assert client.patch("/v1/workers/w1", json={"state": "draining"}, headers=admin_headers)
     assert table_digest(database) != before
+
+
+PER_USER_ONE_SLOT = """{
+   name         per_user
+   enabled      TRUE
+   limit        users {*} to slots=1
+}
+"""
+
+
+def test_a_larger_global_capacity_lets_a_waiting_job_run(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """complex(5): a consumable's capacity at the global host is shared by every host; one
+    more license (qconf -me global) lets the job that waits for it run."""
+    define_license(client, admin_headers)
+    client.put("/v1/values/global", json={"complex_values": {"lic": "1"}}, headers=admin_headers)
+    worker = register(client, admin_headers, "h1", slots=2)
+    running = submit(client, admin_headers, hard="lic=1")
+    pulled = client.post("/v1/workers/h1/pull", headers=worker)
+    assert pulled.status_code == 200 and pulled.json()["id"] == running["id"], pulled.text
+    waiting = submit(client, admin_headers, hard="lic=1")
+    assert not _can_run_now(client, admin_headers, waiting["id"])
+    before = table_digest(database)
+
+    answer = _ok(
+        client,
+        admin_headers,
+        {"set_values": [{"level": "global", "complex_values": {"lic": "2"}}]},
+    )
+
+    assert table_digest(database) == before
+    assert answer["runnable_now"] == [waiting["id"]]
+    assert answer["no_longer_runnable"] == []
+    # A host's own values make its first pull part of the answer.
+    on_host = _ok(
+        client,
+        admin_headers,
+        {
+            "set_values": [
+                {"level": "global", "complex_values": {"lic": "2"}},
+                {"level": "host", "host": "h1", "load_values": {"arch": "lx-amd64"}},
+            ]
+        },
+    )
+    assert on_host["first_pulls"] == [{"worker": "h1", "job": waiting["id"], "placed": False}]
+    assert client.get("/v1/values/global", headers=admin_headers).json()["complex_values"] == {
+        "lic": "1"
+    }
+
+
+def test_a_new_quota_set_stops_a_users_second_job(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """sge_resource_quota(5): ``limit users {*} to slots=1`` holds each user to one slot, the
+    running job counted at once; removing the set (qconf -drqs) gives the slot back."""
+    worker = register(client, admin_headers, "h1", slots=2)
+    running = submit(client, admin_headers, hard="h_rt=60")
+    pulled = client.post("/v1/workers/h1/pull", headers=worker)
+    assert pulled.status_code == 200 and pulled.json()["id"] == running["id"], pulled.text
+    waiting = submit(client, admin_headers, hard="h_rt=60")
+    assert _can_run_now(client, admin_headers, waiting["id"])
+    before = table_digest(database)
+
+    added = _ok(client, admin_headers, {"add_quota_sets": [{"text": PER_USER_ONE_SLOT}]})
+    assert added["no_longer_runnable"] == [waiting["id"]]
+    assert added["runnable_now"] == []
+    assert table_digest(database) == before
+
+    stored = client.post("/v1/quotas", json={"text": PER_USER_ONE_SLOT}, headers=admin_headers)
+    assert stored.status_code == 201, stored.text
+    assert not _can_run_now(client, admin_headers, waiting["id"])
+    looser = PER_USER_ONE_SLOT.replace("slots=1", "slots=2")
+    for change in ({"replace_quota_sets": [{"text": looser}]}, {"remove_quota_sets": ["per_user"]}):
+        assert _ok(client, admin_headers, change)["runnable_now"] == [waiting["id"]], change
+    assert client.get("/v1/quotas/per_user", headers=admin_headers).json()["rules"][0][
+        "limits"
+    ] == [{"attribute": "slots", "value": "1"}]
+
+
+def test_refused_values_and_quota_items_are_named(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    register(client, admin_headers, "h1")
+    before = table_digest(database)
+    refusals = [
+        ({"set_values": [{"level": "host", "complex_values": {}}]}, "body.set_values.0"),
+        (
+            {"set_values": [{"level": "global", "host": "h1", "complex_values": {}}]},
+            "body.set_values.0",
+        ),
+        (
+            {"set_values": [{"level": "host", "host": "nope", "load_values": {}}]},
+            "body.set_values.0",
+        ),
+        (
+            {"set_values": [{"level": "global", "complex_values": {"no_such": "1"}}]},
+            "body.set_values.0",
+        ),
+        (
+            {"add_quota_sets": [{"text": "{\n name q\n limit to slots=\n}\n"}]},
+            "body.add_quota_sets.0",
+        ),
+        ({"replace_quota_sets": [{"text": PER_USER_ONE_SLOT}]}, "body.replace_quota_sets.0"),
+        ({"remove_quota_sets": ["per_user"]}, "body.remove_quota_sets.0"),
+    ]
+    for body, field in refusals:
+        response = _whatif(client, admin_headers, body)
+        problem = assert_problem(response, 422)
+        fields = [error["field"] for error in problem["errors"]]
+        assert any(f.startswith(field) for f in fields), (body, problem)
+    assert table_digest(database) == before

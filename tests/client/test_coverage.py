@@ -172,6 +172,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "FieldProblem": errors.FieldError,
     "WhatIfIn": requests.WhatIfSpec,
     "WorkerChangeIn": requests.WorkerChange,
+    "ValuesChangeIn": requests.ValuesChange,
     "WhatIfOut": models.WhatIf,
     "AddedJobOut": models.AddedJob,
     "CategoryCountsOut": models.CategoryCounts,

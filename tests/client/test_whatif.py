@@ -7,7 +7,9 @@ from app.client import (
     AdminClient,
     JobSpec,
     JobState,
+    QuotaSetText,
     ValidationFailed,
+    ValuesChange,
     WhatIfSpec,
     WorkerChange,
     WorkerSpec,
@@ -45,6 +47,26 @@ def test_what_if_from_dataclasses(server: LiveServer, admin: AdminClient) -> Non
     w1 = admin.get_worker("w1")
     assert (w1.state, w1.queues[0].slots) == (WorkerState.DRAINING, 1)
     assert [w.name for w in admin.list_workers().items] == ["w1"]
+
+
+def test_values_and_quota_sets_from_dataclasses(server: LiveServer, admin: AdminClient) -> None:
+    """A what-if of Grid Engine values and quota sets, built from the client's classes;
+    each is refused by the server's own check, so the body reached it as the API has it."""
+    admin.register_worker(WorkerSpec(name="h1"))
+    answer = admin.what_if(
+        WhatIfSpec(
+            set_values=[ValuesChange(level="host", host="h1", load_values={"arch": "lx-amd64"})],
+            add_quota_sets=[QuotaSetText("{\n name per_user\n limit users {*} to slots=1\n}\n")],
+        )
+    )
+    assert [p.worker for p in answer.first_pulls] == ["h1"]
+    assert admin.list_quota_sets().items == []
+    try:
+        admin.what_if(WhatIfSpec(set_values=[ValuesChange(level="host", host="ghost")]))
+    except ValidationFailed as error:
+        assert [f.field for f in error.errors] == ["body.set_values.0"]
+    else:
+        raise AssertionError("a what-if that sets values of an unknown host was accepted")
 
 
 def test_a_refused_item_is_a_validation_error(server: LiveServer, admin: AdminClient) -> None:

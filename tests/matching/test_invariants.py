@@ -16,7 +16,7 @@ from app.matching.dispatch import pull as dispatch
 from app.matching.invariants import violations
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
-from tests.support.http_api import register, submit
+from tests.support.http_api import define_license, register, submit
 
 
 def _running_job(database: Database) -> int:
@@ -56,16 +56,7 @@ def test_running_job_without_slots(database: Database) -> None:
 
 def _running_consumable_job(client: TestClient, admin: dict[str, str]) -> int:
     """A job holding lic=2 of a global pool of 3 on a host, through the API."""
-    lic = {
-        "name": "lic",
-        "shortcut": "lic",
-        "type": "INT",
-        "relop": "<=",
-        "requestable": "YES",
-        "consumable": "YES",
-        "default": "0",
-    }
-    assert client.post("/v1/attributes", json=lic, headers=admin).status_code == 201
+    define_license(client, admin)
     worker = register(client, admin, "h1", slots=2)
     put = client.put("/v1/values/global", json={"complex_values": {"lic": "3"}}, headers=admin)
     assert put.status_code == 200, put.text

@@ -21,6 +21,25 @@ def assert_problem(response, status: int) -> dict:  # type: ignore[no-untyped-de
     return body  # type: ignore[no-any-return]
 
 
+#: A per-slot license consumable (complex(5): INT, <=, consumable YES, default 0), as
+#: POST /v1/attributes takes it: the Grid Engine attribute the API tests book.
+LICENSE_ATTRIBUTE = {
+    "name": "lic",
+    "shortcut": "lic",
+    "type": "INT",
+    "relop": "<=",
+    "requestable": "YES",
+    "consumable": "YES",
+    "default": "0",
+}
+
+
+def define_license(client: TestClient, admin: dict[str, str]) -> None:
+    """Add :data:`LICENSE_ATTRIBUTE` to the complex through POST /v1/attributes."""
+    response = client.post("/v1/attributes", json=LICENSE_ATTRIBUTE, headers=admin)
+    assert response.status_code == 201, response.text
+
+
 def register(
     client: TestClient, admin: dict[str, str], name: str, resources: str = "", slots: int = 1
 ) -> dict[str, str]:

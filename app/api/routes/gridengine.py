@@ -123,12 +123,8 @@ def _apply(
     session: SessionDep, level: str, host: str | None, queue: str | None, body: ValuesIn
 ) -> ValuesOut:
     target = resolve_target(session, level, host, queue)
-    changed = False
-    for field in ("complex_values", "load_values", "attributes"):
-        values = getattr(body, field)
-        if values is not None:
-            changed = gridengine_admin.set_values(session, target, field, values) or changed
-    return ValuesOut(static_changed=changed)
+    values = {kind: getattr(body, kind) for kind in gridengine_admin.VALUE_KINDS}
+    return ValuesOut(static_changed=gridengine_admin.apply_values(session, target, values))
 
 
 def _read(session: SessionDep, level: str, host: str | None, queue: str | None) -> ValuesRead:

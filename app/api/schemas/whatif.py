@@ -3,10 +3,14 @@ change."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from typing import Annotated, Any, Literal, Self
 
-from app.api.schemas.common import MAX_ID
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from app.api.schemas.common import MAX_ID, MAX_NAME_LENGTH, NAME_PATTERN
+from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
+from app.api.schemas.quotas import QuotaSetIn
 from app.api.schemas.workers import WorkerIn, WorkerName, WorkerPatch
 from app.db.models import JobState
 
@@ -14,6 +18,10 @@ from app.db.models import JobState
 #: never reads an unbounded list; the configured limits (JOBMATCH_WHATIF_MAX_WORKERS and
 #: JOBMATCH_WHATIF_MAX_JOBS) are checked below this.
 MAX_ITEMS = 10_000
+#: The most Grid Engine value changes and quota set changes of each kind: each may
+#: recompute the misfit rows of every worker (a global value) or recount the running jobs
+#: (a quota set), so their number is bounded far below the other items'.
+MAX_ADMIN_ITEMS = 100
 
 
 class WorkerChangeIn(WorkerPatch):
@@ -33,6 +41,71 @@ class WorkerChangeIn(WorkerPatch):
     name: WorkerName
 
 
+QuotaSetName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="a resource quota set's name",
+    ),
+]
+
+
+class ValuesChangeIn(ValuesIn):
+    """The values of one Grid Engine object, as ``PUT /v1/values/...`` takes them: the
+    global host, a host (`host`), or a queue instance (`queue` at `host`)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"level": "global", "complex_values": {"lic": "8"}},
+                {"level": "host", "host": "w1", "complex_values": {"h_vmem": "16G"}},
+                {"level": "queue_instance", "queue": "all.q", "host": "w1", "attributes": {}},
+            ]
+        },
+    )
+
+    level: Literal["global", "host", "queue_instance"] = Field(
+        description="which object: `global`, `host` or `queue_instance`"
+    )
+    host: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="the host (a worker's name) of a `host` or `queue_instance`",
+    )
+    queue: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="the queue of a `queue_instance`",
+    )
+
+    @model_validator(mode="after")
+    def _names_match_the_level(self) -> Self:
+        wants_host = self.level != "global"
+        wants_queue = self.level == "queue_instance"
+        if wants_host != (self.host is not None):
+            raise ValueError(
+                f"level {self.level!r} " + ("needs a `host`" if wants_host else "takes no `host`")
+            )
+        if wants_queue != (self.queue is not None):
+            raise ValueError(
+                f"level {self.level!r} "
+                + ("needs a `queue`" if wants_queue else "takes no `queue`")
+            )
+        return self
+
+
+def _items(most: int, description: str) -> Any:
+    """A list field of the change set: empty when left out, at most ``most`` items."""
+    return Field(default_factory=list, max_length=most, description=description)
+
+
 WHATIF_EXAMPLES: list[JsonValue] = [
     {
         "add_workers": [{"name": "w9", "resources": "language: ?java; java: ?11, ?12", "slots": 2}],
@@ -41,43 +114,65 @@ WHATIF_EXAMPLES: list[JsonValue] = [
         "explain_job": 1,
     },
     {"remove_workers": ["node0"], "change_workers": [{"name": "w2", "slots": 8}]},
+    {
+        "set_values": [{"level": "global", "complex_values": {"lic": "8"}}],
+        "add_quota_sets": [
+            {"text": "{\n name max_u_slots\n enabled TRUE\n limit users {*} to slots=4\n}\n"}
+        ],
+    },
 ]
 
 
 class WhatIfIn(BaseModel):
     """A change set. It is applied in this order, each item by the service of its own
     route: `add_workers` (as `POST /v1/workers`: an existing name is replaced whole),
-    `change_workers` (as `PATCH /v1/workers/{name}`), `drain_workers` (state `draining`),
+    `change_workers` (as `PATCH /v1/workers/{name}`), `set_values` (as `PUT
+    /v1/values/...`), `add_quota_sets` (as `POST /v1/quotas`), `replace_quota_sets` (as
+    `PUT /v1/quotas/{name}`, the set named in the text), `remove_quota_sets` (as `DELETE
+    /v1/quotas/{name}`), `drain_workers` (state `draining`),
     `remove_workers` (as `DELETE /v1/workers/{name}?requeue=true`) and `add_jobs` (as
     `POST /v1/jobs`). Nothing is stored."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": WHATIF_EXAMPLES})
 
-    add_workers: list[WorkerIn] = Field(
-        default_factory=list,
-        max_length=MAX_ITEMS,
-        description="workers to register (or replace), as POST /v1/workers takes them",
+    add_workers: list[WorkerIn] = _items(
+        MAX_ITEMS,
+        "workers to register (or replace), as POST /v1/workers takes them",
     )
-    change_workers: list[WorkerChangeIn] = Field(
-        default_factory=list,
-        max_length=MAX_ITEMS,
-        description="changes of some fields of existing workers, as PATCH /v1/workers/{name} "
+    change_workers: list[WorkerChangeIn] = _items(
+        MAX_ITEMS,
+        "changes of some fields of existing workers, as PATCH /v1/workers/{name} "
         "takes them, with the worker's `name`",
     )
-    drain_workers: list[WorkerName] = Field(
-        default_factory=list,
-        max_length=MAX_ITEMS,
-        description="names of workers to drain (they finish what they run, get nothing new)",
+    set_values: list[ValuesChangeIn] = _items(
+        MAX_ADMIN_ITEMS,
+        "Grid Engine values of the global host, hosts or queue instances, as "
+        "PUT /v1/values/... takes them, with the object's `level`, `host` and `queue`",
     )
-    remove_workers: list[WorkerName] = Field(
-        default_factory=list,
-        max_length=MAX_ITEMS,
-        description="names of workers to remove; the jobs they run go back to the queue",
+    add_quota_sets: list[QuotaSetIn] = _items(
+        MAX_ADMIN_ITEMS,
+        "resource quota sets to add, as POST /v1/quotas takes them",
     )
-    add_jobs: list[JobIn] = Field(
-        default_factory=list,
-        max_length=MAX_ITEMS,
-        description="jobs to submit, as POST /v1/jobs takes them",
+    replace_quota_sets: list[QuotaSetIn] = _items(
+        MAX_ADMIN_ITEMS,
+        "new definitions of existing resource quota sets (each names its set "
+        "in its text), as PUT /v1/quotas/{name} takes them",
+    )
+    remove_quota_sets: list[QuotaSetName] = _items(
+        MAX_ADMIN_ITEMS,
+        "names of resource quota sets to remove",
+    )
+    drain_workers: list[WorkerName] = _items(
+        MAX_ITEMS,
+        "names of workers to drain (they finish what they run, get nothing new)",
+    )
+    remove_workers: list[WorkerName] = _items(
+        MAX_ITEMS,
+        "names of workers to remove; the jobs they run go back to the queue",
+    )
+    add_jobs: list[JobIn] = _items(
+        MAX_ITEMS,
+        "jobs to submit, as POST /v1/jobs takes them",
     )
     explain_job: int | None = Field(
         default=None,

@@ -56,6 +56,25 @@ def _renormalise(session: Session, attribute: Attribute, definition: ComplexDefi
         recache_worker_misfits(session, worker_id)
 
 
+#: The kinds of values an object carries (``PUT /v1/values/...``'s fields), in the order
+#: a change applies them.
+VALUE_KINDS = ("complex_values", "load_values", "attributes")
+
+
+def apply_values(
+    session: Session, target: Target, values: Mapping[str, Mapping[str, str] | None]
+) -> bool:
+    """Each kind of :data:`VALUE_KINDS` that ``values`` gives replaces that kind at
+    ``target``; a kind it omits (or gives as None) stays. Returns whether the static
+    picture changed."""
+    changed = False
+    for kind in VALUE_KINDS:
+        given = values.get(kind)
+        if given is not None:
+            changed = set_values(session, target, kind, given) or changed
+    return changed
+
+
 def set_values(
     session: Session,
     target: Target,

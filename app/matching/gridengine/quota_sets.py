@@ -82,7 +82,17 @@ def replace_quota_set(session: Session, name: str, text: str) -> QuotaSetRow:
         raise InvalidFieldError(
             "text", f"the text defines set {quota_set.name!r}, not {name!r} (a set keeps its name)"
         )
-    row = get_quota_set(session, name, lock=True)
+    return _replace(session, quota_set)
+
+
+def replace_named_quota_set(session: Session, text: str) -> QuotaSetRow:
+    """``qconf -Mrqs``: the set the text names gets the text's definition (404 when there
+    is no such set)."""
+    return _replace(session, _checked(session, text))
+
+
+def _replace(session: Session, quota_set: QuotaSet) -> QuotaSetRow:
+    row = get_quota_set(session, quota_set.name, lock=True)
     session.delete(row)
     session.flush()
     return _store(session, quota_set)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
@@ -20,13 +21,32 @@ class WorkerChange:
 
 
 @dataclass(frozen=True)
+class ValuesChange:
+    """``set_values`` item: a Grid Engine object (``level`` ``global``, ``host`` with its
+    ``host``, or ``queue_instance`` with its ``queue`` and ``host``) and the kinds of values
+    that replace its own, as ``PUT /v1/values/...`` takes them."""
+
+    level: str
+    host: str | None
+    queue: str | None
+    values: Mapping[str, Mapping[str, str] | None]
+
+
+@dataclass(frozen=True)
 class ChangeSet:
     """What a what-if applies, in this order: registrations (a name that exists is
-    replaced, as ``POST /v1/workers`` does), changes of some fields, drains, removals
-    (with the removed workers' running jobs returned to the queue), then submissions."""
+    replaced, as ``POST /v1/workers`` does), changes of some fields, Grid Engine values,
+    resource quota sets added, replaced and removed, drains, removals (with the removed
+    workers' running jobs returned to the queue), then submissions."""
 
     add_workers: tuple[WorkerSpec, ...] = ()
     change_workers: tuple[WorkerChange, ...] = ()
+    set_values: tuple[ValuesChange, ...] = ()
+    #: Quota set texts, as ``POST /v1/quotas`` and ``PUT /v1/quotas/{name}`` take them
+    #: (a replacement names its set in its text).
+    add_quota_sets: tuple[str, ...] = ()
+    replace_quota_sets: tuple[str, ...] = ()
+    remove_quota_sets: tuple[str, ...] = ()
     drain_workers: tuple[str, ...] = ()
     remove_workers: tuple[str, ...] = ()
     add_jobs: tuple[JobSpec, ...] = ()

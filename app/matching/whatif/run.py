@@ -1,5 +1,6 @@
 """``POST /v1/whatif``: apply a change set with the real services (registration, the
-worker PATCH, drain, removal, submission) in a savepoint, read what the real queries say
+worker PATCH, Grid Engine values, resource quota sets, drain, removal, submission) in a
+savepoint, read what the real queries say
 then (the explanation's can-run-now, the candidates, the pull), and roll the savepoint
 back. The answer is what would happen, because it is what happened before the rollback.
 
@@ -21,6 +22,13 @@ from app.matching import announce, submission
 from app.matching.allocation.allocator import Policy
 from app.matching.candidates import Candidate, job_candidates, require_waiting
 from app.matching.dispatch.pull import next_job
+from app.matching.gridengine.admin import apply_values
+from app.matching.gridengine.quota_sets import (
+    create_quota_set,
+    delete_quota_set,
+    replace_named_quota_set,
+)
+from app.matching.gridengine.values import resolve_target
 from app.matching.whatif.changes import REFUSALS, ChangeSet, refused
 from app.matching.whatif.runnable import Snapshot, snapshot
 from app.matching.worker_lifecycle import (
@@ -126,6 +134,19 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
     for index, change in enumerate(changes.change_workers):
         with _item(f"change_workers.{index}"):
             update_worker(session, change.name, change.changes, by=by)
+    for index, values in enumerate(changes.set_values):
+        with _item(f"set_values.{index}"):
+            target = resolve_target(session, values.level, values.host, values.queue)
+            apply_values(session, target, values.values)
+    for index, text in enumerate(changes.add_quota_sets):
+        with _item(f"add_quota_sets.{index}"):
+            create_quota_set(session, text)
+    for index, text in enumerate(changes.replace_quota_sets):
+        with _item(f"replace_quota_sets.{index}"):
+            replace_named_quota_set(session, text)
+    for index, name in enumerate(changes.remove_quota_sets):
+        with _item(f"remove_quota_sets.{index}"):
+            delete_quota_set(session, name)
     for index, name in enumerate(changes.drain_workers):
         with _item(f"drain_workers.{index}"):
             update_worker(session, name, WorkerChanges(state=WorkerState.DRAINING), by=by)
@@ -142,9 +163,11 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
 
 
 def _pulling_workers(changes: ChangeSet) -> list[str]:
-    """The workers the change set adds or changes and does not remove, in its order."""
+    """The workers the change set adds or changes (their own values or those of one of
+    their queue instances included) and does not remove, in its order."""
     names = [spec.name for spec in changes.add_workers]
     names += [change.name for change in changes.change_workers]
+    names += [values.host for values in changes.set_values if values.host is not None]
     names += list(changes.drain_workers)
     removed = set(changes.remove_workers)
     return [name for name in dict.fromkeys(names) if name not in removed]
