@@ -35,7 +35,6 @@ def _out(view: category_fit.CategoryView) -> CategoryOut:
 
 @router.get(
     "",
-    response_model=Page[CategoryOut],
     operation_id="list_categories",
     summary="List job categories with their counts",
     responses=errors(401, 403, 422, 503),
@@ -51,7 +50,6 @@ def list_categories(
 
 @router.get(
     "/{category_id}",
-    response_model=CategoryDetailOut,
     operation_id="get_category",
     summary="One category and its fit over every worker",
     responses=errors(401, 403, 404, 422, 503),

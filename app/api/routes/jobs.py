@@ -106,7 +106,6 @@ def visible_job(
 @router.post(
     "/jobs",
     status_code=status.HTTP_201_CREATED,
-    response_model=JobOut,
     operation_id="submit_job",
     summary="Submit a job",
     responses={
@@ -163,7 +162,6 @@ def submit_job(
 
 @router.get(
     "/jobs",
-    response_model=Page[JobOut],
     operation_id="list_jobs",
     summary="List jobs",
     responses=errors(401, 403, 422, 503),
@@ -190,7 +188,6 @@ def list_jobs(
 
 @router.get(
     "/jobs/{job_id}",
-    response_model=JobOut,
     operation_id="get_job",
     summary="Show a job",
     responses=errors(401, 403, 404, 422, 503),
@@ -202,7 +199,6 @@ def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> Job
 
 @router.post(
     "/jobs/{job_id}/cancel",
-    response_model=JobOut,
     operation_id="cancel_job",
     summary="Cancel a job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -216,7 +212,6 @@ def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> 
 
 @router.get(
     "/jobs/{job_id}/candidates",
-    response_model=CandidatesOut,
     operation_id="list_job_candidates",
     summary="Rank the workers that could run a job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -232,7 +227,6 @@ def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
 
 @router.get(
     "/jobs/{job_id}/explain",
-    response_model=ExplanationOut,
     operation_id="explain_job",
     summary="Explain why workers can or cannot run a job",
     responses=errors(401, 403, 404, 422, 503),
@@ -303,7 +297,6 @@ def explain_job(
 
 @router.get(
     "/jobs/{job_id}/history",
-    response_model=JobHistoryOut,
     operation_id="get_job_history",
     summary="A job's changes of state",
     responses=errors(401, 403, 404, 422, 503),
@@ -320,7 +313,6 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 
 @router.get(
     "/jobs/{job_id}/allocation",
-    response_model=AllocationOut,
     operation_id="get_job_allocation",
     summary="The vertices a job holds",
     responses=errors(401, 403, 404, 422, 503),
@@ -333,7 +325,6 @@ def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
 
 @router.post(
     "/jobs/{job_id}/allocate",
-    response_model=JobOut,
     operation_id="allocate_job",
     summary="Allocate and start a multi-node job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -348,7 +339,6 @@ def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: 
 
 @router.post(
     "/match",
-    response_model=CandidatesOut,
     tags=["match"],
     operation_id="match_job",
     summary="Dry run: the candidates a job would have",
@@ -410,7 +400,6 @@ def finish_job(
 
 @router.post(
     "/jobs/{job_id}/return",
-    response_model=JobOut,
     operation_id="return_job",
     summary="Give a running job back unfinished",
     responses=errors(401, 403, 404, 409, 422, 503, *BODY_ERRORS),

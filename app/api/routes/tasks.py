@@ -34,7 +34,6 @@ def task_out(task: Task) -> TaskOut:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=TaskOut,
     operation_id="register_task",
     summary="Register or update a task type",
     responses={
@@ -64,7 +63,6 @@ def register_task(
 
 @router.get(
     "",
-    response_model=Page[TaskOut],
     operation_id="list_tasks",
     summary="List task types",
     responses=errors(401, 422, 503),
@@ -78,7 +76,6 @@ def list_tasks(session: SessionDep, _who: PrincipalDep, paging: Paging100Dep) ->
 
 @router.get(
     "/{name}",
-    response_model=TaskOut,
     operation_id="get_task",
     summary="Show a task type",
     responses=errors(401, 404, 422, 503),
