@@ -33,17 +33,7 @@ router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute
 
 
 def _out(attribute: Attribute) -> AttributeOut:
-    return AttributeOut(
-        name=attribute.name,
-        shortcut=attribute.shortcut,
-        type=attribute.type,
-        relop=attribute.relop,
-        requestable=attribute.requestable,
-        consumable=attribute.consumable,
-        default=attribute.default,
-        urgency=attribute.urgency,
-        builtin=attribute.builtin,
-    )
+    return AttributeOut.model_validate(attribute, from_attributes=True)
 
 
 @router.get(
@@ -216,7 +206,7 @@ def set_queue_values(
 
 
 def _pe_out(pe: ParallelEnvironment) -> PeOut:
-    return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
+    return PeOut.model_validate(pe, from_attributes=True)
 
 
 @router.get(
@@ -280,8 +270,4 @@ def run_schedule(session: SessionDep, _admin: AdminDep) -> ScheduleOut:
     bookings of the ones before. 409 when a booking lost a race with a concurrent pull
     (nothing of the run is kept; run it again)."""
     report = schedule(session)
-    return ScheduleOut(
-        considered=report.considered,
-        dispatched=report.dispatched,
-        rejected_categories=report.rejected_categories,
-    )
+    return ScheduleOut.model_validate(report, from_attributes=True)

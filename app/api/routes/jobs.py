@@ -81,16 +81,7 @@ def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> Jo
 def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> CandidatesOut:
     return CandidatesOut(
         job=job_id,
-        items=[
-            CandidateOut(
-                worker=c.worker,
-                strength=c.strength,
-                strength_name=c.strength_name,
-                free_slots=c.free_slots,
-                state=c.state,
-            )
-            for c in items
-        ],
+        items=[CandidateOut.model_validate(c, from_attributes=True) for c in items],
     )
 
 
@@ -285,10 +276,7 @@ def explain_job(
                 can_run_now=v.can_run_now,
                 reason=v.reason,
                 misfit_reason=v.misfit_reason,
-                clauses=[
-                    ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
-                    for c in v.clauses
-                ],
+                clauses=[ClauseOut.model_validate(c, from_attributes=True) for c in v.clauses],
             )
             for v in verdicts
         ],

@@ -44,13 +44,7 @@ def _out(session: SessionDep, row: QuotaSetRow) -> QuotaSetOut:
             for index, rule in enumerate(definition.rules)
         ],
         usage=[
-            QuotaUsageOut(
-                rule=line.rule,
-                key=line.key,
-                attribute=line.attribute,
-                used=line.used,
-                limit=line.limit,
-            )
+            QuotaUsageOut.model_validate(line, from_attributes=True)
             for line in quota_sets.usage_lines(session, row)
         ],
     )

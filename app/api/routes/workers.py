@@ -68,10 +68,7 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
         state_changed_at=worker.state_changed_at,
         generation=worker.generation,
         resources=worker.resources,
-        queues=[
-            QueueInstanceOut(queue=q.queue, slots=q.slots, used_slots=q.used_slots)
-            for q in described.queues
-        ],
+        queues=[QueueInstanceOut.model_validate(q, from_attributes=True) for q in described.queues],
         last_seen=worker.last_seen,
         created_at=worker.created_at,
         updated_at=worker.updated_at,
