@@ -13,7 +13,6 @@ from app.api.retries import RetryingRoute
 from app.api.schemas.categories import (
     CategoryDetailOut,
     CategoryOut,
-    CategoryRequestOut,
     WorkerFitOut,
 )
 from app.api.schemas.common import IdPath, Page
@@ -23,14 +22,7 @@ router = APIRouter(prefix="/v1/categories", tags=["categories"], route_class=Ret
 
 
 def _out(view: category_fit.CategoryView) -> CategoryOut:
-    return CategoryOut(
-        id=view.id,
-        created_at=view.created_at,
-        request=CategoryRequestOut(**vars(view.request)),
-        waiting=view.waiting,
-        running=view.running,
-        fitting_workers=view.fitting_workers,
-    )
+    return CategoryOut.model_validate(view, from_attributes=True)
 
 
 @router.get(

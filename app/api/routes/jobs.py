@@ -20,7 +20,6 @@ from app.api.schemas.jobs import (
     AllocationOut,
     CandidateOut,
     CandidatesOut,
-    ClauseOut,
     ExplainSummaryOut,
     ExplanationOut,
     FinishIn,
@@ -268,18 +267,7 @@ def explain_job(
         scheduling_info=lines,
         allocation=allocation,
         summary=ExplainSummaryOut(**vars(summary)) if summary is not None else None,
-        workers=[
-            WorkerExplanationOut(
-                worker=v.worker,
-                state=v.state,
-                eligible=v.eligible,
-                can_run_now=v.can_run_now,
-                reason=v.reason,
-                misfit_reason=v.misfit_reason,
-                clauses=[ClauseOut.model_validate(c, from_attributes=True) for c in v.clauses],
-            )
-            for v in verdicts
-        ],
+        workers=[WorkerExplanationOut.model_validate(v, from_attributes=True) for v in verdicts],
     )
 
 

@@ -48,14 +48,8 @@ def register_task(
     """Register a task type, or update the one of that name (200). A new version or new
     requirements re-evaluate its waiting jobs against every worker at once. 409 when a
     concurrent request registered the same new name first."""
-    spec = TaskSpec(
-        name=body.name,
-        version=body.version,
-        description=body.description,
-        requirements=body.requirements,
-        plugin=body.plugin,
-    )
-    task, created = task_registry.upsert_task(session, spec)
+    # TaskSpec has the body's fields, by name.
+    task, created = task_registry.upsert_task(session, TaskSpec(**dict(body)))
     if not created:
         response.status_code = status.HTTP_200_OK
     return task_out(task)
