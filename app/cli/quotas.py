@@ -12,11 +12,10 @@ import typer
 from app.cli.connection import (
     LimitOption,
     OutputFormat,
-    OutputOption,
     Remote,
     TokenOption,
     UrlOption,
-    read_list,
+    remote_command,
 )
 from app.cli.errors import CommandError, ExitCode
 from app.cli.help import examples
@@ -72,72 +71,36 @@ def print_set(answer: Any) -> None:
         print_table(usage, USAGE_COLUMNS, wide=False)
 
 
-@quotas_cli.command("list", epilog=examples("jobmatch quotas list"))
-def list_quota_sets(
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    limit: LimitOption = QUOTA_LIMIT,
-) -> None:
+@remote_command(quotas_cli, "list", "jobmatch quotas list")
+def list_quota_sets(remote: Remote, limit: LimitOption = QUOTA_LIMIT) -> None:
     """List the resource quota sets (qconf -srqsl)."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        page = read_list(client, client.list_quota_sets, limit)
-    remote.show_page(page, SET_COLUMNS)
+    remote.list_and_show(lambda client: client.list_quota_sets, limit, SET_COLUMNS)
 
 
-@quotas_cli.command(
-    "show",
-    epilog=examples("jobmatch quotas show per_user", "jobmatch quotas show per_user -o json"),
+@remote_command(
+    quotas_cli, "show", "jobmatch quotas show per_user", "jobmatch quotas show per_user -o json"
 )
-def show_quota_set(
-    name: NameArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+def show_quota_set(remote: Remote, name: NameArgument) -> None:
     """Show a set (qconf -srqs NAME) and its usage per rule and key (as qquota does)."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.get_quota_set(name)
-    remote.show(client.last_json, print_set)
+    remote.call_and_show(lambda client: client.get_quota_set(name), print_set)
 
 
-@quotas_cli.command(
+@remote_command(
+    quotas_cli,
     "add",
-    epilog=examples(
-        "jobmatch quotas add per_user.rqs",
-        "printf 'name per_user\\nenabled TRUE\\nlimit users {*} to slots=4\\n' "
-        "| jobmatch quotas add -",
-    ),
+    "jobmatch quotas add per_user.rqs",
+    "printf 'name per_user\\nenabled TRUE\\nlimit users {*} to slots=4\\n' | jobmatch quotas add -",
 )
-def add_quota_set(
-    path: FileArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+def add_quota_set(remote: Remote, path: FileArgument) -> None:
     """Add a set from a file in qconf -srqs form (qconf -Arqs FILE)."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        # Inside the client's block: a file that cannot be read is one line and exit 2.
-        client.create_quota_set(_read_text(path))
-    remote.show(client.last_json, print_set)
+    # Read inside the call: a file that cannot be read is one line and exit 2.
+    remote.call_and_show(lambda client: client.create_quota_set(_read_text(path)), print_set)
 
 
-@quotas_cli.command("replace", epilog=examples("jobmatch quotas replace per_user per_user.rqs"))
-def replace_quota_set(
-    name: NameArgument,
-    path: FileArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
+@remote_command(quotas_cli, "replace", "jobmatch quotas replace per_user per_user.rqs")
+def replace_quota_set(remote: Remote, name: NameArgument, path: FileArgument) -> None:
     """Replace a set's definition from a file (qconf -Mrqs FILE NAME)."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.replace_quota_set(name, _read_text(path))
-    remote.show(client.last_json, print_set)
+    remote.call_and_show(lambda client: client.replace_quota_set(name, _read_text(path)), print_set)
 
 
 @quotas_cli.command("delete", epilog=examples("jobmatch quotas delete per_user"))

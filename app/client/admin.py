@@ -55,7 +55,7 @@ class AdminClient(SubmitterClient):
 
     @covers(ops.LIST_TOKENS)
     def list_tokens(self, *, limit: int | None = None, offset: int | None = None) -> TokenPage:
-        return self._call(TokenPage, ops.LIST_TOKENS, query={"limit": limit, "offset": offset})
+        return self._page(TokenPage, ops.LIST_TOKENS, limit, offset)
 
     @covers(ops.REVOKE_TOKEN)
     def revoke_token(self, token_id: int) -> Token:
@@ -170,9 +170,7 @@ class AdminClient(SubmitterClient):
         self, *, limit: int | None = None, offset: int | None = None
     ) -> QuotaSetPage:
         """The resource quota sets with their rules and usage, a page at a time."""
-        return self._call(
-            QuotaSetPage, ops.LIST_QUOTA_SETS, query={"limit": limit, "offset": offset}
-        )
+        return self._page(QuotaSetPage, ops.LIST_QUOTA_SETS, limit, offset)
 
     @covers(ops.GET_QUOTA_SET)
     def get_quota_set(self, name: str) -> QuotaSet:

@@ -148,6 +148,18 @@ class BaseClient:
         """Send ``operation`` and parse its JSON answer as ``model``."""
         return self._parse(model, self._send(operation, **request))
 
+    def _page(
+        self,
+        model: type[T],
+        operation: Operation,
+        limit: int | None,
+        offset: int | None,
+        **filters: object,
+    ) -> T:
+        """One page of a list ``operation`` (parsed as ``model``); the server's page size
+        and start where ``limit`` or ``offset`` is None, and a filter at None is not sent."""
+        return self._call(model, operation, query={**filters, "limit": limit, "offset": offset})
+
     def _parse(self, model: type[T], response: httpx2.Response) -> T:
         where = f"{response.request.method} {response.url.path}"
         return self._parse_data(model, self._json(response), where)
@@ -216,7 +228,7 @@ class BaseClient:
     @covers(ops.LIST_TASKS)
     def list_tasks(self, *, limit: int | None = None, offset: int | None = None) -> TaskPage:
         """The debusine task types registered on the server, a page at a time."""
-        return self._call(TaskPage, ops.LIST_TASKS, query={"limit": limit, "offset": offset})
+        return self._page(TaskPage, ops.LIST_TASKS, limit, offset)
 
     @covers(ops.GET_TASK)
     def get_task(self, name: str) -> Task:

@@ -8,12 +8,27 @@ ignored, so an older client keeps working.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from app.wire.states import JobEventKind as JobEventKind
 from app.wire.states import JobState as JobState
 from app.wire.states import Role as Role
 from app.wire.states import WorkerState as WorkerState
+
+#: What a page lists.
+ItemT = TypeVar("ItemT")
+
+
+@dataclass(frozen=True)
+class Page(Generic[ItemT]):
+    """One page of a list, as every list operation answers: at most ``limit`` items from
+    ``offset``; ``next_offset`` is where the next page starts, None after the last. Each
+    list has its own subclass (``JobPage``, ...) naming what it holds."""
+
+    items: list[ItemT]
+    limit: int
+    offset: int
+    next_offset: int | None
 
 
 @dataclass(frozen=True)
@@ -125,28 +140,16 @@ class Job:
     ended_at: str | None
 
 
-@dataclass(frozen=True)
-class JobPage:
-    items: list[Job]
-    limit: int
-    offset: int
-    next_offset: int | None
+class JobPage(Page[Job]):
+    """A page of jobs."""
 
 
-@dataclass(frozen=True)
-class WorkerPage:
-    items: list[Worker]
-    limit: int
-    offset: int
-    next_offset: int | None
+class WorkerPage(Page[Worker]):
+    """A page of workers."""
 
 
-@dataclass(frozen=True)
-class TokenPage:
-    items: list[Token]
-    limit: int
-    offset: int
-    next_offset: int | None
+class TokenPage(Page[Token]):
+    """A page of tokens."""
 
 
 @dataclass(frozen=True)
@@ -335,28 +338,16 @@ class ScheduleRun:
     rejected_categories: int
 
 
-@dataclass(frozen=True)
-class TaskPage:
-    items: list[Task]
-    limit: int
-    offset: int
-    next_offset: int | None
+class TaskPage(Page[Task]):
+    """A page of task types."""
 
 
-@dataclass(frozen=True)
-class AttributePage:
-    items: list[Attribute]
-    limit: int
-    offset: int
-    next_offset: int | None
+class AttributePage(Page[Attribute]):
+    """A page of complex attributes."""
 
 
-@dataclass(frozen=True)
-class PePage:
-    items: list[ParallelEnvironment]
-    limit: int
-    offset: int
-    next_offset: int | None
+class PePage(Page[ParallelEnvironment]):
+    """A page of parallel environments."""
 
 
 @dataclass(frozen=True)
@@ -401,12 +392,8 @@ class QuotaSet:
     usage: list[QuotaUsage]
 
 
-@dataclass(frozen=True)
-class QuotaSetPage:
-    items: list[QuotaSet]
-    limit: int
-    offset: int
-    next_offset: int | None
+class QuotaSetPage(Page[QuotaSet]):
+    """A page of resource quota sets."""
 
 
 @dataclass(frozen=True)
@@ -475,12 +462,8 @@ class Category(CategorySummary):
     workers: list[WorkerFit]
 
 
-@dataclass(frozen=True)
-class CategoryPage:
-    items: list[CategorySummary]
-    limit: int
-    offset: int
-    next_offset: int | None
+class CategoryPage(Page[CategorySummary]):
+    """A page of job categories."""
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,33 @@ _HINTS: dict[type[Any], dict[str, Any]] = {}
 
 
 def _hints(cls: type[Any]) -> dict[str, Any]:
-    """The resolved type hints of a dataclass, computed once per class."""
+    """The resolved type hints of a dataclass, computed once per class; in a subclass of a
+    generic one (``JobPage(Page[Job])``) its type variables stand for their arguments."""
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
+        bound = _type_arguments(cls)
+        _HINTS[cls] = {
+            name: _bind(hint, bound) for name, hint in typing.get_type_hints(cls).items()
+        }
     return _HINTS[cls]
+
+
+def _type_arguments(cls: type[Any]) -> dict[Any, Any]:
+    """What the type variables of ``cls``'s generic bases stand for in ``cls``."""
+    bound: dict[Any, Any] = {}
+    for base in getattr(cls, "__orig_bases__", ()):
+        origin = get_origin(base)
+        if origin is not None:
+            bound.update(zip(getattr(origin, "__parameters__", ()), get_args(base), strict=False))
+    return bound
+
+
+def _bind(hint: Any, bound: dict[Any, Any]) -> Any:
+    if isinstance(hint, TypeVar):
+        return bound.get(hint, Any)
+    parameters = getattr(hint, "__parameters__", ())
+    if parameters:
+        return hint[tuple(bound.get(parameter, Any) for parameter in parameters)]
+    return hint
 
 
 def parse(cls: type[T], data: Any) -> T:

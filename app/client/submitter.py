@@ -48,8 +48,7 @@ class SubmitterClient(BaseClient):
     ) -> JobPage:
         """One page of jobs in id order, filtered by state and category (a submitter sees
         its own, every page full)."""
-        query = {"state": state, "category": category, "limit": limit, "offset": offset}
-        return self._call(JobPage, ops.LIST_JOBS, query=query)
+        return self._page(JobPage, ops.LIST_JOBS, limit, offset, state=state, category=category)
 
     @covers(ops.GET_JOB)
     def get_job(self, job_id: int) -> Job:
@@ -96,7 +95,7 @@ class SubmitterClient(BaseClient):
 
     @covers(ops.LIST_WORKERS)
     def list_workers(self, *, limit: int | None = None, offset: int | None = None) -> WorkerPage:
-        return self._call(WorkerPage, ops.LIST_WORKERS, query={"limit": limit, "offset": offset})
+        return self._page(WorkerPage, ops.LIST_WORKERS, limit, offset)
 
     @covers(ops.GET_WORKER)
     def get_worker(self, name: str) -> Worker:
@@ -107,8 +106,7 @@ class SubmitterClient(BaseClient):
         self, *, limit: int | None = None, offset: int | None = None
     ) -> AttributePage:
         """The Grid Engine complex, a page at a time: the attributes a -l request may name."""
-        query = {"limit": limit, "offset": offset}
-        return self._call(AttributePage, ops.LIST_ATTRIBUTES, query=query)
+        return self._page(AttributePage, ops.LIST_ATTRIBUTES, limit, offset)
 
     @covers(ops.GET_ATTRIBUTE)
     def get_attribute(self, name: str) -> Attribute:
@@ -117,7 +115,7 @@ class SubmitterClient(BaseClient):
     @covers(ops.LIST_PES)
     def list_pes(self, *, limit: int | None = None, offset: int | None = None) -> PePage:
         """The Grid Engine parallel environments, a page at a time."""
-        return self._call(PePage, ops.LIST_PES, query={"limit": limit, "offset": offset})
+        return self._page(PePage, ops.LIST_PES, limit, offset)
 
     @covers(ops.GET_PE)
     def get_pe(self, name: str) -> ParallelEnvironment:
@@ -147,8 +145,7 @@ class SubmitterClient(BaseClient):
         self, *, limit: int | None = None, offset: int | None = None
     ) -> CategoryPage:
         """Job categories with their requests and counts, a page at a time."""
-        query = {"limit": limit, "offset": offset}
-        return self._call(CategoryPage, ops.LIST_CATEGORIES, query=query)
+        return self._page(CategoryPage, ops.LIST_CATEGORIES, limit, offset)
 
     @covers(ops.GET_CATEGORY)
     def get_category(self, category_id: int) -> Category:

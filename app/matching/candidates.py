@@ -51,6 +51,7 @@ from app.matching.gridengine.table import load_table
 from app.matching.misfits import fits
 from app.matching.momotor.rows import parse_resources
 from app.matching.requests import JobSpec, parse_request
+from app.matching.slots import worker_free_slots
 from app.notations.debusine.metadata import Requirement, parse_requirement
 from app.notations.flux.constraints import Target, parse_constraint
 from app.notations.momotor.resources import Resources
@@ -83,11 +84,7 @@ class Candidate:
 def _candidates(
     session: Session, category_id: int, resources: str, job_task: Task | None = None
 ) -> list[Candidate]:
-    free = (
-        select(func.coalesce(func.sum(QueueInstance.slots - QueueInstance.used_slots), 0))
-        .where(QueueInstance.worker_id == Worker.id)
-        .scalar_subquery()
-    )
+    free = worker_free_slots(func.sum)
     first_queue = (
         select(func.min(Queue.seq_no))
         .join(QueueInstance, QueueInstance.queue_id == Queue.id)

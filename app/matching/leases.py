@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
 from app.matching import announce, domain_events, history
-from app.matching.dispatch.pull import release_allocations
+from app.matching.dispatch.pull import release_allocations, wait_again
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
 
@@ -74,11 +74,8 @@ def expire_leases(
                 cause=domain_events.LEASE_EXPIRED,
             )
         else:
-            job.state = JobState.WAITING
-            job.worker_id = None
-            job.started_at = None
             announce.job_waits(session, job.category_id)
-            history.record(
+            wait_again(
                 session,
                 job,
                 JobEventKind.REQUEUED,

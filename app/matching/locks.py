@@ -8,20 +8,13 @@ bookings); app/matching/dispatch/pull.py describes the whole pull.
 
 from __future__ import annotations
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Worker
-from app.matching.errors import NotFoundError
+from app.matching.named_rows import row_by_name
 
 
 def worker_by_name(session: Session, name: str, *, lock: bool = False) -> Worker:
     """The worker named ``name`` (its row locked FOR UPDATE when ``lock``, the first lock
     a writer takes); NotFoundError when there is none."""
-    query = select(Worker).where(Worker.name == name)
-    if lock:
-        query = query.with_for_update()
-    worker = session.scalar(query)
-    if worker is None:
-        raise NotFoundError(f"no worker named {name!r}")
-    return worker
+    return row_by_name(session, Worker, name, missing=f"no worker named {name!r}", lock=lock)

@@ -23,7 +23,6 @@ from app.db.models import (
     Category,
     Job,
     JobState,
-    QueueInstance,
     Worker,
     WorkerInventory,
     WorkerState,
@@ -38,6 +37,7 @@ from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
+from app.matching.slots import worker_free_slots
 
 #: What each dynamic reason code means; the static ones are the misfit codes
 #: (app/matching/misfits.py ``REASONS``).
@@ -71,11 +71,7 @@ class WorkerNow:
 
 def workers_now(session: Session, names: list[str]) -> dict[str, WorkerNow]:
     """The state, largest free slot count and running job count of the named workers."""
-    largest_free = (
-        select(func.coalesce(func.max(QueueInstance.slots - QueueInstance.used_slots), 0))
-        .where(QueueInstance.worker_id == Worker.id)
-        .scalar_subquery()
-    )
+    largest_free = worker_free_slots(func.max)
     running = (
         select(func.count(Job.id))
         .where(Job.worker_id == Worker.id, Job.state == JobState.RUNNING)

@@ -2,15 +2,17 @@
 
 The slot clause of the misfit cache (a worker none of whose queue instances has as many
 slots as the category asks for can never run its jobs), and the statement pieces that
-book room and find waiting jobs, shared by the pull and the scheduler's allocation.
+book room and find waiting jobs, shared by the pull and the scheduler's allocation, and a
+worker's free slots as candidates and the explanation read them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Update, alias, bindparam, func, literal_column, select, update
+from sqlalchemy import ScalarSelect, Update, alias, bindparam, func, literal_column, select, update
 
 from app.db.models import Category, JobState, QueueInstance, Worker
 from app.db.tables import QUEUE_INSTANCES, QUEUES
@@ -32,6 +34,17 @@ def _slot_clauses(category: type[Category], worker: type[Worker]) -> tuple[Reaso
         .scalar_subquery()
     )
     return ((largest_slots < category.slots, "too-few-slots"),)
+
+
+def worker_free_slots(aggregate: Callable[[Any], Any]) -> ScalarSelect[Any]:
+    """The free slots of the enclosing query's Worker over its queue instances, taken
+    together by ``aggregate`` (``func.sum``: all of them, ``func.max``: the roomiest);
+    0 for a worker without queue instances."""
+    return (
+        select(func.coalesce(aggregate(QueueInstance.slots - QueueInstance.used_slots), 0))
+        .where(QueueInstance.worker_id == Worker.id)
+        .scalar_subquery()
+    )
 
 
 def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:

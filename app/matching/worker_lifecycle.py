@@ -32,8 +32,13 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.revocations import announce_revocation
-from app.matching import domain_events, history
-from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
+from app.matching import domain_events
+from app.matching.dispatch.pull import (
+    booked_workers,
+    lock_workers,
+    release_allocations,
+    wait_again,
+)
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.locks import worker_by_name
 from app.matching.workers import DEFAULT_QUEUE, QueueSpec, WorkerSpec, upsert_worker
@@ -233,10 +238,7 @@ def _requeue(session: Session, job_ids: list[int], worker: Worker, *, by: str) -
         if job is None or job.state is not JobState.RUNNING:
             continue
         release_allocations(session, job)
-        job.state = JobState.WAITING
-        job.worker_id = None
-        job.started_at = None
-        history.record(
+        wait_again(
             session,
             job,
             JobEventKind.REQUEUED,

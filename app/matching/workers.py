@@ -26,6 +26,7 @@ from app.matching.flux.sql import store_worker_name_parts
 from app.matching.gridengine.values import write_queue_builtins
 from app.matching.misfits import recache_worker_misfits
 from app.matching.momotor.rows import canonical_resources, parse_resources, tag_rows
+from app.matching.named_rows import rows_by_name
 from app.notations.errors import NotationError
 from app.notations.flux.constraints import validate_property_name
 
@@ -175,7 +176,7 @@ def upsert_worker(session: Session, spec: WorkerSpec) -> tuple[Worker, bool]:
 
 
 def list_workers(session: Session, *, limit: int, offset: int) -> list[Worker]:
-    return list(session.scalars(select(Worker).order_by(Worker.name).limit(limit).offset(offset)))
+    return rows_by_name(session, Worker, limit=limit, offset=offset)
 
 
 def worker_name(session: Session, worker_id: int) -> str | None:

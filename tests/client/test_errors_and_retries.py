@@ -35,6 +35,7 @@ from app.client import (
     WorkerClient,
 )
 from app.client.base import USER_AGENT
+from app.client.models import JobPage, JobState
 
 FAST = RetryPolicy(attempts=4, timeout=10, wait_initial=0.01, wait_max=0.05, wait_jitter=0)
 
@@ -285,3 +286,20 @@ def test_a_long_poll_pull_sends_its_wait_and_reads_that_much_longer() -> None:
     assert waited.extensions["timeout"]["read"] == 10.0
     assert "wait" not in plain.url.params
     assert plain.extensions["timeout"]["read"] == 7.0
+
+
+def test_a_list_sends_its_filters_and_paging_and_parses_each_item_as_its_page_says() -> None:
+    """Every page class is one generic Page with its item type; the parser binds that type,
+    so items become models and a bad item is reported at its path."""
+    page = {"items": [JOB], "limit": 1, "offset": 0, "next_offset": 1}
+    script = Script(httpx2.Response(200, json=page))
+    with client_for(script) as client:
+        jobs = client.list_jobs(state="waiting", limit=1)
+    assert isinstance(jobs, JobPage)
+    assert jobs.items[0].state is JobState.WAITING
+    assert jobs.next_offset == 1
+    assert dict(script.requests[0].url.params) == {"state": "waiting", "limit": "1"}
+    bad = {**page, "items": [{**JOB, "state": "sleeping"}]}
+    refused = client_for(Script(httpx2.Response(200, json=bad)))
+    with refused, pytest.raises(UnexpectedResponse, match=r"\.items\[0\]\.state"):
+        refused.list_jobs()

@@ -13,7 +13,6 @@ from app.api.retries import RetryingRoute
 from app.api.schemas.categories import (
     CategoryDetailOut,
     CategoryOut,
-    CategoryRequestOut,
     WorkerFitOut,
 )
 from app.api.schemas.common import IdPath, Page
@@ -23,19 +22,11 @@ router = APIRouter(prefix="/v1/categories", tags=["categories"], route_class=Ret
 
 
 def _out(view: category_fit.CategoryView) -> CategoryOut:
-    return CategoryOut(
-        id=view.id,
-        created_at=view.created_at,
-        request=CategoryRequestOut(**vars(view.request)),
-        waiting=view.waiting,
-        running=view.running,
-        fitting_workers=view.fitting_workers,
-    )
+    return CategoryOut.model_validate(view, from_attributes=True)
 
 
 @router.get(
     "",
-    response_model=Page[CategoryOut],
     operation_id="list_categories",
     summary="List job categories with their counts",
     responses=errors(401, 403, 422, 503),
@@ -51,7 +42,6 @@ def list_categories(
 
 @router.get(
     "/{category_id}",
-    response_model=CategoryDetailOut,
     operation_id="get_category",
     summary="One category and its fit over every worker",
     responses=errors(401, 403, 404, 422, 503),

@@ -36,7 +36,6 @@ def expand_shape(body: ShapeIn, _who: PrincipalDep) -> ShapeOut | Response:
 
 @router.post(
     "/requires",
-    response_model=ConstraintOut,
     operation_id="compile_requires",
     summary="Compile RFC 35 text to an RFC 31 constraint",
     responses=errors(401, 503, *BODY_ERRORS),
@@ -49,7 +48,6 @@ def compile_requires(body: RequiresIn, _who: PrincipalDep) -> ConstraintOut:
 
 @router.post(
     "/constraint",
-    response_model=ConstraintOut,
     operation_id="validate_constraint",
     summary="Validate an RFC 31 constraint",
     responses=errors(401, 503, *BODY_ERRORS),

@@ -33,22 +33,11 @@ router = APIRouter(prefix="/v1", tags=["grid engine"], route_class=RetryingRoute
 
 
 def _out(attribute: Attribute) -> AttributeOut:
-    return AttributeOut(
-        name=attribute.name,
-        shortcut=attribute.shortcut,
-        type=attribute.type,
-        relop=attribute.relop,
-        requestable=attribute.requestable,
-        consumable=attribute.consumable,
-        default=attribute.default,
-        urgency=attribute.urgency,
-        builtin=attribute.builtin,
-    )
+    return AttributeOut.model_validate(attribute, from_attributes=True)
 
 
 @router.get(
     "/attributes",
-    response_model=Page[AttributeOut],
     operation_id="list_attributes",
     summary="List complex attributes",
     responses=errors(401, 403, 422, 503),
@@ -63,7 +52,6 @@ def list_attributes(
 
 @router.get(
     "/attributes/{name}",
-    response_model=AttributeOut,
     operation_id="get_attribute",
     summary="Show a complex attribute",
     responses=errors(401, 403, 404, 422, 503),
@@ -76,7 +64,6 @@ def get_attribute(name: NamePath, session: SessionDep, _who: SubmitterDep) -> At
 @router.post(
     "/attributes",
     status_code=status.HTTP_201_CREATED,
-    response_model=AttributeOut,
     operation_id="create_attribute",
     summary="Add a complex attribute",
     responses=errors(401, 403, 409, 503, *BODY_ERRORS),
@@ -90,7 +77,6 @@ def create_attribute(body: AttributeIn, session: SessionDep, _admin: AdminDep) -
 
 @router.put(
     "/attributes/{name}",
-    response_model=AttributeOut,
     operation_id="change_attribute",
     summary="Change a complex attribute",
     responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
@@ -142,7 +128,6 @@ def _read(session: SessionDep, level: str, host: str | None, queue: str | None) 
 
 @router.get(
     "/values/global",
-    response_model=ValuesRead,
     operation_id="get_global_values",
     summary="Read the global host's complex values",
     responses=errors(401, 403, 503),
@@ -154,7 +139,6 @@ def get_global_values(session: SessionDep, _who: SubmitterDep) -> ValuesRead:
 
 @router.get(
     "/values/hosts/{host}",
-    response_model=ValuesRead,
     operation_id="get_host_values",
     summary="Read an execution host's complex and load values",
     responses=errors(401, 403, 404, 422, 503),
@@ -166,7 +150,6 @@ def get_host_values(host: NamePath, session: SessionDep, _who: SubmitterDep) -> 
 
 @router.get(
     "/values/queues/{queue}/{host}",
-    response_model=ValuesRead,
     operation_id="get_queue_values",
     summary="Read a queue instance's values",
     responses=errors(401, 403, 404, 422, 503),
@@ -180,7 +163,6 @@ def get_queue_values(
 
 @router.put(
     "/values/global",
-    response_model=ValuesOut,
     operation_id="set_global_values",
     summary="Set the global host's values",
     responses=errors(401, 403, 409, 503, *BODY_ERRORS),
@@ -193,7 +175,6 @@ def set_global_values(body: ValuesIn, session: SessionDep, _admin: AdminDep) -> 
 
 @router.put(
     "/values/hosts/{host}",
-    response_model=ValuesOut,
     operation_id="set_host_values",
     summary="Set an execution host's values",
     responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
@@ -208,7 +189,6 @@ def set_host_values(
 
 @router.put(
     "/values/queues/{queue}/{host}",
-    response_model=ValuesOut,
     operation_id="set_queue_values",
     summary="Set a queue instance's values",
     responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
@@ -222,12 +202,11 @@ def set_queue_values(
 
 
 def _pe_out(pe: ParallelEnvironment) -> PeOut:
-    return PeOut(name=pe.name, allocation_rule=pe.allocation_rule, slots=pe.slots)
+    return PeOut.model_validate(pe, from_attributes=True)
 
 
 @router.get(
     "/pes",
-    response_model=Page[PeOut],
     operation_id="list_pes",
     summary="List parallel environments",
     responses=errors(401, 403, 422, 503),
@@ -241,7 +220,6 @@ def list_pes(session: SessionDep, _who: SubmitterDep, paging: Paging100Dep) -> P
 
 @router.get(
     "/pes/{name}",
-    response_model=PeOut,
     operation_id="get_pe",
     summary="Read one parallel environment",
     responses=errors(401, 403, 404, 422, 503),
@@ -253,7 +231,6 @@ def get_pe(name: NamePath, session: SessionDep, _who: SubmitterDep) -> PeOut:
 
 @router.put(
     "/pes/{name}",
-    response_model=PeOut,
     operation_id="put_pe",
     summary="Create or change a parallel environment",
     responses=errors(401, 403, 409, 503, *BODY_ERRORS),
@@ -280,7 +257,6 @@ def delete_pe(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response
 
 @router.post(
     "/schedule",
-    response_model=ScheduleOut,
     operation_id="run_schedule",
     summary="Run the Grid Engine scheduler once",
     responses=errors(401, 403, 409, 503),
@@ -290,8 +266,4 @@ def run_schedule(session: SessionDep, _admin: AdminDep) -> ScheduleOut:
     bookings of the ones before. 409 when a booking lost a race with a concurrent pull
     (nothing of the run is kept; run it again)."""
     report = schedule(session)
-    return ScheduleOut(
-        considered=report.considered,
-        dispatched=report.dispatched,
-        rejected_categories=report.rejected_categories,
-    )
+    return ScheduleOut.model_validate(report, from_attributes=True)

@@ -20,7 +20,6 @@ from app.api.schemas.jobs import (
     AllocationOut,
     CandidateOut,
     CandidatesOut,
-    ClauseOut,
     ExplainSummaryOut,
     ExplanationOut,
     FinishIn,
@@ -81,16 +80,7 @@ def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> Jo
 def _candidates_out(job_id: int | None, items: list[candidates.Candidate]) -> CandidatesOut:
     return CandidatesOut(
         job=job_id,
-        items=[
-            CandidateOut(
-                worker=c.worker,
-                strength=c.strength,
-                strength_name=c.strength_name,
-                free_slots=c.free_slots,
-                state=c.state,
-            )
-            for c in items
-        ],
+        items=[CandidateOut.model_validate(c, from_attributes=True) for c in items],
     )
 
 
@@ -106,7 +96,6 @@ def visible_job(
 @router.post(
     "/jobs",
     status_code=status.HTTP_201_CREATED,
-    response_model=JobOut,
     operation_id="submit_job",
     summary="Submit a job",
     responses={
@@ -163,7 +152,6 @@ def submit_job(
 
 @router.get(
     "/jobs",
-    response_model=Page[JobOut],
     operation_id="list_jobs",
     summary="List jobs",
     responses=errors(401, 403, 422, 503),
@@ -190,7 +178,6 @@ def list_jobs(
 
 @router.get(
     "/jobs/{job_id}",
-    response_model=JobOut,
     operation_id="get_job",
     summary="Show a job",
     responses=errors(401, 403, 404, 422, 503),
@@ -202,7 +189,6 @@ def get_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> Job
 
 @router.post(
     "/jobs/{job_id}/cancel",
-    response_model=JobOut,
     operation_id="cancel_job",
     summary="Cancel a job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -216,7 +202,6 @@ def cancel_job(job_id: IdPath, session: SessionDep, principal: SubmitterDep) -> 
 
 @router.get(
     "/jobs/{job_id}/candidates",
-    response_model=CandidatesOut,
     operation_id="list_job_candidates",
     summary="Rank the workers that could run a job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -232,7 +217,6 @@ def job_candidates(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
 
 @router.get(
     "/jobs/{job_id}/explain",
-    response_model=ExplanationOut,
     operation_id="explain_job",
     summary="Explain why workers can or cannot run a job",
     responses=errors(401, 403, 404, 422, 503),
@@ -283,27 +267,12 @@ def explain_job(
         scheduling_info=lines,
         allocation=allocation,
         summary=ExplainSummaryOut(**vars(summary)) if summary is not None else None,
-        workers=[
-            WorkerExplanationOut(
-                worker=v.worker,
-                state=v.state,
-                eligible=v.eligible,
-                can_run_now=v.can_run_now,
-                reason=v.reason,
-                misfit_reason=v.misfit_reason,
-                clauses=[
-                    ClauseOut(reason=c.reason, message=c.message, group=c.group, tag=c.tag)
-                    for c in v.clauses
-                ],
-            )
-            for v in verdicts
-        ],
+        workers=[WorkerExplanationOut.model_validate(v, from_attributes=True) for v in verdicts],
     )
 
 
 @router.get(
     "/jobs/{job_id}/history",
-    response_model=JobHistoryOut,
     operation_id="get_job_history",
     summary="A job's changes of state",
     responses=errors(401, 403, 404, 422, 503),
@@ -320,7 +289,6 @@ def job_history(job_id: IdPath, session: SessionDep, principal: SubmitterDep) ->
 
 @router.get(
     "/jobs/{job_id}/allocation",
-    response_model=AllocationOut,
     operation_id="get_job_allocation",
     summary="The vertices a job holds",
     responses=errors(401, 403, 404, 422, 503),
@@ -333,7 +301,6 @@ def job_allocation(job_id: IdPath, session: SessionDep, principal: SubmitterDep)
 
 @router.post(
     "/jobs/{job_id}/allocate",
-    response_model=JobOut,
     operation_id="allocate_job",
     summary="Allocate and start a multi-node job",
     responses=errors(401, 403, 404, 409, 422, 503),
@@ -348,7 +315,6 @@ def allocate_job(job_id: IdPath, request: Request, session: SessionDep, _admin: 
 
 @router.post(
     "/match",
-    response_model=CandidatesOut,
     tags=["match"],
     operation_id="match_job",
     summary="Dry run: the candidates a job would have",
@@ -410,7 +376,6 @@ def finish_job(
 
 @router.post(
     "/jobs/{job_id}/return",
-    response_model=JobOut,
     operation_id="return_job",
     summary="Give a running job back unfinished",
     responses=errors(401, 403, 404, 409, 422, 503, *BODY_ERRORS),

@@ -18,7 +18,6 @@ router = APIRouter(prefix="/v1/leases", tags=["leases"], route_class=RetryingRou
 
 @router.post(
     "/expire",
-    response_model=ExpireOut,
     operation_id="expire_leases",
     summary="Expire the leases of silent workers now",
     responses=errors(401, 403, 503),

@@ -20,7 +20,6 @@ router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
 
 @router.post(
     "/workers/{name}/jobs/{job_id}/output",
-    response_model=OutputAppended,
     operation_id="append_job_output",
     summary="Append a chunk of a running job's output",
     responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
@@ -43,7 +42,6 @@ def append_output(
 
 @router.get(
     "/jobs/{job_id}/output",
-    response_model=OutputOut,
     operation_id="get_job_output",
     summary="Read a job's streamed output from an offset",
     responses=errors(401, 403, 404, 422, 503),

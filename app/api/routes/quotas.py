@@ -44,13 +44,7 @@ def _out(session: SessionDep, row: QuotaSetRow) -> QuotaSetOut:
             for index, rule in enumerate(definition.rules)
         ],
         usage=[
-            QuotaUsageOut(
-                rule=line.rule,
-                key=line.key,
-                attribute=line.attribute,
-                used=line.used,
-                limit=line.limit,
-            )
+            QuotaUsageOut.model_validate(line, from_attributes=True)
             for line in quota_sets.usage_lines(session, row)
         ],
     )
@@ -58,7 +52,6 @@ def _out(session: SessionDep, row: QuotaSetRow) -> QuotaSetOut:
 
 @router.post(
     "/quotas",
-    response_model=QuotaSetOut,
     status_code=status.HTTP_201_CREATED,
     operation_id="create_quota_set",
     summary="Create a resource quota set",
@@ -73,7 +66,6 @@ def create_quota_set(body: QuotaSetIn, session: SessionDep, _admin: AdminDep) ->
 
 @router.get(
     "/quotas",
-    response_model=Page[QuotaSetOut],
     operation_id="list_quota_sets",
     summary="List resource quota sets",
     responses=errors(401, 403, 422, 503),
@@ -89,7 +81,6 @@ def list_quota_sets(
 
 @router.get(
     "/quotas/{name}",
-    response_model=QuotaSetOut,
     operation_id="get_quota_set",
     summary="Read one resource quota set",
     responses=errors(401, 403, 404, 422, 503),
@@ -102,7 +93,6 @@ def get_quota_set(name: NamePath, session: SessionDep, _admin: AdminDep) -> Quot
 
 @router.put(
     "/quotas/{name}",
-    response_model=QuotaSetOut,
     operation_id="replace_quota_set",
     summary="Replace a resource quota set",
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),

@@ -34,7 +34,6 @@ def task_out(task: Task) -> TaskOut:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=TaskOut,
     operation_id="register_task",
     summary="Register or update a task type",
     responses={
@@ -49,14 +48,8 @@ def register_task(
     """Register a task type, or update the one of that name (200). A new version or new
     requirements re-evaluate its waiting jobs against every worker at once. 409 when a
     concurrent request registered the same new name first."""
-    spec = TaskSpec(
-        name=body.name,
-        version=body.version,
-        description=body.description,
-        requirements=body.requirements,
-        plugin=body.plugin,
-    )
-    task, created = task_registry.upsert_task(session, spec)
+    # TaskSpec has the body's fields, by name.
+    task, created = task_registry.upsert_task(session, TaskSpec(**dict(body)))
     if not created:
         response.status_code = status.HTTP_200_OK
     return task_out(task)
@@ -64,7 +57,6 @@ def register_task(
 
 @router.get(
     "",
-    response_model=Page[TaskOut],
     operation_id="list_tasks",
     summary="List task types",
     responses=errors(401, 422, 503),
@@ -78,7 +70,6 @@ def list_tasks(session: SessionDep, _who: PrincipalDep, paging: Paging100Dep) ->
 
 @router.get(
     "/{name}",
-    response_model=TaskOut,
     operation_id="get_task",
     summary="Show a task type",
     responses=errors(401, 404, 422, 503),

@@ -20,7 +20,6 @@ router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRou
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=IssuedToken,
     operation_id="issue_token",
     summary="Issue a worker or submitter token",
     responses=errors(401, 403, 503, *BODY_ERRORS),
@@ -35,7 +34,6 @@ def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> Iss
 
 @router.get(
     "",
-    response_model=Page[TokenOut],
     operation_id="list_tokens",
     summary="List issued tokens",
     responses=errors(401, 403, 422, 503),
@@ -48,7 +46,6 @@ def list_tokens(session: SessionDep, _admin: AdminDep, paging: Paging50Dep) -> P
 
 @router.delete(
     "/{token_id}",
-    response_model=TokenOut,
     operation_id="revoke_token",
     summary="Revoke a token",
     responses=errors(401, 403, 404, 422, 503),

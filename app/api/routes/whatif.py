@@ -106,7 +106,6 @@ def _answer_out(answer: Answer) -> WhatIfOut:
 
 @router.post(
     "/whatif",
-    response_model=WhatIfOut,
     operation_id="what_if",
     summary="What a change of workers and jobs would change, without storing it",
     responses=errors(401, 403, 409, 503, *BODY_ERRORS),

@@ -68,10 +68,7 @@ def worker_out(session: Session, worker: Worker) -> WorkerOut:
         state_changed_at=worker.state_changed_at,
         generation=worker.generation,
         resources=worker.resources,
-        queues=[
-            QueueInstanceOut(queue=q.queue, slots=q.slots, used_slots=q.used_slots)
-            for q in described.queues
-        ],
+        queues=[QueueInstanceOut.model_validate(q, from_attributes=True) for q in described.queues],
         last_seen=worker.last_seen,
         created_at=worker.created_at,
         updated_at=worker.updated_at,
@@ -95,7 +92,6 @@ def worker_spec(body: WorkerIn) -> WorkerSpec:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=RegisteredWorker,
     operation_id="register_worker",
     summary="Register a worker, or replace the one of that name",
     responses={
@@ -151,7 +147,6 @@ def patch_changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
 
 @router.patch(
     "/{name}",
-    response_model=WorkerOut,
     operation_id="update_worker",
     summary="Change some of a worker's fields (drain, disable, resume, resize)",
     responses=errors(401, 403, 404, 409, 503, *BODY_ERRORS),
@@ -198,7 +193,6 @@ def delete_worker(
 
 @router.get(
     "",
-    response_model=Page[WorkerOut],
     operation_id="list_workers",
     summary="List workers",
     responses=errors(401, 403, 422, 503),
@@ -211,7 +205,6 @@ def list_workers(session: SessionDep, _who: SubmitterDep, paging: Paging50Dep) -
 
 @router.get(
     "/{name}",
-    response_model=WorkerOut,
     operation_id="get_worker",
     summary="Show a worker",
     responses=errors(401, 403, 404, 422, 503),
@@ -321,7 +314,6 @@ async def pull(
 
 @router.post(
     "/{name}/heartbeat",
-    response_model=HeartbeatOut,
     operation_id="send_heartbeat",
     summary="Tell the server this worker is alive",
     responses=errors(401, 403, 404, 422, 503),
@@ -356,7 +348,6 @@ def _metadata_out(request: Request, session: Session, worker: Worker) -> Metadat
 
 @router.get(
     "/{name}/metadata",
-    response_model=MetadataOut,
     operation_id="get_worker_metadata",
     summary="Show a worker's metadata",
     responses=errors(401, 403, 404, 422, 503),
@@ -373,7 +364,6 @@ def get_metadata(
 
 @router.put(
     "/{name}/metadata",
-    response_model=MetadataOut,
     operation_id="set_static_metadata",
     summary="Replace a worker's static metadata",
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),
@@ -390,7 +380,6 @@ def set_static_metadata(
 
 @router.post(
     "/{name}/metadata",
-    response_model=MetadataOut,
     operation_id="report_dynamic_metadata",
     summary="Report this worker's dynamic metadata",
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),
@@ -407,7 +396,6 @@ def report_dynamic_metadata(
 
 @router.put(
     "/{name}/load",
-    response_model=ValuesOut,
     operation_id="report_worker_load",
     summary="Report this worker's load values",
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),

@@ -104,22 +104,8 @@ class JobIn(BaseModel):
     )
 
     def spec(self) -> JobSpec:
-        return JobSpec(
-            resources=self.resources,
-            priority=self.priority,
-            slots=self.slots,
-            constraint=self.constraint,
-            requires=self.requires,
-            shape=self.shape,
-            jobspec=self.jobspec,
-            task=self.task,
-            command=self.command,
-            timeout=self.timeout,
-            hard=self.hard,
-            soft=self.soft,
-            pe=self.pe,
-            pe_slots=self.pe_slots,
-        )
+        """The submission as the services take it: JobSpec has the body's fields, by name."""
+        return JobSpec(**dict(self))
 
 
 class JobOut(BaseModel):

@@ -15,6 +15,7 @@ from app.db.models import Task
 from app.matching import announce
 from app.matching.errors import InvalidFieldError, NotFoundError
 from app.matching.misfits import recache_task_misfits
+from app.matching.named_rows import rows_by_name
 from app.notations.debusine.metadata import (
     MAX_VERSION,
     NAMESPACE_PATTERN,
@@ -101,7 +102,7 @@ def get_task(session: Session, name: str, *, field: str | None = None) -> Task:
 
 def list_tasks(session: Session, *, limit: int | None = None, offset: int = 0) -> list[Task]:
     """Task types by name (``limit`` None: all of them)."""
-    return list(session.scalars(select(Task).order_by(Task.name).limit(limit).offset(offset)))
+    return rows_by_name(session, Task, limit=limit, offset=offset)
 
 
 def requirements_json(task: Task) -> Any:

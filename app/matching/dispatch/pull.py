@@ -292,6 +292,24 @@ def release_allocations(session: Session, job: Job) -> None:
     session.flush()
 
 
+def wait_again(
+    session: Session,
+    job: Job,
+    kind: JobEventKind,
+    *,
+    worker: str,
+    detail: str,
+    cause: str | None = None,
+) -> None:
+    """The running job, what it held already freed, waits again with its original
+    submission time (so it keeps its place), and its history says why: the worker gave it
+    back, its lease ran out, or its worker was deleted. The attempt stays counted."""
+    job.state = JobState.WAITING
+    job.worker_id = None
+    job.started_at = None
+    history.record(session, job, kind, worker=worker, detail=detail, cause=cause)
+
+
 def booked_workers(session: Session, job_id: int) -> set[int]:
     """The workers the job holds vertices on (a running job's set does not change)."""
     return set(session.connection().execute(_BOOKED_WORKERS, {"job_id": job_id}).scalars())
@@ -412,18 +430,14 @@ def _finish(
 
 def return_job(session: Session, job_id: int, worker_name: str, reason: str | None = None) -> Job:
     """The running worker gives its job back (it is stopping, or it restarted and killed
-    what it had left running): the job waits again with its original submission time, so
-    it keeps its place, and its slots are freed. The attempt stays counted (it was counted
-    when the job was dispatched), as after an expired lease. The history says so."""
+    what it had left running): its slots are freed and it waits again in its place
+    (:func:`wait_again`)."""
     worker, job = _running_job_of(session, job_id, worker_name)
     announce.rooms_changed(session, {worker.id} | booked_workers(session, job_id))
     announce.job_waits(session, job.category_id)
     release_allocations(session, job)
-    job.state = JobState.WAITING
-    job.worker_id = None
-    job.started_at = None
     job.awaiting_pickup = False
-    history.record(
+    wait_again(
         session,
         job,
         JobEventKind.RETURNED,

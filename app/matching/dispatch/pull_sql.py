@@ -23,19 +23,16 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Select,
-    String,
     Update,
     and_,
     bindparam,
     func,
     insert,
-    literal,
     or_,
     select,
     true,
     update,
 )
-from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -46,15 +43,19 @@ from app.db.models import (
     Category,
     CategoryTask,
     Job,
-    JobEventKind,
     JobState,
     QueueInstance,
     WorkerInventory,
     WorkerState,
 )
-from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, WORKERS
+from app.db.tables import ALLOCATIONS, JOBS, WORKERS
 from app.matching.allocation import coarse_filter
-from app.matching.dispatch.record import Dispatch, record_dispatches
+from app.matching.dispatch.record import (
+    Dispatch,
+    dispatched_event_insert,
+    dispatched_event_values,
+    record_dispatches,
+)
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
 
@@ -341,15 +342,10 @@ def _claim_and_start_pg() -> Select[Any]:
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
         select(claimed.c.id, booked.c.id, claimed.c.slots, bindparam("p_now")).select_from(both),
     )
-    record = insert(JOB_EVENTS).from_select(
-        ["job_id", "kind", "worker", "detail", "at"],
-        select(
-            claimed.c.id,
-            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
-            bindparam("p_worker", type_=JOB_EVENTS.c.worker.type),
-            literal("attempt ", String) + sql_cast(claimed.c.attempts, String),
-            bindparam("p_now"),
-        ).select_from(both),
+    record = dispatched_event_insert(
+        dispatched_event_values(
+            claimed.c.id, "p_worker", claimed.c.attempts, bindparam("p_now")
+        ).select_from(both)
     )
     return (
         select(*claimed.c, booked.c.id.label("booked_queue_instance"))

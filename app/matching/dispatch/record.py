@@ -20,7 +20,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Insert,
+    Select,
+    String,
+    bindparam,
+    insert,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobEventKind, JobState
@@ -58,6 +69,29 @@ _RECORD = insert(JOB_EVENTS).values(
     detail=bindparam("p_detail"),
     at=bindparam("p_now"),
 )
+
+
+def dispatched_event_values(
+    job_id: ColumnElement[int],
+    worker_parameter: str,
+    attempts: ColumnElement[int],
+    at: ColumnElement[Any],
+) -> Select[Any]:
+    """The values of the ``dispatched`` event a one-statement pull writes inside its own
+    statement, as :func:`record_dispatches` writes them (detail ``attempt N``); the caller
+    narrows the SELECT to the jobs its statement starts."""
+    return select(
+        job_id,
+        literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
+        bindparam(worker_parameter, type_=JOB_EVENTS.c.worker.type),
+        literal("attempt ", String) + sql_cast(attempts, String),
+        at,
+    )
+
+
+def dispatched_event_insert(values: Select[Any]) -> Insert:
+    """INSERT ... SELECT of :func:`dispatched_event_values`."""
+    return insert(JOB_EVENTS).from_select(["job_id", "kind", "worker", "detail", "at"], values)
 
 
 def record_dispatches(session: Session, dispatches: Sequence[Dispatch], now: datetime) -> None:

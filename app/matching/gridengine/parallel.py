@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Category, ParallelEnvironment
 from app.matching import announce
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError
+from app.matching.named_rows import row_by_name, rows_by_name
 
 RULES = ("$pe_slots", "$fill_up", "$round_robin")
 
@@ -76,15 +77,12 @@ def list_pes(
     session: Session, *, limit: int | None = None, offset: int = 0
 ) -> list[ParallelEnvironment]:
     """Parallel environments by name (``limit`` None: all of them)."""
-    query = select(ParallelEnvironment).order_by(ParallelEnvironment.name)
-    return list(session.scalars(query.limit(limit).offset(offset)))
+    return rows_by_name(session, ParallelEnvironment, limit=limit, offset=offset)
 
 
 def get_pe(session: Session, name: str) -> ParallelEnvironment:
-    pe = session.scalar(select(ParallelEnvironment).where(ParallelEnvironment.name == name))
-    if pe is None:
-        raise NotFoundError(f"no parallel environment named {name!r}")
-    return pe
+    missing = f"no parallel environment named {name!r}"
+    return row_by_name(session, ParallelEnvironment, name, missing=missing)
 
 
 def delete_pe(session: Session, name: str) -> None:

@@ -39,7 +39,6 @@ from sqlalchemy import (
     Float,
     Integer,
     Select,
-    String,
     and_,
     bindparam,
     case,
@@ -57,18 +56,22 @@ from sqlalchemy.orm import Session
 
 from app.db import dialect
 from app.db.base import utcnow
-from app.db.models import Job, JobEventKind, JobState
+from app.db.models import Job, JobState
 from app.db.tables import (
     ALLOCATIONS,
     CATEGORIES,
     CONSUMABLE_USAGE,
     JOB_BOOKINGS,
-    JOB_EVENTS,
     JOBS,
     QUEUE_INSTANCES,
 )
 from app.matching.dispatch.pull_sql import Puller, start_statement
-from app.matching.dispatch.record import Dispatch, record_dispatches
+from app.matching.dispatch.record import (
+    Dispatch,
+    dispatched_event_insert,
+    dispatched_event_values,
+    record_dispatches,
+)
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
 from app.matching.gridengine.decide import pe_from_database, plan_job
@@ -423,15 +426,10 @@ def _claim_and_book_pg() -> Any:
     )
     # The event reads the job before this statement's update (one snapshot): its
     # attempts plus the one this dispatch adds.
-    record = insert(JOB_EVENTS).from_select(
-        ["job_id", "kind", "worker", "detail", "at"],
-        select(
-            JOBS.c.id,
-            literal(JobEventKind.DISPATCHED, JOB_EVENTS.c.kind.type),
-            bindparam("t_worker", type_=JOB_EVENTS.c.worker.type),
-            literal("attempt ", String) + sql_cast(JOBS.c.attempts + 1, String),
-            now,
-        ).where(JOBS.c.id == job_id, ok),
+    record = dispatched_event_insert(
+        dispatched_event_values(JOBS.c.id, "t_worker", JOBS.c.attempts + 1, now).where(
+            JOBS.c.id == job_id, ok
+        )
     )
     started = (
         update(JOBS)

@@ -22,11 +22,12 @@ from app.db.models import (
 )
 from app.db.models import QuotaSet as QuotaSetRow
 from app.matching import announce
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.gridengine.decide import category_lists
 from app.matching.gridengine.quotas import QuotaAmount, QuotaBook, book_quotas, loaded_set
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
+from app.matching.named_rows import row_by_name, rows_by_name
 from app.notations.gridengine.quotas import (
     QuotaError,
     QuotaSet,
@@ -47,19 +48,12 @@ class UsageLine:
 
 
 def list_quota_sets(session: Session, *, limit: int, offset: int) -> list[QuotaSetRow]:
-    return list(
-        session.scalars(select(QuotaSetRow).order_by(QuotaSetRow.name).limit(limit).offset(offset))
-    )
+    return rows_by_name(session, QuotaSetRow, limit=limit, offset=offset)
 
 
 def get_quota_set(session: Session, name: str, *, lock: bool = False) -> QuotaSetRow:
-    statement = select(QuotaSetRow).where(QuotaSetRow.name == name)
-    if lock:
-        statement = statement.with_for_update()
-    row = session.scalar(statement)
-    if row is None:
-        raise NotFoundError(f"resource quota set {name!r} not found")
-    return row
+    missing = f"resource quota set {name!r} not found"
+    return row_by_name(session, QuotaSetRow, name, missing=missing, lock=lock)
 
 
 def definition_of(row: QuotaSetRow) -> QuotaSet:

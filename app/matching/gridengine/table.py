@@ -21,7 +21,8 @@ from sqlalchemy import ColumnElement, delete, exists, insert, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Attribute, AttributeValue, CategoryRequest
-from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError
+from app.matching.named_rows import row_by_name, rows_by_name
 from app.notations.gridengine.attribute_table import ComplexTable, default_table
 from app.notations.gridengine.definitions import STRING_FAMILY, ComplexDefinition, ComplexError
 from app.notations.quantities import ValueType
@@ -155,18 +156,14 @@ def _in_use(session: Session, attribute_id: int) -> bool:
 
 
 def get_attribute(session: Session, name: str) -> Attribute:
-    attribute = session.scalar(select(Attribute).where(Attribute.name == name))
-    if attribute is None:
-        raise NotFoundError(f"no attribute named {name!r}")
-    return attribute
+    return row_by_name(session, Attribute, name, missing=f"no attribute named {name!r}")
 
 
 def list_attributes(
     session: Session, *, limit: int | None = None, offset: int = 0
 ) -> list[Attribute]:
     """The attribute table by name (``limit`` None: all of it)."""
-    query = select(Attribute).order_by(Attribute.name)
-    return list(session.scalars(query.limit(limit).offset(offset)))
+    return rows_by_name(session, Attribute, limit=limit, offset=offset)
 
 
 def create_attribute(session: Session, definition: ComplexDefinition) -> Attribute:
