@@ -74,7 +74,6 @@ def expire_leases(
                 cause=domain_events.LEASE_EXPIRED,
             )
         else:
-            announce.job_waits(session, job.category_id)
             wait_again(
                 session,
                 job,

@@ -32,7 +32,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.revocations import announce_revocation
-from app.matching import domain_events
+from app.matching import announce, domain_events
 from app.matching.dispatch.pull import (
     booked_workers,
     lock_workers,
@@ -231,7 +231,10 @@ def _requeue(session: Session, job_ids: list[int], worker: Worker, *, by: str) -
         job = session.get(Job, job_id)
         if job is not None and job.worker_id is not None:
             involved |= {job.worker_id} | booked_workers(session, job_id)
-    lock_workers(session, involved - {worker.id})
+    others = involved - {worker.id}
+    lock_workers(session, others)
+    # What the jobs held on other workers is freed: those workers' waiting pulls look again.
+    announce.rooms_changed(session, others)
     detail = f"worker {worker.name} was deleted by {by}; the job waits again"
     for job_id in job_ids:
         job = session.get(Job, job_id, with_for_update=True, populate_existing=True)

@@ -168,3 +168,19 @@ def test_a_rolled_back_transaction_announces_nothing(
         assert heard == ["c2 w3"]
     else:
         assert heard == []  # PostgreSQL carries them (NOTIFY), not the process
+
+
+def test_deleting_a_worker_with_requeue_announces_its_jobs_categories(
+    client: TestClient, admin_headers: dict[str, str], announced: list[set[str]]
+) -> None:
+    """A job the deleted worker ran waits again, as after a return or an expired lease:
+    the pulls waiting for its category must hear of it (a second reader found that this
+    one path announced nothing, so an idle worker long-polling slept past the job)."""
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    register(client, admin_headers, "w2", "language: ?java")
+    job = submit(client, admin_headers, "language: java")
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 200
+    announced.clear()
+    deleted = client.delete("/v1/workers/w1?requeue=true", headers=admin_headers)
+    assert deleted.status_code in (200, 204), deleted.text
+    assert any(f"c{job['category_id']}" in tokens for tokens in announced), announced

@@ -303,7 +303,9 @@ def wait_again(
 ) -> None:
     """The running job, what it held already freed, waits again with its original
     submission time (so it keeps its place), and its history says why: the worker gave it
-    back, its lease ran out, or its worker was deleted. The attempt stays counted."""
+    back, its lease ran out, or its worker was deleted. The attempt stays counted. The
+    pulls waiting for its category are woken, whichever of the three it was."""
+    announce.job_waits(session, job.category_id)
     job.state = JobState.WAITING
     job.worker_id = None
     job.started_at = None
@@ -434,7 +436,6 @@ def return_job(session: Session, job_id: int, worker_name: str, reason: str | No
     (:func:`wait_again`)."""
     worker, job = _running_job_of(session, job_id, worker_name)
     announce.rooms_changed(session, {worker.id} | booked_workers(session, job_id))
-    announce.job_waits(session, job.category_id)
     release_allocations(session, job)
     job.awaiting_pickup = False
     wait_again(
