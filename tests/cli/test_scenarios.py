@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.cli.errors import ExitCode
-from app.cli.scenarios import differences
+from app.matching.scenarios.compare import differences
 
 SEED = Path(__file__).resolve().parents[1] / "scenarios" / "sge" / "seed.jsonl"
 
@@ -85,7 +85,7 @@ def test_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_differences_compare_as_the_runner_does() -> None:
     """Only the keys expected names, messages ignored, numbers within 1e-6 (the rules of
-    app.matching.gridengine.scenarios)."""
+    app.matching.scenarios.compare)."""
     expected = {"a": 1.0, "message": "x", "b": [1, {"c": "y"}]}
     actual = {"a": 1.0000001, "message": "other", "b": [1, {"c": "z"}], "extra": 3}
     assert differences(expected, actual) == [{"path": ".b[1].c", "expected": "y", "actual": "z"}]
