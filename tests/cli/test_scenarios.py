@@ -93,3 +93,65 @@ def test_differences_compare_as_the_runner_does() -> None:
         {"path": ".a", "expected": [1, 2], "actual": [1]}
     ]
     assert differences({"gone": 1}, {}) == [{"path": ".gone", "expected": 1, "actual": None}]
+
+
+SCENARIOS = SEED.parents[1]
+FAMILY_FILES = {
+    "momotor": SCENARIOS / "momotor" / "tags.jsonl",
+    "flux": SCENARIOS / "flux" / "constraints_and_allocations.jsonl",
+    "debusine": SCENARIOS / "debusine" / "tasks.jsonl",
+}
+
+
+def _jobmatch(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "scenario", "run", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_file_of_each_family_runs_and_every_case_matches() -> None:
+    """Issue 24 item 4: `jobmatch scenario run` takes Momotor, Flux and debusine files,
+    as a user runs it, and says so in its summary."""
+    for family, path in FAMILY_FILES.items():
+        cases = [line for line in path.read_text().splitlines() if line.strip()]
+        result = _jobmatch(str(path))
+        assert result.returncode == 0, (family, result.stdout, result.stderr)
+        summary = result.stdout.splitlines()[-1]
+        assert summary == f"scenarios: {len(cases)} matched, 0 differ, {len(cases)} run"
+        assert f"{family}-01: " in result.stdout and "[DIFFERS]" not in result.stdout
+
+
+def test_a_differing_case_of_a_family_exits_1_and_says_where(tmp_path: Path) -> None:
+    """debusine-09 expecting the newest task first (debusine pulls the oldest)."""
+    cases = [json.loads(line) for line in FAMILY_FILES["debusine"].read_text().splitlines()]
+    (case,) = [case for case in cases if case["id"] == "debusine-09"]
+    case["expected"]["pull_order"][0]["job"] = "third"
+    path = tmp_path / "differs.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    result = _jobmatch("--json", str(path))
+    assert result.returncode == ExitCode.REFUSED, result.stderr
+    (record,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert record["matched"] is False
+    assert record["differences"] == [
+        {"path": ".pull_order[0].job", "expected": "third", "actual": "first"}
+    ]
+    summary = _jobmatch(str(path)).stdout.splitlines()[-1]
+    assert summary == "scenarios: 0 matched, 1 differ, 1 run"
+
+
+def test_a_case_using_another_familys_fields_is_a_usage_error(tmp_path: Path) -> None:
+    case = {
+        "family": "momotor",
+        "id": "m",
+        "cluster": {"workers": [{"name": "w", "rank": 0}]},
+        "jobs": [{"resources": "a: x"}],
+    }
+    path = tmp_path / "wrong.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    result = _jobmatch(str(path))
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert "rank not among the fields of momotor cases" in result.stderr
