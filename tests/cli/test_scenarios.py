@@ -4,6 +4,7 @@ differs, exits 1 when any differs, and says its progress on stderr only."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,38 @@ def test_a_case_using_another_familys_fields_is_a_usage_error(tmp_path: Path) ->
     assert result.returncode == ExitCode.USAGE
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
     assert "rank not among the fields of momotor cases" in result.stderr
+
+
+def test_the_examples_of_the_scenario_page_run_and_match(tmp_path: Path) -> None:
+    """docs/scenarios.md shows one case per family; run as a reader would run them."""
+    page = (SCENARIOS.parents[1] / "docs" / "scenarios.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", page, re.DOTALL)
+    cases = [json.loads(block) for block in blocks]
+    assert [case["family"] for case in cases] == ["momotor", "flux", "debusine"]
+    path = tmp_path / "examples.jsonl"
+    path.write_text("".join(json.dumps(case) + "\n" for case in cases))
+    result = _jobmatch(str(path))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines()[-1] == "scenarios: 3 matched, 0 differ, 3 run"
+
+
+def test_the_readme_counts_the_scenarios_it_promises() -> None:
+    readme = (SCENARIOS.parents[1] / "README.md").read_text()
+    found = re.search(
+        r"holds (\d+) of them,\s+each naming\s+the upstream source of its answer: (\d+) Grid "
+        r"Engine, (\d+) Momotor, (\d+) Flux and (\d+) debusine",
+        readme,
+    )
+    assert found is not None
+    total, *per_family = (int(number) for number in found.groups())
+
+    def count(family: str) -> int:
+        return sum(
+            1
+            for path in (SCENARIOS / family).glob("*.jsonl")
+            for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        )
+
+    assert per_family == [count(f) for f in ("sge", "momotor", "flux", "debusine")]
+    assert total == sum(per_family)
