@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -143,19 +144,23 @@ def test_a_differing_case_of_a_family_exits_1_and_says_where(tmp_path: Path) -> 
     assert summary == "scenarios: 0 matched, 1 differ, 1 run"
 
 
-def test_a_case_using_another_familys_fields_is_a_usage_error(tmp_path: Path) -> None:
-    case = {
-        "family": "momotor",
-        "id": "m",
-        "cluster": {"workers": [{"name": "w", "rank": 0}]},
-        "jobs": [{"resources": "a: x"}],
-    }
+@pytest.mark.parametrize(
+    ("worker", "job", "words"),
+    [
+        ({"name": "w", "rank": 0}, {"resources": "a: x"}, "rank not among the fields of momotor"),
+        ({"name": "w"}, {"resources": "a: x", "priority": "high"}, "job: priority: Input should"),
+    ],
+)
+def test_a_case_breaking_the_format_is_a_usage_error(
+    tmp_path: Path, worker: dict[str, object], job: dict[str, object], words: str
+) -> None:
+    case = {"family": "momotor", "id": "m", "cluster": {"workers": [worker]}, "jobs": [job]}
     path = tmp_path / "wrong.jsonl"
     path.write_text(json.dumps(case) + "\n")
     result = _jobmatch(str(path))
     assert result.returncode == ExitCode.USAGE
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
-    assert "rank not among the fields of momotor cases" in result.stderr
+    assert words in result.stderr
 
 
 def test_the_examples_of_the_scenario_page_run_and_match(tmp_path: Path) -> None:

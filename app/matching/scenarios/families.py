@@ -105,6 +105,12 @@ def check_case(case: Mapping[str, Any]) -> Family:
         raise ScenarioError(f"case {case['id']}: a case needs 'jobs' (a list)")
     if cluster.get("tasks") and not family.takes_tasks:
         raise ScenarioError(f"case {case['id']}: {family.name} cases register no tasks")
+    for steps in ("allocate", "pulls"):
+        names = case.get(steps, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ScenarioError(f"case {case['id']}: '{steps}' is a list of names")
+    if case.get("policy", "first") not in ("first", "pack"):
+        raise ScenarioError(f"case {case['id']}: policy {case['policy']!r} is not first or pack")
     allowed_worker = SHARED_WORKER_FIELDS | family.worker_fields | family.worker_extras
     for body in cluster["workers"]:
         _check(case, f"worker {body.get('name')}", body, allowed_worker, family)
@@ -216,8 +222,6 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     check_case(case)
     labels = _labels(case)
     policy = cast(Policy, case.get("policy", "first"))
-    if policy not in ("first", "pack"):
-        raise ScenarioError(f"case {case['id']}: policy {policy!r} is not first or pack")
     with database.transaction() as session:
         _setup(session, case)
         jobs: dict[str, Job | None] = {}

@@ -46,3 +46,22 @@ def test_a_job_body_gives_the_spec_the_route_gives() -> None:
 def test_a_field_the_api_does_not_have_is_refused() -> None:
     with pytest.raises(ScenarioError, match="unknown field"):
         job_spec({"resource": "language: java"})
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"name": "w", "queues": [{"name": "q"}]}, "worker w: queues.0.slots: Field required"),
+        ({"name": "w", "state": "sleepy"}, "worker w: state: Input should be 'active'"),
+        ({"name": "w", "slots": "many"}, "worker w: slots: Input should be a valid integer"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_a_format_error(body: dict[str, object], words: str) -> None:
+    with pytest.raises(ScenarioError) as raised:
+        worker_spec(body)
+    assert str(raised.value).startswith(words)
+
+
+def test_a_job_value_of_the_wrong_type_is_a_format_error() -> None:
+    with pytest.raises(ScenarioError, match="job: resources: Input should be a valid string"):
+        job_spec({"resources": 5})
