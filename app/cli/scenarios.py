@@ -1,5 +1,5 @@
-"""`jobmatch scenario run`: Grid Engine scenario files against fresh databases, each case
-marked matched or not, with what differs."""
+"""`jobmatch scenario run`: scenario files of every family (Grid Engine, Momotor, Flux,
+debusine) against fresh databases, each case marked matched or not, with what differs."""
 
 from __future__ import annotations
 
@@ -13,45 +13,15 @@ import typer
 from app.cli.errors import ExitCode, fail
 from app.cli.help import command_group, examples
 
-scenario_cli = command_group("Grid Engine scenarios (sge62u5-reference-v1).")
-
-#: Keys of an ``expected`` that are informative only: the engine does not compare them
-#: (app.matching.gridengine.scenarios, "message keys are informative and not compared").
-UNCOMPARED_KEYS = frozenset({"message"})
-FLOAT_TOLERANCE = 1e-6
-
-
-def differences(expected: Any, actual: Any, path: str = "") -> list[dict[str, Any]]:
-    """Where ``actual`` departs from ``expected``, compared the way the scenario runner
-    compares them (only the keys ``expected`` names; numbers within 1e-6): one
-    ``{path, expected, actual}`` per differing leaf (``actual`` null when it is missing)."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        found = []
-        for key, value in expected.items():
-            if key not in UNCOMPARED_KEYS:
-                found += differences(value, actual.get(key), f"{path}.{key}")
-        return found
-    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        found = []
-        for index, (wanted, got) in enumerate(zip(expected, actual, strict=True)):
-            found += differences(wanted, got, f"{path}[{index}]")
-        return found
-    if _numbers_agree(expected, actual) or expected == actual:
-        return []
-    return [{"path": path or ".", "expected": expected, "actual": actual}]
-
-
-def _numbers_agree(expected: Any, actual: Any) -> bool:
-    numbers = (int, float)
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return False
-    if not (isinstance(expected, numbers) and isinstance(actual, numbers)):
-        return False
-    return abs(float(expected) - float(actual)) < FLOAT_TOLERANCE
+scenario_cli = command_group(
+    "Scenarios of every family: Grid Engine (sge62u5-reference-v1), Momotor, Flux, debusine."
+)
 
 
 def case_record(result: Any, expected: Any) -> dict[str, Any]:
     """One line of `--json`: the case, its outcome, whether it matched and what differs."""
+    from app.matching.scenarios.compare import differences
+
     differing = [] if expected is None else differences(expected, result.outcome)
     if result.matched is False and not differing:
         # The engine's SQL filter and its evaluator disagreed (sql_disagrees).
@@ -66,7 +36,8 @@ def case_record(result: Any, expected: Any) -> dict[str, Any]:
 
 
 def _run(path: Path, position: str, progress: bool) -> list[dict[str, Any]]:
-    from app.matching.gridengine.scenarios import ScenarioError, read_scenarios, run_file
+    from app.matching.scenarios.cases import ScenarioError
+    from app.matching.scenarios.run import read_scenarios, run_file
 
     try:
         cases = read_scenarios(path)

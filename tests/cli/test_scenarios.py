@@ -4,15 +4,17 @@ differs, exits 1 when any differs, and says its progress on stderr only."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
 from app.cli.errors import ExitCode
-from app.cli.scenarios import differences
+from app.matching.scenarios.compare import differences
 
 SEED = Path(__file__).resolve().parents[1] / "scenarios" / "sge" / "seed.jsonl"
 
@@ -85,7 +87,7 @@ def test_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_differences_compare_as_the_runner_does() -> None:
     """Only the keys expected names, messages ignored, numbers within 1e-6 (the rules of
-    app.matching.gridengine.scenarios)."""
+    app.matching.scenarios.compare)."""
     expected = {"a": 1.0, "message": "x", "b": [1, {"c": "y"}]}
     actual = {"a": 1.0000001, "message": "other", "b": [1, {"c": "z"}], "extra": 3}
     assert differences(expected, actual) == [{"path": ".b[1].c", "expected": "y", "actual": "z"}]
@@ -93,3 +95,104 @@ def test_differences_compare_as_the_runner_does() -> None:
         {"path": ".a", "expected": [1, 2], "actual": [1]}
     ]
     assert differences({"gone": 1}, {}) == [{"path": ".gone", "expected": 1, "actual": None}]
+
+
+SCENARIOS = SEED.parents[1]
+FAMILY_FILES = {
+    "momotor": SCENARIOS / "momotor" / "tags.jsonl",
+    "flux": SCENARIOS / "flux" / "constraints_and_allocations.jsonl",
+    "debusine": SCENARIOS / "debusine" / "tasks.jsonl",
+}
+
+
+def _jobmatch(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "scenario", "run", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_file_of_each_family_runs_and_every_case_matches() -> None:
+    """Issue 24 item 4: `jobmatch scenario run` takes Momotor, Flux and debusine files,
+    as a user runs it, and says so in its summary."""
+    for family, path in FAMILY_FILES.items():
+        cases = [line for line in path.read_text().splitlines() if line.strip()]
+        result = _jobmatch(str(path))
+        assert result.returncode == 0, (family, result.stdout, result.stderr)
+        summary = result.stdout.splitlines()[-1]
+        assert summary == f"scenarios: {len(cases)} matched, 0 differ, {len(cases)} run"
+        assert f"{family}-01: " in result.stdout and "[DIFFERS]" not in result.stdout
+
+
+def test_a_differing_case_of_a_family_exits_1_and_says_where(tmp_path: Path) -> None:
+    """debusine-09 expecting the newest task first (debusine pulls the oldest)."""
+    cases = [json.loads(line) for line in FAMILY_FILES["debusine"].read_text().splitlines()]
+    (case,) = [case for case in cases if case["id"] == "debusine-09"]
+    case["expected"]["pull_order"][0]["job"] = "third"
+    path = tmp_path / "differs.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    result = _jobmatch("--json", str(path))
+    assert result.returncode == ExitCode.REFUSED, result.stderr
+    (record,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert record["matched"] is False
+    assert record["differences"] == [
+        {"path": ".pull_order[0].job", "expected": "third", "actual": "first"}
+    ]
+    summary = _jobmatch(str(path)).stdout.splitlines()[-1]
+    assert summary == "scenarios: 0 matched, 1 differ, 1 run"
+
+
+@pytest.mark.parametrize(
+    ("worker", "job", "words"),
+    [
+        ({"name": "w", "rank": 0}, {"resources": "a: x"}, "rank not among the fields of momotor"),
+        ({"name": "w"}, {"resources": "a: x", "priority": "high"}, "job: priority: Input should"),
+    ],
+)
+def test_a_case_breaking_the_format_is_a_usage_error(
+    tmp_path: Path, worker: dict[str, object], job: dict[str, object], words: str
+) -> None:
+    case = {"family": "momotor", "id": "m", "cluster": {"workers": [worker]}, "jobs": [job]}
+    path = tmp_path / "wrong.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    result = _jobmatch(str(path))
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert words in result.stderr
+
+
+def test_the_examples_of_the_scenario_page_run_and_match(tmp_path: Path) -> None:
+    """docs/scenarios.md shows one case per family; run as a reader would run them."""
+    page = (SCENARIOS.parents[1] / "docs" / "scenarios.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", page, re.DOTALL)
+    cases = [json.loads(block) for block in blocks]
+    assert [case["family"] for case in cases] == ["momotor", "flux", "debusine"]
+    path = tmp_path / "examples.jsonl"
+    path.write_text("".join(json.dumps(case) + "\n" for case in cases))
+    result = _jobmatch(str(path))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines()[-1] == "scenarios: 3 matched, 0 differ, 3 run"
+
+
+def test_the_readme_counts_the_scenarios_it_promises() -> None:
+    readme = (SCENARIOS.parents[1] / "README.md").read_text()
+    found = re.search(
+        r"holds (\d+) of them,\s+each naming\s+the upstream source of its answer: (\d+) Grid "
+        r"Engine, (\d+) Momotor, (\d+) Flux and (\d+) debusine",
+        readme,
+    )
+    assert found is not None
+    total, *per_family = (int(number) for number in found.groups())
+
+    def count(family: str) -> int:
+        return sum(
+            1
+            for path in (SCENARIOS / family).glob("*.jsonl")
+            for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        )
+
+    assert per_family == [count(f) for f in ("sge", "momotor", "flux", "debusine")]
+    assert total == sum(per_family)

@@ -1,5 +1,5 @@
-"""``jobmatch scenario run FILE``: Grid Engine scenarios (model ``sge62u5-reference-v1``,
-the format below) run through the engine, one fresh database each.
+"""Grid Engine scenarios (model ``sge62u5-reference-v1``, the format below) run through
+the engine, one fresh database each.
 
 A case is loaded the way an admin would set the cluster up: the attribute table
 (``complex_mod`` merged into built-in rows, ``complex_add`` new rows) through the attribute
@@ -28,27 +28,21 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
 
-A case matches when every key of its ``expected`` equals the outcome (``message`` keys are
-informative and not compared). The engine's SQL filter is checked against the evaluator on
-the way: a queue instance of a worker the misfit cache ruled out must not fit
-(``sql_disagrees`` lists any that do).
+A case matches when every key of its ``expected`` equals the outcome, compared as
+app/matching/scenarios/compare.py says (``message`` keys are informative and not
+compared); app/matching/scenarios/run.py reads the files and runs the cases. The
+engine's SQL filter is checked against the evaluator on the way: a queue instance of a
+worker the misfit cache ruled out must not fit (``sql_disagrees`` lists any that do).
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.db import migrate
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, Queue, QueueInstance, Worker
 from app.matching.errors import MatchingError
@@ -60,6 +54,7 @@ from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
+from app.matching.scenarios.cases import ScenarioError
 from app.matching.submission import submit_job
 from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
 from app.notations.gridengine.definitions import Relop
@@ -67,25 +62,15 @@ from app.notations.gridengine.definitions import Relop
 MODEL = "sge62u5-reference-v1"
 
 
-class ScenarioError(ValueError):
-    """A scenario line is not valid JSON or lacks what the format requires."""
-
-
-def read_scenarios(path: Path) -> list[dict[str, Any]]:
-    cases = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            case = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ScenarioError(f"{path}:{number}: {error.msg} at column {error.colno}") from None
-        if not isinstance(case, dict) or "id" not in case or "cluster" not in case:
-            raise ScenarioError(f"{path}:{number}: a case needs 'id' and 'cluster'")
-        if "job" not in case and "jobs" not in case:
-            raise ScenarioError(f"{path}:{number}: a case needs 'job' or 'jobs'")
-        cases.append(case)
-    return cases
+def check_case(case: Mapping[str, Any]) -> None:
+    """What the format requires of a case; ScenarioError otherwise."""
+    if "cluster" not in case:
+        raise ScenarioError(f"case {case['id']}: a case needs 'cluster'")
+    if "job" not in case and "jobs" not in case:
+        raise ScenarioError(f"case {case['id']}: a case needs 'job' or 'jobs'")
+    model = case.get("model", MODEL)
+    if model != MODEL:
+        raise ScenarioError(f"case {case['id']}: model {model!r} is not {MODEL!r}")
 
 
 def _request_text(pairs: Sequence[Sequence[str | None]]) -> str:
@@ -359,25 +344,6 @@ def _quota_usage(session: Session) -> dict[str, dict[str, Any]]:
     return out
 
 
-@contextmanager
-def _fresh_databases() -> Iterator[Any]:
-    """A migrated SQLite template, copied for each case (migrating per case is slow)."""
-    directory = Path(tempfile.mkdtemp(prefix="jobmatch-scenarios-"))
-    template = directory / "template.db"
-    migrate.upgrade(f"sqlite:///{template}")
-    counter = iter(range(1_000_000))
-
-    def make() -> Database:
-        target = directory / f"case{next(counter)}.db"
-        shutil.copyfile(template, target)
-        return Database(f"sqlite:///{target}")
-
-    try:
-        yield make
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     """The outcome of one case, in the shape of its ``expected``."""
     with database.transaction() as session:
@@ -437,60 +403,4 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _matches(expected: Any, actual: Any) -> bool:
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            return False
-        return all(
-            key == "message" or _matches(value, actual.get(key, _MISSING))
-            for key, value in expected.items()
-        )
-    if isinstance(expected, list):
-        return (
-            isinstance(actual, list)
-            and len(expected) == len(actual)
-            and all(_matches(e, a) for e, a in zip(expected, actual, strict=True))
-        )
-    if isinstance(expected, float) or isinstance(actual, float):
-        return isinstance(actual, int | float) and abs(float(expected) - float(actual)) < 1e-6
-    return bool(expected == actual)
-
-
-_MISSING = object()
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    id: str
-    title: str
-    outcome: dict[str, Any]
-    matched: bool | None  # None: the case has no expected
-
-
-def run_file(path: Path) -> list[CaseResult]:
-    results = []
-    with _fresh_databases() as make:
-        for case in read_scenarios(path):
-            check_model(case)
-            database = make()
-            try:
-                outcome = run_case(database, case)
-            finally:
-                database.dispose()
-            expected = case.get("expected")
-            matched = None if expected is None else _matches(expected, outcome)
-            if "sql_disagrees" in outcome:
-                matched = False
-            results.append(
-                CaseResult(str(case["id"]), str(case.get("title", "")), outcome, matched)
-            )
-    return results
-
-
-def check_model(case: Mapping[str, Any]) -> None:
-    model = case.get("model", MODEL)
-    if model != MODEL:
-        raise ScenarioError(f"case {case.get('id')}: model {model!r} is not {MODEL!r}")
-
-
-__all__ = ["MODEL", "CaseResult", "ScenarioError", "read_scenarios", "run_case", "run_file"]
+__all__ = ["MODEL", "check_case", "run_case"]

@@ -17,12 +17,14 @@ from app.db.engine import Database
 from app.db.models import Allocation
 from app.matching.gridengine import scenarios
 from app.matching.gridengine.run import schedule
+from app.matching.scenarios.compare import differences
+from app.matching.scenarios.run import read_scenarios
 
 pytestmark = pytest.mark.db
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "sge"
 FILES = ("fidelity.jsonl", "job_consumables.jsonl")
-CASES = [case for name in FILES for case in scenarios.read_scenarios(SCENARIOS / name)]
+CASES = [case for name in FILES for case in read_scenarios(SCENARIOS / name)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: str(case["id"]))
@@ -31,7 +33,7 @@ def test_case_matches_its_expected_on_this_database(
 ) -> None:
     outcome = scenarios.run_case(database, case)
     assert "sql_disagrees" not in outcome, outcome["sql_disagrees"]
-    assert scenarios._matches(case["expected"], outcome), json.dumps(outcome, indent=1)
+    assert not differences(case["expected"], outcome), json.dumps(outcome, indent=1)
 
 
 def _by_id(case_id: str) -> dict[str, Any]:

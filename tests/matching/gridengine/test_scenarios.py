@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.matching.gridengine.scenarios import read_scenarios, run_file
+from app.matching.scenarios.run import read_scenarios, run_file
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "sge"
 FILES = sorted(SCENARIOS.glob("*.jsonl"))
