@@ -24,6 +24,11 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   ``quota_usage`` after all jobs when the case has ``quota_sets`` (the sets as
   ``qconf -srqs`` text; ``user`` of a job is its owner): per rule and usage key, what
   running jobs hold of each limited attribute;
+* a job's ``hard_queue_list``, ``master_queue_list`` and ``soft_queue_list`` (qsub's
+  ``-q``, ``-masterq`` and ``-soft -q``; a list of wc_queue items or their text) give an
+  instance no item of ``-q`` names the ``code`` ``not_in_queue_list``, and one no item of
+  ``-masterq`` names ``"master": false`` with ``master_refusal`` code
+  ``not_in_master_queue_list``; soft ``-q`` items add to ``soft_violations``;
 * ``remaining`` after all jobs: capacity minus booking of every consumable that has a
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
@@ -90,6 +95,11 @@ def read_scenarios(path: Path) -> list[dict[str, Any]]:
 
 def _request_text(pairs: Sequence[Sequence[str | None]]) -> str:
     return ",".join(f"{name}" if value is None else f"{name}={value}" for name, value in pairs)
+
+
+def _queue_list_text(items: str | Sequence[str]) -> str:
+    """A ``*_queue_list`` field: the list's text, or its items to join with commas."""
+    return items if isinstance(items, str) else ",".join(items)
 
 
 def _number(value: float) -> float | int:
@@ -215,6 +225,9 @@ def _submit(
         soft=_request_text(spec.get("soft", [])),
         pe=pe_name,
         pe_slots=pe_slots,
+        queue_list=_queue_list_text(spec.get("hard_queue_list", [])),
+        master_queue_list=_queue_list_text(spec.get("master_queue_list", [])),
+        soft_queue_list=_queue_list_text(spec.get("soft_queue_list", [])),
     )
     savepoint = session.begin_nested()
     try:
