@@ -123,6 +123,10 @@ class Job:
     submitted_at: str
     started_at: str | None
     ended_at: str | None
+    #: Grid Engine -q, -masterq and soft -q lists (absent from servers before them).
+    queue_list: str | None = None
+    master_queue_list: str | None = None
+    soft_queue_list: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import ColumnElement, exists, false, func, insert, or_, select, true
+from sqlalchemy import ColumnElement, and_, exists, false, func, insert, or_, select, true
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from app.db.dialect import string_request_match
@@ -32,6 +32,8 @@ __all__ = [
     "allowed_instance",
     "category_queue_lists",
     "instance_parts",
+    "names_no_queues",
+    "names_queues",
     "not_in_hard_list",
     "not_master_queue",
     "store_queue_refs",
@@ -100,6 +102,17 @@ def allowed_instance(
         category.queue_list == "NONE",
         _named_by(category.id, instance, ("hard", "master")),
     )
+
+
+def names_queues(category: Category) -> bool:
+    """Whether the category's jobs have a hard or soft ``-q`` list (a ``-masterq`` one
+    comes with a parallel environment): then only the Grid Engine rules decide them."""
+    return category.queue_list != "NONE" or category.soft_queue_list != "NONE"
+
+
+def names_no_queues() -> ColumnElement[bool]:
+    """:func:`names_queues` negated, in SQL over ``categories``."""
+    return and_(Category.queue_list == "NONE", Category.soft_queue_list == "NONE")
 
 
 _LISTS: dict[tuple[str, str, str], QueueLists] = {}

@@ -185,6 +185,16 @@ def parse_queue_list(text: str, *, option: str = "-q") -> QueueList:
                 position=offset,
                 expected="a queue, queue@host or a wildcard pattern",
             )
+        blank = next((i for i, char in enumerate(stripped) if char.isspace()), None)
+        if blank is not None:
+            # Queue and host names hold no blanks; qsub takes the list as one argument.
+            raise QueueListError(
+                "blank inside a queue list item",
+                option=option,
+                text=text,
+                position=offset + blank,
+                expected="',' between items, no blanks inside one",
+            )
         queue, at, host = stripped.partition("@")
         _checked_part(queue, text, offset, option, "cluster queue")
         if at and host.startswith("@"):
