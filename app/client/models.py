@@ -406,6 +406,16 @@ class QuotaSet:
 
 
 @dataclass(frozen=True)
+class QueueConf:
+    """A cluster queue's configuration: its place in the queue order, its load
+    thresholds (queue_conf(5))."""
+
+    name: str
+    seq_no: int
+    load_thresholds: str
+
+
+@dataclass(frozen=True)
 class QuotaSetPage:
     items: list[QuotaSet]
     limit: int

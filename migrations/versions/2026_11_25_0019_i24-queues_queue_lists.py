@@ -1,4 +1,5 @@
-"""categories and jobs: Grid Engine -q, -masterq and -soft -q lists; category_queue_refs
+"""categories and jobs: Grid Engine -q, -masterq and -soft -q lists; category_queue_refs;
+queues: load_thresholds
 
 Revision ID: 0019_i24_queues
 Revises: 0018
@@ -49,9 +50,15 @@ def upgrade() -> None:
     op.create_index(
         "ix_category_queue_refs_category", "category_queue_refs", ["category_id", "list"]
     )
+    with op.batch_alter_table("queues") as batch:
+        batch.add_column(
+            sa.Column("load_thresholds", sa.Text(), server_default="NONE", nullable=False)
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("queues") as batch:
+        batch.drop_column("load_thresholds")
     op.drop_index("ix_category_queue_refs_category", table_name="category_queue_refs")
     op.drop_table("category_queue_refs")
     with op.batch_alter_table("jobs") as batch:

@@ -33,6 +33,7 @@ from app.matching.gridengine.bookings import (
     bookings_for,
     write_bookings,
 )
+from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import choose_master, master_first, slave_only
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.queue_lists import (
@@ -101,6 +102,11 @@ def decide(
     fits: list[tuple[QueueSlot, QueueFit]] = []
     queues = queues or QueueLists()
     for slot in order:
+        alarm = load_alarm(state, slot)
+        if alarm is not None:
+            # Dropped before any job is matched, as 6.2u5's scheduler drops it.
+            fits.append((slot, alarm))
+            continue
         queue, host = instance_parts(slot.name)
         if not queues.allows(queue, host):
             # Checked before any value, as sge_queue_match_static() does.

@@ -12,7 +12,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
 from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import refused_for_job_consumable, slave_fit
+from app.matching.gridengine.queue_conf import any_load_thresholds
 from app.matching.gridengine.queue_lists import (
     category_queue_lists,
     instance_parts,
@@ -36,7 +38,7 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
     plain = (
         category.hard == "NONE" and category.soft == "NONE" and category.pe is None and not queues
     )
-    if plain and not has_complex_values(session, 0):
+    if plain and not has_complex_values(session, 0) and not any_load_thresholds(session):
         return []
     table = load_table(session)
     state = load_state(session, table)
@@ -47,6 +49,10 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
     )
     lines: list[str] = []
     for slot in state.queue_order():
+        alarm = load_alarm(state, slot)
+        if alarm is not None:
+            _add(lines, alarm.message)
+            continue
         queue, host = instance_parts(slot.name)
         if not queues.allows(queue, host):
             _add(lines, not_in_hard_list(slot.name).message)

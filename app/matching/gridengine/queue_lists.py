@@ -107,7 +107,8 @@ def allowed_instance(
 def names_queues(category: Category) -> bool:
     """Whether the category's jobs have a hard or soft ``-q`` list (a ``-masterq`` one
     comes with a parallel environment): then only the Grid Engine rules decide them."""
-    return category.queue_list != "NONE" or category.soft_queue_list != "NONE"
+    given = (category.queue_list or "NONE", category.soft_queue_list or "NONE")
+    return given != ("NONE", "NONE")
 
 
 def names_no_queues() -> ColumnElement[bool]:
@@ -118,10 +119,11 @@ def names_no_queues() -> ColumnElement[bool]:
 _LISTS: dict[tuple[str, str, str], QueueLists] = {}
 
 
-def category_queue_lists(hard: str, master: str, soft: str) -> QueueLists:
-    """A category's stored lists (category form, ``NONE`` when empty) parsed again;
-    memoised, as a run decides many jobs of few categories."""
-    key = (hard, master, soft)
+def category_queue_lists(hard: str | None, master: str | None, soft: str | None) -> QueueLists:
+    """A category's stored lists (category form, ``NONE`` when empty; None for a category
+    not flushed yet, whose columns still await their defaults) parsed again; memoised, as
+    a run decides many jobs of few categories."""
+    key = (hard or "NONE", master or "NONE", soft or "NONE")
     lists = _LISTS.get(key)
     if lists is None:
         if len(_LISTS) > 10_000:

@@ -29,6 +29,8 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   instance no item of ``-q`` names the ``code`` ``not_in_queue_list``, and one no item of
   ``-masterq`` names ``"master": false`` with ``master_refusal`` code
   ``not_in_master_queue_list``; soft ``-q`` items add to ``soft_violations``;
+* a queue instance's ``load_thresholds`` (queue_conf(5), text as ``qconf -sq`` shows it)
+  sets its cluster queue's; an instance in alarm has the ``code`` ``overloaded``;
 * ``remaining`` after all jobs: capacity minus booking of every consumable that has a
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
@@ -61,6 +63,7 @@ from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.queue_conf import set_load_thresholds
 from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets, usage_lines
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import Target
@@ -139,6 +142,10 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
     for cq, seq_no in seq.items():
         session.add(Queue(name=cq, seq_no=seq_no))
     session.flush()
+    for queue in queues:
+        if "load_thresholds" in queue:
+            # A cluster queue's attribute: the last instance that gives it sets it.
+            set_load_thresholds(session, queue["name"].partition("@")[0], queue["load_thresholds"])
     specs: dict[str, list[QueueSpec]] = {host: [] for host in hosts}
     # One upsert per queue instance, so that instance ids follow the list order (the
     # queue sort's tie-break).

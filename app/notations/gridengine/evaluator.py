@@ -120,6 +120,8 @@ class FitCode(enum.Enum):
     NOT_IN_QUEUE_LIST = "not_in_queue_list"
     #: No item of the job's ``-masterq`` list names the instance: slave tasks only.
     NOT_IN_MASTER_QUEUE_LIST = "not_in_master_queue_list"
+    #: A threshold of the queue's ``load_thresholds`` is exceeded (queue_conf(5)).
+    OVERLOADED = "overloaded"
 
 
 @dataclass(frozen=True)
