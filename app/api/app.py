@@ -24,6 +24,7 @@ from app.api.routes import (
     leases,
     metrics,
     output,
+    queues,
     quotas,
     tasks,
     tokens,
@@ -67,6 +68,7 @@ ROUTERS = (
     tasks.router,
     gridengine.router,
     quotas.router,
+    queues.router,
     whatif.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,

@@ -30,7 +30,10 @@ JobArgument = Annotated[
 ]
 
 #: The fields that carry what a job asks for, in every notation, in the order shown.
-REQUEST_FIELDS = ("resources", "constraint", "shape", "jobspec", "task", "hard", "soft", "pe")
+REQUEST_FIELDS = (
+    *("resources", "constraint", "shape", "jobspec", "task", "hard", "soft", "pe"),
+    *("queue_list", "master_queue_list", "soft_queue_list"),
+)
 
 
 def request_summary(row: Row) -> str:
@@ -240,6 +243,20 @@ def submit_job(
     pe_slots: Annotated[
         str | None, typer.Option(help="slot range of the PE, e.g. 2-4", show_default=False)
     ] = None,
+    queue_list: Annotated[
+        str | None,
+        typer.Option(
+            "--queue", "-q", help="Grid Engine hard -q list, e.g. all.q@h*", show_default=False
+        ),
+    ] = None,
+    master_queue_list: Annotated[
+        str | None,
+        typer.Option("--masterq", help="Grid Engine -masterq list (with --pe)", show_default=False),
+    ] = None,
+    soft_queue_list: Annotated[
+        str | None,
+        typer.Option("--soft-queue", help="Grid Engine soft -q list", show_default=False),
+    ] = None,
     slots: Annotated[int | None, typer.Option(min=1, help="slots [server default: 1]")] = None,
     priority: Annotated[int | None, typer.Option(help="priority [server default: 0]")] = None,
     file: Annotated[
@@ -261,6 +278,9 @@ def submit_job(
         "soft": soft,
         "pe": pe,
         "pe_slots": pe_slots,
+        "queue_list": queue_list,
+        "master_queue_list": master_queue_list,
+        "soft_queue_list": soft_queue_list,
         "slots": slots,
         "priority": priority,
     }

@@ -12,6 +12,7 @@ from app.client.models import (
     IssuedToken,
     Job,
     ParallelEnvironment,
+    QueueConf,
     QuotaSet,
     QuotaSetPage,
     RegisteredWorker,
@@ -184,6 +185,23 @@ class AdminClient(SubmitterClient):
     @covers(ops.DELETE_QUOTA_SET)
     def delete_quota_set(self, name: str) -> None:
         self._send(ops.DELETE_QUOTA_SET, path={"name": name})
+
+    # -- cluster queues --------------------------------------------------------------------
+
+    @covers(ops.GET_QUEUE)
+    def get_queue(self, name: str) -> QueueConf:
+        return self._call(QueueConf, ops.GET_QUEUE, path={"name": name})
+
+    @covers(ops.CONFIGURE_QUEUE)
+    def configure_queue(self, name: str, load_thresholds: str) -> QueueConf:
+        """Set the queue's ``load_thresholds`` (``NONE`` for none), e.g.
+        ``np_load_avg=1.75``: an instance whose host exceeds one takes no new job."""
+        return self._call(
+            QueueConf,
+            ops.CONFIGURE_QUEUE,
+            path={"name": name},
+            body={"load_thresholds": load_thresholds},
+        )
 
     # -- what-if ---------------------------------------------------------------------------
 

@@ -138,6 +138,10 @@ class Job:
     submitted_at: str
     started_at: str | None
     ended_at: str | None
+    #: Grid Engine -q, -masterq and soft -q lists (absent from servers before them).
+    queue_list: str | None = None
+    master_queue_list: str | None = None
+    soft_queue_list: str | None = None
 
 
 class JobPage(Page[Job]):
@@ -390,6 +394,16 @@ class QuotaSet:
     text: str
     rules: list[QuotaRule]
     usage: list[QuotaUsage]
+
+
+@dataclass(frozen=True)
+class QueueConf:
+    """A cluster queue's configuration: its place in the queue order, its load
+    thresholds (queue_conf(5))."""
+
+    name: str
+    seq_no: int
+    load_thresholds: str
 
 
 class QuotaSetPage(Page[QuotaSet]):

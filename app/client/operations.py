@@ -123,6 +123,8 @@ LIST_QUOTA_SETS = Operation("GET", "/v1/quotas")
 GET_QUOTA_SET = Operation("GET", "/v1/quotas/{name}")
 REPLACE_QUOTA_SET = Operation("PUT", "/v1/quotas/{name}")
 DELETE_QUOTA_SET = Operation("DELETE", "/v1/quotas/{name}")
+GET_QUEUE = Operation("GET", "/v1/queues/{name}")
+CONFIGURE_QUEUE = Operation("PUT", "/v1/queues/{name}")
 #: A what-if stores nothing (its changes are rolled back), so it is safe to send again.
 WHAT_IF = Operation("POST", "/v1/whatif", pure=True)
 

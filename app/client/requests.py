@@ -31,7 +31,8 @@ __all__ = [
 class JobSpec:
     """A job to submit (or to match with /v1/match) in any of the supported notations:
     Momotor tags (``resources``), Flux (``constraint``, ``requires``, ``shape``,
-    ``jobspec``), debusine (``task``) and Grid Engine (``hard``, ``soft``, ``pe``)."""
+    ``jobspec``), debusine (``task``) and Grid Engine (``hard``, ``soft``, ``pe``,
+    ``queue_list``, ``master_queue_list``, ``soft_queue_list``)."""
 
     resources: str | None = None
     priority: int | None = None
@@ -47,6 +48,9 @@ class JobSpec:
     soft: str | None = None
     pe: str | None = None
     pe_slots: str | None = None
+    queue_list: str | None = None
+    master_queue_list: str | None = None
+    soft_queue_list: str | None = None
 
 
 @dataclass(frozen=True)

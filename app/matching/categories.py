@@ -22,6 +22,7 @@ from app.matching.allocation.vertex_requests import build_requests
 from app.matching.debusine.metadata import effective_metadata
 from app.matching.flux.rows import store_resource_vertices
 from app.matching.flux.sql import store_constraint_rows
+from app.matching.gridengine.queue_lists import store_queue_refs
 from app.matching.gridengine.rows import store_category_requests
 from app.matching.misfits import cache_category_misfits, fits
 from app.matching.momotor.rows import canonical_resources, tag_rows
@@ -45,6 +46,13 @@ def category_key(request: ParsedRequest) -> str:
         key["soft"] = request.soft.category_text()
     if request.pe is not None:
         key["pe"] = [request.pe, request.pe_min, request.pe_max]
+    if request.queues:
+        queues = request.queues
+        key["queues"] = [
+            queues.hard.category_text(),
+            queues.master.category_text(),
+            queues.soft.category_text(),
+        ]
     if request.task is not None:
         # The task's name only: its version and requirements live in the registry, and a
         # change there re-evaluates the task's categories (recache_task_misfits).
@@ -84,6 +92,9 @@ def get_or_create_category(
                 pe=request.pe,
                 pe_min=request.pe_min,
                 pe_max=request.pe_max,
+                queue_list=request.queues.hard.category_text(),
+                master_queue_list=request.queues.master.category_text(),
+                soft_queue_list=request.queues.soft.category_text(),
             )
             session.add(category)
             session.flush()
@@ -107,6 +118,7 @@ def get_or_create_category(
         session.add(CategoryTask(category_id=category.id, task_id=task_id))
         session.flush()
     store_category_requests(session, category.id, request.hard, request.soft)
+    store_queue_refs(session, category.id, request.queues)
     cache_category_misfits(session, category, task_id)
     return category
 

@@ -227,6 +227,13 @@ def category_request(category: Category) -> str:
         parts.append(f"-soft -l {category.soft}")
     if category.pe:
         parts.append(f"-pe {category.pe} {category.pe_min}-{category.pe_max}")
+    for option, text in (
+        ("-q", category.queue_list),
+        ("-masterq", category.master_queue_list),
+        ("-soft -q", category.soft_queue_list),
+    ):
+        if text != "NONE":
+            parts.append(f"{option} {text}")
     if category.slots != 1:
         parts.append(f"{category.slots} slots")
     return ", ".join(parts) or "(anything)"

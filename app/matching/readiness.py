@@ -33,6 +33,7 @@ from app.matching.candidates import WorkerExplanation, explain_job
 from app.matching.dispatch.pull import category_requests
 from app.matching.explain import Clause
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
+from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
@@ -98,7 +99,10 @@ class DynamicCheck:
         self.category = category
         self.policy = policy
         self.grid_engine_job = (
-            category.hard != "NONE" or category.soft != "NONE" or category.pe is not None
+            category.hard != "NONE"
+            or category.soft != "NONE"
+            or category.pe is not None
+            or names_queues(category)
         )
         self._state: ClusterState | None = None
 

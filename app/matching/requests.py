@@ -22,6 +22,7 @@ from app.notations.flux.constraints import Constraint, constraint_to_json, parse
 from app.notations.flux.requires import compile_requires_constraint
 from app.notations.flux.shape import parse_shape_resources
 from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.queue_lists import QueueLists, parse_queue_list
 from app.notations.gridengine.requests import RequestList, parse_request_list
 from app.notations.momotor.resources import Resources
 
@@ -55,6 +56,10 @@ class JobSpec:
     soft: str = ""
     pe: str | None = None
     pe_slots: str | None = None
+    #: Grid Engine ``-q``, ``-masterq`` and ``-soft -q`` lists (wc_queue_list).
+    queue_list: str = ""
+    master_queue_list: str = ""
+    soft_queue_list: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,15 @@ class ParsedRequest:
     pe: str | None = None
     pe_min: int = 1
     pe_max: int = 1
+    queues: QueueLists = field(default_factory=QueueLists)
+
+    @property
+    def grid_engine(self) -> bool:
+        """Whether the job asks anything of Grid Engine (then it waits when nothing fits
+        now, as Grid Engine keeps it pending)."""
+        return bool(self.hard.requests or self.soft.requests or self.queues) or (
+            self.pe is not None
+        )
 
     @property
     def constraint_json(self) -> str | None:
@@ -177,6 +191,7 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
         pe_min, pe_max = parse_slot_range(spec.pe_slots or "1")
     elif spec.pe_slots is not None:
         raise InvalidFieldError("pe_slots", "pe_slots needs a parallel environment (pe)")
+    queues = _queue_lists(spec)
     return ParsedRequest(
         tags=tags,
         slots=spec.slots,
@@ -188,7 +203,26 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
         pe_min=pe_min,
         pe_max=pe_max,
         task=spec.task,
+        queues=queues,
     )
+
+
+def _queue_lists(spec: JobSpec) -> QueueLists:
+    """The ``-q``, ``-masterq`` and ``-soft -q`` lists; ``-masterq`` names the master of
+    a parallel job, so it needs ``pe`` (qsub(1): only meaningful together with -pe)."""
+    lists = [
+        _parsed(field, partial(parse_queue_list, option=option), getattr(spec, field))
+        for field, option in (
+            ("queue_list", "-q"),
+            ("master_queue_list", "-masterq"),
+            ("soft_queue_list", "-soft -q"),
+        )
+    ]
+    if lists[1] and spec.pe is None:
+        raise InvalidFieldError(
+            "master_queue_list", "-masterq names a parallel job's master queue: give pe too"
+        )
+    return QueueLists(lists[0], lists[1], lists[2])
 
 
 #: The largest amount a need, booking or count column holds on both databases (SQLite

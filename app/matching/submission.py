@@ -26,7 +26,7 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
     failed at once with "No suitable worker found" (debusine's rule, debusine issue #8). A job
-    with Grid Engine requests (hard/soft ``-l``, ``-pe``) waits in either case."""
+    with Grid Engine requests (hard/soft ``-l``, ``-q``, ``-pe``) waits in either case."""
     request = parse_request(spec, load_table(session))
     if request.pe is not None:
         check_pe_exists(session, request.pe)
@@ -48,6 +48,9 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         soft=spec.soft or None,
         pe=spec.pe,
         pe_slots=spec.pe_slots,
+        queue_list=spec.queue_list or None,
+        master_queue_list=spec.master_queue_list or None,
+        soft_queue_list=spec.soft_queue_list or None,
         category_id=category.id,
         submitter=submitter,
         submitted_at=utcnow(),
@@ -55,7 +58,7 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         command=json.dumps(spec.command) if spec.command is not None else None,
         timeout=spec.timeout,
     )
-    grid_engine = bool(request.hard.requests or request.soft.requests) or request.pe is not None
+    grid_engine = request.grid_engine
     # Grid Engine keeps a job that nothing can run pending, even one whose attribute is attached
     # to no object (docs/notations/gridengine.md); other jobs fail at once, as debusine does.
     if not grid_engine and not any_worker_fits(session, category.id, task):

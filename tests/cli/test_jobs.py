@@ -116,3 +116,34 @@ def test_mine_keeps_the_jobs_this_token_submitted(jobmatch: Jobmatch) -> None:
     assert ids(jobmatch, "--mine", "--limit", "1") == [first]
     assert ids(as_alice) == [second]
     assert ids(as_alice, "--mine") == [second]
+
+
+def test_grid_engine_queue_lists_are_submitted_shown_and_refused_with_their_position(
+    jobmatch: Jobmatch,
+) -> None:
+    """qsub(1) -q, -masterq and -soft -q as `jobmatch jobs submit -q/--masterq/--soft-queue`."""
+    jobmatch.api("POST", "/v1/workers", {"name": "h1", "queues": [{"name": "all.q", "slots": 2}]})
+    jobmatch.api("PUT", "/v1/pes/mpi", {"allocation_rule": "$fill_up"})
+    shown = jobmatch(
+        "jobs",
+        "submit",
+        "-q",
+        "all.q@h*",
+        "--masterq",
+        "all.q@h1",
+        "--soft-queue",
+        "fast.q",
+        "--pe",
+        "mpi",
+        "--pe-slots",
+        "2",
+    )
+    assert shown.code == 0, shown.stderr
+    request = next(line for line in shown.stdout.splitlines() if line.startswith("request:"))
+    assert request.split(None, 1)[1] == (
+        "pe=mpi; queue_list=all.q@h*; master_queue_list=all.q@h1; soft_queue_list=fast.q"
+    )
+    bad = jobmatch("jobs", "submit", "-q", "all.q,,b.q")
+    assert bad.code == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("error: 422 ") and bad.stderr.count("\n") == 1
+    assert "qsub -q" in bad.stderr and "position 6" in bad.stderr

@@ -165,6 +165,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "ValuesIn": requests.ValuesSpec,
     "PeIn": requests.PeSpec,
     "QuotaSetOut": models.QuotaSet,
+    "QueueConfOut": models.QueueConf,
     "QuotaRuleOut": models.QuotaRule,
     "QuotaLimitOut": models.QuotaLimit,
     "QuotaUsageOut": models.QuotaUsage,
@@ -225,6 +226,7 @@ KEYWORD_BODIES = {
     "LoadValuesIn": "WorkerClient.report_load",
     "OutputChunkIn": "WorkerClient.append_output",
     "QuotaSetIn": "AdminClient.create_quota_set",
+    "QueueConfIn": "AdminClient.configure_queue",
     "Problem": "app.client.errors.error_for_response",
 }
 

@@ -26,6 +26,8 @@ from app.notations.flux.ranges import count_values, parse_count_string
 from app.notations.flux.requires import compile_requires
 from app.notations.flux.shape import format_shape, parse_shape_resources
 from app.notations.gridengine.attribute_table import default_table
+from app.notations.gridengine.load_thresholds import parse_load_thresholds
+from app.notations.gridengine.queue_lists import parse_queue_list
 from app.notations.gridengine.requests import parse_request_list
 from app.notations.gridengine.strings import parse_expression
 from app.notations.momotor.resources import Resources
@@ -198,3 +200,27 @@ def test_sge_request_lists(text: str) -> None:
     except NotationError:
         return
     assert parse_request_list(parsed.to_text(), TABLE) == parsed
+
+
+@HOSTILE
+@given(text_of("ab.q*?[]!|&()@, \t1-"))
+def test_grid_engine_queue_lists(text: str) -> None:
+    """qsub -q lists (sge_types(1) wc_queue_list): the canonical text parses back."""
+    try:
+        parsed = parse_queue_list(text)
+    except NotationError:
+        return
+    if parsed:
+        assert parse_queue_list(parsed.category_text()) == parsed
+        parsed.contains("all.q", "h1")
+
+
+@HOSTILE
+@given(text_of("np_load_avgmemfr=,.1GkM \t"))
+def test_grid_engine_load_thresholds(text: str) -> None:
+    """queue_conf(5) load_thresholds: the stored text parses back to the same list."""
+    try:
+        parsed = parse_load_thresholds(text, TABLE)
+    except NotationError:
+        return
+    assert parse_load_thresholds(parsed.text(), TABLE).text() == parsed.text()

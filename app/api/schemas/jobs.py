@@ -29,8 +29,16 @@ JOB_EXAMPLES: list[JsonValue] = [
         ],
         "requires": "host:node[0-3] ssd",
     },
-    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4.
-    {"hard": "h_vmem=2G,arch=lx*", "soft": "cpu=2", "pe": "mpi", "pe_slots": "2-4"},
+    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4 -q all.q,gpu.q@node*
+    # -masterq all.q.
+    {
+        "hard": "h_vmem=2G,arch=lx*",
+        "soft": "cpu=2",
+        "pe": "mpi",
+        "pe_slots": "2-4",
+        "queue_list": "all.q,gpu.q@node*",
+        "master_queue_list": "all.q",
+    },
     # debusine: a registered task and the command the worker agent runs.
     {
         "task": "sbuild",
@@ -102,6 +110,23 @@ class JobIn(BaseModel):
     pe_slots: Text | None = Field(
         default=None, max_length=64, description="slot range of the pe: n, lo-hi, -hi, lo-"
     )
+    queue_list: Text = Field(
+        default="",
+        max_length=65_536,
+        description="Grid Engine hard -q list: the queue instances that may run the job, "
+        "e.g. all.q,gpu*@node[0-9]*",
+    )
+    master_queue_list: Text = Field(
+        default="",
+        max_length=65_536,
+        description="Grid Engine -masterq list: the instances that may be a parallel job's "
+        "master queue (needs pe)",
+    )
+    soft_queue_list: Text = Field(
+        default="",
+        max_length=65_536,
+        description="Grid Engine soft -q list: instances it names are preferred",
+    )
 
     def spec(self) -> JobSpec:
         """The submission as the services take it: JobSpec has the body's fields, by name."""
@@ -130,6 +155,9 @@ class JobOut(BaseModel):
     soft: str | None = Field(description="Grid Engine soft -l list")
     pe: str | None = Field(description="Grid Engine parallel environment")
     pe_slots: str | None = Field(description="slot range of the parallel environment")
+    queue_list: str | None = Field(description="Grid Engine hard -q list as given")
+    master_queue_list: str | None = Field(description="Grid Engine -masterq list as given")
+    soft_queue_list: str | None = Field(description="Grid Engine soft -q list as given")
     submitter: str = Field(description="who submitted it: `admin` or the submitter token's subject")
     worker: str | None = Field(description="the worker it runs or ran on; null while waiting")
     failure_reason: str | None = Field(

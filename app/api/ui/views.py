@@ -145,6 +145,9 @@ def request_lines(job: Job) -> list[tuple[str, str]]:
         ("hard -l (Grid Engine)", job.hard),
         ("soft -l (Grid Engine)", job.soft),
         ("-pe (Grid Engine)", f"{job.pe} {job.pe_slots or ''}".strip() if job.pe else None),
+        ("hard -q (Grid Engine)", job.queue_list),
+        ("-masterq (Grid Engine)", job.master_queue_list),
+        ("soft -q (Grid Engine)", job.soft_queue_list),
         ("command", " ".join(json.loads(job.command)) if job.command else None),
     ]
     shown = [(label, text) for label, text in fields if text]

@@ -22,6 +22,7 @@ from app.db.models.flux import (
 from app.db.models.gridengine import (
     Attribute,
     AttributeValue,
+    CategoryQueueRef,
     CategoryRequest,
     ConsumableUsage,
     JobBooking,
@@ -44,6 +45,7 @@ __all__ = [
     "Category",
     "CategoryMisfit",
     "CategoryNodeNeed",
+    "CategoryQueueRef",
     "CategoryRequest",
     "CategoryShape",
     "CategoryTag",

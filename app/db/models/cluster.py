@@ -50,6 +50,9 @@ class Queue(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     seq_no: Mapped[int] = mapped_column(default=0)
+    #: queue_conf(5) ``load_thresholds`` as stored (``NONE``: none): an instance whose host
+    #: exceeds one is in alarm and takes no new job.
+    load_thresholds: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
 
 
 class QueueInstance(Base):

@@ -178,3 +178,29 @@ class CategoryRequest(Base):
     text: Mapped[str] = mapped_column(Text)
     number: Mapped[float | None] = mapped_column(Float, default=None)
     regex: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+#: The lists of a category's queue references: ``-q``, ``-masterq`` and ``-soft -q``.
+QUEUE_LISTS = ("hard", "master", "soft")
+
+
+class CategoryQueueRef(Base):
+    """One item of a category's ``-q``, ``-masterq`` or ``-soft -q`` list
+    (app/notations/gridengine/queue_lists.py): a cluster queue pattern and an optional
+    host pattern, each as given and compiled for SQL like a string request (the host one
+    for a lower-cased host name)."""
+
+    __tablename__ = "category_queue_refs"
+    __table_args__ = (
+        Index("ix_category_queue_refs_category", "category_id", "list"),
+        CheckConstraint("list IN ('hard', 'master', 'soft')", name="list_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    category_id: Mapped[int] = mapped_column(ForeignKey("categories.id", ondelete="CASCADE"))
+    list: Mapped[str] = mapped_column(String(8))
+    position: Mapped[int] = mapped_column(Integer)
+    queue_text: Mapped[str] = mapped_column(Text)
+    queue_regex: Mapped[str] = mapped_column(Text)
+    host_text: Mapped[str | None] = mapped_column(Text, default=None)
+    host_regex: Mapped[str | None] = mapped_column(Text, default=None)

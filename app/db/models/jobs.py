@@ -39,6 +39,11 @@ class Category(Base):
     pe: Mapped[str | None] = mapped_column(String(255), default=None)
     pe_min: Mapped[int] = mapped_column(default=1, server_default="1")
     pe_max: Mapped[int] = mapped_column(default=1, server_default="1")
+    #: Grid Engine ``-q``, ``-masterq`` and ``-soft -q`` lists in category form (items
+    #: joined by commas, ``NONE`` if empty); their items are rows of category_queue_refs.
+    queue_list: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
+    master_queue_list: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
+    soft_queue_list: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -112,6 +117,10 @@ class Job(Base):
     soft: Mapped[str | None] = mapped_column(Text, default=None)
     pe: Mapped[str | None] = mapped_column(String(255), default=None)
     pe_slots: Mapped[str | None] = mapped_column(String(64), default=None)
+    #: Grid Engine ``-q``, ``-masterq`` and ``-soft -q`` lists as given.
+    queue_list: Mapped[str | None] = mapped_column(Text, default=None)
+    master_queue_list: Mapped[str | None] = mapped_column(Text, default=None)
+    soft_queue_list: Mapped[str | None] = mapped_column(Text, default=None)
     submitter: Mapped[str] = mapped_column(String(255), default="admin")
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     worker_id: Mapped[int | None] = mapped_column(

@@ -51,6 +51,7 @@ from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError
 from app.matching.gridengine.bookings import release_bookings
 from app.matching.gridengine.decide import dispatch_on
 from app.matching.gridengine.pull import GridEnginePull
+from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.locks import worker_by_name
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
@@ -178,7 +179,12 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
             if held is None:
                 continue
             job, category = held
-            if puller.complex_cluster or category.hard != "NONE" or category.pe is not None:
+            if (
+                puller.complex_cluster
+                or category.hard != "NONE"
+                or category.pe is not None
+                or names_queues(category)
+            ):
                 # Grid Engine rules: load values and consumables now, bookings
                 # (docs/notations/gridengine.md).
                 if state is None:

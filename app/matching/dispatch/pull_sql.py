@@ -56,6 +56,7 @@ from app.matching.dispatch.record import (
     dispatched_event_values,
     record_dispatches,
 )
+from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
 
@@ -168,7 +169,7 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
         worker_fits(Category.id, _WORKER_ID, _GENERATION),
         Category.slots <= _MAX_FREE,
     ]
-    plain = and_(Category.hard == "NONE", Category.pe.is_(None))
+    plain = and_(Category.hard == "NONE", Category.pe.is_(None), names_no_queues())
     if managed:
         fit.append(
             or_(

@@ -19,7 +19,7 @@ dispatches cannot overbook; a guard that fails undoes the job's dispatch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -33,8 +33,16 @@ from app.matching.gridengine.bookings import (
     bookings_for,
     write_bookings,
 )
+from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import choose_master, master_first, slave_only
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
+from app.matching.gridengine.queue_lists import (
+    category_queue_lists,
+    instance_parts,
+    not_in_hard_list,
+    not_master_queue,
+    with_soft_queue_violations,
+)
 from app.matching.gridengine.quotas import (
     JobQuotas,
     QuotaAmount,
@@ -46,6 +54,7 @@ from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.matching.gridengine.table import prefetch_table
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.evaluator import QueueFit
+from app.notations.gridengine.queue_lists import QueueLists
 from app.notations.gridengine.requests import RequestList, parse_request_list
 
 
@@ -83,13 +92,26 @@ def decide(
     pe_limit: int = UNLIMITED,
     first_only: bool = False,
     quotas: JobQuotas | None = None,
+    queues: QueueLists | None = None,
 ) -> Decision:
     """Evaluate the queue instances (all of them, or for a sequential job without soft
     requests up to the first fit when ``first_only``) and choose an assignment; the
     resource quotas that apply, if any, cap each instance and must hold the whole
-    assignment."""
+    assignment. ``queues``: the job's ``-q``, ``-masterq`` and soft ``-q`` lists
+    (app/matching/gridengine/queue_lists.py)."""
     fits: list[tuple[QueueSlot, QueueFit]] = []
+    queues = queues or QueueLists()
     for slot in order:
+        alarm = load_alarm(state, slot)
+        if alarm is not None:
+            # Dropped before any job is matched, as 6.2u5's scheduler drops it.
+            fits.append((slot, alarm))
+            continue
+        queue, host = instance_parts(slot.name)
+        if not queues.allows(queue, host):
+            # Checked before any value, as sge_queue_match_static() does.
+            fits.append((slot, not_in_hard_list(slot.name)))
+            continue
         if first_only and state.full(slot):
             # The same verdict without evaluating three levels: late in a run most
             # instances are full, and a category scans them all before it is rejected.
@@ -102,13 +124,16 @@ def decide(
             if blocked is not None:
                 fits.append((slot, blocked))
                 continue
-        fit = state.evaluate(slot, hard, soft)
+        fit = with_soft_queue_violations(state.evaluate(slot, hard, soft), queues.soft, queue, host)
         if quotas is not None and fit.fits:
             fit = quotas.limit_fit(slot, fit)
         fits.append((slot, fit))
-        if first_only and fit.fits and pe_rule is None and not soft.requests:
+        if first_only and fit.fits and pe_rule is None and not soft.requests and not queues.soft:
             break
-    not_master = slave_only(state, fits, hard, soft) if pe_rule is not None else {}
+    not_master = _not_master(state, fits, hard, soft, queues) if pe_rule is not None else {}
+    master_only = frozenset(
+        slot.id for slot, fit in fits if fit.fits and queues.master_only(*instance_parts(slot.name))
+    )
     fitting = [(slot, fit) for slot, fit in fits if fit.fits]
     # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
     # order breaks ties (docs/notations/gridengine.md#soft-requests).
@@ -125,31 +150,75 @@ def decide(
         Offered(
             slot.id,
             slot.host,
-            _cap(fit.queue_slots) if fit.queue_slots is not None else UNLIMITED,
-            _cap(fit.host_slots) if fit.host_slots is not None else UNLIMITED,
+            # An instance only -masterq names takes the master task alone.
+            1 if slot.id in master_only else _slot_cap(fit.queue_slots),
+            _slot_cap(fit.host_slots),
         )
         for slot, fit in fitting
     ]
     limit = min(pe_limit, global_cap if global_cap is not None else UNLIMITED)
     offers = [o for o in offers if o.slots > 0]
-    assignment = spread_slots(pe_rule, offers, low, high, limit)
-    if not assignment:
+    placed = _place(pe_rule, offers, low, high, limit, not_master, master_only)
+    if placed is None:
         return _refused(fits, quotas, not_master)
+    assignment, master = placed
+    return _with_quotas(Decision(fits, assignment, master, not_master=not_master), quotas)
+
+
+def _place(
+    pe_rule: str,
+    offers: list[Offered],
+    low: int,
+    high: int,
+    limit: int,
+    not_master: Mapping[int, QueueFit],
+    master_only: frozenset[int],
+) -> tuple[dict[int, int], int] | None:
+    """The assignment of a parallel job and its master: the rule's spread, whose first
+    master-capable instance is the master; when that fails (only instances that cannot
+    be master got slots, or an instance only ``-masterq`` names got a slave task), the
+    slots are handed out again with the first instance that can be master in front and
+    the other master-only instances left out."""
     order_ids = [o.queue_instance_id for o in offers]
     capable = frozenset(q for q in order_ids if q not in not_master)
-    master = choose_master(assignment, order_ids, capable)
-    if master is None:
-        # Only instances that cannot be master got slots: hand them out again with the
-        # first instance that can be master in front.
-        reordered = master_first(order_ids, capable)
-        if reordered is None:
-            return _refused(fits, quotas, not_master)
-        by_id = {o.queue_instance_id: o for o in offers}
-        assignment = spread_slots(pe_rule, [by_id[q] for q in reordered], low, high, limit)
-        master = None if not assignment else choose_master(assignment, reordered, capable)
-        if not assignment or master is None:
-            return _refused(fits, quotas, not_master)
-    return _with_quotas(Decision(fits, assignment, master, not_master=not_master), quotas)
+    assignment = spread_slots(pe_rule, offers, low, high, limit)
+    if assignment:
+        master = choose_master(assignment, order_ids, capable)
+        if master is not None and not (set(assignment) & master_only) - {master}:
+            return assignment, master
+    reordered = master_first(order_ids, capable)
+    if reordered is None:
+        return None
+    by_id = {o.queue_instance_id: o for o in offers}
+    kept = [q for q in reordered if q == reordered[0] or q not in master_only]
+    assignment = spread_slots(pe_rule, [by_id[q] for q in kept], low, high, limit)
+    master = None if not assignment else choose_master(assignment, kept, capable)
+    if not assignment or master is None or (set(assignment) & master_only) - {master}:
+        return None
+    return assignment, master
+
+
+def _not_master(
+    state: ClusterState,
+    fits: list[tuple[QueueSlot, QueueFit]],
+    hard: RequestList,
+    soft: RequestList,
+    queues: QueueLists,
+) -> dict[int, QueueFit]:
+    """The fitting instances that may take slave tasks only, with their refusal as
+    master: a per-job consumable they cannot supply (app/matching/gridengine/master.py)
+    or no ``-masterq`` item naming them."""
+    not_master = slave_only(state, fits, hard, soft)
+    if queues.master:
+        for slot, fit in fits:
+            capable = queues.can_be_master(*instance_parts(slot.name))
+            if fit.fits and slot.id not in not_master and not capable:
+                not_master[slot.id] = not_master_queue(slot.name)
+    return not_master
+
+
+def _slot_cap(slots: int | None) -> int:
+    return UNLIMITED if slots is None else _cap(slots)
 
 
 def _refused(
@@ -269,6 +338,12 @@ class CategoryRequests(Protocol):
     def pe_min(self) -> int: ...
     @property
     def pe_max(self) -> int: ...
+    @property
+    def queue_list(self) -> str: ...
+    @property
+    def master_queue_list(self) -> str: ...
+    @property
+    def soft_queue_list(self) -> str: ...
 
 
 def plan_job(
@@ -304,6 +379,9 @@ def plan_job(
         pe_limit=limit,
         first_only=not trace,
         quotas=quotas,
+        queues=category_queue_lists(
+            category.queue_list, category.master_queue_list, category.soft_queue_list
+        ),
     )
     if decision.assignment is None or decision.master is None:
         return decision, []

@@ -31,7 +31,7 @@ from app.matching.gridengine.table import table_of_rows, table_rows
 from app.notations.gridengine.attribute_table import ComplexTable
 
 
-def _queue_rows() -> Select[int, int, int, int, str, int]:
+def _queue_rows() -> Select[int, int, int, int, str, int, str]:
     return select(
         QueueInstance.id,
         QueueInstance.worker_id,
@@ -39,6 +39,7 @@ def _queue_rows() -> Select[int, int, int, int, str, int]:
         QueueInstance.used_slots,
         Queue.name,
         Queue.seq_no,
+        Queue.load_thresholds,
     ).join(Queue, Queue.id == QueueInstance.queue_id)
 
 
@@ -151,6 +152,7 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
                 i4=QueueInstance.used_slots,
                 i5=Queue.seq_no,
                 s1=cast(Queue.name, Text()),
+                s2=Queue.load_thresholds,
             ),
         )
         .join(Queue, Queue.id == QueueInstance.queue_id)

@@ -91,6 +91,9 @@ class ClaimedJob:
     pe: str | None
     pe_min: int
     pe_max: int
+    queue_list: str = "NONE"
+    master_queue_list: str = "NONE"
+    soft_queue_list: str = "NONE"
 
 
 #: The claim's part of the state statement (see loaders.worker_row_parts).
@@ -107,6 +110,9 @@ def _claim(skip_locked: bool) -> Select[Any]:
             CATEGORIES.c.pe,
             CATEGORIES.c.pe_min,
             CATEGORIES.c.pe_max,
+            CATEGORIES.c.queue_list,
+            CATEGORIES.c.master_queue_list,
+            CATEGORIES.c.soft_queue_list,
         )
         .join_from(JOBS, CATEGORIES, CATEGORIES.c.id == JOBS.c.category_id)
         .where(JOBS.c.id == bindparam("p_job_id"), JOBS.c.state == JobState.WAITING)
@@ -140,6 +146,9 @@ def _claim_with_state(skip_locked: bool) -> CompoundSelect[Any]:
             s1=claimed.c.hard,
             s2=claimed.c.soft,
             s3=claimed.c.pe,
+            s4=claimed.c.queue_list,
+            s5=claimed.c.master_queue_list,
+            s6=claimed.c.soft_queue_list,
         ),
     )
     return union_all(*worker_row_parts(with_table=True), part)
@@ -180,7 +189,9 @@ class GridEnginePull:
             if not found:
                 return None
             row = found[0]
-            return ClaimedJob(row.i1, row.i2, row.s1, row.s2, row.s3, row.i3, row.i4)
+            return ClaimedJob(
+                row.i1, row.i2, row.s1, row.s2, row.s3, row.i3, row.i4, row.s4, row.s5, row.s6
+            )
         claimed = connection.execute(_CLAIMS[self._skip_locked], parameters).one_or_none()
         return None if claimed is None else ClaimedJob(*claimed)
 

@@ -24,6 +24,13 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   ``quota_usage`` after all jobs when the case has ``quota_sets`` (the sets as
   ``qconf -srqs`` text; ``user`` of a job is its owner): per rule and usage key, what
   running jobs hold of each limited attribute;
+* a job's ``hard_queue_list``, ``master_queue_list`` and ``soft_queue_list`` (qsub's
+  ``-q``, ``-masterq`` and ``-soft -q``; a list of wc_queue items or their text) give an
+  instance no item of ``-q`` names the ``code`` ``not_in_queue_list``, and one no item of
+  ``-masterq`` names ``"master": false`` with ``master_refusal`` code
+  ``not_in_master_queue_list``; soft ``-q`` items add to ``soft_violations``;
+* a queue instance's ``load_thresholds`` (queue_conf(5), text as ``qconf -sq`` shows it)
+  sets its cluster queue's; an instance in alarm has the ``code`` ``overloaded``;
 * ``remaining`` after all jobs: capacity minus booking of every consumable that has a
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
@@ -50,6 +57,7 @@ from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
 from app.matching.gridengine.parallel import upsert_pe
+from app.matching.gridengine.queue_conf import set_load_thresholds
 from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets, usage_lines
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import Target
@@ -75,6 +83,11 @@ def check_case(case: Mapping[str, Any]) -> None:
 
 def _request_text(pairs: Sequence[Sequence[str | None]]) -> str:
     return ",".join(f"{name}" if value is None else f"{name}={value}" for name, value in pairs)
+
+
+def _queue_list_text(items: str | Sequence[str]) -> str:
+    """A ``*_queue_list`` field: the list's text, or its items to join with commas."""
+    return items if isinstance(items, str) else ",".join(items)
 
 
 def _number(value: float) -> float | int:
@@ -114,6 +127,10 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
     for cq, seq_no in seq.items():
         session.add(Queue(name=cq, seq_no=seq_no))
     session.flush()
+    for queue in queues:
+        if "load_thresholds" in queue:
+            # A cluster queue's attribute: the last instance that gives it sets it.
+            set_load_thresholds(session, queue["name"].partition("@")[0], queue["load_thresholds"])
     specs: dict[str, list[QueueSpec]] = {host: [] for host in hosts}
     # One upsert per queue instance, so that instance ids follow the list order (the
     # queue sort's tie-break).
@@ -200,6 +217,9 @@ def _submit(
         soft=_request_text(spec.get("soft", [])),
         pe=pe_name,
         pe_slots=pe_slots,
+        queue_list=_queue_list_text(spec.get("hard_queue_list", [])),
+        master_queue_list=_queue_list_text(spec.get("master_queue_list", [])),
+        soft_queue_list=_queue_list_text(spec.get("soft_queue_list", [])),
     )
     savepoint = session.begin_nested()
     try:

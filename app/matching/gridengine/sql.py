@@ -24,7 +24,8 @@ Reason codes (added to app/matching/misfits.py):
 ==========  ============================================================================
 sge-global  the global host rejects the job: no worker can take it
 sge-host    the worker (execution host) rejects it
-sge-queue   every queue instance of the worker rejects it (or it has none)
+sge-queue   every queue instance of the worker rejects it (or it has none), by its
+            values or by the job's ``-q`` list
 ==========  ============================================================================
 
 Numeric load values are left out: they change all the time and are checked at dispatch
@@ -63,6 +64,7 @@ from app.db.models import (
     Worker,
 )
 from app.matching import reasons
+from app.matching.gridengine.queue_lists import allowed_instance
 from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 from app.notations.quantities import ValueType
 
@@ -253,7 +255,7 @@ def _no_value(
 def fitting_queue_hosts(kind: str) -> Select[int, int]:
     """(category id, worker id) pairs where some queue instance of the worker passes its
     own level and knows every hard request somewhere (global, host or itself), with
-    enough slots."""
+    enough slots, and may take the category's jobs by their ``-q``/``-masterq`` lists."""
     c, qi = aliased(Category), aliased(QueueInstance)
     rejected = rejected_objects(kind, "queue_instance").subquery()
     cr, a = aliased(CategoryRequest), aliased(Attribute)
@@ -277,6 +279,7 @@ def fitting_queue_hosts(kind: str) -> Select[int, int]:
     return select(c.id, qi.worker_id).where(
         qi.slots >= c.slots,
         *narrow,
+        allowed_instance(c, qi),
         tuple_(c.id, qi.id).not_in(select(rejected.c.category_id, rejected.c.object_key)),
         not_(unknown),
     )

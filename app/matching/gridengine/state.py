@@ -51,6 +51,8 @@ class QueueSlot:
     seq_no: int
     #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
     capacity: int = 0
+    #: Its cluster queue's ``load_thresholds`` as stored (``NONE``: none).
+    thresholds: str = "NONE"
     #: The verdict on this instance when it is full (immutable, made once: a run's
     #: rejected categories scan every full instance).
     _full: QueueFit | None = field(default=None, repr=False, compare=False)
@@ -367,7 +369,14 @@ class _StateBuilder:
         }
 
     def add_queue(
-        self, qi_id: int, worker_id: int, capacity: int, used_slots: int, queue: str, seq_no: int
+        self,
+        qi_id: int,
+        worker_id: int,
+        capacity: int,
+        used_slots: int,
+        queue: str,
+        seq_no: int,
+        thresholds: str = "NONE",
     ) -> None:
         host = self.names[worker_id]
         name = f"{queue}@{host}"
@@ -375,7 +384,7 @@ class _StateBuilder:
         qi_state.builtin["slots"] = str(capacity)
         qi_state.used["slots"] = float(used_slots)
         self.queues[qi_id] = qi_state
-        self.slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity)
+        self.slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity, thresholds)
 
     def add_value(self, level: str, key: int, kind: str, text: str, name: str) -> None:
         target = self.objects[level].get(key)
@@ -412,7 +421,7 @@ def state_of_rows(
     for row in rows:
         part = row[0]
         if part == 0:
-            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5])
+            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5], row[9])
         elif part == 1:
             values.append(row)
         elif part == 2:

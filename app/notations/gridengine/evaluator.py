@@ -116,6 +116,12 @@ class FitCode(enum.Enum):
     EXCLUSIVE_IN_USE = "exclusive_in_use"
     #: A resource quota set's limit leaves the job nothing here (sge_resource_quota(5)).
     QUOTA_EXCEEDED = "quota_exceeded"
+    #: No item of the job's hard queue list (``-q``) names the instance (qsub(1)).
+    NOT_IN_QUEUE_LIST = "not_in_queue_list"
+    #: No item of the job's ``-masterq`` list names the instance: slave tasks only.
+    NOT_IN_MASTER_QUEUE_LIST = "not_in_master_queue_list"
+    #: A threshold of the queue's ``load_thresholds`` is exceeded (queue_conf(5)).
+    OVERLOADED = "overloaded"
 
 
 @dataclass(frozen=True)

@@ -284,3 +284,27 @@ def test_a_what_if_pasted_in_the_form_shows_its_answer_and_stores_nothing(
     expect(page.locator("#whatif-problems")).to_contain_text("no worker named 'ghost'")
     screens.take(page, "whatif-refused")
     context.close()
+
+
+def test_a_job_page_shows_its_queue_lists_and_why_other_queues_cannot_run_it(
+    browser: Browser, server: LiveServer, tmp_path: Path
+) -> None:
+    """qsub(1) -q and -soft -q on the job page, with qstat -j's words for an instance
+    outside the -q list (MSG_SCHEDD_INFO_NOTINHARDQUEUELST_S of Grid Engine 6.2u5)."""
+    status, job = server.request(
+        "POST", "/v1/jobs", {"queue_list": "nosuch.q@*", "soft_queue_list": "fast.q"}
+    )
+    assert status == 201 and job["state"] == "waiting", job
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    _sign_in(page, server, ADMIN)
+    page.goto(f"{server.base_url}/ui/jobs/{job['id']}")
+    expect(page.locator("#request")).to_contain_text("hard -q (Grid Engine)")
+    expect(page.locator("#request")).to_contain_text("nosuch.q@*")
+    expect(page.locator("#request")).to_contain_text("soft -q (Grid Engine)")
+    expect(page.locator("#scheduling-info")).to_contain_text(
+        'cannot run in queue "default@java-box" because it is not contained in its hard '
+        "queue list (-q)"
+    )
+    Screens(tmp_path).take(page, "job-queue-lists")
+    context.close()

@@ -1,8 +1,10 @@
 """Issue 24's Grid Engine scenarios on both databases: the cases of fidelity.jsonl (the
-scenario format's EXCL and failed-job fields) and job_consumables.jsonl (``complex(5)``:
-JOB consumables on the master queue only) run through the engine on SQLite and
-PostgreSQL, and a scheduling run without tracing (the SQL misfit cache's path) places the
-parallel JOB consumable job with a slave-only queue as the traced run does."""
+scenario format's EXCL and failed-job fields), job_consumables.jsonl (``complex(5)``: JOB
+consumables on the master queue only), queue_lists.jsonl (``qsub -q``, ``-masterq``,
+``-soft -q``) and load_thresholds.jsonl (queue_conf(5) ``load_thresholds``) run through
+the engine on SQLite and PostgreSQL, and a scheduling run without tracing (the SQL misfit
+cache's path) places the parallel JOB consumable job with a slave-only queue as the
+traced run does."""
 
 from __future__ import annotations
 
@@ -23,7 +25,12 @@ from app.matching.scenarios.run import read_scenarios
 pytestmark = pytest.mark.db
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "sge"
-FILES = ("fidelity.jsonl", "job_consumables.jsonl")
+FILES = (
+    "fidelity.jsonl",
+    "job_consumables.jsonl",
+    "queue_lists.jsonl",
+    "load_thresholds.jsonl",
+)
 CASES = [case for name in FILES for case in read_scenarios(SCENARIOS / name)]
 
 

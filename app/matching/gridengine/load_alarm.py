@@ -1,0 +1,110 @@
+"""Queue instances in load alarm: a threshold of the queue's ``load_thresholds`` exceeded
+by its host's load values (docs/notations/gridengine.md#load-thresholds).
+
+Grid Engine 6.2u5 drops such an instance before it matches any job
+(``sge_load_alarm()`` and ``load_check_alarm()`` in source/libs/sched/sge_select_queue.c)
+and says so in ``qstat -j``: ``queue instance "all.q@h1" dropped because it is
+overloaded: np_load_avg=1.500000 (no load adjustment) >= 1.0``
+(MSG_SCHEDD_INFO_QUEUEOVERLOADED_SS and MSG_SCHEDD_WHYEXCEEDFLOATVALUE_SFSSS). The load
+value is the host's, else the global host's. Load values change by the minute, so the
+check is made at dispatch, never in the misfit cache.
+
+A host that reports ``load_avg`` (``load_short``, ...) and ``num_proc`` but no ``np_``
+variant gets it computed as Grid Engine's execution daemon reports it: the load divided by
+the processors. Not modelled: load adjustments (``job_load_adjustments`` and
+``load_adjustment_decay_time`` of sched_conf(5)), so the load is taken as reported; and a
+threshold without a load value at the host or global level is not checked (6.2u5 puts the
+instance in alarm, "no value for complex attribute").
+"""
+
+from __future__ import annotations
+
+from app.matching.gridengine.state import ClusterState, ObjectState, QueueSlot
+from app.notations.errors import NotationError
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import ComplexDefinition
+from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
+from app.notations.gridengine.load_thresholds import LoadThresholds, parse_load_thresholds
+from app.notations.gridengine.values import parse_value
+
+__all__ = ["load_alarm"]
+
+_PARSED: dict[tuple[int, str], tuple[ComplexTable, LoadThresholds | str]] = {}
+
+
+def _thresholds(table: ComplexTable, text: str) -> LoadThresholds | str:
+    """The stored thresholds parsed against the current table (memoised per table), or
+    the reason they no longer parse (an attribute removed or changed since)."""
+    key = (id(table), text)
+    known = _PARSED.get(key)
+    if known is None or known[0] is not table:
+        if len(_PARSED) > 4096:
+            _PARSED.clear()
+        parsed: LoadThresholds | str
+        try:
+            parsed = parse_load_thresholds(text, table)
+        except NotationError as error:
+            parsed = f"invalid threshold {text!r}: {error.message}"
+        known = _PARSED[key] = (table, parsed)
+    return known[1]
+
+
+def _number(definition: ComplexDefinition, text: str) -> float | None:
+    try:
+        value = parse_value(definition, text, role="load")
+    except NotationError:
+        return None
+    return value if isinstance(value, float) else None
+
+
+def _load(
+    table: ComplexTable, objects: tuple[ObjectState, ...], definition: ComplexDefinition
+) -> tuple[float, str] | None:
+    """The load value the threshold is compared with, and how it was found: the host's,
+    else the global host's; an ``np_`` value computed from the plain one and
+    ``num_proc`` where it was not reported."""
+    for obj in objects:
+        text = obj.load_values.get(definition.name)
+        if text is not None:
+            value = _number(definition, text)
+            return None if value is None else (value, "no load adjustment")
+    base = table.lookup(definition.name[3:]) if definition.name.startswith("np_") else None
+    if base is None:
+        return None
+    for obj in objects:
+        plain, processors = obj.load_values.get(base.name), obj.load_values.get("num_proc")
+        if plain is None or processors is None:
+            continue
+        load, count = _number(base, plain), _number(table["num_proc"], processors)
+        if load is None or count is None or count < 1:
+            return None
+        return load / count, f"= {base.name} {load:f} / {int(count)} processors"
+    return None
+
+
+def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
+    """The instance's refusal when its queue's thresholds put it in alarm, else None."""
+    if slot.thresholds == "NONE":
+        return None
+    thresholds = _thresholds(state.table, slot.thresholds)
+    reason: str | None = thresholds if isinstance(thresholds, str) else None
+    attribute = None
+    if isinstance(thresholds, LoadThresholds):
+        objects = (state.hosts[slot.worker_id], state.global_host)
+        for threshold in thresholds:
+            found = _load(state.table, objects, threshold.definition)
+            if found is not None and threshold.exceeded(found[0]):
+                attribute = threshold.definition.name
+                relop = threshold.definition.relop.value
+                reason = f"{attribute}={found[0]:f} ({found[1]}) {relop} {threshold.text}"
+                break
+    if reason is None:
+        return None
+    return QueueFit(
+        slot.name,
+        False,
+        Level.QUEUE,
+        FitCode.OVERLOADED,
+        attribute,
+        f'queue instance "{slot.name}" dropped because it is overloaded: {reason}',
+    )
