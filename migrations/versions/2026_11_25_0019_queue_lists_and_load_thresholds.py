@@ -1,7 +1,7 @@
 """categories and jobs: Grid Engine -q, -masterq and -soft -q lists; category_queue_refs;
 queues: load_thresholds
 
-Revision ID: 0019_i24_queues
+Revision ID: 0019
 Revises: 0018
 Create Date: 2026-11-25
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0019_i24_queues"
+revision: str = "0019"
 down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
