@@ -158,14 +158,14 @@ def finish_slots_only(
     }
     one_statement = dialect.supports_writing_ctes(session.connection())
     if one_statement:
-        job: Job | None = session.execute(
+        ended: Job | None = session.execute(
             _END_IN_ONE[failed],
             {**ending, "p_worker": worker_name, "p_detail": reason},
             execution_options={"populate_existing": True},
         ).scalar_one_or_none()
-        if job is not None:
-            return job
-    job = session.execute(
+        if ended is not None:
+            return ended
+    job: Job | None = session.execute(
         _END[failed], ending, execution_options={"populate_existing": True}
     ).scalar_one_or_none()
     if job is None:

@@ -141,6 +141,11 @@ def _note_dispatch(session: Session, job: Job, worker_name: str, now: datetime) 
 def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:
     if not puller.active or puller.max_free <= 0:
         return None
+    if not puller.complex_cluster:
+        # The common pull in one statement (PostgreSQL); the loop below is the general way.
+        best = pull_sql.take_best_plain(session, puller, now, HEADS_PER_ROUND)
+        if best.decided:
+            return best.job
     plugins = _PluginVerdicts(session, puller.id)
     skipped: set[int] = set()
     state: ClusterState | None = None
