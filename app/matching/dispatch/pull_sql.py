@@ -40,7 +40,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.db import dialect
+from app.db import dialect, notify
 from app.db.base import utcnow
 from app.db.models import (
     AttributeValue,
@@ -58,6 +58,7 @@ from app.matching.allocation import coarse_filter
 from app.matching.dispatch.record import Dispatch, record_dispatches
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
+from app.matching.wakeups import TAKEN, job_taken
 
 
 @dataclass(frozen=True)
@@ -339,8 +340,13 @@ def _claim_and_start_pg(claim: Update, heads: Any = None) -> Select[Any]:
     COMMITTED reads with a fresh snapshot per statement. The booking still checks
     ``used_slots``; when it finds no room, nothing is allocated or recorded and the
     caller puts the claimed job back. With ``heads`` (a scalar subquery), the answer is
-    one row even when nothing was claimed, with that value in its column ``heads``."""
-    claimed = claim.cte("claimed")
+    one row even when nothing was claimed, with that value in its column ``heads``, and
+    the statement announces the job taken itself (``pg_notify``, sent at the commit), in
+    the round trip it makes anyway."""
+    # Short names ("cj", the claimed job): psycopg parses a statement's text again on every
+    # execution once it is over 4,096 characters, and the claimed row's columns are named
+    # twice over (RETURNING and the answer).
+    claimed = claim.cte("cj")
     booked = book_room_statement(select(claimed.c.slots).scalar_subquery()).cte("booked")
     both = claimed.join(booked, true())
     allocate = insert(ALLOCATIONS).from_select(
@@ -358,15 +364,25 @@ def _claim_and_start_pg(claim: Update, heads: Any = None) -> Select[Any]:
         ).select_from(both),
     )
     columns = [*claimed.c, booked.c.id.label("booked_queue_instance")]
-    frame: Any = claimed
+    frame: Any = claimed.outerjoin(booked, true())
     if heads is not None:
         found = select(heads.label("heads")).subquery("found")
-        columns.append(found.c.heads)
-        frame = found.outerjoin(claimed, true())
+        # A SELECT in WITH runs only when read: the answer reads it.
+        announced = (
+            select(
+                notify.notify_column(
+                    literal(TAKEN, String) + sql_cast(claimed.c.category_id, String)
+                )
+            )
+            .select_from(both)
+            .cte("ann")
+        )
+        columns += [found.c.heads, *announced.c]
+        frame = (
+            found.outerjoin(claimed, true()).outerjoin(booked, true()).outerjoin(announced, true())
+        )
     return (
-        select(*columns)
-        .select_from(frame.outerjoin(booked, true()))
-        .add_cte(allocate.cte("allocate"), record.cte("record"))
+        select(*columns).select_from(frame).add_cte(allocate.cte("allocate"), record.cte("record"))
     )
 
 
@@ -394,7 +410,7 @@ def _take_best(managed: bool) -> Any:
     (tests/matching/debusine/test_registry.py has a plug-in refuse the better head). The
     ``heads`` column says how many heads there were, so that an empty answer needs no
     second query."""
-    candidates = _cached_heads(True, managed, False).cte("candidates")
+    candidates = _cached_heads(True, managed, False).cte("heads")
     needs_more = (
         select(candidates.c.id)
         .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
@@ -455,6 +471,7 @@ def take_best_plain(session: Session, puller: Puller, now: datetime, limit: int)
         session.execute(_UNCLAIM, {"p_job_id": job.id})
         session.expire(job)
         return Taken(decided=True)
+    notify.sent_by_statement(session, job_taken(job.category_id))
     return Taken(decided=True, job=job)
 
 
