@@ -15,10 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, literal, select, update
+from sqlalchemy import String, bindparam, exists, func, literal, select, true, update
 from sqlalchemy.orm import Session
 
-from app.db import dialect
+from app.db import dialect, notify
 from app.db.models import (
     InventoryBooking,
     Job,
@@ -36,6 +36,7 @@ from app.matching.dispatch.finish_parts import (
 )
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
+from app.matching.wakeups import room_changed
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")
@@ -123,8 +124,18 @@ def _end_in_one(failed: bool) -> Any:
     kind = JobEventKind.FAILED if failed else JobEventKind.FINISHED
     give_back = give_back_slots(select(ended.c.id).scalar_subquery(), _NOW)
     record = record_end_of(ended, _NOW, literal(kind, JOB_EVENTS.c.kind.type))
+    # The worker's room changed: announced here, in the round trip this statement makes
+    # anyway (sent at the commit, as every notification); a SELECT in WITH runs only when
+    # the answer reads it.
+    announced = (
+        select(notify.notify_column(bindparam("p_announce", type_=String)))
+        .select_from(ended)
+        .cte("announced")
+    )
     return select(Job).from_statement(
-        select(*ended.c).add_cte(give_back.cte("give_back"), record.cte("record"))
+        select(*ended.c, *announced.c)
+        .select_from(ended.outerjoin(announced, true()))
+        .add_cte(give_back.cte("give_back"), record.cte("record"))
     )
 
 
@@ -158,12 +169,14 @@ def finish_slots_only(
     }
     one_statement = dialect.supports_writing_ctes(session.connection())
     if one_statement:
+        room = room_changed(locked[0])
         ended: Job | None = session.execute(
             _END_IN_ONE[failed],
-            {**ending, "p_worker": worker_name, "p_detail": reason},
+            {**ending, "p_worker": worker_name, "p_detail": reason, "p_announce": room},
             execution_options={"populate_existing": True},
         ).scalar_one_or_none()
         if ended is not None:
+            notify.sent_by_statement(session, room)
             return ended
     job: Job | None = session.execute(
         _END[failed], ending, execution_options={"populate_existing": True}

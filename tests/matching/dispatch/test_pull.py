@@ -10,6 +10,7 @@ from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
 from app.matching.dispatch import pull as dispatch
 from app.matching.workers import QueueSpec
+from tests.support.announcements import listening
 from tests.support.pulls import add_worker, pull_job, submit_job
 from tests.support.statements import statements_sent
 
@@ -139,31 +140,11 @@ def test_a_plain_pull_is_two_statements_on_postgresql(database: Database) -> Non
         assert session.scalar(select(QueueInstance.used_slots)) == 2
     # The statement announced the job taken itself: every listening process hears it once
     # the pull commits, and the commit sent no pg_notify of its own.
-    expected, payloads = _pull_heard(database)
-    assert expected in payloads
-
-
-def _pull_heard(database: Database) -> tuple[str, list[str]]:
-    """One more plain pull of worker "w", with a listener on: the announcement it should
-    make (its category taken) and the tokens the listener heard."""
-    import time
-
-    from app.db import notify
-
-    payloads: list[str] = []
-    listener = notify.PostgresListener(database.engine, payloads.append)
-    listener.start()
-    try:
-        add_worker(database, "w", slots=3)
-        submit_job(database, "a: ?x")
+    add_worker(database, "w", slots=3)
+    submit_job(database, "a: ?x")
+    with listening(database.engine) as heard:
         with database.transaction() as session, statements_sent(database.engine) as sent:
             job = dispatch.pull(session, "w")
-            assert job is not None
-        assert not any("pg_notify(%(channel)s" in statement for statement in sent)
-        expected = f"t{job.category_id}"
-        deadline = time.monotonic() + 10
-        while expected not in " ".join(payloads).split() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        listener.stop()
-    return expected, " ".join(payloads).split()
+        assert job is not None
+        assert heard.wait_for(f"t{job.category_id}")
+    assert not any("pg_notify(%(channel)s" in statement for statement in sent)
