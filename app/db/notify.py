@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
-from sqlalchemy import text
+from sqlalchemy import func, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "jobmatch_work"
 #: Where a session keeps the announcements of its transaction until it commits.
 PENDING_KEY = "jobmatch.announcements"
+#: Where it keeps those that a statement of the transaction already sent itself.
+SENT_KEY = "jobmatch.announcements.sent"
 #: PostgreSQL refuses notification payloads of 8,000 bytes or more; a transaction that
 #: announced more sends :data:`EVERYTHING` instead.
 MAX_PAYLOAD = 7_900
@@ -54,6 +56,20 @@ def announce(session: Session, *tokens: str) -> None:
     pending.update(tokens)
 
 
+def notify_column(payload: Any) -> Any:
+    """``pg_notify`` of ``payload`` (an SQL expression) on :data:`CHANNEL`, to embed in a
+    statement that then announces by itself, in the round trip it makes anyway; the
+    caller says so with :func:`sent_by_statement`."""
+    return func.pg_notify(CHANNEL, payload)
+
+
+def sent_by_statement(session: Session, *tokens: str) -> None:
+    """A statement of this transaction sent these tokens itself (:func:`notify_column`):
+    the commit sends them no second time. Like any notification they are delivered when,
+    and only if, the transaction commits."""
+    session.info.setdefault(SENT_KEY, set()).update(tokens)
+
+
 def payload_of(tokens: Iterable[str]) -> str:
     """The tokens as one payload (space separated, sorted), or :data:`EVERYTHING` when they
     would not fit in one notification."""
@@ -65,9 +81,11 @@ def send_pending(session: Session) -> None:
     """Before the commit: on PostgreSQL, send the transaction's announcements as one
     notification (delivered when, and only if, the transaction commits)."""
     pending: set[str] | None = session.info.get(PENDING_KEY)
+    sent: set[str] = session.info.pop(SENT_KEY, set())
     if not pending or not dialect.notifies_across_processes(session.connection()):
         return
-    session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload_of(pending)})
+    if pending - sent:
+        session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload_of(pending - sent)})
     pending.clear()
 
 
@@ -75,12 +93,14 @@ def take_committed(session: Session) -> str | None:
     """After the commit: the announcements that are still to deliver in this process (on
     SQLite; PostgreSQL sent them), as one payload, and forget them."""
     pending: set[str] | None = session.info.pop(PENDING_KEY, None)
+    session.info.pop(SENT_KEY, None)
     return payload_of(pending) if pending else None
 
 
 def forget_pending(session: Session) -> None:
     """After a rollback: nothing happened, nothing is announced."""
     session.info.pop(PENDING_KEY, None)
+    session.info.pop(SENT_KEY, None)
 
 
 Deliver = Callable[[str], None]

@@ -54,12 +54,16 @@ def withheld(session: Session) -> Iterator[None]:
     """Announcements made in the block are dropped when it ends: what it did was rolled
     back (a what-if's savepoint, app/matching/whatif/), so no waiter should look again.
     Those made before the block are kept."""
-    pending = session.info.get(notify.PENDING_KEY)
-    kept = set(pending) if pending is not None else None
+    kept = {
+        key: set(session.info[key])
+        for key in (notify.PENDING_KEY, notify.SENT_KEY)
+        if key in session.info
+    }
     try:
         yield
     finally:
-        if kept is None:
-            session.info.pop(notify.PENDING_KEY, None)
-        else:
-            session.info[notify.PENDING_KEY] = kept
+        for key in (notify.PENDING_KEY, notify.SENT_KEY):
+            if key in kept:
+                session.info[key] = kept[key]
+            else:
+                session.info.pop(key, None)

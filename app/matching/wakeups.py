@@ -65,9 +65,13 @@ def worker_changed(worker_id: int) -> str:
     return f"w{worker_id}"
 
 
+#: The prefix of :func:`job_taken`, for a statement that announces it itself.
+TAKEN = "t"
+
+
 def job_taken(category_id: int) -> str:
     """The announcement that a pull took a job of the category."""
-    return f"t{category_id}"
+    return f"{TAKEN}{category_id}"
 
 
 def room_changed(worker_id: int) -> str:

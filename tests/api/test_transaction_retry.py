@@ -203,15 +203,19 @@ def test_a_locked_sqlite_database_is_waited_out(
 
 
 def _waiting_on_a_lock(database: Database, table: str) -> bool:
+    """Whether a backend waits for a row of ``table``: it holds (or waits for) the row's
+    tuple lock while it waits for the holder's transaction. Asked of pg_locks, not of the
+    statement's text: pg_stat_activity keeps only its first 1,024 bytes, and the pull
+    books inside a long WITH on PostgreSQL."""
     with database.engine.connect() as connection:
         return bool(
             connection.scalar(
                 text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND datname = current_database() AND query ILIKE :pattern"
+                    "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid"
+                    " WHERE a.wait_event_type = 'Lock' AND a.datname = current_database()"
+                    " AND l.locktype = 'tuple' AND l.relation = CAST(:table AS regclass)"
                 ),
-                # Anywhere in the statement: the pull books inside a WITH on PostgreSQL.
-                {"pattern": f"%UPDATE {table}%"},
+                {"table": table},
             )
         )
 

@@ -57,10 +57,21 @@ def give_back_slots(job: Any, now: Any) -> Any:
 def record_end(job: Any, now: Any, kind: Any) -> Any:
     """The INSERT of the job's history event ``kind`` (finished or failed), with the
     reporting worker (``p_worker``) and its reason (``p_detail``)."""
-    return insert(JOB_EVENTS).values(
-        job_id=job,
-        kind=kind,
-        worker=bindparam("p_worker"),
-        detail=bindparam("p_detail"),
-        at=now,
-    )
+    return insert(JOB_EVENTS).values(_event_values(job, now, kind))
+
+
+def record_end_of(ended: Any, now: Any, kind: Any) -> Any:
+    """:func:`record_end` for each job of ``ended`` (a CTE of ended jobs): no row when it
+    ended none, so a statement whose end was conditional records nothing either."""
+    values = _event_values(ended.c.id, now, kind)
+    return insert(JOB_EVENTS).from_select(list(values), select(*values.values()))
+
+
+def _event_values(job: Any, now: Any, kind: Any) -> dict[str, Any]:
+    return {
+        "job_id": job,
+        "kind": kind,
+        "worker": bindparam("p_worker", type_=JOB_EVENTS.c.worker.type),
+        "detail": bindparam("p_detail", type_=JOB_EVENTS.c.detail.type),
+        "at": now,
+    }

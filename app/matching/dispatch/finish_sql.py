@@ -2,7 +2,8 @@
 
 Most jobs end holding only queue-instance slots (and sometimes Grid Engine consumables):
 such an end is a handful of UPDATEs, which ``dispatch.finish`` used to run through ORM
-objects and a flush, about fourteen statements in all. Here it is five or six. The same
+objects and a flush, about fourteen statements in all. Here it is two on PostgreSQL (the
+worker's lock, then one statement of data-modifying CTEs) and five or six on SQLite. The same
 lock order holds as everywhere: the worker, then the job, then its queue instances, then
 consumables. A job that holds vertices (which may sit on other workers, whose rows must
 be locked first), an unknown worker, or a job that is not running on this worker goes the
@@ -14,10 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy import String, bindparam, exists, func, literal, select, true, update
 from sqlalchemy.orm import Session
 
-from app.db import dialect
+from app.db import dialect, notify
 from app.db.models import (
     InventoryBooking,
     Job,
@@ -26,10 +27,16 @@ from app.db.models import (
     JobState,
     QuotaBooking,
 )
-from app.db.tables import ALLOCATIONS, JOBS, QUEUE_INSTANCES, WORKERS
-from app.matching.dispatch.finish_parts import end_values, give_back_slots, record_end
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.matching.dispatch.finish_parts import (
+    end_values,
+    give_back_slots,
+    record_end,
+    record_end_of,
+)
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
+from app.matching.wakeups import room_changed
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")
@@ -92,6 +99,49 @@ _END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
 _RECORD = record_end(_JOB, _NOW, bindparam("p_kind"))
 
 
+def _end_in_one(failed: bool) -> Any:
+    """PostgreSQL: the job's end, its slots given back and its event recorded in one
+    statement of data-modifying CTEs, for a job that holds slots only.
+
+    It runs after :data:`_LOCK_WORKER`, in a statement of its own: under READ COMMITTED a
+    statement reads with a snapshot taken when it starts, so a lock taken inside this
+    statement would leave the rest reading what was there before the lock was granted
+    (a pull of this worker that committed meanwhile would go unseen). Taken by the
+    statement before, the lock precedes this snapshot, and every writer of this worker's
+    running jobs, allocations and queue instances holds it: what this statement reads
+    of them is final. The job ends only when it holds no vertices, consumables or quota
+    bookings (those are given back by the steps of :func:`finish_slots_only` and
+    finish_pg.py); then no row comes back and those steps decide, nothing changed."""
+    ended = (
+        _end(failed)
+        .where(
+            ~_holds_vertices(),
+            ~exists().where(JobBooking.job_id == _JOB),
+            ~exists().where(QuotaBooking.job_id == _JOB),
+        )
+        .cte("ended")
+    )
+    kind = JobEventKind.FAILED if failed else JobEventKind.FINISHED
+    give_back = give_back_slots(select(ended.c.id).scalar_subquery(), _NOW)
+    record = record_end_of(ended, _NOW, literal(kind, JOB_EVENTS.c.kind.type))
+    # The worker's room changed: announced here, in the round trip this statement makes
+    # anyway (sent at the commit, as every notification); a SELECT in WITH runs only when
+    # the answer reads it.
+    announced = (
+        select(notify.notify_column(bindparam("p_announce", type_=String)))
+        .select_from(ended)
+        .cte("announced")
+    )
+    return select(Job).from_statement(
+        select(*ended.c, *announced.c)
+        .select_from(ended.outerjoin(announced, true()))
+        .add_cte(give_back.cte("give_back"), record.cte("record"))
+    )
+
+
+_END_IN_ONE = {failed: _end_in_one(failed) for failed in (False, True)}
+
+
 def finish_slots_only(
     session: Session,
     job_id: int,
@@ -109,18 +159,27 @@ def finish_slots_only(
     locked = row.one_or_none()
     if locked is None or locked[1]:
         return None
-    worker_id = locked[0]
+    ending = {
+        "p_job_id": job_id,
+        "p_worker_id": locked[0],
+        "p_now": now,
+        "p_exit_code": exit_code,
+        "p_output": output,
+        "p_reason": reason or "the worker reported failure",
+    }
+    one_statement = dialect.supports_writing_ctes(session.connection())
+    if one_statement:
+        room = room_changed(locked[0])
+        ended: Job | None = session.execute(
+            _END_IN_ONE[failed],
+            {**ending, "p_worker": worker_name, "p_detail": reason, "p_announce": room},
+            execution_options={"populate_existing": True},
+        ).scalar_one_or_none()
+        if ended is not None:
+            notify.sent_by_statement(session, room)
+            return ended
     job: Job | None = session.execute(
-        _END[failed],
-        {
-            "p_job_id": job_id,
-            "p_worker_id": worker_id,
-            "p_now": now,
-            "p_exit_code": exit_code,
-            "p_output": output,
-            "p_reason": reason or "the worker reported failure",
-        },
-        execution_options={"populate_existing": True},
+        _END[failed], ending, execution_options={"populate_existing": True}
     ).scalar_one_or_none()
     if job is None:
         return None
@@ -128,7 +187,7 @@ def finish_slots_only(
     if holds_vertices:
         # Dispatched again (with vertices) between the two statements above.
         raise ConflictError(f"job {job_id} started while it was being finished; retry")
-    if dialect.supports_writing_ctes(session.connection()):
+    if one_statement:
         session.execute(_RELEASE_IN_ONE, {"p_job_id": job_id, "p_now": now})
     else:
         session.execute(_GIVE_BACK_SLOTS, {"p_job_id": job_id})

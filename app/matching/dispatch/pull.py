@@ -58,8 +58,7 @@ from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
 
-#: How many heads one pull considers before giving up on a round (others may hold them).
-HEADS_PER_ROUND = 8
+HEADS_PER_ROUND = pull_sql.HEADS_PER_ROUND
 ROUNDS = 3
 
 
@@ -142,6 +141,11 @@ def _note_dispatch(session: Session, job: Job, worker_name: str, now: datetime) 
 def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:
     if not puller.active or puller.max_free <= 0:
         return None
+    if not puller.complex_cluster:
+        # The common pull in one statement (PostgreSQL); the loop below is the general way.
+        best = pull_sql.take_best_plain(session, puller, now)
+        if best.decided:
+            return best.job
     plugins = _PluginVerdicts(session, puller.id)
     skipped: set[int] = set()
     state: ClusterState | None = None

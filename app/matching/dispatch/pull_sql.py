@@ -23,20 +23,24 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Select,
+    String,
     Update,
     and_,
     bindparam,
     func,
     insert,
+    literal,
+    literal_column,
     or_,
     select,
     true,
     update,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.db import dialect
+from app.db import dialect, notify
 from app.db.base import utcnow
 from app.db.models import (
     AttributeValue,
@@ -59,6 +63,7 @@ from app.matching.dispatch.record import (
 from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING, book_room_statement
+from app.matching.wakeups import TAKEN, job_taken
 
 
 @dataclass(frozen=True)
@@ -161,10 +166,18 @@ _WORKER_ID: Any = bindparam("p_worker_id")
 _GENERATION: Any = bindparam("p_generation")
 _MAX_FREE: Any = bindparam("p_max_free")
 _LIMIT: Any = bindparam("p_limit")
+#: How many heads one pull considers before giving up on a round (others may hold them).
+HEADS_PER_ROUND = 8
+#: LIMIT 1 in the text, not a bound parameter: a generic plan guesses a tenth of the rows
+#: for LIMIT $n (4,000 of 40,000 waiting jobs per category), which made every generic
+#: plan of the heads look dearer than a custom one.
+_ONE: Any = literal_column("1")
 _REFUSED: Any = bindparam("p_refused", expanding=True)
 
 
-def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int | None, bool]:
+def _heads(
+    skip_locked: bool, managed: bool, refusals: bool, limit: Any = _LIMIT
+) -> Select[int, int | None, bool]:
     fit: list[ColumnElement[bool]] = [
         worker_fits(Category.id, _WORKER_ID, _GENERATION),
         Category.slots <= _MAX_FREE,
@@ -199,7 +212,7 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             select(Job.id, Job.priority, Job.submitted_at)
             .where(Job.category_id == Category.id, Job.state == WAITING)
             .order_by(*order)
-            .limit(1)
+            .limit(_ONE)
             .lateral("first")
         )
         best = (
@@ -209,14 +222,14 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
             .where(*fit)
             .order_by(first.c.priority.desc(), first.c.submitted_at, first.c.id)
-            .limit(_LIMIT)
+            .limit(limit)
             .subquery("best")
         )
         head = (
             select(Job.id, Job.priority, Job.submitted_at)
             .where(Job.category_id == best.c.category_id, Job.state == WAITING)
             .order_by(*order)
-            .limit(_LIMIT)
+            .limit(limit)
             .lateral("head")
         )
         return (
@@ -224,7 +237,7 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
             .select_from(best)
             .join(head, true())
             .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
-            .limit(_LIMIT)
+            .limit(limit)
         )
     head_id = (
         select(Job.id)
@@ -244,7 +257,7 @@ def _heads(skip_locked: bool, managed: bool, refusals: bool) -> Select[int, int 
         select(Job.id, heads.c.task_id, heads.c.plain)
         .join(heads, Job.id == heads.c.job_id)
         .order_by(*order)
-        .limit(_LIMIT)
+        .limit(limit)
     )
 
 
@@ -271,6 +284,16 @@ def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int])
     return session.execute(statement, parameters).all()
 
 
+#: What a claim writes: the job runs on the puller, one attempt more.
+_CLAIM_VALUES: dict[str, Any] = {
+    "state": JobState.RUNNING,
+    "worker_id": bindparam("p_worker_id"),
+    "started_at": bindparam("p_now"),
+    "attempts": JOBS.c.attempts + 1,
+    "awaiting_pickup": False,
+}
+
+
 def _claim(skip_locked: bool) -> Update:
     claim = update(JOBS).where(JOBS.c.id == bindparam("p_job_id"), JOBS.c.state == WAITING)
     if skip_locked:
@@ -283,13 +306,7 @@ def _claim(skip_locked: bool) -> Update:
                 .with_for_update(skip_locked=True)
             )
         )
-    return claim.values(
-        state=JobState.RUNNING,
-        worker_id=bindparam("p_worker_id"),
-        started_at=bindparam("p_now"),
-        attempts=JOBS.c.attempts + 1,
-        awaiting_pickup=False,
-    ).returning(*JOBS.c)
+    return claim.values(**_CLAIM_VALUES).returning(*JOBS.c)
 
 
 _CLAIM = {skip_locked: _claim(skip_locked) for skip_locked in (False, True)}
@@ -329,14 +346,20 @@ _ALLOCATE = insert(ALLOCATIONS).values(
 )
 
 
-def _claim_and_start_pg() -> Select[Any]:
+def _claim_and_start_pg(claim: Update, heads: Any = None) -> Select[Any]:
     """PostgreSQL: claim, book, allocate and record in one statement (data-modifying
     CTEs). The room it books is exact: every writer of a worker's queue instances holds
     the worker's row lock, which this pull took in an earlier statement, and READ
     COMMITTED reads with a fresh snapshot per statement. The booking still checks
     ``used_slots``; when it finds no room, nothing is allocated or recorded and the
-    caller puts the claimed job back."""
-    claimed = _CLAIM[True].cte("claimed")
+    caller puts the claimed job back. With ``heads`` (a scalar subquery), the answer is
+    one row even when nothing was claimed, with that value in its column ``heads``, and
+    the statement announces the job taken itself (``pg_notify``, sent at the commit), in
+    the round trip it makes anyway."""
+    # Short names ("cj", the claimed job): psycopg parses a statement's text again on every
+    # execution once it is over 4,096 characters, and the claimed row's columns are named
+    # twice over (RETURNING and the answer).
+    claimed = claim.cte("cj")
     booked = book_room_statement(select(claimed.c.slots).scalar_subquery()).cte("booked")
     both = claimed.join(booked, true())
     allocate = insert(ALLOCATIONS).from_select(
@@ -348,17 +371,128 @@ def _claim_and_start_pg() -> Select[Any]:
             claimed.c.id, "p_worker", claimed.c.attempts, bindparam("p_now")
         ).select_from(both)
     )
+    columns = [*claimed.c, booked.c.id.label("booked_queue_instance")]
+    frame: Any = claimed.outerjoin(booked, true())
+    if heads is not None:
+        found = select(heads.label("heads")).subquery("found")
+        # A SELECT in WITH runs only when read: the answer reads it.
+        announced = (
+            select(
+                notify.notify_column(
+                    literal(TAKEN, String) + sql_cast(claimed.c.category_id, String)
+                )
+            )
+            .select_from(both)
+            .cte("ann")
+        )
+        columns += [found.c.heads, *announced.c]
+        frame = (
+            found.outerjoin(claimed, true()).outerjoin(booked, true()).outerjoin(announced, true())
+        )
     return (
-        select(*claimed.c, booked.c.id.label("booked_queue_instance"))
-        .select_from(claimed.outerjoin(booked, true()))
-        .add_cte(allocate.cte("allocate"), record.cte("record"))
+        select(*columns).select_from(frame).add_cte(allocate.cte("allocate"), record.cte("record"))
     )
 
 
-_TAKE_IN_ONE = _claim_and_start_pg()
+_TAKE_IN_ONE = _claim_and_start_pg(_CLAIM[True])
 _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instance).from_statement(
     _TAKE_IN_ONE
 )
+
+
+def _take_best(managed: bool) -> Any:
+    """PostgreSQL: the heads query and :data:`_TAKE_IN_ONE` in one statement, for the
+    common pull whose best heads are all plain jobs without a task: the first of them
+    that no concurrent pull holds is claimed, booked, allocated and recorded.
+
+    It runs after :func:`lock_puller`, in a statement of its own, and that order is what
+    makes one statement correct: under READ COMMITTED a statement reads with the
+    snapshot taken when it starts, so the worker's lock must be granted before this
+    statement starts, or its heads and its booking would read the worker's queue
+    instances and the waiting jobs as they were before a concurrent pull of this worker
+    committed. The jobs themselves are locked here (FOR UPDATE SKIP LOCKED, then
+    re-checked as still waiting), as the separate claim did.
+
+    When a head needs a plug-in's verdict, Grid Engine rules or an allocation, nothing is
+    claimed and the caller goes the general way, never taking a worse plain job instead
+    (tests/matching/debusine/test_registry.py has a plug-in refuse the better head). The
+    ``heads`` column says how many heads there were, so that an empty answer needs no
+    second query."""
+    # The number of heads is written into the text too (see _ONE): with LIMIT $n the
+    # generic plan looked dearer than any custom plan, and PostgreSQL planned this
+    # statement anew on every pull (1.5 to 2 ms of its CPU, more than running it); with
+    # literal limits it settles on the generic plan after five runs.
+    candidates = _heads(True, managed, False, literal_column(str(HEADS_PER_ROUND))).cte("heads")
+    needs_more = (
+        select(candidates.c.id)
+        .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
+        .exists()
+    )
+    first_free = (
+        select(JOBS.c.id)
+        .join(candidates, candidates.c.id == JOBS.c.id)
+        .where(JOBS.c.state == WAITING, ~needs_more)
+        .order_by(JOBS.c.priority.desc(), JOBS.c.submitted_at, JOBS.c.id)
+        .limit(literal_column("1"))
+        .with_for_update(of=JOBS, skip_locked=True)
+        .scalar_subquery()
+    )
+    claim = (
+        update(JOBS)
+        .where(JOBS.c.id == first_free, JOBS.c.state == WAITING)
+        .values(**_CLAIM_VALUES)
+        .returning(*JOBS.c)
+    )
+    take = _claim_and_start_pg(
+        claim, select(func.count()).select_from(candidates).scalar_subquery()
+    )
+    columns = take.selected_columns
+    return select(Job, columns.booked_queue_instance, columns.heads).from_statement(take)
+
+
+_TAKE_BEST = {managed: _take_best(managed) for managed in (False, True)}
+
+
+def take_best_plain(session: Session, puller: Puller, now: datetime) -> Taken:
+    """Claim and start the best job of the worker in one statement, when its best heads
+    need nothing but SQL (:func:`_take_best`; PostgreSQL only). ``decided`` is False when
+    the general way must look at the heads instead."""
+    if not (
+        dialect.supports_skip_locked(session.connection())
+        and dialect.supports_writing_ctes(session.connection())
+    ):
+        return Taken(decided=False)
+    row = session.execute(
+        _TAKE_BEST[puller.managed],
+        {
+            "p_worker_id": puller.id,
+            "p_generation": puller.generation,
+            "p_max_free": puller.max_free,
+            "p_now": now,
+            "p_worker": puller.name,
+        },
+        execution_options={"populate_existing": True},
+    ).one()
+    job, booked_queue_instance, heads_found = row
+    if job is None:
+        return Taken(decided=heads_found == 0)
+    if booked_queue_instance is None:
+        # The worker's room was gone after all (its free count was read before the lock
+        # was granted): the job waits again as it was.
+        session.execute(_UNCLAIM, {"p_job_id": job.id})
+        session.expire(job)
+        return Taken(decided=True)
+    notify.sent_by_statement(session, job_taken(job.category_id))
+    return Taken(decided=True, job=job)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What :func:`take_best_plain` did: ``decided`` with the job it started (None: no
+    job for this worker now), or not decided (the general way looks again)."""
+
+    decided: bool
+    job: Job | None = None
 
 
 def _claim_with_category(skip_locked: bool) -> Select[Job, Category]:

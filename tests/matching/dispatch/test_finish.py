@@ -11,7 +11,9 @@ from app.db.models import Allocation, JobState, QueueInstance
 from app.matching import submission
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError, ForbiddenError
+from tests.support.announcements import listening
 from tests.support.pulls import add_worker, pull_job, submit_job
+from tests.support.statements import statements_sent
 
 
 def test_failure_and_cancel_free_slots(database: Database) -> None:
@@ -96,3 +98,35 @@ def test_finish_takes_the_short_road_and_frees_the_same(database: Database) -> N
             select(JobEvent.kind).where(JobEvent.job_id == second).order_by(JobEvent.id)
         ).all()
         assert kinds[-2:] == [JobEventKind.DISPATCHED, JobEventKind.FAILED]
+
+
+def test_a_slots_only_finish_is_two_statements_on_postgresql(database: Database) -> None:
+    """Issue 23: the worker's lock, then the job's end, the slots given back, the event and
+    the announcement in one statement; the lock comes first so that the second reads
+    after it."""
+    from app.db.models import JobEvent, JobEventKind
+
+    if database.dialect_name != "postgresql":
+        pytest.skip("data-modifying CTEs are PostgreSQL's")
+    add_worker(database, "w", slots=2)
+    job = submit_job(database)
+    assert pull_job(database, "w") == job
+    with listening(database.engine) as heard:
+        with database.transaction() as session, statements_sent(database.engine) as sent:
+            ended = dispatch.finish(session, job, "w", "failed", "oom", exit_code=137)
+        # The statement announced the worker's room itself: no pg_notify of its own.
+        assert heard.wait_for(f"r{ended.worker_id}")
+    assert [statement.split()[0] for statement in sent] == ["UPDATE", "WITH"]
+    assert sent[0].startswith("UPDATE workers")
+    assert (ended.state, ended.failure_reason, ended.exit_code) == (JobState.FAILED, "oom", 137)
+    with database.transaction() as session:
+        assert session.scalar(select(QueueInstance.used_slots)) == 0
+        assert (
+            session.scalar(select(Allocation.released_at).where(Allocation.job_id == job))
+            == ended.ended_at
+        )
+        last = session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job).order_by(JobEvent.id.desc())
+        ).first()
+        assert last is not None
+        assert (last.kind, last.worker, last.detail) == (JobEventKind.FAILED, "w", "oom")

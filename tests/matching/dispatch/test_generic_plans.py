@@ -125,3 +125,37 @@ def test_grid_engine_claim_switches_the_rest_of_the_pull_to_generic_plans() -> N
     assert "set_config(" in str(on_postgres)
     assert "force_generic_plan" in on_postgres.params.values()
     assert "set_config" not in str(on_sqlite)
+
+
+def test_the_one_statement_pull_settles_on_a_generic_plan(postgres: Database) -> None:
+    """Issue 23: with LIMIT $n in its heads, every generic plan of the one-statement pull
+    looked dearer than a custom one, and PostgreSQL planned it anew on every pull (more of
+    its CPU than running it). With literal limits it keeps the generic plan once psycopg
+    has prepared the statement (fifth run) and PostgreSQL has compared five custom plans."""
+    from sqlalchemy.orm import Session
+
+    from app.matching.dispatch import pull as dispatch
+    from tests.support.pulls import add_worker
+
+    add_worker(postgres, "w", slots=12)
+    with postgres.engine.connect() as connection:
+        # The plans' costs depend on the statistics of a real backlog (rolled back by no
+        # one here: the pulls commit; the next test starts from empty tables).
+        _backlog(connection)
+        connection.commit()
+        for _ in range(12):
+            with Session(bind=connection) as session:
+                assert dispatch.pull(session, "w") is not None
+                session.commit()
+        generic = connection.scalar(
+            text(
+                "SELECT generic_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE 'WITH heads AS%'"
+            )
+        )
+        connection.exec_driver_sql("DELETE FROM allocations")
+        connection.exec_driver_sql("DELETE FROM job_events")
+        connection.exec_driver_sql("DELETE FROM jobs")
+        connection.exec_driver_sql("ANALYZE jobs")  # no backlog's statistics left behind
+        connection.commit()
+    assert generic is not None and generic > 0

@@ -3,13 +3,16 @@ jobs, which jobs it may get, and the slots a pull books."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
 from app.matching.dispatch import pull as dispatch
 from app.matching.workers import QueueSpec
+from tests.support.announcements import listening
 from tests.support.pulls import add_worker, pull_job, submit_job
+from tests.support.statements import statements_sent
 
 
 def test_highest_priority_then_oldest(database: Database) -> None:
@@ -113,3 +116,35 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
         assert session.scalar(select(func.count()).where(JobEvent.job_id == waiting)) == 1
         used = session.scalar(select(QueueInstance.used_slots))
         assert used == 1
+
+
+def test_a_plain_pull_is_two_statements_on_postgresql(database: Database) -> None:
+    """Issue 23: the worker's lock, then the heads, the claim, the booking and the record
+    in one statement; the lock is its own statement so that the second reads after it."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("data-modifying CTEs and SKIP LOCKED are PostgreSQL's")
+    add_worker(database, "w", slots=2)
+    low = submit_job(database, priority=0)
+    high = submit_job(database, "a: ?x", priority=3)
+    with database.transaction() as session, statements_sent(database.engine) as sent:
+        job = dispatch.pull(session, "w")
+    assert [statement.split()[0] for statement in sent] == ["UPDATE", "WITH"]
+    assert job is not None and (job.id, job.state, job.attempts) == (high, JobState.RUNNING, 1)
+    with database.transaction() as session, statements_sent(database.engine) as sent:
+        assert dispatch.pull(session, "w") is not None
+        assert dispatch.pull(session, "w") is None  # no room: the lock says so
+    assert len(sent) == 3
+    with database.transaction() as session:
+        booked = session.scalars(select(Allocation.job_id).order_by(Allocation.id)).all()
+        assert booked == [high, low]
+        assert session.scalar(select(QueueInstance.used_slots)) == 2
+    # The statement announced the job taken itself: every listening process hears it once
+    # the pull commits, and the commit sent no pg_notify of its own.
+    add_worker(database, "w", slots=3)
+    submit_job(database, "a: ?x")
+    with listening(database.engine) as heard:
+        with database.transaction() as session, statements_sent(database.engine) as sent:
+            job = dispatch.pull(session, "w")
+        assert job is not None
+        assert heard.wait_for(f"t{job.category_id}")
+    assert not any("pg_notify(%(channel)s" in statement for statement in sent)
