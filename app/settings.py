@@ -18,6 +18,19 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL. SQLite is the embedded default; use
     #: ``postgresql+psycopg://user@host:5432/dbname`` for a real deployment.
     database_url: str = "sqlite:///./jobmatch.db"
+    #: Connections each server process keeps open to PostgreSQL, and how many more it may
+    #: open under load (SQLAlchemy's pool_size and max_overflow).
+    db_pool_size: int = Field(default=10, ge=1)
+    db_max_overflow: int = Field(default=20, ge=0)
+    #: ``pgbouncer`` when a pooler in transaction mode stands in front of PostgreSQL: no
+    #: prepared statements, no startup options, JIT turned off per transaction, and LISTEN
+    #: only on ``database_listen_url`` (docs/operations.md).
+    db_pooler: Literal["none", "pgbouncer"] = "none"
+    #: Whether psycopg prepares statements it runs often; unset: yes unless behind a pooler.
+    db_prepared_statements: bool | None = None
+    #: A direct URL to the same PostgreSQL database for the LISTEN connections (long-poll
+    #: wake-ups, token revocations) when ``database_url`` goes through a pooler.
+    database_listen_url: str | None = None
     #: Bearer token with the admin role. Unset means no admin access over HTTP at all.
     admin_token: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

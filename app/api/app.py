@@ -32,6 +32,7 @@ from app.api.routes import (
 )
 from app.api.token_gate import TokenGateMiddleware
 from app.api.ui import routes as console
+from app.db.connections import ConnectionOptions
 from app.db.engine import Database
 from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
@@ -94,7 +95,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     configure_logging(settings.log_level, settings.log_format)
     owns_database = database is None
     if database is None:
-        database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
+        database = Database(
+            settings.database_url,
+            busy_timeout=settings.sqlite_busy_timeout,
+            options=ConnectionOptions.from_settings(settings),
+        )
 
     sweeper = LeaseSweeper(database, settings)
     longpoll = LongPoll(database)
