@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     #: Answer /metrics only to a caller with a valid token (any role). Off by default:
     #: anyone who reaches the server can read its job counts by state and its cluster size.
     metrics_require_token: bool = False
+    #: Seconds within which a token's recorded last use is exact: each process writes a
+    #: token's ``last_used_at`` at most once per this interval (0: on every request).
+    token_last_use_seconds: float = Field(default=300.0, ge=0)
     #: Where the Alembic tree lives; found next to the source or in the working directory
     #: when unset.
     migrations_dir: Path | None = None
