@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     #: Seconds within which a token's recorded last use is exact: each process writes a
     #: token's ``last_used_at`` at most once per this interval (0: on every request).
     token_last_use_seconds: float = Field(default=300.0, ge=0)
+    #: Requests a second each token may make on average, per server process; one over is
+    #: answered 429 with Retry-After (app/api/rate_limits.py). 0: no limit.
+    rate_limit_per_second: float = Field(default=0.0, ge=0)
+    #: Requests a token may make at once after a quiet spell (the bucket's size).
+    rate_limit_burst: int = Field(default=20, ge=1)
+    #: Count long-poll pulls (``?wait=`` above 0) against the limit too; off, they pass.
+    rate_limit_long_poll: bool = False
     #: Where the Alembic tree lives; found next to the source or in the working directory
     #: when unset.
     migrations_dir: Path | None = None

@@ -50,7 +50,10 @@ many open connections, and 404 or 405 for a path or method the API does not have
 is a bug (logged, without details in the answer).
 
 Authenticate with `Authorization: Bearer <token>`: the admin token from
-`JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`.
+`JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`. A token
+may expire (401 saying so). When the server limits the request rate per token
+(`JOBMATCH_RATE_LIMIT_PER_SECOND`), a request over it is answered 429 with `Retry-After`;
+long-poll pulls are not counted unless `JOBMATCH_RATE_LIMIT_LONG_POLL` is set.
 """
 
 
