@@ -18,6 +18,19 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL. SQLite is the embedded default; use
     #: ``postgresql+psycopg://user@host:5432/dbname`` for a real deployment.
     database_url: str = "sqlite:///./jobmatch.db"
+    #: Connections each server process keeps open to PostgreSQL, and how many more it may
+    #: open under load (SQLAlchemy's pool_size and max_overflow).
+    db_pool_size: int = Field(default=10, ge=1)
+    db_max_overflow: int = Field(default=20, ge=0)
+    #: ``pgbouncer`` when a pooler in transaction mode stands in front of PostgreSQL: no
+    #: prepared statements, no startup options, JIT turned off per transaction, and LISTEN
+    #: only on ``database_listen_url`` (docs/operations.md).
+    db_pooler: Literal["none", "pgbouncer"] = "none"
+    #: Whether psycopg prepares statements it runs often; unset: yes unless behind a pooler.
+    db_prepared_statements: bool | None = None
+    #: A direct URL to the same PostgreSQL database for the LISTEN connections (long-poll
+    #: wake-ups, token revocations) when ``database_url`` goes through a pooler.
+    database_listen_url: str | None = None
     #: Bearer token with the admin role. Unset means no admin access over HTTP at all.
     admin_token: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -26,6 +39,16 @@ class Settings(BaseSettings):
     #: Answer /metrics only to a caller with a valid token (any role). Off by default:
     #: anyone who reaches the server can read its job counts by state and its cluster size.
     metrics_require_token: bool = False
+    #: Seconds within which a token's recorded last use is exact: each process writes a
+    #: token's ``last_used_at`` at most once per this interval (0: on every request).
+    token_last_use_seconds: float = Field(default=300.0, ge=0)
+    #: Requests a second each token may make on average, per server process; one over is
+    #: answered 429 with Retry-After (app/api/rate_limits.py). 0: no limit.
+    rate_limit_per_second: float = Field(default=0.0, ge=0)
+    #: Requests a token may make at once after a quiet spell (the bucket's size).
+    rate_limit_burst: int = Field(default=20, ge=1)
+    #: Count long-poll pulls (``?wait=`` above 0) against the limit too; off, they pass.
+    rate_limit_long_poll: bool = False
     #: Where the Alembic tree lives; found next to the source or in the working directory
     #: when unset.
     migrations_dir: Path | None = None

@@ -1,19 +1,22 @@
-"""Concurrency under load (issue 8): `jobmatch serve --workers 4` on a loopback port, a
-Grid Engine cluster of one worker per client (a global licence pool, per-host memory, a
-parallel environment), 20,000 jobs of a mix (plain, with consumable requests, parallel with
--pe, a few that fit nowhere), then 32 client processes each acting as a worker, pulling and
-finishing over HTTP until the queue is empty (bounded in time).
+"""Concurrency under load (issues 8 and 25): `jobmatch serve --workers K` on a loopback port,
+a Grid Engine cluster of one worker per client (a global licence pool, per-host memory, a
+parallel environment), a mix of jobs (plain, with consumable requests, parallel with -pe, a
+few that fit nowhere), then N client processes each acting as a worker, pulling and
+finishing over HTTP until the queue is empty (bounded in time). By default the load runs
+twice, on a fresh database each: with pulls that answer at once (a client with nothing to
+do sleeps 20-100 ms) and with long-poll pulls (`?wait=`).
 
-Afterwards: the invariant checker (also run on snapshots during the load), no job
-dispatched twice (what clients received and the job_events log), no job lost, everything
-given back, no 5xx seen by any client. Prints jobs processed, errors seen by status and the
-pull latency p50/p99.
+Afterwards, for each run: the invariant checker (also run on snapshots during the load),
+no job dispatched twice (what clients received and the job_events log), no job lost,
+everything given back, no 5xx seen by any client. Prints jobs and pulls per second and the
+pull latency p50/p99, with the load average beside them.
 
 Run from the repository root:
 
-    python bench/load.py                       # PostgreSQL, 20,000 jobs, 32 processes
-    python bench/load.py --jobs 5000           # a smaller run
-    python bench/load.py --backend sqlite --clients 8 --mode threads
+    python bench/load.py                       # PostgreSQL, 1,000 jobs, 8 processes
+    python bench/load.py --jobs 20000 --clients 32 --server-workers 4   # the issue's size
+    python bench/load.py --long-poll on        # only the long-poll run
+    python bench/load.py --backend sqlite --clients 8 --mode threads --server-workers 1
 
 PostgreSQL uses JOBMATCH_BENCH_POSTGRES_URL or JOBMATCH_TEST_POSTGRES_URL and works in a
 database of its own that it drops afterwards. Not a test: it never gates CI (the small
@@ -37,15 +40,28 @@ from tests.reliability.load_harness import LoadConfig, run_load, summary, verify
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", choices=("postgresql", "sqlite"), default="postgresql")
-    parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=1_000, help="jobs submitted (default 1000)")
+    parser.add_argument("--clients", type=int, default=8, help="client workers (default 8)")
     parser.add_argument("--mode", choices=("processes", "threads"), default="processes")
-    parser.add_argument("--server-workers", type=int, default=4)
-    parser.add_argument("--run-seconds", type=float, default=1800.0)
-    parser.add_argument("--submitters", type=int, default=8)
+    parser.add_argument(
+        "--server-workers", type=int, default=2, help="processes of jobmatch serve (default 2)"
+    )
+    parser.add_argument("--run-seconds", type=float, default=600.0)
+    parser.add_argument("--submitters", type=int, default=4)
     parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument(
+        "--long-poll",
+        choices=("off", "on", "both"),
+        default="both",
+        help="pulls that answer at once, long-poll pulls, or a run of each (default)",
+    )
+    parser.add_argument(
+        "--wait", type=float, default=5.0, help="a long-poll pull's wait in seconds (default 5)"
+    )
     args = parser.parse_args()
     if args.backend == "postgresql":
         url = os.environ.get("JOBMATCH_BENCH_POSTGRES_URL") or os.environ.get(
@@ -54,18 +70,27 @@ def main() -> None:
         if not url:
             parser.error("set JOBMATCH_BENCH_POSTGRES_URL for --backend postgresql")
         os.environ["JOBMATCH_TEST_POSTGRES_URL"] = url
-    config = LoadConfig(
-        jobs=args.jobs,
-        clients=args.clients,
-        mode=args.mode,
-        server_workers=args.server_workers,
-        run_seconds=args.run_seconds,
-        seed=args.seed,
-        submitters=args.submitters,
-    )
+    waits = {"off": [0.0], "on": [args.wait], "both": [0.0, args.wait]}[args.long_poll]
+    print(f"backend: {args.backend}")
+    for wait in waits:
+        config = LoadConfig(
+            jobs=args.jobs,
+            clients=args.clients,
+            mode=args.mode,
+            server_workers=args.server_workers,
+            run_seconds=args.run_seconds,
+            seed=args.seed,
+            submitters=args.submitters,
+            long_poll_seconds=wait,
+        )
+        run_once(args.backend, config)
+
+
+def run_once(backend: str, config: LoadConfig) -> None:
+    """One load on a fresh database; its figures, or the failed invariant and exit 1."""
     with (
         tempfile.TemporaryDirectory() as directory,
-        fresh_database(args.backend, Path(directory)) as url,
+        fresh_database(backend, Path(directory)) as url,
     ):
         migrate.upgrade(url)
         log = Path(directory) / "server.log"
@@ -80,8 +105,9 @@ def main() -> None:
                 raise SystemExit(1) from exc
         finally:
             database.dispose()
-        print(f"backend: {args.backend}")
+        print()
         print(summary(result, numbers))
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print("invariant checks: passed (no double dispatch, no lost job, no overbooking, no 5xx)")
 
 

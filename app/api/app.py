@@ -33,6 +33,7 @@ from app.api.routes import (
 )
 from app.api.token_gate import TokenGateMiddleware
 from app.api.ui import routes as console
+from app.db.connections import ConnectionOptions
 from app.db.engine import Database
 from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
@@ -50,7 +51,10 @@ many open connections, and 404 or 405 for a path or method the API does not have
 is a bug (logged, without details in the answer).
 
 Authenticate with `Authorization: Bearer <token>`: the admin token from
-`JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`.
+`JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`. A token
+may expire (401 saying so). When the server limits the request rate per token
+(`JOBMATCH_RATE_LIMIT_PER_SECOND`), a request over it is answered 429 with `Retry-After`;
+long-poll pulls are not counted unless `JOBMATCH_RATE_LIMIT_LONG_POLL` is set.
 """
 
 
@@ -96,7 +100,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     configure_logging(settings.log_level, settings.log_format)
     owns_database = database is None
     if database is None:
-        database = Database(settings.database_url, busy_timeout=settings.sqlite_busy_timeout)
+        database = Database(
+            settings.database_url,
+            busy_timeout=settings.sqlite_busy_timeout,
+            options=ConnectionOptions.from_settings(settings),
+        )
 
     sweeper = LeaseSweeper(database, settings)
     longpoll = LongPoll(database)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.api.problems import ProblemError
 from app.api.schemas.common import NamePath
 from app.db.models import Role
-from app.db.tokens import find_active_token
+from app.db.tokens import ActiveToken, find_active_token
 
 bearer_scheme = HTTPBearer(
     auto_error=False, description="A token issued by jobmatch, or the admin token."
@@ -34,12 +35,29 @@ NO_TOKEN = "a bearer token is required (Authorization: Bearer <token>)"
 UNKNOWN_TOKEN = "the bearer token is unknown or revoked"
 
 
+def expired_token(expires_at: datetime) -> str:
+    """The 401 detail of a token presented after its expiry."""
+    return f"the bearer token expired at {expires_at.isoformat(timespec='seconds')}"
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a role and, for workers and submitters, the name they act for."""
+    """Who is calling: a role and, for workers and submitters, the name they act for, with
+    the issued token's id and expiry (None for the admin token)."""
 
     role: Role
     subject: str
+    token_id: int | None = None
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def principal_of(token: ActiveToken) -> Principal:
+    return Principal(
+        role=token.role, subject=token.subject, token_id=token.id, expires_at=token.expires_at
+    )
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -66,12 +84,10 @@ def admin_principal(token: str, admin_token: SecretStr | None) -> Principal | No
 
 
 def stored_principal(session: Session, token_hash: str) -> Principal | None:
-    """The role and subject of an issued, unrevoked token, looked up by its hash."""
+    """The role and subject of an issued, unrevoked token, looked up by its hash (expired
+    or not: see :meth:`Principal.expired`)."""
     found = find_active_token(session, token_hash)
-    if found is None:
-        return None
-    role, subject = found
-    return Principal(role=role, subject=subject)
+    return None if found is None else principal_of(found)
 
 
 def _unauthorized(detail: str) -> ProblemError:

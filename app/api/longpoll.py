@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 #: route's schema.
 Body = TypeVar("Body")
 
+#: How often a waiting pull looks again when its process cannot hear announcements (behind
+#: a connection pooler without a direct listen URL).
+POLL_SECONDS = 1.0
+
 #: The key under which the lifespan state (and so uvicorn's protocols) find the hub.
 STATE_KEY = "jobmatch_wakeups"
 
@@ -57,7 +61,15 @@ class LongPoll:
             return
         self.hub.closed = False  # a lifespan run again after a stop waits again
         if self.database.dialect_name == "postgresql":
-            self._listener = notify.PostgresListener(self.database.engine, self.hub.deliver)
+            listen_url = self.database.listen_url
+            if listen_url is None:
+                # Behind a pooler without a direct URL nothing can listen: waiters look
+                # again every POLL_SECONDS instead (app/db/connections.py).
+                self.hub.poll_seconds = POLL_SECONDS
+                return
+            self._listener = notify.PostgresListener(
+                self.database.engine, self.hub.deliver, url=listen_url
+            )
             self._listener.start()
         else:
             self.database.subscribers.append(self.hub.deliver)
@@ -131,10 +143,12 @@ async def pull_or_wait(
             waiter.expect(outcome.worker_id, wants_work=outcome.could_take_work)
             # The refresh falling due ends the wait early: the next attempt says so.
             refresh_first = 0 < outcome.refresh_due_in < remaining
-            woken = await waiter.wait(
-                min(remaining, outcome.refresh_due_in + 0.05) if refresh_first else remaining
-            )
-            if not woken and not refresh_first:
+            budget = min(remaining, outcome.refresh_due_in + 0.05) if refresh_first else remaining
+            # A hub that hears nothing (behind a pooler) is polled: wait a slice, look again.
+            wait_now = budget if hub.poll_seconds is None else min(hub.poll_seconds, budget)
+            polled = wait_now < budget
+            woken = await waiter.wait(wait_now)
+            if not woken and not refresh_first and not polled:
                 return outcome
     finally:
         if waiter is not None:

@@ -4,6 +4,8 @@ really return (issue 21: every operation used to list the same seven, /healthz i
 Which status applies where:
 
 * 401: the route needs a token (the token gate answers before the route runs);
+* 429: the same routes: the token gate refuses a token over its rate limit
+  (app/api/rate_limits.py), so ``errors`` adds it wherever 401 is;
 * 403: the route checks the token's role or the worker it belongs to;
 * 404: the route looks up a resource named in its path;
 * 408 and 413: the route reads a request body (app/api/body_limits.py);
@@ -32,6 +34,8 @@ PROBLEM_DESCRIPTIONS: dict[int, str] = {
     413: "The request body is over the size limit (JOBMATCH_MAX_BODY_BYTES)",
     422: "Invalid request: a parameter, a field or a notation, or a body that is not UTF-8 "
     "JSON; `errors` names each field with, for a notation, its position and what was expected",
+    429: "Too many requests with this token (JOBMATCH_RATE_LIMIT_PER_SECOND per server "
+    "process); retry after the `Retry-After` seconds",
     503: "The database is busy or unreachable; retry after the `Retry-After` seconds",
 }
 
@@ -47,7 +51,18 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     unknown = sorted(set(statuses) - set(PROBLEM_DESCRIPTIONS))
     if unknown:
         raise ValueError(f"no description for error statuses {unknown}")
-    return {
+    documented = set(statuses) | ({429} if 401 in statuses else set())
+    responses: dict[int | str, dict[str, Any]] = {
         status: {"model": Problem, "description": PROBLEM_DESCRIPTIONS[status]}
-        for status in sorted(set(statuses))
+        for status in sorted(documented)
     }
+    if 429 in responses:
+        responses[429]["headers"] = {"Retry-After": RETRY_AFTER}
+    return responses
+
+
+#: The Retry-After header of a 429, as the OpenAPI document describes it.
+RETRY_AFTER = {
+    "description": "whole seconds until the token may make a request again",
+    "schema": {"type": "integer", "minimum": 1},
+}

@@ -21,6 +21,9 @@ holds at most :data:`KnownTokens.LIMIT` tokens.
 The gate is given the routes of the service's own routers. A route added to the app in
 another way would pass the gate and then meet ``authenticate`` without a principal: it
 answers 401, after the body was read, but never lets a caller through.
+A token past its expiry is answered 401 saying so (remembered answers carry the expiry, so
+they expire too); a token's use is written down coarsely (app/api/token_use.py); a token
+over its request rate is answered 429 (app/api/rate_limits.py).
 """
 
 from __future__ import annotations
@@ -45,9 +48,14 @@ from app.api.auth import (
     admin_principal,
     authenticate,
     bearer_token,
+    expired_token,
+    principal_of,
     stored_principal,
 )
+from app.api.rate_limits import TokenBuckets, is_long_poll_pull
 from app.api.raw_problems import send_problem
+from app.api.token_use import TokenUseRecorder
+from app.db.base import utcnow
 from app.db.dialect import is_lost_connection, is_retryable_error
 from app.db.engine import Database
 from app.db.revocations import RevocationWatch
@@ -149,6 +157,12 @@ class TokenGateMiddleware:
         self.settings = settings
         self.known = KnownTokens(revocations)
         self.direct = DirectTokenReader.for_url(database.url)
+        self.uses = TokenUseRecorder(database, settings.token_last_use_seconds)
+        self.buckets = (
+            TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst)
+            if settings.rate_limit_per_second > 0
+            else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not needs_token(self.rules, scope["method"], scope["path"]):
@@ -173,8 +187,27 @@ class TokenGateMiddleware:
         if principal is None:
             await send_problem(scope, send, 401, UNKNOWN_TOKEN, headers=_CHALLENGE)
             return
+        if principal.expires_at is not None and principal.expired(utcnow()):
+            detail = expired_token(principal.expires_at)
+            await send_problem(scope, send, 401, detail, headers=_CHALLENGE)
+            return
+        if self.buckets is not None and not self._passes_unlimited(scope):
+            key = principal.subject if principal.token_id is None else principal.token_id
+            wait = self.buckets.take(key)
+            if wait > 0:
+                detail, headers = self.buckets.refusal(wait)
+                await send_problem(scope, send, 429, detail, headers=headers)
+                return
+        if principal.token_id is not None and self.uses.due(principal.token_id):
+            await anyio.to_thread.run_sync(self.uses.record, principal.token_id)
         scope[PRINCIPAL_SCOPE_KEY] = principal
         await self.app(scope, receive, send)
+
+    def _passes_unlimited(self, scope: Scope) -> bool:
+        """Long-poll pulls are not counted unless JOBMATCH_RATE_LIMIT_LONG_POLL says so."""
+        return not self.settings.rate_limit_long_poll and is_long_poll_pull(
+            scope["method"], scope["path"], scope.get("query_string", b"")
+        )
 
     def _read_directly(self, token_hash: str) -> tuple[bool, Principal | None]:
         """SQLite: (True, the principal or None for an unknown token) read in the event
@@ -186,7 +219,7 @@ class TokenGateMiddleware:
             found = self.direct.find(token_hash)
         except sqlite3.Error:
             return False, None
-        return True, None if found is None else Principal(role=found[0], subject=found[1])
+        return True, None if found is None else principal_of(found)
 
     def _look_up(self, token_hash: str) -> Principal | None:
         """The pooled lookup; once more when the pooled connection turned out dead (there

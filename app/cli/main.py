@@ -18,6 +18,7 @@ from app.cli.jobs import jobs_cli
 from app.cli.local import local_cli
 from app.cli.quotas import quotas_cli
 from app.cli.scenarios import scenario_cli
+from app.cli.tokens import tokens_cli
 from app.cli.values import values_cli
 from app.cli.whatif import whatif_cli
 from app.cli.workers import workers_cli
@@ -66,6 +67,7 @@ cli.add_typer(tasks_cli, name="tasks")
 cli.add_typer(attributes_cli, name="attributes")
 cli.add_typer(values_cli, name="values")
 cli.add_typer(quotas_cli, name="quotas")
+cli.add_typer(tokens_cli, name="tokens")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(scenario_cli, name="scenario")
 cli.add_typer(whatif_cli)

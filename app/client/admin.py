@@ -46,12 +46,24 @@ class AdminClient(SubmitterClient):
 
     @covers(ops.ISSUE_TOKEN)
     def issue_token(
-        self, role: Role | str, subject: str, *, label: str | None = None
+        self,
+        role: Role | str,
+        subject: str,
+        *,
+        label: str | None = None,
+        expires_in_seconds: int | None = None,
+        expires_at: str | None = None,
     ) -> IssuedToken:
-        """Issue a worker or submitter token; its secret is in the answer, and only there."""
+        """Issue a worker or submitter token; its secret is in the answer, and only there.
+        It stops working ``expires_in_seconds`` after it is issued, or at ``expires_at``
+        (ISO 8601 with a time zone); without either, never."""
         body: dict[str, Any] = {"role": str(role), "subject": subject}
         if label is not None:
             body["label"] = label
+        if expires_in_seconds is not None:
+            body["expires_in_seconds"] = expires_in_seconds
+        if expires_at is not None:
+            body["expires_at"] = expires_at
         return self._call(IssuedToken, ops.ISSUE_TOKEN, body=body)
 
     @covers(ops.LIST_TOKENS)

@@ -39,6 +39,10 @@ class Token:
     label: str
     created_at: str
     revoked_at: str | None
+    #: When it stops working; None: never.
+    expires_at: str | None
+    #: When a request last presented it (coarse: to within the server's interval).
+    last_used_at: str | None
 
 
 @dataclass(frozen=True)

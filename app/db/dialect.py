@@ -22,6 +22,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from app.db.connections import ConnectionOptions
 from app.notations.gridengine.wildcard_nfa import sql_request_match
 
 #: Execution option carrying whether a transaction will write. On SQLite a writing
@@ -46,26 +47,46 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def engine_arguments(url: str, *, busy_timeout: float) -> dict[str, Any]:
+def engine_arguments(
+    url: str, *, busy_timeout: float, options: ConnectionOptions | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``create_engine`` suited to the URL's database."""
     if is_sqlite(url):
         return {"connect_args": {"timeout": busy_timeout, "check_same_thread": False}}
+    options = options or ConnectionOptions()
+    connect_args: dict[str, Any] = {}
+    if not options.prepares_statements:
+        # Behind a transaction pooler the next transaction may run on a server connection
+        # that never saw the statement (app/db/connections.py).
+        connect_args["prepare_threshold"] = None
+    if not options.behind_pooler:
+        # JIT compilation pays off for long analytic queries; ours are short statements
+        # with large expressions (a compiled constraint tree is hundreds of subplans), where
+        # PostgreSQL's JIT spent 3 s compiling what runs in 0.2 s without it. A pooler
+        # refuses this startup option: install_hooks turns JIT off per transaction then.
+        connect_args["options"] = "-c jit=off"
     return {
         # No pre-ping: it cost a round trip on every checkout, a third of a pull's. A
         # pooled connection that died since its last use fails its first statement
         # instead; the pool then drops it (and every connection older than the failure),
         # and the request runs its transaction again (is_retryable_error).
-        "pool_size": 10,
-        "max_overflow": 20,
-        # JIT compilation pays off for long analytic queries; ours are short statements with
-        # large expressions (a compiled constraint tree is hundreds of subplans), where
-        # PostgreSQL's JIT spent 3 s compiling what runs in 0.2 s without it.
-        "connect_args": {"options": "-c jit=off"},
+        "pool_size": options.pool_size,
+        "max_overflow": options.max_overflow,
+        "connect_args": connect_args,
     }
 
 
-def install_hooks(engine: Engine, *, busy_timeout: float) -> None:
+#: Where a pooled connection remembers that its database has JIT on, so that each of its
+#: transactions turns it off (behind a pooler only).
+_JIT_ON_KEY = "jobmatch_jit_on"
+
+
+def install_hooks(
+    engine: Engine, *, busy_timeout: float, options: ConnectionOptions | None = None
+) -> None:
     """Connection set-up that the driver does not do for us."""
+    if engine.dialect.name == "postgresql" and options is not None and options.behind_pooler:
+        _turn_jit_off_per_transaction(engine)
     if engine.dialect.name != "sqlite":
         return
 
@@ -92,6 +113,28 @@ def install_hooks(engine: Engine, *, busy_timeout: float) -> None:
     def _sqlite_begin(connection: Connection) -> None:
         writes = connection.get_execution_options().get(WRITE_OPTION, True)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def _turn_jit_off_per_transaction(engine: Engine) -> None:
+    """Behind a pooler, where JIT cannot be turned off at connect: ``SET LOCAL jit = off``
+    at the start of each transaction, unless the database (or role) has it off already
+    (``ALTER DATABASE ... SET jit = off``, the cheaper way: no statement per transaction),
+    which each new connection looks up once."""
+
+    @event.listens_for(engine, "connect")
+    def _look_up_jit(dbapi_connection: Any, record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SHOW jit")
+            record.info[_JIT_ON_KEY] = cursor.fetchone()[0] != "off"
+        finally:
+            cursor.close()
+        dbapi_connection.rollback()
+
+    @event.listens_for(engine, "begin")
+    def _jit_off(connection: Connection) -> None:
+        if connection.connection.info.get(_JIT_ON_KEY, True):
+            connection.exec_driver_sql("SET LOCAL jit = off")
 
 
 def _is_memory_database(engine: Engine) -> bool:

@@ -11,22 +11,32 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import dialect, notify
+from app.db.connections import ConnectionOptions
 
 
 class Database:
     """Owns the engine and hands out transactional sessions."""
 
-    def __init__(self, url: str, *, busy_timeout: float = 30.0, echo: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout: float = 30.0,
+        echo: bool = False,
+        options: ConnectionOptions | None = None,
+    ) -> None:
+        """``options`` default to the process's settings (JOBMATCH_DB_*), so that every
+        engine of a process behind a pooler knows it is."""
         self.url = url
-        self.engine: Engine = create_engine(
-            url, echo=echo, **dialect.engine_arguments(url, busy_timeout=busy_timeout)
-        )
-        dialect.install_hooks(self.engine, busy_timeout=busy_timeout)
+        self.options = options if options is not None else ConnectionOptions.from_settings()
+        arguments = dialect.engine_arguments(url, busy_timeout=busy_timeout, options=self.options)
+        self.engine: Engine = create_engine(url, echo=echo, **arguments)
+        dialect.install_hooks(self.engine, busy_timeout=busy_timeout, options=self.options)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         #: Who hears, in this process, what committed transactions announced
         #: (app/db/notify.py); on PostgreSQL the database itself carries them instead.
@@ -61,6 +71,17 @@ class Database:
         if committed is not None:
             for subscriber in list(self.subscribers):
                 subscriber(committed)
+
+    @property
+    def listen_url(self) -> URL | None:
+        """Where this process's LISTEN connections go (PostgreSQL): the database URL, or
+        the direct listen URL when a pooler stands in front; None when behind a pooler
+        without one (then nothing listens: app/db/connections.py)."""
+        if self.dialect_name != "postgresql":
+            return None
+        if self.options.listen_url:
+            return make_url(self.options.listen_url)
+        return None if self.options.behind_pooler else self.engine.url
 
     def ping(self) -> None:
         """Raise when the database cannot answer a trivial query."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import func, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -115,6 +115,9 @@ class PostgresListener:
     :data:`EVERYTHING` once it listens again: notifications sent meanwhile are lost, so every
     waiter looks again.
 
+    ``url`` is where it connects (the engine's own URL unless told: behind a pooler, a
+    direct one, app/db/connections.py).
+
     ``before_read``, when given, is called each time the connection has something to read,
     before it is read: a caller that must never act on news it has not yet heard
     (app/db/revocations.py) learns there is news before the bytes leave the socket, and
@@ -131,8 +134,9 @@ class PostgresListener:
         *,
         channel: str = CHANNEL,
         before_read: Callable[[], None] | None = None,
+        url: URL | None = None,
     ) -> None:
-        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        cargs, cparams = engine.dialect.create_connect_args(url or engine.url)
         self._connect_args: tuple[Any, ...] = tuple(cargs)
         self._connect_params: dict[str, Any] = dict(cparams)
         self._deliver = deliver

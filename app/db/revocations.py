@@ -85,8 +85,15 @@ class RevocationWatch:
         """Start hearing revocations (PostgreSQL); a second start while it runs does nothing."""
         if self._listener is not None or not self._shared:
             return
+        listen_url = self.database.listen_url
+        if listen_url is None:
+            return  # behind a pooler without a direct URL: every request looks its token up
         self._listener = notify.PostgresListener(
-            self.database.engine, self._heard, channel=CHANNEL, before_read=self._bump
+            self.database.engine,
+            self._heard,
+            channel=CHANNEL,
+            before_read=self._bump,
+            url=listen_url,
         )
         self._listener.start()
 

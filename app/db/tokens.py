@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 import sqlite3
+from datetime import UTC, datetime
+from typing import NamedTuple
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
@@ -21,11 +23,22 @@ def hash_token(token: str) -> str:
 
 
 def issue_token(
-    session: Session, *, role: Role, subject: str, label: str = ""
+    session: Session,
+    *,
+    role: Role,
+    subject: str,
+    label: str = "",
+    expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
     """Store a new token's hash and return the row with the clear token (shown once)."""
     clear = "jm_" + secrets.token_urlsafe(32)
-    row = ApiToken(token_hash=hash_token(clear), role=role, subject=subject, label=label)
+    row = ApiToken(
+        token_hash=hash_token(clear),
+        role=role,
+        subject=subject,
+        label=label,
+        expires_at=expires_at,
+    )
     session.add(row)
     session.flush()
     return row, clear
@@ -33,15 +46,37 @@ def issue_token(
 
 #: Built once: every authenticated request runs it, and building the statement and
 #: loading an ORM object cost more than the lookup itself.
-_ACTIVE_TOKEN = select(ApiToken.role, ApiToken.subject).where(
+_ACTIVE_TOKEN = select(ApiToken.id, ApiToken.role, ApiToken.subject, ApiToken.expires_at).where(
     ApiToken.token_hash == bindparam("p_hash"), ApiToken.revoked_at.is_(None)
 )
 
 
-def find_active_token(session: Session, token_hash: str) -> tuple[Role, str] | None:
-    """The role and subject of the unrevoked token with this hash (:func:`hash_token`)."""
+class ActiveToken(NamedTuple):
+    """An unrevoked token as authentication needs it. An expired one is found too, so
+    that the answer can say it expired rather than that it is unknown."""
+
+    id: int
+    role: Role
+    subject: str
+    expires_at: datetime | None
+
+
+def find_active_token(session: Session, token_hash: str) -> ActiveToken | None:
+    """The unrevoked token with this hash (:func:`hash_token`)."""
     row = session.execute(_ACTIVE_TOKEN, {"p_hash": token_hash}).one_or_none()
-    return None if row is None else (row[0], row[1])
+    return None if row is None else ActiveToken(row[0], row[1], row[2], row[3])
+
+
+def record_use(session: Session, token_id: int, when: datetime) -> None:
+    """Note that the token was presented at ``when`` (never moving the record back)."""
+    session.execute(
+        update(ApiToken)
+        .where(
+            ApiToken.id == token_id,
+            or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < when),
+        )
+        .values(last_used_at=when)
+    )
 
 
 def revoke_token(session: Session, token_id: int) -> ApiToken | None:
@@ -81,10 +116,14 @@ class DirectTokenReader:
             return None
         return cls(path)
 
-    def find(self, token_hash: str) -> tuple[Role, str] | None:
+    def find(self, token_hash: str) -> ActiveToken | None:
         """As :func:`find_active_token`; raises ``sqlite3.Error`` when it cannot read."""
         row = self._connection.execute(_DIRECT_SQL, (token_hash,)).fetchone()
-        return None if row is None else (Role(row[0]), row[1])
+        if row is None:
+            return None
+        # The raw driver hands back SQLAlchemy's stored text; the column holds UTC.
+        expires = None if row[3] is None else datetime.fromisoformat(row[3]).replace(tzinfo=UTC)
+        return ActiveToken(row[0], Role(row[1]), row[2], expires)
 
     def close(self) -> None:
         self._connection.close()

@@ -192,6 +192,9 @@ class WakeupHub:
         self._relays: dict[int, _Relay] = {}
         self._registered = 0
         self.closed = False
+        #: Seconds after which a waiter looks again by itself; None while announcements
+        #: reach the hub (a process that cannot listen sets it: app/api/longpoll.py).
+        self.poll_seconds: float | None = None
         self.counts = HubCounts()
 
     @property

@@ -138,9 +138,12 @@ def test_each_operation_lists_only_the_errors_it_can_return(document: dict[str, 
         in_path = [p for p in parameters if p["in"] == "path"]
         assert 500 not in errors, where  # a 500 is a bug, not a promise
         if operation.get("security"):
-            assert {401, 503} <= errors, where  # the token gate may refuse or not reach the DB
+            # The token gate may refuse the token, limit its rate, or not reach the DB.
+            assert {401, 429, 503} <= errors, where
+            retry_after = operation["responses"]["429"]["headers"]["Retry-After"]
+            assert retry_after["schema"] == {"type": "integer", "minimum": 1}, where
         else:
-            assert not errors & {401, 403}, where
+            assert not errors & {401, 403, 429}, where
         assert (408 in errors) == has_body, where
         assert (413 in errors) == has_body, where
         assert (422 in errors) == bool(has_body or parameters), where

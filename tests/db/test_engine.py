@@ -66,3 +66,32 @@ def test_timestamps_come_back_aware(database: Database) -> None:
     with database.transaction(write=False) as session:
         row = session.scalars(select(ApiToken)).one()
         assert row.created_at.tzinfo is not None
+
+
+def test_pool_and_pooler_settings_reach_the_engine() -> None:
+    """JOBMATCH_DB_POOL_SIZE, _MAX_OVERFLOW and _POOLER (issue 25): behind a pooler psycopg
+    prepares nothing and no startup option is sent (tests/db/test_pgbouncer.py shows why)."""
+    from app.db import dialect
+    from app.db.connections import ConnectionOptions
+    from app.settings import Settings
+
+    url = "postgresql+psycopg://u@127.0.0.1:6432/jobmatch"
+    direct = dialect.engine_arguments(url, busy_timeout=1, options=ConnectionOptions())
+    assert direct["pool_size"] == 10 and direct["max_overflow"] == 20
+    assert direct["connect_args"] == {"options": "-c jit=off"}
+
+    settings = Settings(db_pool_size=3, db_max_overflow=0, db_pooler="pgbouncer")
+    pooled = dialect.engine_arguments(
+        url, busy_timeout=1, options=ConnectionOptions.from_settings(settings)
+    )
+    assert pooled["pool_size"] == 3 and pooled["max_overflow"] == 0
+    assert pooled["connect_args"] == {"prepare_threshold": None}
+
+    again = Settings(db_pooler="pgbouncer", db_prepared_statements=True)
+    assert ConnectionOptions.from_settings(again).prepares_statements
+    database = Database(url, options=ConnectionOptions.from_settings(settings))
+    try:
+        assert database.engine.pool.size() == 3  # type: ignore[attr-defined]
+        assert database.listen_url is None  # behind a pooler without a direct URL
+    finally:
+        database.dispose()

@@ -197,6 +197,9 @@ class LoadConfig:
     failure_rate: float = 0.05
     #: Pause between the monitor's invariant checks (each reads every job).
     monitor_seconds: float = 1.0
+    #: Seconds a pull may wait for work (``?wait=``, long-poll); 0: pulls answer at once
+    #: and a client with nothing to do sleeps a little before it pulls again.
+    long_poll_seconds: float = 0.0
 
 
 @dataclass
@@ -367,6 +370,10 @@ def client_loop(
     observer = Http(port, ADMIN)
     held: list[int] = []
     hold_target = rng.randint(1, config.max_hold)
+    pull_path = f"/v1/workers/{worker}/pull"
+    # A client holding jobs pulls without waiting: its finishes must not queue behind a
+    # wait (a real agent runs its jobs while it pulls; this loop does one thing at a time).
+    waiting_pull = f"{pull_path}?wait={config.long_poll_seconds:g}"
     go.wait()
     deadline = time.monotonic() + config.run_seconds
     last_empty = False
@@ -392,7 +399,8 @@ def client_loop(
                     time.sleep(0.05)
                 continue
             began = time.perf_counter()
-            status, answer = client.request("POST", f"/v1/workers/{worker}/pull")
+            long_poll = config.long_poll_seconds > 0 and not held
+            status, answer = client.request("POST", waiting_pull if long_poll else pull_path)
             elapsed = time.perf_counter() - began
             report.pull_latencies.append(elapsed)
             report.statuses[f"pull {status}"] += 1
@@ -406,7 +414,8 @@ def client_loop(
                 if not held:
                     if _nothing_waits(observer, report):
                         break
-                    time.sleep(rng.uniform(0.02, 0.1))
+                    if not long_poll:  # a long-poll pull waited already
+                        time.sleep(rng.uniform(0.02, 0.1))
             else:
                 report.error(f"pull: {status} {answer}")
                 time.sleep(0.05)
@@ -651,7 +660,13 @@ def summary(result: LoadResult, numbers: dict[str, int]) -> str:
         f"submission: {result.submitted.seconds:.1f} s, statuses "
         f"{dict(sorted(result.submitted.statuses.items()))}",
         f"pulling phase: {result.seconds:.1f} s, "
-        f"{numbers['dispatched'] / result.seconds:.0f} jobs/s dispatched and finished",
+        f"{numbers['dispatched'] / result.seconds:.0f} jobs/s dispatched and finished, "
+        f"{len(pulls) / result.seconds:.0f} pulls/s"
+        + (
+            f" (long-poll, wait={result.config.long_poll_seconds:g} s)"
+            if result.config.long_poll_seconds > 0
+            else " (no long-poll)"
+        ),
         "jobs: " + ", ".join(f"{k}={v}" for k, v in numbers.items()),
         f"requests: {dict(sorted(statuses.items()))}",
         f"errors seen by clients (non-2xx): {non_2xx or 'none'}",

@@ -13,6 +13,7 @@ from app.api.retries import RetryingRoute
 from app.api.schemas.common import IdPath, Page
 from app.api.schemas.tokens import IssuedToken, TokenCreate, TokenOut
 from app.db import tokens
+from app.db.base import utcnow
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRoute)
 
@@ -27,8 +28,30 @@ router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=RetryingRou
 def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> IssuedToken:
     """A new bearer token for a worker or a submitter, shown once in this answer (only its
     hash is stored). A worker token acts for the worker named `subject`; a submitter token
-    sees and cancels only the jobs it submitted."""
-    row, clear = tokens.issue_token(session, role=body.role, subject=body.subject, label=body.label)
+    sees and cancels only the jobs it submitted. With `expires_at` or `expires_in_seconds`
+    it stops working then: a request presenting it later is answered 401 saying it
+    expired."""
+    now = utcnow()
+    expires_at = body.expiry(now)
+    if expires_at is not None and expires_at <= now:
+        problem = {
+            "field": "body.expires_at",
+            "message": f"should be a time after now ({now.isoformat(timespec='seconds')})",
+            "type": "datetime_future",
+        }
+        raise ProblemError(
+            422,
+            f"body.expires_at: {problem['message']}",
+            title="Invalid request",
+            errors=[problem],
+        )
+    row, clear = tokens.issue_token(
+        session,
+        role=body.role,
+        subject=body.subject,
+        label=body.label,
+        expires_at=expires_at,
+    )
     return IssuedToken(token=clear, **TokenOut.model_validate(row).model_dump())
 
 
@@ -39,7 +62,8 @@ def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> Iss
     responses=errors(401, 403, 422, 503),
 )
 def list_tokens(session: SessionDep, _admin: AdminDep, paging: Paging50Dep) -> Page[TokenOut]:
-    """Every issued token, revoked ones included, oldest first; never the token itself."""
+    """Every issued token, revoked and expired ones included, oldest first, with its expiry
+    and its last use; never the token itself."""
     rows = tokens.list_tokens(session, limit=paging.look_ahead, offset=paging.offset)
     return paging.page([TokenOut.model_validate(r) for r in rows])
 

@@ -23,6 +23,7 @@ from fastapi import Request, Response
 from sqlalchemy.orm import Session
 
 from app.api.auth import Principal, admin_principal, stored_principal
+from app.db.base import utcnow
 from app.db.models import Role
 from app.db.tokens import hash_token
 
@@ -63,7 +64,7 @@ def principal_for_token(request: Request, session: Session, token: str) -> Princ
     principal = admin_principal(token, request.app.state.settings.admin_token)
     if principal is None:
         principal = stored_principal(session, hash_token(token))
-    if principal is None or principal.role is Role.WORKER:
+    if principal is None or principal.role is Role.WORKER or principal.expired(utcnow()):
         return None
     return principal
 

@@ -26,3 +26,8 @@ class ApiToken(Base):
     label: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    #: After this the token is refused (401, saying it expired); None: it never expires.
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    #: When a request last presented it, to within JOBMATCH_TOKEN_LAST_USE_SECONDS: each
+    #: process records a token's use at most once per that interval (app/db/tokens.py).
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
