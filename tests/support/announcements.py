@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, make_url
 
 from app.db import notify
+from app.db.engine import Database
+
+#: Set by tests/db/test_pgbouncer.py for the suite cases it runs through PgBouncer: the
+#: PostgreSQL server itself. LISTEN cannot pass a pooler in transaction mode, so a listener
+#: connects there directly, as JOBMATCH_DATABASE_LISTEN_URL makes a deployment's do.
+DIRECT_SERVER_ENV = "JOBMATCH_TEST_POSTGRES_DIRECT_URL"
 
 
 class Heard:
@@ -27,11 +34,25 @@ class Heard:
         return token in self.tokens()
 
 
+def direct_url(database: Database) -> URL:
+    """The database's own URL, or behind the pooler the same database on the server."""
+    url = database.engine.url
+    server = os.environ.get(DIRECT_SERVER_ENV)
+    if not server:
+        return url
+    direct = make_url(server)
+    return url.set(
+        host=direct.host, port=direct.port, username=direct.username, password=direct.password
+    )
+
+
 @contextmanager
-def listening(engine: Engine) -> Iterator[Heard]:
+def listening(database: Database) -> Iterator[Heard]:
     """A listener of the announcement channel, as every API process has, for the block."""
     heard = Heard()
-    listener = notify.PostgresListener(engine, heard.payloads.append)
+    listener = notify.PostgresListener(
+        database.engine, heard.payloads.append, url=direct_url(database)
+    )
     listener.start()
     try:
         yield heard

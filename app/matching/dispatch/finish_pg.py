@@ -1,8 +1,9 @@
 """The end of a job that holds inventory vertices, in two statements on PostgreSQL
 (issue 9).
 
-``dispatch.finish`` first tries finish_statements.finish_slots_only, which locks the
-reporting worker and hands over when the job holds vertices. The general path then took
+``dispatch.finish`` first tries finish_sql.finish_slots_only, which locks the reporting
+worker and the workers the job holds vertices on (in id order) and hands over when the job
+holds vertices. The general path then took
 about nineteen statements: the booked workers read twice, locked, the job locked, the
 allocations read and released one by one, the bookings read, every shared hold and draw
 undone one by one, the counts moved, the job, its event and the worker written by a

@@ -48,9 +48,32 @@ def _holds_vertices() -> Any:
 
 # Lock the worker and learn whether the job holds vertices. The answer may predate a
 # commit that this statement waited for; the check after the job's lock decides.
+#
+# The workers the job holds vertices on are locked with it, all in id order (the order
+# every multi-worker writer uses), before the reporting worker's row is written: a
+# multi-node job is finished from one of its workers, and locking that one first and the
+# others after let two finishes of jobs sharing workers 3 and 5, reported from 5 and from
+# 3, each wait for the other (a deadlock, seen through PgBouncer by
+# tests/matching/allocation/test_concurrency.py). For a job holding only slots the set is
+# the reporting worker alone.
+_REPORTER = WORKERS.c.name == bindparam("p_name")
+_IN_ORDER = (
+    select(WORKERS.c.id)
+    .where(
+        _REPORTER
+        | WORKERS.c.id.in_(
+            select(InventoryBooking.worker_id).where(
+                InventoryBooking.job_id == _JOB, InventoryBooking.released_at.is_(None)
+            )
+        )
+    )
+    .order_by(WORKERS.c.id)
+    .with_for_update()
+    .subquery("in_order")
+)
 _LOCK_WORKER = (
     update(WORKERS)
-    .where(WORKERS.c.name == bindparam("p_name"))
+    .where(_REPORTER, WORKERS.c.id == _IN_ORDER.c.id)
     .values(last_seen=_NOW, updated_at=_NOW)
     .returning(WORKERS.c.id, _holds_vertices())
 )

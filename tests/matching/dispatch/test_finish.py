@@ -111,7 +111,7 @@ def test_a_slots_only_finish_is_two_statements_on_postgresql(database: Database)
     add_worker(database, "w", slots=2)
     job = submit_job(database)
     assert pull_job(database, "w") == job
-    with listening(database.engine) as heard:
+    with listening(database) as heard:
         with database.transaction() as session, statements_sent(database.engine) as sent:
             ended = dispatch.finish(session, job, "w", "failed", "oom", exit_code=137)
         # The statement announced the worker's room itself: no pg_notify of its own.

@@ -142,7 +142,7 @@ def test_a_plain_pull_is_two_statements_on_postgresql(database: Database) -> Non
     # the pull commits, and the commit sent no pg_notify of its own.
     add_worker(database, "w", slots=3)
     submit_job(database, "a: ?x")
-    with listening(database.engine) as heard:
+    with listening(database) as heard:
         with database.transaction() as session, statements_sent(database.engine) as sent:
             job = dispatch.pull(session, "w")
         assert job is not None
