@@ -37,6 +37,7 @@ REMOTE_COMMANDS = (
     "values",
     "quotas",
     "whatif",
+    "tokens",
 )
 LOCAL_COMMANDS = ("serve", "db", "demo", "scenario")
 

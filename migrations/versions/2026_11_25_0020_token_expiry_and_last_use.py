@@ -16,13 +16,16 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# Plain ALTER TABLE rather than a batch: adding and dropping a nullable column needs no
+# table copy on either database (SQLite has had DROP COLUMN since 3.35), and a batch would
+# have to reflect the table, which `jobmatch db upgrade/downgrade --sql` cannot do offline.
 def upgrade() -> None:
-    with op.batch_alter_table("api_tokens") as batch:
-        batch.add_column(sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
-        batch.add_column(sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("api_tokens", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column(
+        "api_tokens", sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True)
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("api_tokens") as batch:
-        batch.drop_column("last_used_at")
-        batch.drop_column("expires_at")
+    op.drop_column("api_tokens", "last_used_at")
+    op.drop_column("api_tokens", "expires_at")
