@@ -285,7 +285,7 @@ def main() -> None:
     os.environ["JOBMATCH_LEASE_SWEEP_SECONDS"] = "0"
     os.environ["JOBMATCH_MAX_CONNECTIONS"] = str(args.workers * 2 + 100)
     print(f"bench/longpoll.py: {args.workers} workers, PostgreSQL, {os.cpu_count()} CPUs {load()}")
-    with scratch_database("postgresql", args.keep) as url:
+    with scratch_database("postgresql", keep=args.keep) as url:
         migrate.upgrade(url)
         args.registered = register(url, args.workers)
         with server(url, args.processes) as (port, _pid):

@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
     rng = random.Random(SEED)
-    with scratch_database(args.backend, args.keep) as url:
+    with scratch_database(args.backend, keep=args.keep) as url:
         migrate.upgrade(url)
         database = Database(url)
         data = Dataset()

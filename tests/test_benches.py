@@ -1,0 +1,59 @@
+"""The benchmark scripts stay runnable: each answers ``--help`` (so its imports of app/ and
+of its sibling helpers still resolve after a move), and the what-if bench runs end to end at
+a tiny size on SQLite. Timing is never asserted here; the figures are the benches' own
+business.
+
+The small run exists because a bench that only parses its arguments can still break on
+its first real call: ``bench/whatif.py`` and ``bench/longpoll.py`` once passed ``keep``
+to ``scratch_database`` positionally, which takes it by keyword only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHES = sorted(
+    path.name for path in (ROOT / "bench").glob("*.py") if not path.name.startswith("_")
+)
+
+
+def _run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("script", BENCHES)
+def test_every_bench_answers_help(script: str) -> None:
+    result = _run(f"bench/{script}", "--help", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage:"), result.stdout
+
+
+def test_the_what_if_bench_runs_at_a_tiny_size_on_sqlite() -> None:
+    result = _run(
+        "bench/whatif.py",
+        "sqlite",
+        "--workers",
+        "6",
+        "--categories",
+        "2",
+        "--jobs",
+        "6",
+        "--repeat",
+        "1",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ratio what-if / yardstick" in result.stdout, result.stdout
+    assert "load " in result.stdout, result.stdout
