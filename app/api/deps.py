@@ -12,9 +12,9 @@ from app.db.engine import Database
 from app.db.revocations import REVOKED_KEY, RevocationWatch
 
 _READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-#: How long a request that revoked tokens waits for its own process to hear it: normally
-#: a millisecond; bounded so that a lost listener delays nothing for long (a process that
-#: does not listen trusts no remembered token anyway).
+#: How long a request that revoked tokens waits for every process to hear it: normally a
+#: few milliseconds; bounded so that a lost listener delays nothing for long (a process
+#: that does not listen trusts no remembered token anyway).
 REVOCATION_HEARD_SECONDS = 2.0
 
 
@@ -30,13 +30,13 @@ def get_session(request: Request) -> Iterator[Session]:
     """
     database = get_database(request)
     watch: RevocationWatch | None = getattr(request.app.state, "revocations", None)
-    heard = watch.generation if watch is not None else 0
     with database.transaction(write=request.method not in _READ_ONLY_METHODS) as session:
         yield session
-    if watch is not None and session.info.get(REVOKED_KEY):
-        # Tokens were revoked: answer once this process heard it (app/db/revocations.py),
+    revoked = session.info.get(REVOKED_KEY)
+    if watch is not None and revoked is not None:
+        # Tokens were revoked: answer once every process heard it (app/db/revocations.py),
         # so that the caller's next request meets no process that still trusts them.
-        watch.wait_for(heard, REVOCATION_HEARD_SECONDS)
+        watch.wait_heard_everywhere(revoked, REVOCATION_HEARD_SECONDS)
 
 
 # scope="function": the commit runs when the endpoint returns, so a failed commit becomes

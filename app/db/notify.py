@@ -121,7 +121,12 @@ class PostgresListener:
     ``before_read``, when given, is called each time the connection has something to read,
     before it is read: a caller that must never act on news it has not yet heard
     (app/db/revocations.py) learns there is news before the bytes leave the socket, and
-    :meth:`unread` tells it whether some are waiting there now."""
+    :meth:`unread` tells it whether some are waiting there now.
+
+    ``application_name`` names the connection in ``pg_stat_activity``, where others can
+    count the listeners of a channel; :meth:`send` notifies the channel from this
+    connection (an acknowledgement, app/db/revocations.py), by the listening thread itself,
+    which is the only one that may use the connection."""
 
     #: How often the thread looks up from the socket to see whether it should stop.
     POLL_SECONDS = 0.5
@@ -135,10 +140,21 @@ class PostgresListener:
         channel: str = CHANNEL,
         before_read: Callable[[], None] | None = None,
         url: URL | None = None,
+        application_name: str | None = None,
     ) -> None:
         cargs, cparams = engine.dialect.create_connect_args(url or engine.url)
         self._connect_args: tuple[Any, ...] = tuple(cargs)
         self._connect_params: dict[str, Any] = dict(cparams)
+        if application_name is not None:
+            self._connect_params["application_name"] = application_name
+        #: The server process of the listening connection while it listens, else None.
+        self.backend_pid: int | None = None
+        #: Payloads :meth:`send` queued for the listening thread to notify on the channel.
+        self._outbox: list[str] = []
+        self._outbox_lock = threading.Lock()
+        #: True while the thread sends on the connection: psycopg may take notifications
+        #: off the socket meanwhile, which :meth:`unread` must then still count as unread.
+        self._talking = False
         self._deliver = deliver
         self.channel = channel
         self._before_read = before_read
@@ -188,6 +204,7 @@ class PostgresListener:
                 ) as connection:
                     connection.execute(f"LISTEN {self.channel}")
                     connection.execute(f"LISTEN {self._wake_channel}")
+                    self.backend_pid = connection.info.backend_pid
                     self._fileno = connection.fileno()
                     self._listening.set()
                     if not first:
@@ -198,6 +215,7 @@ class PostgresListener:
                         self._listen(connection)
                     finally:
                         self._fileno = None
+                        self.backend_pid = None
             except (psycopg.Error, OSError) as error:
                 log.warning(
                     "listening for %s failed (%s); retrying in %.1f s",
@@ -217,13 +235,31 @@ class PostgresListener:
         """Whether bytes wait on the listening connection's socket, not yet read (or no
         socket listens now): a notification may be among them. No round trip."""
         fileno = self._fileno
-        if fileno is None:
+        if fileno is None or self._talking:
             return True
         try:
             readable, _, _ = select.select([fileno], [], [], 0)
         except (OSError, ValueError):
             return True
         return bool(readable)
+
+    def send(self, payload: str) -> None:
+        """Notify ``payload`` on the channel from the listening connection, soon: the
+        listening thread sends it once it has delivered what it read (call it from
+        ``deliver`` to answer a notification). Lost when the connection is."""
+        with self._outbox_lock:
+            self._outbox.append(payload)
+
+    def _send_outbox(self, connection: psycopg.Connection[Any]) -> bool:
+        """Send what :meth:`send` queued; whether anything was sent."""
+        with self._outbox_lock:
+            payloads, self._outbox = self._outbox, []
+        if not payloads:
+            return False
+        self._talking = True  # cleared once what it may have read is delivered
+        for payload in payloads:
+            connection.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
+        return True
 
     def _listen(self, connection: psycopg.Connection[Any]) -> None:
         while not self._stop.is_set():
@@ -235,6 +271,9 @@ class PostgresListener:
                     self._deliver(notification.payload)
                 except Exception:  # a failed delivery must not stop the listener
                     log.exception("delivering %r failed", notification.payload)
+            self._talking = False  # whatever was read has been delivered
+            if self._send_outbox(connection):
+                continue  # deliver at once what arrived while it sent
             # Wait on the socket ourselves so that ``before_read`` runs before psycopg
             # takes the bytes off it (at the top of the loop).
             readable, _, _ = select.select([connection.fileno()], [], [], self.POLL_SECONDS)

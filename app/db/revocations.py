@@ -19,14 +19,28 @@ on its way:
   (:class:`app.db.tokens.DirectTokenReader`), which every process sees committed at once.
 
 Whoever revokes calls :func:`announce_revocation` in the revoking transaction; the request
-that did it answers once its own process heard it (app/api/deps.py), since PostgreSQL sends
-it to every listening process at the same commit.
+that did it answers once every process has heard it (app/api/deps.py). PostgreSQL sends the
+notification to every listening connection at the same commit, but each process reads it
+in its own time; so every listener answers each revocation it hears with an
+acknowledgement on the same channel, and :meth:`RevocationWatch.wait_heard_everywhere`
+waits until every listener that ``pg_stat_activity`` shows (by :data:`APPLICATION_NAME`,
+connected before the revoking transaction began) has acknowledged it. Only then may the
+caller's next request reach another process. A listener that connected while the
+revocation committed may never acknowledge it; the wait is bounded, and such a listener's
+process trusted nothing remembered from before its connection anyway.
+
+Payloads on :data:`CHANNEL`: ``r:<id>`` a revocation, ``a:<id>:<pid>`` the listener of
+server process ``pid`` heard revocation ``id``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import datetime
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -37,18 +51,40 @@ from app.db.engine import Database
 #: The PostgreSQL notification channel of revocations (nothing else is sent on it).
 CHANNEL = "jobmatch_revocations"
 
-#: Set in a session's info when its transaction revoked tokens (PostgreSQL): the request
-#: then waits for its own process to hear it (app/api/deps.py).
+#: The ``application_name`` of every process's revocation listener in ``pg_stat_activity``.
+APPLICATION_NAME = "jobmatch-revocations"
+
+#: Set in a session's info when its transaction revoked tokens (PostgreSQL): a
+#: :class:`Revoked`; the request then waits for every process to hear it (app/api/deps.py).
 REVOKED_KEY = "jobmatch.revoked_tokens"
 
-_NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
+#: How many revocations' acknowledgements a process keeps (it hears everyone's).
+_KEPT_REVOCATIONS = 256
+
+_NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', :payload), now()")
+_LISTENERS = text(
+    "SELECT pid FROM pg_stat_activity"
+    " WHERE application_name = :name AND datname = current_database()"
+    " AND backend_start < :began"
+)
+
+
+class Revoked:
+    """The revocations of one transaction: their ids, and when the transaction began."""
+
+    def __init__(self, began: datetime) -> None:
+        self.began = began
+        self.ids: list[str] = []
 
 
 def announce_revocation(session: Session) -> None:
     """Tell every API process, when this transaction commits, that tokens were revoked."""
-    if dialect.notifies_across_processes(session.connection()):
-        session.info[REVOKED_KEY] = True
-        session.execute(_NOTIFY)
+    if not dialect.notifies_across_processes(session.connection()):
+        return
+    revocation = uuid.uuid4().hex
+    began = session.execute(_NOTIFY, {"payload": f"r:{revocation}"}).one()[1]
+    revoked = session.info.setdefault(REVOKED_KEY, Revoked(began))
+    revoked.ids.append(revocation)
 
 
 class RevocationWatch:
@@ -60,6 +96,8 @@ class RevocationWatch:
         self._changed = threading.Condition()
         self._listener: notify.PostgresListener | None = None
         self._shared = database.dialect_name == "postgresql"
+        #: Revocation id -> the server processes of the listeners that acknowledged it.
+        self._acknowledged: OrderedDict[str, set[int]] = OrderedDict()
 
     @property
     def generation(self) -> int:
@@ -94,6 +132,7 @@ class RevocationWatch:
             channel=CHANNEL,
             before_read=self._bump,
             url=listen_url,
+            application_name=APPLICATION_NAME,
         )
         self._listener.start()
 
@@ -103,25 +142,48 @@ class RevocationWatch:
             self._listener = None
         self._bump()
 
-    def wait_for(self, generation: int, timeout: float) -> bool:
-        """Wait until this process heard news after ``generation`` (at most ``timeout``
-        seconds): a revoking request answers once its own process heard its revocation,
-        as every other listening process then has been sent it. At once when this
-        process does not listen: it trusts no remembered answer then."""
-        if not self.trusted():
-            return False
+    def wait_heard_everywhere(self, revoked: Revoked, timeout: float) -> bool:
+        """Wait until every process's listener acknowledged ``revoked`` (module docstring),
+        at most ``timeout`` seconds; whether all did. One query for the listeners."""
         deadline = time.monotonic() + timeout
+        listener = self._listener
+        if listener is None or not listener.listening:
+            return False  # this process hears nothing; the others may, but cannot tell us
+        with self.database.engine.connect() as connection:
+            listeners = {
+                int(pid)
+                for (pid,) in connection.execute(
+                    _LISTENERS, {"name": APPLICATION_NAME, "began": revoked.began}
+                )
+            }
+            connection.rollback()
         with self._changed:
-            while self._generation <= generation:
+            while not self._all_acknowledged(revoked.ids, listeners):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._changed.wait(remaining)
         return True
 
-    def _heard(self, _payload: str) -> None:
+    def _all_acknowledged(self, revocations: Iterable[str], listeners: set[int]) -> bool:
+        return all(listeners <= self._acknowledged.get(each, set()) for each in revocations)
+
+    def _heard(self, payload: str) -> None:
         """Anything on the channel, or a reconnect (what was sent meanwhile is lost)."""
+        kind, _, rest = payload.partition(":")
+        if kind == "a":
+            revocation, _, pid = rest.partition(":")
+            with self._changed:
+                self._acknowledged.setdefault(revocation, set()).add(int(pid))
+                self._acknowledged.move_to_end(revocation)
+                while len(self._acknowledged) > _KEPT_REVOCATIONS:
+                    self._acknowledged.popitem(last=False)
+                self._changed.notify_all()
+            return
         self._bump()
+        listener = self._listener
+        if kind == "r" and listener is not None and listener.backend_pid is not None:
+            listener.send(f"a:{rest}:{listener.backend_pid}")
 
     def _bump(self) -> None:
         with self._changed:

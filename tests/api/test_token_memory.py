@@ -4,6 +4,7 @@ process. Issue 23 asked for both: no token round trip per request, no stale answ
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -92,6 +93,35 @@ def test_a_revoked_token_is_refused_on_the_next_request_by_every_process(
         assert revoked.status_code == 200, revoked.text
         assert_problem(second_process.get("/v1/jobs", headers=headers), 401)
         assert_problem(client.get("/v1/jobs", headers=headers), 401)
+
+
+def test_a_revocation_answers_only_once_a_slow_process_heard_it(
+    client: TestClient,
+    second_process: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+) -> None:
+    """A busy second process: its listener learns of the notification 0.3 s late (its
+    socket looks empty meanwhile, as when PostgreSQL has not yet sent it there). The
+    revoking request must wait for that process's acknowledgement, not only for its own
+    process, or the caller's next request finds the token still trusted there."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("SQLite remembers no token: every request reads it from the file")
+    token_id, headers = _issue(client, admin_headers, "submitter", "slow")
+    assert second_process.get("/v1/jobs", headers=headers).status_code == 200
+    watch = second_process.app.state.revocations  # type: ignore[attr-defined]
+    listener = watch._listener
+    notices = listener._before_read
+
+    def late() -> None:
+        time.sleep(0.3)
+        notices()
+
+    listener._before_read = late
+    listener.unread = lambda: False
+    revoked = client.delete(f"/v1/tokens/{token_id}", headers=admin_headers)
+    assert revoked.status_code == 200, revoked.text
+    assert_problem(second_process.get("/v1/jobs", headers=headers), 401)
 
 
 def test_deleting_a_worker_revokes_its_remembered_tokens(
