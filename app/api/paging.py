@@ -8,15 +8,23 @@ rule lives here once instead of in every listing route.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends
 
 from app.api.schemas.common import LimitQuery, OffsetQuery, Page
 
 T = TypeVar("T")
+Row = TypeVar("Row")
+Row_co = TypeVar("Row_co", covariant=True)
+
+
+class Fetch(Protocol[Row_co]):
+    """Reads up to ``limit`` rows of a listing from ``offset``, in the listing's order."""
+
+    def __call__(self, *, limit: int, offset: int) -> Sequence[Row_co]: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,12 @@ class Paging:
             offset=self.offset,
             next_offset=self.offset + self.limit if more else None,
         )
+
+    def listing(self, fetch: Fetch[Row], show: Callable[[Row], T]) -> Page[T]:
+        """The page of a listing: ``fetch`` reads its rows with the look-ahead, ``show``
+        turns each shown row into its body."""
+        rows = fetch(limit=self.look_ahead, offset=self.offset)
+        return self.page([show(row) for row in rows])
 
 
 def paging_by(default_limit: int) -> Callable[[int, int], Paging]:

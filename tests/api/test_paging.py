@@ -22,6 +22,18 @@ def test_a_short_fetch_is_the_last_page() -> None:
     assert Paging(limit=2, offset=0).page([]).items == []
 
 
+def test_a_listing_fetches_with_the_look_ahead_and_shows_each_row() -> None:
+    asked: list[tuple[int, int]] = []
+
+    def fetch(*, limit: int, offset: int) -> list[int]:
+        asked.append((limit, offset))
+        return [5, 6, 7]
+
+    page = Paging(limit=2, offset=4).listing(fetch, str)
+    assert asked == [(3, 4)]
+    assert (page.items, page.next_offset) == (["5", "6"], 6)
+
+
 def test_each_dependency_keeps_its_default_page_size() -> None:
     for default in (50, 100):
         parameters = inspect.signature(paging_by(default)).parameters

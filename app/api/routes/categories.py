@@ -3,6 +3,8 @@ view ``v_category_fit`` over HTTP)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter
 
 from app.api.auth import SubmitterDep
@@ -36,8 +38,7 @@ def list_categories(
 ) -> Page[CategoryOut]:
     """Categories in the order they were first asked for: what their jobs ask for (per
     family, in its notation), how many wait and run, and how many workers fit them."""
-    views = category_fit.list_categories(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([_out(view) for view in views])
+    return paging.listing(partial(category_fit.list_categories, session), _out)
 
 
 @router.get(

@@ -3,6 +3,8 @@ environments, and the scheduling run."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, SubmitterDep
@@ -46,8 +48,7 @@ def list_attributes(
     session: SessionDep, _who: SubmitterDep, paging: Paging100Dep
 ) -> Page[AttributeOut]:
     """The attribute table (``qconf -sc``), sorted by name, a page at a time."""
-    rows = gridengine_table.list_attributes(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([_out(a) for a in rows])
+    return paging.listing(partial(gridengine_table.list_attributes, session), _out)
 
 
 @router.get(
@@ -214,8 +215,7 @@ def _pe_out(pe: ParallelEnvironment) -> PeOut:
 def list_pes(session: SessionDep, _who: SubmitterDep, paging: Paging100Dep) -> Page[PeOut]:
     """The parallel environments (``qconf -spl``) with their allocation rules and slots,
     sorted by name, a page at a time."""
-    rows = parallel.list_pes(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([_pe_out(pe) for pe in rows])
+    return paging.listing(partial(parallel.list_pes, session), _pe_out)
 
 
 @router.get(

@@ -4,6 +4,7 @@ the running worker's report of the end of its job."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from sqlalchemy.orm import Session
@@ -168,15 +169,14 @@ def list_jobs(
 ) -> Page[JobOut]:
     """One page of jobs in id order, filtered by state and category; a submitter sees its
     own jobs only (filtered before the page is cut, so every page is full)."""
-    rows = submission.list_jobs(
+    jobs = partial(
+        submission.list_jobs,
         session,
         state=state,
         category_id=category,
         submitter=principal.subject if principal.role is Role.SUBMITTER else None,
-        limit=paging.look_ahead,
-        offset=paging.offset,
     )
-    return paging.page([job_out(session, job) for job in rows])
+    return paging.listing(jobs, partial(job_out, session))
 
 
 @router.get(

@@ -4,6 +4,8 @@ Engine dispatch (docs/notations/gridengine.md#resource-quota-sets)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep
@@ -75,8 +77,7 @@ def list_quota_sets(
 ) -> Page[QuotaSetOut]:
     """The resource quota sets (``qconf -srqsl``) sorted by name, with their rules and
     usage, a page at a time."""
-    rows = quota_sets.list_quota_sets(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([_out(session, row) for row in rows])
+    return paging.listing(partial(quota_sets.list_quota_sets, session), partial(_out, session))
 
 
 @router.get(

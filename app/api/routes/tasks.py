@@ -3,6 +3,8 @@ declarative requirements and optional ``can_run_on`` plug-in."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Response, status
 
 from app.api.auth import AdminDep, PrincipalDep
@@ -64,8 +66,7 @@ def register_task(
 def list_tasks(session: SessionDep, _who: PrincipalDep, paging: Paging100Dep) -> Page[TaskOut]:
     """The registered task types by name, a page at a time (workers read them to know
     what to analyse)."""
-    rows = task_registry.list_tasks(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([task_out(task) for task in rows])
+    return paging.listing(partial(task_registry.list_tasks, session), task_out)
 
 
 @router.get(

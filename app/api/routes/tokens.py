@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, status
 
 from app.api.auth import AdminDep
@@ -64,8 +66,7 @@ def issue_token(body: TokenCreate, session: SessionDep, _admin: AdminDep) -> Iss
 def list_tokens(session: SessionDep, _admin: AdminDep, paging: Paging50Dep) -> Page[TokenOut]:
     """Every issued token, revoked and expired ones included, oldest first, with its expiry
     and its last use; never the token itself."""
-    rows = tokens.list_tokens(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([TokenOut.model_validate(r) for r in rows])
+    return paging.listing(partial(tokens.list_tokens, session), TokenOut.model_validate)
 
 
 @router.delete(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -199,8 +200,7 @@ def delete_worker(
 )
 def list_workers(session: SessionDep, _who: SubmitterDep, paging: Paging50Dep) -> Page[WorkerOut]:
     """Every registered worker with its state, slots and free inventory, by name."""
-    rows = workers.list_workers(session, limit=paging.look_ahead, offset=paging.offset)
-    return paging.page([worker_out(session, w) for w in rows])
+    return paging.listing(partial(workers.list_workers, session), partial(worker_out, session))
 
 
 @router.get(
