@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from app.cli.connection import (
+    DEFAULT_URL,
     LimitOption,
     OutputFormat,
     Remote,
@@ -18,13 +19,11 @@ from app.cli.connection import (
     remote_command,
 )
 from app.cli.errors import CommandError, ExitCode
-from app.cli.help import examples
+from app.cli.help import command_group, examples
 from app.cli.output import Column, field, print_lines, print_table
 
-quotas_cli = typer.Typer(
-    help="Grid Engine resource quota sets: limits per user, queue, host or PE (qconf -arqs).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+quotas_cli = command_group(
+    "Grid Engine resource quota sets: limits per user, queue, host or PE (qconf -arqs)."
 )
 
 #: The API's own page size, so that `-o json` equals its plain answer.
@@ -103,10 +102,11 @@ def replace_quota_set(remote: Remote, name: NameArgument, path: FileArgument) ->
     remote.call_and_show(lambda client: client.replace_quota_set(name, _read_text(path)), print_set)
 
 
+# Not a `remote_command`: the API answers 204 with no body, so there is no -o to offer.
 @quotas_cli.command("delete", epilog=examples("jobmatch quotas delete per_user"))
 def delete_quota_set(
     name: NameArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
+    url: UrlOption = DEFAULT_URL,
     token: TokenOption = None,
 ) -> None:
     """Delete a set and its books (qconf -drqs NAME)."""

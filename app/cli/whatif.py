@@ -11,9 +11,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from app.cli.connection import OutputFormat, OutputOption, Remote, TokenOption, UrlOption
+from app.cli.connection import Remote, remote_command
 from app.cli.errors import CommandError, ExitCode
-from app.cli.help import examples
 from app.cli.output import Column, Row, field, print_lines, print_table, text
 
 whatif_cli = typer.Typer(rich_markup_mode=None)
@@ -111,15 +110,15 @@ def print_answer(answer: Row, *, wide: bool) -> None:
     typer.echo("nothing was stored")
 
 
-@whatif_cli.command(
+@remote_command(
+    whatif_cli,
     "whatif",
-    epilog=examples(
-        "jobmatch whatif changes.yaml",
-        "jobmatch whatif changes.json -o json | jq .runnable_now",
-        'echo \'{"drain_workers": ["w1"]}\' | jobmatch whatif -',
-    ),
+    "jobmatch whatif changes.yaml",
+    "jobmatch whatif changes.json -o json | jq .runnable_now",
+    'echo \'{"drain_workers": ["w1"]}\' | jobmatch whatif -',
 )
 def what_if(
+    remote: Remote,
     file: Annotated[
         Path,
         typer.Argument(
@@ -129,15 +128,13 @@ def what_if(
             show_default=False,
         ),
     ],
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """What a change set would change, without storing it (admin token): the waiting jobs
     that become runnable and those that stop, per category, the job each added or changed
     worker would pull first, and the candidates of explain_job. Ids of added jobs are
     provisional."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.what_if(read_change_set(file))
-    remote.show(client.last_json, lambda answer: print_answer(answer, wide=remote.wide))
+    # Read inside the call, where a file that cannot be read is one line and exit 2.
+    remote.call_and_show(
+        lambda client: client.what_if(read_change_set(file)),
+        lambda answer: print_answer(answer, wide=remote.wide),
+    )
