@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +11,7 @@ import typer
 from app.cli.connection import LimitOption, Remote, read_list, remote_command
 from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
+from app.cli.files import read_file_or_stdin
 from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
@@ -182,8 +182,7 @@ def _file_body(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        body = json.loads(raw)
+        body = json.loads(read_file_or_stdin(path))
     except (OSError, ValueError) as error:
         raise CommandError(f"--file {path}: {error}", ExitCode.USAGE) from None
     if not isinstance(body, dict):

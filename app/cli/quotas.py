@@ -3,8 +3,6 @@ as `qconf -srqsl`, `-srqs`, `-Arqs`, `-Mrqs` and `-drqs` handle them."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +17,7 @@ from app.cli.connection import (
     remote_command,
 )
 from app.cli.errors import CommandError, ExitCode
+from app.cli.files import read_file_or_stdin
 from app.cli.help import command_group, examples
 from app.cli.output import Column, field, print_lines, print_table
 
@@ -53,10 +52,8 @@ FileArgument = Annotated[
 
 
 def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_file_or_stdin(path)
     except OSError as error:
         raise CommandError(f"cannot read {path}: {error.strerror}", ExitCode.USAGE) from None
 

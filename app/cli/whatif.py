@@ -4,7 +4,6 @@ the server (POST /v1/whatif), which applies it in a transaction it rolls back.""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ import yaml
 
 from app.cli.connection import Remote, remote_command
 from app.cli.errors import CommandError, ExitCode
+from app.cli.files import read_file_or_stdin
 from app.cli.output import Column, Row, field, print_lines, print_table, text
 
 whatif_cli = typer.Typer(rich_markup_mode=None)
@@ -39,8 +39,7 @@ def read_change_set(path: Path) -> dict[str, Any]:
     """The change set of ``path`` (`-`: standard input): JSON, or YAML (a superset of
     JSON, so one reader takes both)."""
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        body = yaml.safe_load(raw)
+        body = yaml.safe_load(read_file_or_stdin(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise CommandError(f"{path}: {' '.join(str(error).split())}", ExitCode.USAGE) from None
     if not isinstance(body, dict):
