@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +11,7 @@ import typer
 from app.cli.connection import LimitOption, Remote, read_list, remote_command
 from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
+from app.cli.files import read_file_or_stdin
 from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
@@ -182,8 +182,7 @@ def _file_body(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        body = json.loads(raw)
+        body = json.loads(read_file_or_stdin(path))
     except (OSError, ValueError) as error:
         raise CommandError(f"--file {path}: {error}", ExitCode.USAGE) from None
     if not isinstance(body, dict):
@@ -191,10 +190,19 @@ def _file_body(path: Path | None) -> dict[str, Any]:
     return body
 
 
+#: The options `jobs submit` takes as JSON text (an RFC 31 constraint, an RFC 14 list).
+JSON_OPTIONS = ("constraint", "jobspec")
+
+
 def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
-    """The job to submit: --file's fields, overridden by the options given."""
+    """The job to submit: --file's fields, overridden by the options given (the JSON ones
+    parsed first, so that a bad one is reported before the file is read)."""
+    given = {
+        key: _json_option(value, key) if key in JSON_OPTIONS else value
+        for key, value in options.items()
+    }
     body = _file_body(file)
-    body.update({key: value for key, value in options.items() if value not in (None, [])})
+    body.update({key: value for key, value in given.items() if value not in (None, [])})
     try:
         return JobSpec(**body)
     except TypeError as error:
@@ -284,10 +292,8 @@ def submit_job(
         "slots": slots,
         "priority": priority,
     }
-
-    def submit(client: AdminClient) -> None:
-        options["constraint"] = _json_option(constraint, "constraint")
-        options["jobspec"] = _json_option(jobspec, "jobspec")
-        client.submit_job(job_spec(file, options))
-
-    remote.call_and_show(submit, lambda job: print_job(job, wide=remote.wide))
+    # Read inside the call, where a bad --file or JSON option becomes one line and exit 2.
+    remote.call_and_show(
+        lambda client: client.submit_job(job_spec(file, options)),
+        lambda job: print_job(job, wide=remote.wide),
+    )

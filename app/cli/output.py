@@ -115,12 +115,16 @@ def collect_pages(
     suffices and nothing is left out, its page is returned unchanged (so `-o json` equals
     the API's answer); otherwise one page of the same shape holds every item kept.
     """
+
+    def kept(page: Any) -> list[Row]:
+        return [item for item in page.get("items", []) if keep is None or keep(item)]
+
     first = fetch(min(limit, MAX_PAGE), 0)
-    items = [item for item in first.get("items", []) if keep is None or keep(item)]
+    items = kept(first)
     next_offset = first.get("next_offset")
     while next_offset is not None and len(items) < limit:
         following = fetch(min(limit - len(items), MAX_PAGE), next_offset)
-        items += [item for item in following.get("items", []) if keep is None or keep(item)]
+        items += kept(following)
         next_offset = following.get("next_offset")
     if items == first.get("items", []):
         return dict(first)

@@ -3,13 +3,12 @@ as `qconf -srqsl`, `-srqs`, `-Arqs`, `-Mrqs` and `-drqs` handle them."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from app.cli.connection import (
+    DEFAULT_URL,
     LimitOption,
     OutputFormat,
     Remote,
@@ -18,13 +17,12 @@ from app.cli.connection import (
     remote_command,
 )
 from app.cli.errors import CommandError, ExitCode
-from app.cli.help import examples
+from app.cli.files import read_file_or_stdin
+from app.cli.help import command_group, examples
 from app.cli.output import Column, field, print_lines, print_table
 
-quotas_cli = typer.Typer(
-    help="Grid Engine resource quota sets: limits per user, queue, host or PE (qconf -arqs).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+quotas_cli = command_group(
+    "Grid Engine resource quota sets: limits per user, queue, host or PE (qconf -arqs)."
 )
 
 #: The API's own page size, so that `-o json` equals its plain answer.
@@ -54,10 +52,8 @@ FileArgument = Annotated[
 
 
 def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_file_or_stdin(path)
     except OSError as error:
         raise CommandError(f"cannot read {path}: {error.strerror}", ExitCode.USAGE) from None
 
@@ -103,10 +99,11 @@ def replace_quota_set(remote: Remote, name: NameArgument, path: FileArgument) ->
     remote.call_and_show(lambda client: client.replace_quota_set(name, _read_text(path)), print_set)
 
 
+# Not a `remote_command`: the API answers 204 with no body, so there is no -o to offer.
 @quotas_cli.command("delete", epilog=examples("jobmatch quotas delete per_user"))
 def delete_quota_set(
     name: NameArgument,
-    url: UrlOption = "http://127.0.0.1:8000",
+    url: UrlOption = DEFAULT_URL,
     token: TokenOption = None,
 ) -> None:
     """Delete a set and its books (qconf -drqs NAME)."""

@@ -4,16 +4,15 @@ the server (POST /v1/whatif), which applies it in a transaction it rolls back.""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 
-from app.cli.connection import OutputFormat, OutputOption, Remote, TokenOption, UrlOption
+from app.cli.connection import Remote, remote_command
 from app.cli.errors import CommandError, ExitCode
-from app.cli.help import examples
+from app.cli.files import read_file_or_stdin
 from app.cli.output import Column, Row, field, print_lines, print_table, text
 
 whatif_cli = typer.Typer(rich_markup_mode=None)
@@ -40,8 +39,7 @@ def read_change_set(path: Path) -> dict[str, Any]:
     """The change set of ``path`` (`-`: standard input): JSON, or YAML (a superset of
     JSON, so one reader takes both)."""
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-        body = yaml.safe_load(raw)
+        body = yaml.safe_load(read_file_or_stdin(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise CommandError(f"{path}: {' '.join(str(error).split())}", ExitCode.USAGE) from None
     if not isinstance(body, dict):
@@ -111,15 +109,15 @@ def print_answer(answer: Row, *, wide: bool) -> None:
     typer.echo("nothing was stored")
 
 
-@whatif_cli.command(
+@remote_command(
+    whatif_cli,
     "whatif",
-    epilog=examples(
-        "jobmatch whatif changes.yaml",
-        "jobmatch whatif changes.json -o json | jq .runnable_now",
-        'echo \'{"drain_workers": ["w1"]}\' | jobmatch whatif -',
-    ),
+    "jobmatch whatif changes.yaml",
+    "jobmatch whatif changes.json -o json | jq .runnable_now",
+    'echo \'{"drain_workers": ["w1"]}\' | jobmatch whatif -',
 )
 def what_if(
+    remote: Remote,
     file: Annotated[
         Path,
         typer.Argument(
@@ -129,15 +127,13 @@ def what_if(
             show_default=False,
         ),
     ],
-    url: UrlOption = "http://127.0.0.1:8000",
-    token: TokenOption = None,
-    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """What a change set would change, without storing it (admin token): the waiting jobs
     that become runnable and those that stop, per category, the job each added or changed
     worker would pull first, and the candidates of explain_job. Ids of added jobs are
     provisional."""
-    remote = Remote(url, token, output)
-    with remote.client() as client:
-        client.what_if(read_change_set(file))
-    remote.show(client.last_json, lambda answer: print_answer(answer, wide=remote.wide))
+    # Read inside the call, where a file that cannot be read is one line and exit 2.
+    remote.call_and_show(
+        lambda client: client.what_if(read_change_set(file)),
+        lambda answer: print_answer(answer, wide=remote.wide),
+    )

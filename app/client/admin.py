@@ -27,6 +27,7 @@ from app.client.models import (
     WorkerMetadata,
 )
 from app.client.operations import covers
+from app.client.parsing import without_none
 from app.client.requests import (
     AttributeSpec,
     PeSpec,
@@ -57,14 +58,14 @@ class AdminClient(SubmitterClient):
         """Issue a worker or submitter token; its secret is in the answer, and only there.
         It stops working ``expires_in_seconds`` after it is issued, or at ``expires_at``
         (ISO 8601 with a time zone); without either, never."""
-        body: dict[str, Any] = {"role": str(role), "subject": subject}
-        if label is not None:
-            body["label"] = label
-        if expires_in_seconds is not None:
-            body["expires_in_seconds"] = expires_in_seconds
-        if expires_at is not None:
-            body["expires_at"] = expires_at
-        return self._call(IssuedToken, ops.ISSUE_TOKEN, body=body)
+        body = {
+            "role": str(role),
+            "subject": subject,
+            "label": label,
+            "expires_in_seconds": expires_in_seconds,
+            "expires_at": expires_at,
+        }
+        return self._call(IssuedToken, ops.ISSUE_TOKEN, body=without_none(body))
 
     @covers(ops.LIST_TOKENS)
     def list_tokens(self, *, limit: int | None = None, offset: int | None = None) -> TokenPage:

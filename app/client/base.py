@@ -21,7 +21,7 @@ from app.client.errors import (
 )
 from app.client.models import CompiledConstraint, ExpandedShape, Task, TaskPage, WorkerMetadata
 from app.client.operations import Operation, covers
-from app.client.parsing import ResponseShapeError, parse, to_json
+from app.client.parsing import ResponseShapeError, parse, to_json, without_none
 from app.client.policy import RetryPolicy, Timeouts, retry_wait
 
 T = TypeVar("T")
@@ -211,7 +211,7 @@ class BaseClient:
     ) -> ExpandedShape:
         """Expand a Flux RFC 46 resource shape into an RFC 14 resources list."""
         body = {"shape": shape, "default_label": default_label, "format": format}
-        return self._call(ExpandedShape, ops.EXPAND_SHAPE, body=_without_none(body))
+        return self._call(ExpandedShape, ops.EXPAND_SHAPE, body=without_none(body))
 
     @covers(ops.COMPILE_REQUIRES)
     def compile_requires(self, requires: str) -> CompiledConstraint:
@@ -238,10 +238,6 @@ class BaseClient:
     def get_metadata(self, worker: str) -> WorkerMetadata:
         """A worker's metadata (a worker token may read only its own)."""
         return self._call(WorkerMetadata, ops.GET_METADATA, path={"name": worker})
-
-
-def _without_none(body: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in body.items() if value is not None}
 
 
 def _reason(error: httpx2.TransportError) -> str:

@@ -146,6 +146,12 @@ def to_json(request: Any) -> dict[str, Any]:
     return body
 
 
+def without_none(body: dict[str, Any]) -> dict[str, Any]:
+    """A JSON body written as a dict, leaving out its fields at None as :func:`to_json`
+    does for a request dataclass (so that the server applies its own defaults)."""
+    return {key: value for key, value in body.items() if value is not None}
+
+
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json(value)

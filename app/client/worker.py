@@ -11,6 +11,7 @@ from app.client import operations as ops
 from app.client.base import BaseClient
 from app.client.models import Heartbeat, Job, OutputAppended, ValuesChanged, WorkerMetadata
 from app.client.operations import covers
+from app.client.parsing import without_none
 from app.client.policy import RetryPolicy, Timeouts
 
 
@@ -107,17 +108,12 @@ class WorkerClient(BaseClient):
     ) -> Job:
         """Report a job's end: ``finished`` or ``failed`` (with a reason, exit code, output)."""
         body = {"outcome": outcome, "reason": reason, "exit_code": exit_code, "output": output}
-        return self._call(
-            Job,
-            ops.FINISH_JOB,
-            path={"job_id": job_id},
-            body={key: value for key, value in body.items() if value is not None},
-        )
+        return self._call(Job, ops.FINISH_JOB, path={"job_id": job_id}, body=without_none(body))
 
     @covers(ops.RETURN_JOB)
     def return_job(self, job_id: int, *, reason: str | None = None) -> Job:
         """Give a job back to the queue unrun (it counts as an attempt)."""
-        body = {} if reason is None else {"reason": reason}
+        body = without_none({"reason": reason})
         return self._call(Job, ops.RETURN_JOB, path={"job_id": job_id}, body=body)
 
 
