@@ -4,11 +4,10 @@ process's subscribers on SQLite), and that a refused or rolled-back change sends
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.db import notify
 from app.db.engine import Database
@@ -20,16 +19,22 @@ pytestmark = pytest.mark.db
 
 @pytest.fixture
 def announced(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
-    """The tokens of every transaction's announcements, as they leave."""
+    """The tokens of every transaction's announcements, as the commit is about to send
+    them: those left for the commit and those a statement of the transaction sent itself
+    (the one-statement pull and finish on PostgreSQL, app/db/notify.py notify_column),
+    so that both ways of announcing are seen alike."""
     seen: list[set[str]] = []
-    original = notify.payload_of
+    original = notify.send_pending
 
-    def recording(tokens: Iterable[str]) -> str:
-        kept = set(tokens)
-        seen.append(kept)
-        return original(kept)
+    def recording(session: Session) -> None:
+        tokens = set(session.info.get(notify.PENDING_KEY, ())) | set(
+            session.info.get(notify.SENT_KEY, ())
+        )
+        if tokens:
+            seen.append(tokens)
+        original(session)
 
-    monkeypatch.setattr(notify, "payload_of", recording)
+    monkeypatch.setattr(notify, "send_pending", recording)
     return seen
 
 
