@@ -101,18 +101,13 @@ def decide(
     (app/matching/gridengine/queue_lists.py)."""
     queues = queues or QueueLists()
     fits = _instance_fits(state, order, hard, soft, queues, quotas, pe_rule, first_only)
-    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
-    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
-    # order breaks ties (docs/notations/gridengine.md#soft-requests).
-    fitting.sort(key=lambda item: item[1].soft_violations)
     if pe_rule is None:
+        fitting = _best_first(fits)
         if not fitting:
             return _refused(fits, quotas)
         slot = fitting[0][0]
         return _with_quotas(Decision(fits, {slot.id: 1}, slot.id), quotas)
-    return _decide_parallel(
-        state, fits, fitting, hard, soft, queues, quotas, pe_rule, low, high, pe_limit
-    )
+    return _decide_parallel(state, fits, hard, soft, queues, quotas, pe_rule, low, high, pe_limit)
 
 
 def _instance_fits(
@@ -164,7 +159,6 @@ def _instance_fits(
 def _decide_parallel(
     state: ClusterState,
     fits: list[tuple[QueueSlot, QueueFit]],
-    fitting: list[tuple[QueueSlot, QueueFit]],
     hard: RequestList,
     soft: RequestList,
     queues: QueueLists,
@@ -176,10 +170,12 @@ def _decide_parallel(
 ) -> Decision:
     """A parallel job's assignment over the fitting instances (best first): the slots
     each may take under its queue, host and global caps, placed by the PE's rule."""
+    # First: an instance that may take slave tasks only gets its slave verdict in ``fits``.
     not_master = _not_master(state, fits, hard, soft, queues)
     master_only = frozenset(
         slot.id for slot, fit in fits if fit.fits and queues.master_only(*instance_parts(slot.name))
     )
+    fitting = _best_first(fits)
     global_cap = next(
         (fit.global_slots for _slot, fit in fitting if fit.global_slots is not None), None
     )
@@ -200,6 +196,15 @@ def _decide_parallel(
         return _refused(fits, quotas, not_master)
     assignment, master = placed
     return _with_quotas(Decision(fits, assignment, master, not_master=not_master), quotas)
+
+
+def _best_first(fits: list[tuple[QueueSlot, QueueFit]]) -> list[tuple[QueueSlot, QueueFit]]:
+    """The fitting instances, best first."""
+    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
+    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
+    # order breaks ties (docs/notations/gridengine.md#soft-requests).
+    fitting.sort(key=lambda item: item[1].soft_violations)
+    return fitting
 
 
 def _place(
