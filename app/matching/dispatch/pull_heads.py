@@ -24,11 +24,12 @@ from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING
 
-#: ``state = 'waiting'`` written as a literal, not a bound parameter: the partial indexes
-#: on waiting jobs (``ix_jobs_waiting_order``) are usable only when the planner can prove
-#: their predicate, which a generic plan of a prepared statement (psycopg prepares a
-#: statement on its fifth use on a connection) cannot do for ``state = $n``; forced
-#: generic, the heads query took 25 ms instead of 3.
+# ``state = 'waiting'`` (WAITING) is written as a literal, not a bound parameter: the
+# partial indexes on waiting jobs (``ix_jobs_waiting_order``) are usable only when the
+# planner can prove their predicate, which a generic plan of a prepared statement (psycopg
+# prepares a statement on its fifth use on a connection) cannot do for ``state = $n``;
+# forced generic, the heads query took 25 ms instead of 3.
+
 _WORKER_ID: Any = bindparam("p_worker_id")
 _GENERATION: Any = bindparam("p_generation")
 _MAX_FREE: Any = bindparam("p_max_free")
