@@ -58,7 +58,7 @@ def book_room_statement(slots: Any) -> Update:
     """Add ``slots`` to the worker's first queue instance, in queue order, with room for
     them (``p_worker_id``); conditional, so it books nothing when none has room.
 
-    Shared by the pull's statements (app/matching/dispatch/pull_sql.py) and the
+    Shared by the pull's statements (app/matching/dispatch/pull_claim.py) and the
     scheduler's one-statement start (app/matching/allocation/book_pg.py), which embeds
     it. Short aliases (``fq`` and ``rq``): psycopg re-parses statements over 4,096
     characters on every execution."""

@@ -16,8 +16,9 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import Enum, auto
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
@@ -42,10 +43,10 @@ from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.allocation.vertex_requests import VertexRequest, build_requests
 from app.matching.debusine.metadata import effective_metadata
-from app.matching.dispatch import pull_sql
+from app.matching.dispatch import pull_claim, pull_heads, pull_plain
 from app.matching.dispatch.finish_pg import finish_holding_vertices
 from app.matching.dispatch.finish_sql import finish_slots_only
-from app.matching.dispatch.pull_sql import Puller, lock_puller
+from app.matching.dispatch.puller import Puller, lock_puller
 from app.matching.dispatch.record import deliver_placed
 from app.matching.errors import ConflictError, ForbiddenError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.bookings import release_bookings
@@ -58,7 +59,7 @@ from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
 
-HEADS_PER_ROUND = pull_sql.HEADS_PER_ROUND
+HEADS_PER_ROUND = pull_heads.HEADS_PER_ROUND
 ROUNDS = 3
 
 
@@ -142,83 +143,117 @@ def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Jo
     if not puller.active or puller.max_free <= 0:
         return None
     if not puller.complex_cluster:
-        # The common pull in one statement (PostgreSQL); the loop below is the general way.
-        best = pull_sql.take_best_plain(session, puller, now)
+        # The common pull in one statement (PostgreSQL); the rounds below are the general way.
+        best = pull_plain.take_best_plain(session, puller, now)
         if best.decided:
             return best.job
-    plugins = _PluginVerdicts(session, puller.id)
-    skipped: set[int] = set()
-    state: ClusterState | None = None
-    grid_engine: GridEnginePull | None = None
-    rounds = 0
-    while rounds < ROUNDS:
-        heads = pull_sql.heads(session, puller, HEADS_PER_ROUND, plugins.refused)
-        if not heads:
-            return None
-        refused_before = len(plugins.refused)
-        for job_id, task_id, plain in heads:
-            # A plug-in's verdict depends on the task and the worker only, so a refusal
-            # rules out every category of the task; the next query leaves them out, and
-            # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
-            if job_id in skipped or (task_id is not None and not plugins.accepts(task_id)):
-                continue
-            if plain and not puller.complex_cluster:
-                # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
-                # SQL; claim, book and record in four statements without ORM objects.
-                claimed, taken = pull_sql.claim_plain_job(session, job_id, puller, now)
-                if claimed:
-                    return taken
-                continue
-            if puller.complex_cluster:
-                # Every job of this worker meets the Grid Engine rules (its values, the
-                # global host's): claim with the state, decide, then book and start in
-                # one statement on PostgreSQL.
-                if grid_engine is None:
-                    grid_engine = GridEnginePull(session, puller)
-                started = grid_engine.take(job_id)
-                if started is None:
-                    continue
-                return started
-            held = pull_sql.claim_with_category(session, job_id)
-            if held is None:
-                continue
-            job, category = held
-            if (
-                puller.complex_cluster
-                or category.hard != "NONE"
-                or category.pe is not None
-                or names_queues(category)
-            ):
-                # Grid Engine rules: load values and consumables now, bookings
-                # (docs/notations/gridengine.md).
-                if state is None:
-                    state = load_puller_state(session, puller)
-                started = start_by_grid_engine_rules(session, puller, job, category, state)
-                if started is None:
-                    continue
-                return started
-            placement = None
-            if puller.managed and category.jobspec is not None:
-                outcome = place_requests(
-                    trees.worker_tree(session, [puller.id]),
-                    category_requests(category.jobspec),
-                    policy,
-                )
-                if outcome.placement is None:
-                    skipped.add(job_id)
-                    continue
-                placement = outcome.placement
-            queue_instance_id = pull_sql.book_first_room(session, puller.id, job.slots)
-            if queue_instance_id is None:
+    return _HeadRounds(session, puller, now, policy).take()
+
+
+class _Next(Enum):
+    """A head the pull passes over: a concurrent pull holds or took it, it does not fit
+    after all, or it has no placement on the worker."""
+
+    HEAD = auto()
+
+
+class _HeadRounds:
+    """The general way of a pull: rounds over the best heads until one is taken, with what
+    the rounds share (the plug-ins' verdicts, the heads without a placement, the Grid
+    Engine state loaded at first need)."""
+
+    def __init__(self, session: Session, puller: Puller, now: datetime, policy: Policy) -> None:
+        self.session = session
+        self.puller = puller
+        self.now = now
+        self.policy = policy
+        self.plugins = _PluginVerdicts(session, puller.id)
+        self.skipped: set[int] = set()
+        self.state: ClusterState | None = None
+        self.grid_engine: GridEnginePull | None = None
+
+    def take(self) -> Job | None:
+        """The job started on the worker, or None."""
+        rounds = 0
+        while rounds < ROUNDS:
+            heads = pull_heads.heads(
+                self.session, self.puller, HEADS_PER_ROUND, self.plugins.refused
+            )
+            if not heads:
                 return None
-            pull_sql.allocate_slots(session, job.id, queue_instance_id, job.slots, now)
-            if placement is not None:
-                vertex_bookings.book_placement(session, job, placement)
-            return pull_sql.start(session, job, puller.id, puller.name)
-        if len(plugins.refused) == refused_before:
-            # Every head was taken by concurrent pulls: another round, a bounded number.
-            rounds += 1
-    return None
+            refused_before = len(self.plugins.refused)
+            for job_id, task_id, plain in heads:
+                # A plug-in's verdict depends on the task and the worker only, so a refusal
+                # rules out every category of the task; the next query leaves them out, and
+                # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
+                if job_id in self.skipped or (
+                    task_id is not None and not self.plugins.accepts(task_id)
+                ):
+                    continue
+                taken = self._take_head(job_id, plain)
+                if taken is not _Next.HEAD:
+                    return taken
+            if len(self.plugins.refused) == refused_before:
+                # Every head was taken by concurrent pulls: another round, a bounded number.
+                rounds += 1
+        return None
+
+    def _take_head(self, job_id: int, plain: bool) -> Job | Literal[_Next.HEAD] | None:
+        """Claim and start one head: the job, None when the worker has no room left (the
+        pull ends), or :attr:`_Next.HEAD`."""
+        session, puller = self.session, self.puller
+        if plain and not puller.complex_cluster:
+            # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
+            # SQL; claim, book and record in four statements without ORM objects.
+            claimed, taken = pull_plain.claim_plain_job(session, job_id, puller, self.now)
+            return taken if claimed else _Next.HEAD
+        if puller.complex_cluster:
+            # Every job of this worker meets the Grid Engine rules (its values, the
+            # global host's): claim with the state, decide, then book and start in
+            # one statement on PostgreSQL.
+            if self.grid_engine is None:
+                self.grid_engine = GridEnginePull(session, puller)
+            started = self.grid_engine.take(job_id)
+            return _Next.HEAD if started is None else started
+        held = pull_claim.claim_with_category(session, job_id)
+        if held is None:
+            return _Next.HEAD
+        job, category = held
+        return self._start_claimed(job, category)
+
+    def _start_claimed(self, job: Job, category: Category) -> Job | Literal[_Next.HEAD] | None:
+        """Book and start a job this pull holds, through the ORM."""
+        session, puller = self.session, self.puller
+        if (
+            puller.complex_cluster
+            or category.hard != "NONE"
+            or category.pe is not None
+            or names_queues(category)
+        ):
+            # Grid Engine rules: load values and consumables now, bookings
+            # (docs/notations/gridengine.md).
+            if self.state is None:
+                self.state = load_puller_state(session, puller)
+            started = start_by_grid_engine_rules(session, puller, job, category, self.state)
+            return _Next.HEAD if started is None else started
+        placement = None
+        if puller.managed and category.jobspec is not None:
+            outcome = place_requests(
+                trees.worker_tree(session, [puller.id]),
+                category_requests(category.jobspec),
+                self.policy,
+            )
+            if outcome.placement is None:
+                self.skipped.add(job.id)
+                return _Next.HEAD
+            placement = outcome.placement
+        queue_instance_id = pull_claim.book_first_room(session, puller.id, job.slots)
+        if queue_instance_id is None:
+            return None
+        pull_claim.allocate_slots(session, job.id, queue_instance_id, job.slots, self.now)
+        if placement is not None:
+            vertex_bookings.book_placement(session, job, placement)
+        return pull_claim.start(session, job, puller.id, puller.name)
 
 
 def load_puller_state(session: Session, puller: Puller) -> ClusterState:
@@ -237,7 +272,7 @@ def start_by_grid_engine_rules(
     _decision, booked = dispatch_on(session, state, job, category, state.queue_order())
     if not booked:
         return None
-    return pull_sql.start(session, job, job.worker_id or puller.id, puller.name)
+    return pull_claim.start(session, job, job.worker_id or puller.id, puller.name)
 
 
 class _PluginVerdicts:

@@ -99,8 +99,31 @@ def decide(
     resource quotas that apply, if any, cap each instance and must hold the whole
     assignment. ``queues``: the job's ``-q``, ``-masterq`` and soft ``-q`` lists
     (app/matching/gridengine/queue_lists.py)."""
-    fits: list[tuple[QueueSlot, QueueFit]] = []
     queues = queues or QueueLists()
+    fits = _instance_fits(state, order, hard, soft, queues, quotas, pe_rule, first_only)
+    if pe_rule is None:
+        fitting = _best_first(fits)
+        if not fitting:
+            return _refused(fits, quotas)
+        slot = fitting[0][0]
+        return _with_quotas(Decision(fits, {slot.id: 1}, slot.id), quotas)
+    return _decide_parallel(state, fits, hard, soft, queues, quotas, pe_rule, low, high, pe_limit)
+
+
+def _instance_fits(
+    state: ClusterState,
+    order: Sequence[QueueSlot],
+    hard: RequestList,
+    soft: RequestList,
+    queues: QueueLists,
+    quotas: JobQuotas | None,
+    pe_rule: str | None,
+    first_only: bool,
+) -> list[tuple[QueueSlot, QueueFit]]:
+    """Each instance's verdict in queue order, cheap refusals first (a load alarm, the
+    job's queue lists, and with ``first_only`` a full instance or an exhausted quota);
+    with ``first_only`` a sequential job without soft requests stops at the first fit."""
+    fits: list[tuple[QueueSlot, QueueFit]] = []
     for slot in order:
         alarm = load_alarm(state, slot)
         if alarm is not None:
@@ -130,19 +153,29 @@ def decide(
         fits.append((slot, fit))
         if first_only and fit.fits and pe_rule is None and not soft.requests and not queues.soft:
             break
-    not_master = _not_master(state, fits, hard, soft, queues) if pe_rule is not None else {}
+    return fits
+
+
+def _decide_parallel(
+    state: ClusterState,
+    fits: list[tuple[QueueSlot, QueueFit]],
+    hard: RequestList,
+    soft: RequestList,
+    queues: QueueLists,
+    quotas: JobQuotas | None,
+    pe_rule: str,
+    low: int,
+    high: int,
+    pe_limit: int,
+) -> Decision:
+    """A parallel job's assignment over the fitting instances (best first): the slots
+    each may take under its queue, host and global caps, placed by the PE's rule."""
+    # First: an instance that may take slave tasks only gets its slave verdict in ``fits``.
+    not_master = _not_master(state, fits, hard, soft, queues)
     master_only = frozenset(
         slot.id for slot, fit in fits if fit.fits and queues.master_only(*instance_parts(slot.name))
     )
-    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
-    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
-    # order breaks ties (docs/notations/gridengine.md#soft-requests).
-    fitting.sort(key=lambda item: item[1].soft_violations)
-    if pe_rule is None:
-        if not fitting:
-            return _refused(fits, quotas)
-        slot = fitting[0][0]
-        return _with_quotas(Decision(fits, {slot.id: 1}, slot.id), quotas)
+    fitting = _best_first(fits)
     global_cap = next(
         (fit.global_slots for _slot, fit in fitting if fit.global_slots is not None), None
     )
@@ -163,6 +196,15 @@ def decide(
         return _refused(fits, quotas, not_master)
     assignment, master = placed
     return _with_quotas(Decision(fits, assignment, master, not_master=not_master), quotas)
+
+
+def _best_first(fits: list[tuple[QueueSlot, QueueFit]]) -> list[tuple[QueueSlot, QueueFit]]:
+    """The fitting instances, best first."""
+    fitting = [(slot, fit) for slot, fit in fits if fit.fits]
+    # Soft violations re-sort the fitting instances; sorted() is stable, so the queue
+    # order breaks ties (docs/notations/gridengine.md#soft-requests).
+    fitting.sort(key=lambda item: item[1].soft_violations)
+    return fitting
 
 
 def _place(

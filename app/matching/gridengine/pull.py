@@ -65,7 +65,8 @@ from app.db.tables import (
     JOBS,
     QUEUE_INSTANCES,
 )
-from app.matching.dispatch.pull_sql import Puller, start_statement
+from app.matching.dispatch.pull_claim import start_statement
+from app.matching.dispatch.puller import Puller
 from app.matching.dispatch.record import (
     Dispatch,
     dispatched_event_insert,

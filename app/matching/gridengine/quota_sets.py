@@ -28,12 +28,9 @@ from app.matching.gridengine.quotas import QuotaAmount, QuotaBook, book_quotas, 
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
 from app.matching.named_rows import row_by_name, rows_by_name
-from app.notations.gridengine.quotas import (
-    QuotaError,
-    QuotaSet,
-    check_quota_set,
-    parse_quota_set,
-)
+from app.notations.gridengine.quota_check import check_quota_set
+from app.notations.gridengine.quota_parser import parse_quota_set
+from app.notations.gridengine.quotas import QuotaError, QuotaSet
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Consumable
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
-from app.notations.gridengine.quotas import Limit, QuotaSet, parse_quota_set
+from app.notations.gridengine.quota_parser import parse_quota_set
+from app.notations.gridengine.quotas import Limit, QuotaSet
 from app.notations.gridengine.requests import RequestList
 
 #: What a job of no project presents to a ``projects`` filter.

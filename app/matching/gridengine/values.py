@@ -309,10 +309,7 @@ def read_values(session: Session, target: Target) -> ValuesView:
     for name, kind, text in session.execute(
         select(Attribute.name, AttributeValue.kind, AttributeValue.text)
         .join(Attribute, Attribute.id == AttributeValue.attribute_id)
-        .where(
-            AttributeValue.level == target.level,
-            AttributeValue.object_key == target.object_key,
-        )
+        .where(*target.rows_of(AttributeValue))
         .order_by(Attribute.name)
     ):
         found[kind][name] = text
@@ -321,10 +318,7 @@ def read_values(session: Session, target: Target) -> ValuesView:
         for name, capacity, used in session.execute(
             select(Attribute.name, ConsumableUsage.capacity, ConsumableUsage.used)
             .join(Attribute, Attribute.id == ConsumableUsage.attribute_id)
-            .where(
-                ConsumableUsage.level == target.level,
-                ConsumableUsage.object_key == target.object_key,
-            )
+            .where(*target.rows_of(ConsumableUsage))
             .order_by(Attribute.name)
         )
     }

@@ -24,7 +24,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from app.db.engine import Database
-from app.matching.dispatch import pull_sql as pull_statements
+from app.matching.dispatch.pull_claim import CLAIM
+from app.matching.dispatch.pull_heads import heads_statement
+from app.matching.dispatch.pull_plain import _TAKE_IN_ONE
+from app.matching.dispatch.puller import _LOCK_PULLER
 from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db
@@ -41,7 +44,7 @@ def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -
     with postgres.engine.connect() as connection:
         plan = generic_plan(
             connection,
-            pull_statements._LOCK_PULLER,
+            _LOCK_PULLER,
             {"p_name": "w1", "p_now": "2026-11-21T00:00:00+00:00"},
         )
         connection.rollback()
@@ -77,7 +80,7 @@ def _backlog(connection: Connection, categories: int = 20, jobs: int = 20_000) -
 
 @pytest.mark.parametrize("managed", [False, True])
 def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> None:
-    statement = pull_statements._heads(True, managed, False)
+    statement = heads_statement(True, managed, False)
     with postgres.engine.connect() as connection:
         _backlog(connection)
         plan = generic_plan(
@@ -93,7 +96,7 @@ def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> 
 def test_waiting_is_a_literal_in_every_claim() -> None:
     """The claims find the job by primary key either way; the literal keeps every
     statement of the pull free of a parameter that a partial index would need."""
-    for statement in (*pull_statements._CLAIM.values(), pull_statements._TAKE_IN_ONE):
+    for statement in (*CLAIM.values(), _TAKE_IN_ONE):
         sql = str(statement.compile())
         assert "state = 'waiting'" in sql, sql
 

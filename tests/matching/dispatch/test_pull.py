@@ -89,7 +89,8 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
     from datetime import UTC, datetime
 
     from app.db.models import Job, JobEvent
-    from app.matching.dispatch import pull_sql as pull_statements
+    from app.matching.dispatch.pull_plain import claim_plain_job
+    from app.matching.dispatch.puller import Puller, lock_puller
 
     add_worker(database, "w", slots=1)
     running = submit_job(database)
@@ -97,11 +98,11 @@ def test_a_claimed_job_without_room_waits_again_as_it_was(database: Database) ->
     waiting = submit_job(database)
     with database.transaction() as session:
         now = datetime.now(UTC)
-        puller = pull_statements.lock_puller(session, "w", now)
+        puller = lock_puller(session, "w", now)
         assert puller is not None and puller.max_free == 0
         # As if the count had been read before the other pull booked the last slot.
-        stale = pull_statements.Puller(**{**puller.__dict__, "max_free": 1})
-        claimed, job = pull_statements.claim_plain_job(session, waiting, stale, now)
+        stale = Puller(**{**puller.__dict__, "max_free": 1})
+        claimed, job = claim_plain_job(session, waiting, stale, now)
         assert (claimed, job) == (True, None)
     with database.transaction() as session:
         row = session.get(Job, waiting)

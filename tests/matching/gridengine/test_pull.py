@@ -23,7 +23,8 @@ from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import ConsumableUsage, Job, JobState, QueueInstance, Worker
 from app.matching.dispatch import pull as dispatch
-from app.matching.dispatch.pull_sql import Puller, claim_with_category, lock_puller
+from app.matching.dispatch.pull_claim import claim_with_category
+from app.matching.dispatch.puller import Puller, lock_puller
 from app.matching.gridengine import loaders
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.bookings import ConsumableBooking

@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 
 from app.notations.gridengine.attribute_table import ComplexTable, default_table
 from app.notations.gridengine.definitions import Consumable
-from app.notations.gridengine.quotas import (
-    Filter,
-    FilterItem,
-    QuotaError,
-    check_quota_set,
-    parse_quota_set,
-    parse_quota_sets,
-)
+from app.notations.gridengine.quota_check import check_quota_set
+from app.notations.gridengine.quota_parser import parse_quota_set, parse_quota_sets
+from app.notations.gridengine.quotas import Filter, FilterItem, QuotaError
 
 # The three EXAMPLES of sge_resource_quota(5), as the man page prints them (host group
 # written as a pattern: jobmatch has no host groups).

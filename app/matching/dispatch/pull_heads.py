@@ -1,0 +1,181 @@
+"""The heads query of a pull: the best waiting jobs of the categories the worker fits.
+
+It is built once per variant with bind parameters (building it anew for every pull cost
+more Python time than PostgreSQL spent running it). It depends on the database (LATERAL
+with several heads per category on PostgreSQL, one head per category on SQLite), on
+whether the worker has an inventory, and on whether a plug-in refused some tasks; the first
+two give four variants, built on first use; the rare third case is built per pull.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, bindparam, literal_column, or_, select, true
+from sqlalchemy.orm import Session
+
+from app.db import dialect
+from app.db.models import Category, CategoryTask, Job
+from app.matching.allocation import coarse_filter
+from app.matching.dispatch.puller import Puller
+from app.matching.gridengine.queue_lists import names_no_queues
+from app.matching.misfits import worker_fits
+from app.matching.slots import WAITING
+
+# ``state = 'waiting'`` (WAITING) is written as a literal, not a bound parameter: the
+# partial indexes on waiting jobs (``ix_jobs_waiting_order``) are usable only when the
+# planner can prove their predicate, which a generic plan of a prepared statement (psycopg
+# prepares a statement on its fifth use on a connection) cannot do for ``state = $n``;
+# forced generic, the heads query took 25 ms instead of 3.
+
+_WORKER_ID: Any = bindparam("p_worker_id")
+_GENERATION: Any = bindparam("p_generation")
+_MAX_FREE: Any = bindparam("p_max_free")
+_LIMIT: Any = bindparam("p_limit")
+#: How many heads one pull considers before giving up on a round (others may hold them).
+HEADS_PER_ROUND = 8
+#: LIMIT 1 in the text, not a bound parameter: a generic plan guesses a tenth of the rows
+#: for LIMIT $n (4,000 of 40,000 waiting jobs per category), which made every generic
+#: plan of the heads look dearer than a custom one.
+_ONE: Any = literal_column("1")
+_REFUSED: Any = bindparam("p_refused", expanding=True)
+#: Best first: priority, then age, then id (the order of ``ix_jobs_waiting_order``).
+_BEST_FIRST = (Job.priority.desc(), Job.submitted_at, Job.id)
+
+
+def heads_statement(
+    skip_locked: bool, managed: bool, refusals: bool, limit: Any = _LIMIT
+) -> Select[int, int | None, bool]:
+    """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
+    the one-statement take of app/matching/dispatch/pull_plain.py does."""
+    fit, plain = _fit(managed, refusals), _plain(managed)
+    if skip_locked:
+        return _heads_by_best_categories(fit, plain, limit)
+    return _one_head_per_category(fit, plain, limit)
+
+
+def _fit(managed: bool, refusals: bool) -> list[ColumnElement[bool]]:
+    """What a category must meet for the worker to take its jobs."""
+    fit: list[ColumnElement[bool]] = [
+        worker_fits(Category.id, _WORKER_ID, _GENERATION),
+        Category.slots <= _MAX_FREE,
+    ]
+    if managed:
+        fit.append(
+            or_(
+                Category.jobspec.is_(None),
+                and_(
+                    coarse_filter.single_node(Category.id),
+                    coarse_filter.has_room(Category.id, _WORKER_ID),
+                ),
+            )
+        )
+    else:
+        # One worker is one node: a job asking for N > 1 nodes (RFC 14) is never the pull
+        # of one worker, with or without an inventory (issue 22); it waits for an
+        # allocation on N distinct workers (app/matching/allocation/allocate.py).
+        fit.append(or_(Category.jobspec.is_(None), coarse_filter.single_node(Category.id)))
+    if refusals:
+        fit.append(or_(CategoryTask.task_id.is_(None), CategoryTask.task_id.not_in(_REFUSED)))
+    return fit
+
+
+def _plain(managed: bool) -> ColumnElement[bool]:
+    """Whether a category's jobs need neither Grid Engine evaluation nor (on a worker
+    with an inventory) an allocation."""
+    plain = and_(Category.hard == "NONE", Category.pe.is_(None), names_no_queues())
+    if managed:
+        plain = and_(plain, Category.jobspec.is_(None))
+    return plain
+
+
+def _heads_by_best_categories(
+    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
+) -> Select[int, int | None, bool]:
+    """PostgreSQL: the best categories by their head job first (one index seek each),
+    then several jobs of each of those, so that a pull that finds the best head locked by
+    a concurrent pull takes the next job of the same category. The overall best ``limit``
+    jobs all lie in the best ``limit`` categories: each of their categories has a head at
+    least as good as they are."""
+    first = (
+        select(Job.id, Job.priority, Job.submitted_at)
+        .where(Job.category_id == Category.id, Job.state == WAITING)
+        .order_by(*_BEST_FIRST)
+        .limit(_ONE)
+        .lateral("first")
+    )
+    best = (
+        select(Category.id.label("category_id"), CategoryTask.task_id, plain.label("plain"))
+        .select_from(Category)
+        .join(first, true())
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .order_by(first.c.priority.desc(), first.c.submitted_at, first.c.id)
+        .limit(limit)
+        .subquery("best")
+    )
+    head = (
+        select(Job.id, Job.priority, Job.submitted_at)
+        .where(Job.category_id == best.c.category_id, Job.state == WAITING)
+        .order_by(*_BEST_FIRST)
+        .limit(limit)
+        .lateral("head")
+    )
+    return (
+        select(head.c.id, best.c.task_id, best.c.plain)
+        .select_from(best)
+        .join(head, true())
+        .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
+        .limit(limit)
+    )
+
+
+def _one_head_per_category(
+    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
+) -> Select[int, int | None, bool]:
+    """SQLite (no LATERAL): the head job of each category the worker fits, best first."""
+    head_id = (
+        select(Job.id)
+        .where(Job.category_id == Category.id, Job.state == WAITING)
+        .order_by(*_BEST_FIRST)
+        .limit(1)
+        .scalar_subquery()
+    )
+    heads = (
+        select(head_id.label("job_id"), CategoryTask.task_id, plain.label("plain"))
+        .select_from(Category)
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .subquery()
+    )
+    return (
+        select(Job.id, heads.c.task_id, heads.c.plain)
+        .join(heads, Job.id == heads.c.job_id)
+        .order_by(*_BEST_FIRST)
+        .limit(limit)
+    )
+
+
+_cached_heads = lru_cache(maxsize=8)(heads_statement)
+
+
+def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int]) -> Sequence[Any]:
+    """(job id, task id, plain) of the best waiting jobs of the categories the worker
+    fits, best first, leaving out the tasks whose plug-in already refused the worker.
+    ``plain`` says that the category needs neither Grid Engine evaluation nor an
+    allocation on this worker. A worker with an inventory only gets jobspec jobs that fit
+    on one node and that its free counts could hold (the allocation itself is decided
+    after the claim)."""
+    skip_locked = dialect.supports_skip_locked(session.connection())
+    statement = _cached_heads(skip_locked, puller.managed, bool(refused_tasks))
+    parameters: dict[str, Any] = {
+        "p_worker_id": puller.id,
+        "p_generation": puller.generation,
+        "p_max_free": puller.max_free,
+        "p_limit": limit,
+    }
+    if refused_tasks:
+        parameters["p_refused"] = sorted(refused_tasks)
+    return session.execute(statement, parameters).all()
