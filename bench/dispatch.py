@@ -418,8 +418,9 @@ def repeat_rolled_back(database: Database, workers: list[str]) -> tuple[list[flo
 
 
 def heads_statement(database: Database, worker: str) -> tuple[str, Any]:
-    """The SQL text and parameters of the pull's main SELECT (the best waiting jobs of the
-    categories the worker fits), as the driver received it in a real, rolled-back pull."""
+    """The SQL text and parameters of the pull's main statement (the best waiting jobs of
+    the categories the worker fits: a SELECT, or on PostgreSQL the one statement that also
+    claims and books the job), as the driver received it in a real, rolled-back pull."""
     seen: list[tuple[str, Any]] = []
 
     def hook(_c: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
@@ -432,21 +433,24 @@ def heads_statement(database: Database, worker: str) -> tuple[str, Any]:
         event.remove(database.engine, "before_cursor_execute", hook)
     for statement, parameters in seen:
         flat = " ".join(statement.split())
-        if flat.startswith("SELECT") and "category_misfits" in flat and "jobs" in flat:
+        if flat.startswith(("SELECT", "WITH")) and "category_misfits" in flat and "jobs" in flat:
             return statement, parameters
     raise RuntimeError(f"no heads query among the {len(seen)} statements of a pull")
 
 
 def heads_query_alone(database: Database, workers: list[str]) -> list[float]:
-    """The pull's main SELECT sent again through the driver, as it was sent in a pull:
-    the "bare SQL pull" part of a pull."""
+    """The pull's main statement sent again through the driver, as it was sent in a pull:
+    the "bare SQL pull" part of a pull. Each runs in a savepoint rolled back after it (not
+    timed), since on PostgreSQL it claims the job it finds."""
     statements = [heads_statement(database, worker) for worker in workers]
     times = []
     with database.engine.connect() as connection:
         for sql, parameters in statements[:10] + statements:
+            savepoint = connection.begin_nested()
             started = time.perf_counter()
             connection.exec_driver_sql(sql, parameters).all()
             times.append(time.perf_counter() - started)
+            savepoint.rollback()
         connection.rollback()
     return times[10:]
 
