@@ -56,6 +56,8 @@ def _read_text(path: str) -> str:
         return read_file_or_stdin(path)
     except OSError as error:
         raise CommandError(f"cannot read {path}: {error.strerror}", ExitCode.USAGE) from None
+    except UnicodeDecodeError:
+        raise CommandError(f"cannot read {path}: not UTF-8 text", ExitCode.USAGE) from None
 
 
 def print_set(answer: Any) -> None:

@@ -45,3 +45,10 @@ def test_a_bad_set_is_one_line_and_exit_1(jobmatch: Jobmatch, tmp_path: Path) ->
     assert "unclosed '{'" in refused.stderr and "Traceback" not in refused.stderr
     missing = jobmatch("quotas", "add", str(tmp_path / "nowhere.rqs"))
     assert missing.code == 2 and missing.stderr.startswith("error: cannot read")
+    binary = tmp_path / "binary.rqs"
+    binary.write_bytes(b"name b\xd0\x00\n")
+    undecodable = jobmatch("quotas", "add", str(binary))
+    assert (undecodable.code, undecodable.stderr) == (
+        2,
+        f"error: cannot read {binary}: not UTF-8 text\n",
+    )
