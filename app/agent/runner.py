@@ -339,6 +339,10 @@ class Agent:
             self._backoff.wait()
             return None
         self._backoff.reset()
+        if job is not None and self.stopping.is_set():
+            # The pull ended just as the stop came: its job is given back, not run.
+            self._abandoned = future
+            return None
         self._refresh_wanted = self._refresh_wanted or self.client.refresh_requested
         if job is None and time.monotonic() - asked < self.options.wait / 2:
             self.stopping.wait(self.options.poll_interval)  # the server does not long-poll
