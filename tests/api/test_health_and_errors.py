@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
@@ -72,6 +73,30 @@ def test_validation_error_names_the_field(client: TestClient, admin_headers) -> 
     )
     body = assert_problem(response, 422)
     assert [e["field"] for e in body["errors"]] == ["body.subject"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/jobs", {"resources": "", "slots": True}, "body.slots"),
+        ("/v1/jobs", {"resources": "", "slots": "2"}, "body.slots"),
+        ("/v1/jobs", {"resources": "", "priority": 1.5}, "body.priority"),
+        ("/v1/workers", {"name": "w", "slots": False}, "body.slots"),
+        (
+            "/v1/tokens",
+            {"role": "worker", "subject": "w", "expires_in_seconds": "60"},
+            "body.expires_in_seconds",
+        ),
+    ],
+)
+def test_numbers_in_bodies_are_json_numbers(  # type: ignore[no-untyped-def]
+    client: TestClient, admin_headers, path: str, body: dict[str, object], field: str
+) -> None:
+    """The schema says integer: a boolean or a numeric string is refused (422), not
+    coerced (the fuzz test found ``"exit_code": false`` accepted by a finish)."""
+    response = client.post(path, json=body, headers=admin_headers)
+    problem = assert_problem(response, 422)
+    assert [e["field"] for e in problem["errors"]] == [field]
 
 
 def test_unhandled_error_is_500_without_internals(settings: Settings, database: Database) -> None:

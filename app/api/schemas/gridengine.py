@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import MAX_NAME_LENGTH, NAME_PATTERN
+from app.api.schemas.common import MAX_NAME_LENGTH, NAME_PATTERN, BodyFloat, BodyInt
 
 #: Most attributes one request may set per kind of value (the default table has 51).
 MAX_VALUES = 1024
@@ -54,7 +54,7 @@ class AttributeIn(BaseModel):
         max_length=255,
         description="for a consumable, what a job that does not request it books",
     )
-    urgency: float = Field(default=0.0, description="the urgency of a job that requests it")
+    urgency: BodyFloat = Field(default=0.0, description="the urgency of a job that requests it")
 
 
 class AttributeOut(AttributeIn):
@@ -143,7 +143,7 @@ class PeIn(BaseModel):
     )
 
     allocation_rule: str = Field(description="$pe_slots, $fill_up, $round_robin or a number")
-    slots: int = Field(
+    slots: BodyInt = Field(
         default=999_999,
         ge=0,
         le=9_999_999,

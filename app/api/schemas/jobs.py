@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from app.api.schemas.common import Text
+from app.api.schemas.common import BodyInt, Text
 from app.db.models import JobEventKind, JobState, WorkerState
 from app.matching.submission import JobSpec
 
@@ -60,13 +60,13 @@ class JobIn(BaseModel):
         max_length=65_536,
         description="Momotor resource definition of what the job needs",
     )
-    priority: int = Field(
+    priority: BodyInt = Field(
         default=0,
         ge=-1_000_000,
         le=1_000_000,
         description="higher runs first; equal priorities run oldest first",
     )
-    slots: int = Field(
+    slots: BodyInt = Field(
         default=1, ge=1, le=1_000_000, description="slots the job takes on its worker"
     )
     constraint: dict[str, Any] | None = Field(
@@ -97,7 +97,7 @@ class JobIn(BaseModel):
         max_length=4096,
         description='argv the worker agent runs, e.g. `["python3", "-c", "print(1)"]`',
     )
-    timeout: int | None = Field(
+    timeout: BodyInt | None = Field(
         default=None, ge=1, le=7 * 24 * 3600, description="seconds the command may run"
     )
     hard: Text = Field(
@@ -328,7 +328,7 @@ class FinishIn(BaseModel):
     reason: Text | None = Field(
         default=None, max_length=4096, description="why it failed, kept as its failure_reason"
     )
-    exit_code: int | None = Field(
+    exit_code: BodyInt | None = Field(
         default=None, ge=-(2**31), le=2**31 - 1, description="the command's exit status"
     )
     output: Text | None = Field(

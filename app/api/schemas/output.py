@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import Text
+from app.api.schemas.common import BodyInt, Text
 
 
 class OutputChunkIn(BaseModel):
@@ -15,7 +15,7 @@ class OutputChunkIn(BaseModel):
         json_schema_extra={"examples": [{"offset": 0, "text": "building...\n"}]},
     )
 
-    offset: int = Field(
+    offset: BodyInt = Field(
         ge=0,
         le=2**62,
         description="where this text starts in the job's output (characters); a resend of "

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.schemas.common import BodyInt
+
 
 class TaskIn(BaseModel):
     model_config = ConfigDict(
@@ -29,7 +31,7 @@ class TaskIn(BaseModel):
     )
 
     name: str = Field(min_length=1, max_length=255, description="lower case, e.g. `sbuild`")
-    version: int = Field(
+    version: BodyInt = Field(
         default=1,
         ge=1,
         le=2**31 - 1,

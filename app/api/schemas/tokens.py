@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from app.api.schemas.common import PATTERN_WORDS, Text
+from app.api.schemas.common import PATTERN_WORDS, BodyInt, Text
 from app.db.models import Role
 
 SUBJECT_PATTERN = r"^[A-Za-z0-9._@:-]+$"
@@ -49,7 +49,7 @@ class TokenCreate(BaseModel):
         description="when the token stops working (ISO 8601 with a time zone, in the future); "
         "null or absent: never, unless expires_in_seconds says",
     )
-    expires_in_seconds: int | None = Field(
+    expires_in_seconds: BodyInt | None = Field(
         default=None,
         ge=1,
         le=MAX_LIFETIME_SECONDS,

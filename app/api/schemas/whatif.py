@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from app.api.schemas.common import MAX_ID, MAX_NAME_LENGTH, NAME_PATTERN
+from app.api.schemas.common import MAX_ID, MAX_NAME_LENGTH, NAME_PATTERN, BodyInt
 from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
 from app.api.schemas.quotas import QuotaSetIn
@@ -174,7 +174,7 @@ class WhatIfIn(BaseModel):
         MAX_ITEMS,
         "jobs to submit, as POST /v1/jobs takes them",
     )
-    explain_job: int | None = Field(
+    explain_job: BodyInt | None = Field(
         default=None,
         ge=1,
         le=MAX_ID,

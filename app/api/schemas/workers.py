@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.schemas.common import PATTERN_WORDS, Text
+from app.api.schemas.common import PATTERN_WORDS, BodyInt, Text
 from app.db.models import (
     WorkerState,
 )
@@ -31,7 +31,7 @@ class QueueIn(BaseModel):
     name: str = Field(
         min_length=1, max_length=255, pattern=NAME_PATTERN, description="the queue's name"
     )
-    slots: int = Field(ge=0, le=1_000_000, description="slots of the queue on this worker")
+    slots: BodyInt = Field(ge=0, le=1_000_000, description="slots of the queue on this worker")
 
 
 WorkerName = Annotated[
@@ -50,9 +50,9 @@ Resources = Annotated[
     ),
 ]
 Slots = Annotated[
-    int, Field(ge=0, le=1_000_000, description="slots of the `default` queue (no `queues`)")
+    BodyInt, Field(ge=0, le=1_000_000, description="slots of the `default` queue (no `queues`)")
 ]
-Rank = Annotated[int, Field(ge=0, le=2**31 - 1, description="RFC 31 rank, unique per worker")]
+Rank = Annotated[BodyInt, Field(ge=0, le=2**31 - 1, description="RFC 31 rank, unique per worker")]
 Queues = Annotated[
     list[QueueIn],
     Field(
