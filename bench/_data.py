@@ -33,6 +33,7 @@ from sqlalchemy import Table, insert, select
 from app.db.engine import Database
 from app.db.models import (
     Category,
+    CategoryFit,
     CategoryMisfit,
     Job,
     JobState,
@@ -268,16 +269,21 @@ def verify_clones(database: Database, names: Sequence[str]) -> int:
             for name in names:
                 worker_id = session.scalar(select(Worker.id).where(Worker.name == name))
                 assert worker_id is not None
-                query = (
+                misfit_rows = (
                     select(CategoryMisfit.category_id, CategoryMisfit.reason)
                     .where(CategoryMisfit.worker_id == worker_id)
                     .order_by(CategoryMisfit.category_id)
                 )
-                before = session.execute(query).all()
+                fit_rows = (
+                    select(CategoryFit.category_id)
+                    .where(CategoryFit.worker_id == worker_id)
+                    .order_by(CategoryFit.category_id)
+                )
+                before = (session.execute(misfit_rows).all(), session.execute(fit_rows).all())
                 recache_worker_misfits(session, worker_id)
-                after = session.execute(query).all()
+                after = (session.execute(misfit_rows).all(), session.execute(fit_rows).all())
                 if before != after:
-                    raise RuntimeError(f"copied worker {name}: misfit rows differ from a recache")
+                    raise RuntimeError(f"copied worker {name}: cache rows differ from a recache")
                 checked += 1
             raise _Rollback
     except _Rollback:

@@ -38,7 +38,7 @@ How to read the figures:
   are copies of its rows (see bench/_data.py; ``--register-all`` registers every one).
   Categories always go through ``submit_job``; further jobs are plain INSERTs.
 * ``--explain`` prints the plans of the pull's main query, of the candidates query and of
-  a new category's misfit INSERT ... SELECT; ``--profile`` runs cProfile over pulls.
+  a new category's misfit CASE; ``--profile`` runs cProfile over pulls.
 
 Random seeds are fixed. Not a test: pytest never collects it (the file name does not
 start with ``test_``), and it never gates CI.
@@ -86,13 +86,13 @@ from _measure import processes_cpu as process_cpu  # noqa: E402
 from sqlalchemy import BindParameter, bindparam, event, func, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
-from sqlalchemy.sql import visitors  # noqa: E402
-from sqlalchemy.sql.dml import Insert  # noqa: E402
+from sqlalchemy.sql import Select, visitors  # noqa: E402
 
 from app.db import migrate, tokens  # noqa: E402
 from app.db.engine import Database  # noqa: E402
 from app.db.models import (  # noqa: E402
     Category,
+    CategoryFit,
     CategoryMisfit,
     Job,
     JobState,
@@ -102,6 +102,7 @@ from app.db.models import (  # noqa: E402
 from app.db.models import Worker as WorkerRow  # noqa: E402
 from app.matching import candidates  # noqa: E402
 from app.matching.dispatch import pull as dispatch  # noqa: E402
+from app.matching.reasons import SCOPE_PARAM  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
 from app.notations.momotor.resources import Resources  # noqa: E402
 from app.notations.momotor.strengths import NoMatch  # noqa: E402
@@ -714,7 +715,7 @@ def explain_candidates(database: Database, job_id: int) -> str:
 
 
 def explain_new_category(database: Database, seed: int) -> str:
-    """The plan of the INSERT ... SELECT that computes a new category's misfits against
+    """The plan of the SELECT that evaluates a new category's misfit CASE against
     every worker (on PostgreSQL, EXPLAIN ANALYZE runs it in place of the real one); the
     whole submission is rolled back."""
     rng = random.Random(seed)
@@ -745,24 +746,26 @@ def _explain_submit(database: Database, resources: str, slots: int, known: int) 
     new = False
     try:
         with database.transaction() as session:
-            original = session.execute
+            connection = session.connection()
 
-            def intercept(statement: Any, *args: Any, **kwargs: Any) -> Any:
-                table = getattr(statement, "table", None)
-                if isinstance(statement, Insert) and getattr(table, "name", "") == (
-                    "category_misfits"
-                ):
+            def before_execute(
+                conn: Any, statement: Any, multiparams: Any, params: Any, options: Any
+            ) -> None:
+                # The evaluation of the misfit CASE is the one SELECT bound to a scope.
+                bound = params or (multiparams[0] if multiparams else {})
+                if isinstance(statement, Select) and SCOPE_PARAM in bound and not plans:
                     # The clauses narrow their sets to the statement's scope, a bound
                     # parameter: bind it, or the plan is of a NULL scope.
-                    bound = _with_values(statement, args[0]) if args else statement
-                    plans.append(_plan(session, _literal_sql(session, bound)))
-                    if database.dialect_name == "postgresql":
-                        return None  # EXPLAIN ANALYZE has inserted the rows
-                return original(statement, *args, **kwargs)
+                    literal = _literal_sql(session, _with_values(statement, bound))
+                    plans.append(_plan(session, literal))
 
-            session.execute = intercept  # type: ignore[method-assign]
-            job = submit_job(session, JobSpec(resources=resources, slots=slots), submitter="bench")
-            session.execute = original  # type: ignore[method-assign]
+            event.listen(connection, "before_execute", before_execute)
+            try:
+                job = submit_job(
+                    session, JobSpec(resources=resources, slots=slots), submitter="bench"
+                )
+            finally:
+                event.remove(connection, "before_execute", before_execute)
             new = job.category_id > known
             raise _Rollback
     except _Rollback:
@@ -893,6 +896,11 @@ def _run(
 
     with database.transaction(write=False) as session:
         misfits = session.scalar(select(func.count()).select_from(CategoryMisfit)) or 0
+        fit_rows = session.scalar(select(func.count()).select_from(CategoryFit)) or 0
+        fit_listing = (
+            session.scalar(select(func.count()).select_from(Category).where(Category.lists_fits))
+            or 0
+        )
         tag_rows = session.scalar(select(func.count()).select_from(WorkerTag)) or 0
         category_rows = session.scalar(select(func.count()).select_from(Category)) or 0
     pairs = len(data.workers) * category_rows
@@ -905,9 +913,10 @@ def _run(
         f"{data.rejected_definitions} drawn requests that no worker fits, their job failed)"
     )
     report.sizes["worker tag rows"] = f"{tag_rows:,}"
-    report.sizes["misfit rows"] = (
-        f"{misfits:,} of {pairs:,} pairs ({100 * misfits / pairs:.0f}%: a worker fits "
-        f"{category_rows * (1 - misfits / pairs):.0f} categories on average)"
+    report.sizes["fit cache rows"] = (
+        f"{misfits + fit_rows:,} for {pairs:,} pairs: {misfits:,} misfit rows, {fit_rows:,} "
+        f"fit rows ({fit_listing:,} of {category_rows:,} categories list their fits, the "
+        "smaller side)"
     )
 
     sample_rng = random.Random(SEED + 1)
@@ -1192,7 +1201,7 @@ def _run(
             print(explain_candidates(database, job_ids[middle]))
             print("--- plan of the candidates query, the job with the most candidates")
             print(explain_candidates(database, job_ids[counts.index(max(counts))]))
-        print("--- plan of the misfit INSERT ... SELECT of a new category (server defaults)")
+        print("--- plan of the misfit CASE over every worker for a new category (server defaults)")
         print(explain_new_category(database, SEED + 4))
     if args.profile:
         profile(

@@ -14,6 +14,7 @@ from sqlalchemy import Table
 from app.db.models import (
     Allocation,
     Category,
+    CategoryFit,
     CategoryMisfit,
     ConsumableUsage,
     InventoryBooking,
@@ -36,6 +37,7 @@ def table_of(model: type[object]) -> Table:
 
 ALLOCATIONS = table_of(Allocation)
 CATEGORIES = table_of(Category)
+CATEGORY_FITS = table_of(CategoryFit)
 CATEGORY_MISFITS = table_of(CategoryMisfit)
 CONSUMABLE_USAGE = table_of(ConsumableUsage)
 INVENTORY_BOOKINGS = table_of(InventoryBooking)

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -48,7 +49,7 @@ from app.matching.explain import (
     task_clauses,
 )
 from app.matching.gridengine.table import load_table
-from app.matching.misfits import fits
+from app.matching.misfits import fits_category, reasons_now
 from app.matching.momotor.rows import parse_resources
 from app.matching.requests import JobSpec, parse_request
 from app.matching.slots import worker_free_slots
@@ -91,10 +92,13 @@ def _candidates(
         .where(QueueInstance.worker_id == Worker.id)
         .scalar_subquery()
     )
+    category = session.get(Category, category_id)
+    if category is None:
+        return []
     rows = session.execute(
         select(Worker.id, Worker.name, Worker.resources, Worker.state, free, first_queue).where(
             Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
-            fits(category_id, Worker.id, Worker.generation),
+            fits_category(category, Worker.id, Worker.generation),
         )
     ).all()
     if job_task is not None and job_task.plugin is not None:
@@ -174,17 +178,23 @@ def explain_job(
         .where(QueueInstance.worker_id == Worker.id)
         .scalar_subquery()
     )
-    misfit = select(CategoryMisfit.reason).where(current_misfit(job.category_id)).scalar_subquery()
+    category = session.get(Category, job.category_id)
+    listed_misfit = (
+        select(CategoryMisfit.reason).where(current_misfit(job.category_id)).scalar_subquery()
+    )
     query = select(
-        Worker.id, Worker.name, Worker.rank, Worker.resources, Worker.state, largest, misfit
+        Worker.id, Worker.name, Worker.rank, Worker.resources, Worker.state, largest, listed_misfit
     ).order_by(Worker.name)
     if worker_name is not None:
         query = query.where(Worker.name == worker_name)
-    rows = session.execute(query).all()
+    rows: list[tuple[Any, ...]] = [tuple(row) for row in session.execute(query)]
     if worker_name is not None and not rows:
         raise NotFoundError(f"no worker named {worker_name!r}")
+    if category is not None and category.lists_fits:
+        # Only the fits are stored: the reasons of the others are computed now.
+        computed = reasons_now(session, category.id, [row[0] for row in rows])
+        rows = [(*row[:-1], computed.get(row[0])) for row in rows]
     task = parse_resources(job.resources)
-    category = session.get(Category, job.category_id)
     tree = (
         parse_constraint(json.loads(category.constraint))
         if category and category.constraint

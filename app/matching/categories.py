@@ -24,7 +24,7 @@ from app.matching.flux.rows import store_resource_vertices
 from app.matching.flux.sql import store_constraint_rows
 from app.matching.gridengine.queue_lists import store_queue_refs
 from app.matching.gridengine.rows import store_category_requests
-from app.matching.misfits import cache_category_misfits, fits
+from app.matching.misfits import cache_category_misfits, fits_category
 from app.matching.momotor.rows import canonical_resources, tag_rows
 from app.matching.requests import ParsedRequest
 from app.metrics import CATEGORY_LOOKUPS
@@ -131,6 +131,9 @@ def any_worker_fits(session: Session, category_id: int, task: Task | None = None
     """Whether some registered worker could run the category's jobs, whatever runs now
     (offline and disabled workers do not count; draining ones do).
     A task's ``can_run_on`` plug-in runs only on the workers SQL kept, until one accepts."""
+    category = session.get(Category, category_id)
+    if category is None:
+        return False
     if task is None or task.plugin is None:
         return bool(
             session.scalar(
@@ -138,7 +141,7 @@ def any_worker_fits(session: Session, category_id: int, task: Task | None = None
                     exists(
                         select(Worker.id).where(
                             Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
-                            fits(category_id, Worker.id, Worker.generation),
+                            fits_category(category, Worker.id, Worker.generation),
                         )
                     )
                 )
@@ -149,7 +152,7 @@ def any_worker_fits(session: Session, category_id: int, task: Task | None = None
             select(Worker.id)
             .where(
                 Worker.state.not_in(UNAVAILABLE_WORKER_STATES),
-                fits(category_id, Worker.id, Worker.generation),
+                fits_category(category, Worker.id, Worker.generation),
             )
             .order_by(Worker.id)
         )

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
     Category,
+    CategoryFit,
     CategoryMisfit,
     CategoryTask,
     Job,
@@ -27,7 +28,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.errors import NotFoundError
-from app.matching.misfits import REASONS
+from app.matching.misfits import REASONS, reasons_now
 
 #: The Grid Engine request text of a category without hard or soft requests.
 NO_REQUESTS = "NONE"
@@ -109,15 +110,25 @@ def current_misfit(category_id: Any) -> ColumnElement[bool]:
 
 
 def _fitting_workers() -> Any:
-    """How many workers have no misfit row of their generation for the outer category."""
+    """How many workers fit the outer category: those with no misfit row of their
+    generation for a misfit-listing category, those with a fit row of it for a fit-listing
+    one."""
     misfit = (
         select(CategoryMisfit.worker_id)
         .where(current_misfit(Category.id))
         .correlate(Category, Worker)
     )
-    return (
+    without_misfit = (
         select(func.count(Worker.id)).where(~misfit.exists()).correlate(Category).scalar_subquery()
     )
+    with_fit = (
+        select(func.count(CategoryFit.worker_id))
+        .join(Worker, Worker.id == CategoryFit.worker_id)
+        .where(CategoryFit.category_id == Category.id, CategoryFit.generation == Worker.generation)
+        .correlate(Category)
+        .scalar_subquery()
+    )
+    return case((Category.lists_fits, with_fit), else_=without_misfit)
 
 
 def _views(session: Session, *conditions: Any, limit: int, offset: int) -> list[CategoryView]:
@@ -163,12 +174,26 @@ def get_category(session: Session, category_id: int) -> CategoryView:
 
 def category_fit(session: Session, category_id: int) -> list[WorkerFit]:
     """Every worker against the category, by name: what ``v_category_fit`` says (a misfit
-    row of the worker's current generation, or none), with the words of each code."""
-    rows = session.execute(
-        select(Worker.name, Worker.state, CategoryMisfit.reason)
-        .outerjoin(CategoryMisfit, current_misfit(category_id))
-        .order_by(Worker.name)
-    ).all()
+    row of the worker's current generation, or none), with the words of each code. For a
+    category that lists its fits, the reasons are computed now (the cache holds none)."""
+    category = session.get(Category, category_id)
+    if category is not None and category.lists_fits:
+        reasons = reasons_now(session, category_id)
+        rows = [
+            (name, state, reasons.get(worker_id))
+            for worker_id, name, state in session.execute(
+                select(Worker.id, Worker.name, Worker.state).order_by(Worker.name)
+            )
+        ]
+    else:
+        rows = [
+            (name, state, reason)
+            for name, state, reason in session.execute(
+                select(Worker.name, Worker.state, CategoryMisfit.reason)
+                .outerjoin(CategoryMisfit, current_misfit(category_id))
+                .order_by(Worker.name)
+            )
+        ]
     return [
         WorkerFit(
             worker=name,

@@ -30,7 +30,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.category_fit import WorkerFit, category_fit
-from app.matching.misfits import REASONS
+from app.matching.misfits import REASONS, reasons_now
 from app.matching.readiness import DYNAMIC_REASONS
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
@@ -194,7 +194,7 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
-class CategoryFit:
+class CategoryWorkerFit:
     """Whether a worker fits a category, and if not the reason code and its words."""
 
     category_id: int
@@ -208,8 +208,8 @@ class CategoryFit:
 class WorkerDetail:
     row: WorkerRow
     running: list[RunningJob]
-    fitting: list[CategoryFit]
-    misfitting: list[CategoryFit]
+    fitting: list[CategoryWorkerFit]
+    misfitting: list[CategoryWorkerFit]
 
 
 def category_request(category: Category) -> str:
@@ -255,7 +255,8 @@ def _misfit_reasons(
     session: Session, category_ids: list[int], worker_ids: list[int]
 ) -> dict[tuple[int, int], str]:
     """(category, worker) -> reason code, for the pairs the cache rules out at the
-    worker's current generation (as v_category_fit reads it)."""
+    worker's current generation (as v_category_fit reads it). A category that lists its
+    fits has no stored reasons: they are computed for these workers now."""
     rows = session.execute(
         select(CategoryMisfit.category_id, CategoryMisfit.worker_id, CategoryMisfit.reason)
         .join(Worker, Worker.id == CategoryMisfit.worker_id)
@@ -265,7 +266,15 @@ def _misfit_reasons(
             CategoryMisfit.worker_id.in_(worker_ids),
         )
     )
-    return {(category_id, worker_id): reason for category_id, worker_id, reason in rows}
+    found = {(category_id, worker_id): reason for category_id, worker_id, reason in rows}
+    fit_listing = session.scalars(
+        select(Category.id).where(Category.id.in_(category_ids), Category.lists_fits)
+    ).all()
+    for category_id in fit_listing:
+        for worker_id, reason in reasons_now(session, category_id, worker_ids).items():
+            if reason is not None:
+                found[(category_id, worker_id)] = reason
+    return found
 
 
 def worker_detail(session: Session, worker: Worker, *, submitter: str | None) -> WorkerDetail:
@@ -282,7 +291,7 @@ def worker_detail(session: Session, worker: Worker, *, submitter: str | None) ->
     categories = _live_categories(session, submitter)
     reasons = _misfit_reasons(session, [c.id for c in categories], [worker.id])
     fits = [
-        CategoryFit(
+        CategoryWorkerFit(
             c.id,
             category_request(c),
             (c.id, worker.id) not in reasons,

@@ -31,25 +31,42 @@ small                                           node of it could never hold what
 Each family compiles its own clauses (its ``sql.py``; the slot clause in
 app/matching/slots.py); :data:`MISFIT_ORDER` lists them in the order above.
 
-Results are cached as ``category_misfits`` rows written by INSERT ... SELECT, one statement
-for a new category (against every worker) or for a changed worker (against every
-category). Rows carry the worker's generation; readers only trust rows of the current one.
+Results are cached per category as the smaller side of its pairs: a category lists its
+misfits (``category_misfits``, with the reason code), or, when a new category would have
+more than :data:`MISFITS_ALWAYS_LISTED` misfits and they outnumber its fits, it lists its
+fits (``category_fits``) and says so in ``categories.lists_fits`` (issue 23: at 10,000
+workers a typical category misfits 86% of them, and writing those rows was most of a new
+category's cost). One evaluation of the CASE covers a new category (against every worker)
+or a changed worker (against every category). Rows carry the worker's generation; readers
+only trust rows of the current one, and read both sides through :func:`fits`,
+:func:`fits_category` and :func:`worker_fits`. A fit-listing category's reasons are
+computed when asked for (:func:`reasons_now`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     ColumnExpressionArgument,
+    Insert,
+    Select,
+    String,
+    and_,
+    bindparam,
     case,
     delete,
     exists,
     false,
+    func,
     insert,
     literal,
+    or_,
     select,
     true,
 )
@@ -58,12 +75,13 @@ from sqlalchemy.orm import Session
 from app.db import dialect
 from app.db.models import (
     Category,
+    CategoryFit,
     CategoryMisfit,
     CategoryTask,
     Task,
     Worker,
 )
-from app.db.tables import CATEGORY_MISFITS
+from app.db.tables import CATEGORY_FITS, CATEGORY_MISFITS
 from app.matching import slots
 from app.matching.allocation import sql as allocation_sql
 from app.matching.debusine import sql as debusine_sql
@@ -73,7 +91,7 @@ from app.matching.flux.sql import compile_constraint
 from app.matching.gridengine import sql as gridengine_sql
 from app.matching.gridengine.sql import Scope
 from app.matching.momotor import sql as momotor_sql
-from app.matching.reasons import MisfitClauses, MisfitPair
+from app.matching.reasons import MisfitClauses, MisfitPair, scope_id
 from app.notations.debusine.metadata import Requirement, parse_requirement
 from app.notations.flux.constraints import Constraint, parse_constraint
 
@@ -92,6 +110,15 @@ REASONS = {code: text for provider in MISFIT_ORDER for code, text in provider.re
 
 #: Constrained categories compiled into one statement when a worker changes.
 CONSTRAINED_PER_STATEMENT = 50
+
+#: A new category with at most this many misfits lists them, whatever its fits number:
+#: on a small cluster every reason then stays in v_category_fit, and listing either side
+#: costs about the same there. Above it, the smaller side is listed (issue 23).
+MISFITS_ALWAYS_LISTED = 64
+
+#: The reason v_category_fit shows for a pair that a fit-listing category does not list:
+#: the cache knows that the worker does not fit, not why (the API computes why).
+NOT_LISTED = "not-listed"
 
 
 def misfit_reason(
@@ -118,41 +145,160 @@ def misfit_reason(
     )
 
 
-def _insert_misfits(
-    session: Session,
+#: One evaluated pair: (category id, worker id, worker generation, reason code or None
+#: where it fits, whether the category lists its fits).
+PairVerdict = tuple[int, int, int, str | None, bool]
+
+
+def _pairs(
     scope: Scope,
     *conditions: ColumnElement[bool],
     constraint_ok: ColumnElement[bool] | None = None,
     requirements_ok: ColumnElement[bool] | None = None,
-) -> None:
-    pairs = (
+) -> Select[int, int, int, str | None, bool]:
+    """The misfit CASE over the pairs of the scope that meet ``conditions``: (category,
+    worker, worker generation, reason code or NULL where it fits, the category's side)."""
+    return (
         select(
             Category.id.label("category_id"),
             Worker.id.label("worker_id"),
             Worker.generation.label("generation"),
             misfit_reason(Category, Worker, scope, constraint_ok, requirements_ok).label("reason"),
+            Category.lists_fits.label("lists_fits"),
         )
         .select_from(Category)
         .join(Worker, true())
         .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
         .outerjoin(Task, Task.id == CategoryTask.task_id)
         .where(*conditions)
-        # OFFSET 0 keeps the database from merging this SELECT into the outer one: merged,
-        # the CASE ran twice per pair, once for the filter and once for the stored reason
-        # (PostgreSQL's plan showed every subplan twice; issue 23).
-        .offset(0)
     )
-    rows = pairs.subquery()
-    session.execute(
-        # The Core table: an ORM insert given parameters would be a bulk insert.
-        insert(CATEGORY_MISFITS).from_select(
-            ["category_id", "worker_id", "generation", "reason"],
-            select(rows.c.category_id, rows.c.worker_id, rows.c.generation, rows.c.reason).where(
-                rows.c.reason.is_not(None)
-            ),
-        ),
-        scope.params,
+
+
+def _evaluate(
+    session: Session,
+    scope: Scope,
+    *conditions: ColumnElement[bool],
+    constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
+) -> list[PairVerdict]:
+    """The rows of :func:`_pairs`, fetched to be routed: a category lists either its
+    misfits or its fits, and a new category learns which from the counts
+    (:func:`_choose_listing`). Evaluating once and writing the chosen side costs one fetch
+    of small rows, where two INSERT ... SELECTs would run the CASE twice. Fetched all at
+    once through the Core connection: row by row, psycopg spent 10 us per row checking
+    the result (100 ms at 10,000 workers)."""
+    pairs = _pairs(scope, *conditions, constraint_ok=constraint_ok, requirements_ok=requirements_ok)
+    return [
+        (category_id, worker_id, generation, reason, bool(lists_fits))
+        for category_id, worker_id, generation, reason, lists_fits in session.connection()
+        .execute(pairs, scope.params)
+        .all()
+    ]
+
+
+def _cache_in_one_statement(
+    session: Session,
+    scope: Scope,
+    *conditions: ColumnElement[bool],
+    constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
+) -> bool:
+    """A new category's cache rows where the database runs INSERTs inside a WITH
+    (PostgreSQL): the pairs are evaluated once, counted, and the smaller side inserted in
+    the same statement; only the choice comes back. Fetching 10,000 verdicts and sending
+    the chosen ids back cost more than the CASE itself (issue 23). The choice is
+    :func:`_choose_listing`'s, in SQL."""
+    pairs = _pairs(
+        scope, *conditions, constraint_ok=constraint_ok, requirements_ok=requirements_ok
+    ).cte("pairs")
+    misfit_count = func.count().filter(pairs.c.reason.is_not(None))
+    fit_count = func.count().filter(pairs.c.reason.is_(None))
+    choice = (
+        select(
+            and_(misfit_count > bindparam("always_listed"), misfit_count > fit_count).label(
+                "lists_fits"
+            )
+        )
+        .select_from(pairs)
+        .cte("choice")
     )
+    chosen = pairs.join(choice, true())
+    fit_rows = insert(CATEGORY_FITS).from_select(
+        ["category_id", "worker_id", "generation"],
+        select(pairs.c.category_id, pairs.c.worker_id, pairs.c.generation)
+        .select_from(chosen)
+        .where(choice.c.lists_fits, pairs.c.reason.is_(None)),
+    )
+    misfit_rows = insert(CATEGORY_MISFITS).from_select(
+        ["category_id", "worker_id", "generation", "reason"],
+        select(pairs.c.category_id, pairs.c.worker_id, pairs.c.generation, pairs.c.reason)
+        .select_from(chosen)
+        .where(~choice.c.lists_fits, pairs.c.reason.is_not(None)),
+    )
+    statement = select(choice.c.lists_fits).add_cte(
+        fit_rows.cte("fit_rows"), misfit_rows.cte("misfit_rows")
+    )
+    parameters = {**scope.params, "always_listed": MISFITS_ALWAYS_LISTED}
+    return bool(session.connection().execute(statement, parameters).scalar_one())
+
+
+#: Ids bound into one write statement: the rows are copied server-side from the workers
+#: (or categories) named, in batches well below SQLite's 32,766 bound parameters.
+WRITE_BATCH = 5000
+
+
+def _write(session: Session, scope: Scope, verdicts: list[PairVerdict]) -> None:
+    """Store what each pair's category lists: a misfit row (with its reason) for a
+    misfit-listing category, a fit row for a fit-listing one; nothing for the other side.
+
+    The rows are written by INSERT ... SELECT from the workers (or, for a worker's scope,
+    the categories) named by id, one statement per reason: sent as one parameter row each,
+    10,000 rows cost the driver 30 us apiece (issue 23)."""
+    groups: dict[tuple[bool, str | None], list[int]] = {}
+    for category_id, worker_id, _generation, reason, lists_fits in verdicts:
+        if lists_fits == (reason is None):
+            other = worker_id if scope.kind == "category" else category_id
+            groups.setdefault((lists_fits, reason), []).append(other)
+    for (fit, reason), ids in groups.items():
+        statement = _copy_rows(scope.kind, fit)
+        for start in range(0, len(ids), WRITE_BATCH):
+            parameters = {**scope.params, "ids": ids[start : start + WRITE_BATCH]}
+            if not fit:
+                parameters["reason"] = reason
+            session.execute(statement, parameters)
+
+
+@lru_cache(maxsize=4)
+def _copy_rows(kind: str, fit: bool) -> Insert:
+    """INSERT ... SELECT of the cache rows of the scope's one category (or one worker)
+    with the workers (or categories) ``:ids``: fit rows, or misfit rows of ``:reason``.
+    The worker's generation is read as the evaluation read it: matching changes are
+    serialised (dialect.lock_matching_changes), so it cannot move in between."""
+    ids: BindParameter[list[int]] = bindparam("ids", expanding=True)
+    where: ColumnElement[bool]
+    columns: list[Any]
+    if kind == "category":
+        columns = [scope_id(), Worker.id, Worker.generation]
+        where = Worker.id.in_(ids)
+    else:
+        columns = [Category.id, Worker.id, Worker.generation]
+        where = and_(Worker.id == scope_id(), Category.id.in_(ids))
+    if fit:
+        source = select(*columns)
+        table, names = CATEGORY_FITS, ["category_id", "worker_id", "generation"]
+    else:
+        source = select(*columns, bindparam("reason", type_=String))
+        table, names = CATEGORY_MISFITS, ["category_id", "worker_id", "generation", "reason"]
+    if kind == "worker":
+        source = source.select_from(Category).join(Worker, true())
+    return insert(table).from_select(names, source.where(where))
+
+
+def _choose_listing(verdicts: list[PairVerdict]) -> bool:
+    """Whether a new category lists its fits: when its misfits are more than
+    :data:`MISFITS_ALWAYS_LISTED` and outnumber its fits, the fits are the smaller side."""
+    misfit_count = sum(1 for verdict in verdicts if verdict[3] is not None)
+    return misfit_count > MISFITS_ALWAYS_LISTED and misfit_count > len(verdicts) - misfit_count
 
 
 @lru_cache(maxsize=4096)
@@ -198,21 +344,68 @@ def _task_requirements(session: Session, task_ids: list[int] | None) -> ColumnEl
 def cache_category_misfits(
     session: Session, category: Category, task_id: int | None = None
 ) -> None:
-    """Misfit rows of a new category (of the task ``task_id``, if any) against every
-    worker (one INSERT ... SELECT)."""
-    dialect.lock_matching_changes(session.connection())
-    constraint_ok = None
-    if category.constraint is not None:
-        tree = _constraint_tree(category.constraint)
-        constraint_ok = compile_constraint(tree, Category.id, Worker)
-    requirements_ok = _task_requirements(session, [task_id]) if task_id is not None else None
-    _insert_misfits(
-        session,
-        Scope(category_id=category.id),
-        Category.id == category.id,
-        constraint_ok=constraint_ok,
-        requirements_ok=requirements_ok,
+    """The cache rows of a new category (of the task ``task_id``, if any) against every
+    worker: the misfit CASE is evaluated once, and the category lists whichever side is
+    smaller (:func:`_choose_listing`)."""
+    connection = session.connection()
+    dialect.lock_matching_changes(connection)
+    scope = Scope(category_id=category.id)
+    # Fit rows have no foreign key: clear any a deleted category of this id left behind.
+    session.execute(delete(CategoryFit).where(CategoryFit.category_id == category.id))
+    predicates = _category_predicates(session, category.constraint, task_id)
+    if dialect.supports_writing_ctes(connection):
+        lists_fits = _cache_in_one_statement(
+            session, scope, Category.id == category.id, **predicates
+        )
+    else:
+        verdicts = _evaluate(session, scope, Category.id == category.id, **predicates)
+        lists_fits = _choose_listing(verdicts)
+        _write(session, scope, [(c, w, g, r, lists_fits) for c, w, g, r, _ in verdicts])
+    if lists_fits:
+        category.lists_fits = True
+        session.flush()
+
+
+def _category_predicates(
+    session: Session, constraint: str | None, task_id: int | None
+) -> dict[str, ColumnElement[bool] | None]:
+    """The compiled RFC 31 constraint and task requirements of one category, as the
+    keyword arguments of :func:`_evaluate`."""
+    return {
+        "constraint_ok": (
+            compile_constraint(_constraint_tree(constraint), Category.id, Worker)
+            if constraint is not None
+            else None
+        ),
+        "requirements_ok": (
+            _task_requirements(session, [task_id]) if task_id is not None else None
+        ),
+    }
+
+
+def reasons_now(
+    session: Session, category_id: int, worker_ids: Sequence[int] | None = None
+) -> dict[int, str | None]:
+    """Each worker's reason code against the category (None where it fits), computed now
+    by the CASE the cache is written with: how the readers learn why a fit-listing
+    category does not fit a worker, since only its fits are stored. All workers, or the
+    ones named."""
+    category = session.get(Category, category_id)
+    if category is None:
+        return {}
+    task_id = session.scalar(
+        select(CategoryTask.task_id).where(CategoryTask.category_id == category_id)
     )
+    conditions = [Category.id == category_id]
+    if worker_ids is not None:
+        conditions.append(Worker.id.in_(sorted(worker_ids)))
+    verdicts = _evaluate(
+        session,
+        Scope(category_id=category_id),
+        *conditions,
+        **_category_predicates(session, category.constraint, task_id),
+    )
+    return {worker_id: reason for _, worker_id, _, reason, _ in verdicts}
 
 
 def recache_task_misfits(session: Session, task_id: int) -> None:
@@ -225,17 +418,23 @@ def recache_task_misfits(session: Session, task_id: int) -> None:
     if not category_ids:
         return
     session.execute(delete(CategoryMisfit).where(CategoryMisfit.category_id.in_(category_ids)))
+    session.execute(delete(CategoryFit).where(CategoryFit.category_id.in_(category_ids)))
     requirements_ok = _task_requirements(session, [task_id])
     for category_id, text in session.execute(
         select(Category.id, Category.constraint).where(Category.id.in_(category_ids))
     ):
+        # Each category keeps the side it chose when it was created.
         constraint_ok = _constraint_predicate(category_id, text) if text is not None else None
-        _insert_misfits(
+        _write(
             session,
             Scope(category_id=category_id),
-            Category.id == category_id,
-            constraint_ok=constraint_ok,
-            requirements_ok=requirements_ok,
+            _evaluate(
+                session,
+                Scope(category_id=category_id),
+                Category.id == category_id,
+                constraint_ok=constraint_ok,
+                requirements_ok=requirements_ok,
+            ),
         )
 
 
@@ -245,13 +444,18 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
     constrained categories (each has its own compiled predicate)."""
     dialect.lock_matching_changes(session.connection())
     session.execute(delete(CategoryMisfit).where(CategoryMisfit.worker_id == worker_id))
+    session.execute(delete(CategoryFit).where(CategoryFit.worker_id == worker_id))
     requirements_ok = _task_requirements(session, None)
-    _insert_misfits(
+    _write(
         session,
         Scope(worker_id=worker_id),
-        Worker.id == worker_id,
-        Category.constraint.is_(None),
-        requirements_ok=requirements_ok,
+        _evaluate(
+            session,
+            Scope(worker_id=worker_id),
+            Worker.id == worker_id,
+            Category.constraint.is_(None),
+            requirements_ok=requirements_ok,
+        ),
     )
     constrained = session.execute(
         select(Category.id, Category.constraint)
@@ -265,13 +469,17 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
             value=Category.id,
             else_=false(),
         )
-        _insert_misfits(
+        _write(
             session,
             Scope(worker_id=worker_id),
-            Worker.id == worker_id,
-            Category.id.in_([category_id for category_id, _ in chunk]),
-            constraint_ok=constraint_ok,
-            requirements_ok=requirements_ok,
+            _evaluate(
+                session,
+                Scope(worker_id=worker_id),
+                Worker.id == worker_id,
+                Category.id.in_([category_id for category_id, _ in chunk]),
+                constraint_ok=constraint_ok,
+                requirements_ok=requirements_ok,
+            ),
         )
 
 
@@ -280,37 +488,75 @@ def fits(
     worker_id: ColumnExpressionArgument[int] | int,
     generation: ColumnExpressionArgument[int] | int,
 ) -> ColumnElement[bool]:
-    """True when no misfit row of the worker's current generation rules the pair out."""
-    return ~exists().where(
-        CategoryMisfit.category_id == category_id,
-        CategoryMisfit.worker_id == worker_id,
-        CategoryMisfit.generation == generation,
+    """True when the cache lets the worker, at its current generation, run the category:
+    no misfit row of that generation for a misfit-listing category, a fit row of it for a
+    fit-listing one. The category's side is read in the statement, for statements built
+    once for any category; :func:`fits_category` is the form for a known category."""
+    lists_fits = select(Category.lists_fits).where(Category.id == category_id).scalar_subquery()
+    return case(
+        (lists_fits, _row_of(CategoryFit, category_id, worker_id, generation)),
+        else_=~_row_of(CategoryMisfit, category_id, worker_id, generation),
+    )
+
+
+def fits_category(
+    category: Category,
+    worker_id: ColumnExpressionArgument[int] | int,
+    generation: ColumnExpressionArgument[int] | int,
+) -> ColumnElement[bool]:
+    """:func:`fits` for a category whose side is known: a plain NOT EXISTS (an anti join
+    over its misfits) or EXISTS (a walk of its few fits)."""
+    if category.lists_fits:
+        return _row_of(CategoryFit, category.id, worker_id, generation)
+    return ~_row_of(CategoryMisfit, category.id, worker_id, generation)
+
+
+def _row_of(
+    table: type[CategoryMisfit] | type[CategoryFit],
+    category_id: ColumnExpressionArgument[int] | int,
+    worker_id: ColumnExpressionArgument[int] | int,
+    generation: ColumnExpressionArgument[int] | int,
+) -> ColumnElement[bool]:
+    """A cache row of the pair at that generation exists in ``table``."""
+    return exists().where(
+        table.category_id == category_id,
+        table.worker_id == worker_id,
+        table.generation == generation,
     )
 
 
 def worker_fits(
-    category_id: ColumnExpressionArgument[int],
+    category: type[Category],
     worker_id: ColumnExpressionArgument[int] | int,
     generation: ColumnExpressionArgument[int] | int,
 ) -> ColumnElement[bool]:
-    """:func:`fits` for one worker over many categories: the worker's misfits are read
-    once (an index range scan on ``ix_category_misfits_worker``) instead of one lookup per
-    category, which is what a pull needs."""
-    return category_id.not_in(  # type: ignore[union-attr]
-        select(CategoryMisfit.category_id).where(
-            CategoryMisfit.worker_id == worker_id, CategoryMisfit.generation == generation
-        )
+    """:func:`fits` for one worker over many categories (``category`` is the entity in the
+    statement's FROM): the worker's misfit and fit rows are each read once (index range
+    scans on ``ix_category_misfits_worker`` and ``ix_category_fits_worker``) instead of
+    one lookup per category, which is what a pull needs."""
+    misfit_ids = select(CategoryMisfit.category_id).where(
+        CategoryMisfit.worker_id == worker_id, CategoryMisfit.generation == generation
+    )
+    fit_ids = select(CategoryFit.category_id).where(
+        CategoryFit.worker_id == worker_id, CategoryFit.generation == generation
+    )
+    return or_(
+        and_(~category.lists_fits, category.id.not_in(misfit_ids)),
+        and_(category.lists_fits, category.id.in_(fit_ids)),
     )
 
 
 def fitting_workers(session: Session, category_id: int, worker_ids: frozenset[int]) -> set[int]:
     """Which of these workers the misfit cache lets run the category (at their current
     generation): the one statement a long-poll wake-up may cost (app/matching/wakeups.py)."""
+    category = session.get(Category, category_id)
+    if category is None:
+        return set()
     return set(
         session.scalars(
             select(Worker.id).where(
                 Worker.id.in_(sorted(worker_ids)),
-                fits(category_id, Worker.id, Worker.generation),
+                fits_category(category, Worker.id, Worker.generation),
             )
         )
     )

@@ -13,13 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import (
     Allocation,
     ApiToken,
+    CategoryFit,
     InventoryBooking,
     Job,
     JobEventKind,
@@ -278,6 +279,8 @@ def delete_worker(session: Session, name: str, *, requeue: bool, by: str) -> lis
     )
     # Every API process forgets what it remembered of tokens (app/db/revocations.py).
     announce_revocation(session)
+    # Its misfit rows go with it (ON DELETE CASCADE); fit rows have no foreign key.
+    session.execute(delete(CategoryFit).where(CategoryFit.worker_id == worker.id))
     session.delete(worker)
     session.flush()
     domain_events.worker_event(session, "deleted", name, requeued_jobs=len(running), by=by)

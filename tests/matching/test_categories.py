@@ -3,11 +3,14 @@ generation, readable through the SQL views."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import func, select, text
 
 from app.db.engine import Database
-from app.db.models import Category, CategoryMisfit, Worker
-from app.matching import submission, workers
+from app.db.models import Category, CategoryFit, CategoryMisfit, Worker
+from app.matching import candidates, misfits, submission, workers
+from app.matching.category_fit import category_fit
+from app.matching.dispatch.pull import pull
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
 from app.matching.workers import WorkerSpec
 
@@ -106,3 +109,59 @@ def test_views_answer(database: Database) -> None:
         ).all()
         assert [tuple(r) for r in free] == [("v", "default", 1, 0), ("w", "default", 2, 0)]
         assert session.scalar(select(func.count()).select_from(Worker)) == 2
+
+
+def test_a_category_misfitting_most_workers_lists_its_fits(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: a new category writes the smaller side of its pairs. Here 3 of 4 workers
+    cannot run it, so it stores one fit row instead of three misfit rows; every reader
+    still sees the same fit, and why the others do not fit is computed when asked."""
+    monkeypatch.setattr(misfits, "MISFITS_ALWAYS_LISTED", 2)
+    with database.transaction() as session:
+        for name, resources in (("gpu", "gpu: ?cuda"), ("a", ""), ("b", ""), ("c", "")):
+            workers.upsert_worker(session, WorkerSpec(name=name, resources=resources))
+        job = _submit(session, "gpu: cuda")
+        category = session.get(Category, job.category_id)
+        assert category is not None and category.lists_fits
+        assert session.execute(select(CategoryFit.worker_id)).scalars().all() == [
+            session.scalar(select(Worker.id).where(Worker.name == "gpu"))
+        ]
+        assert session.scalar(select(func.count()).select_from(CategoryMisfit)) == 0
+        assert [c.worker for c in candidates.job_candidates(session, job)] == ["gpu"]
+        assert {f.worker: f.reason for f in category_fit(session, category.id)} == {
+            "gpu": None,
+            "a": "job-requires-tag",
+            "b": "job-requires-tag",
+            "c": "job-requires-tag",
+        }
+        view = dict(
+            session.execute(
+                text("SELECT worker_name, reason FROM v_category_fit WHERE category_id = :c"),
+                {"c": category.id},
+            ).all()
+        )
+        assert view == {"gpu": None, "a": "not-listed", "b": "not-listed", "c": "not-listed"}
+        assert pull(session, "a") is None
+
+        # A worker that changes to fit gets a fit row of its new generation.
+        workers.upsert_worker(session, WorkerSpec(name="a", resources="gpu: ?cuda"))
+        assert {f.worker for f in category_fit(session, category.id) if f.fits} == {"gpu", "a"}
+        pulled = pull(session, "a")
+        assert pulled is not None and pulled.id == job.id
+
+
+def test_a_category_most_workers_fit_keeps_listing_its_misfits(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other side of the choice: 1 misfit against 3 fits is the smaller side."""
+    monkeypatch.setattr(misfits, "MISFITS_ALWAYS_LISTED", 0)
+    with database.transaction() as session:
+        for name, resources in (("a", "x: ?y"), ("b", "x: ?y"), ("c", "x: ?y"), ("d", "")):
+            workers.upsert_worker(session, WorkerSpec(name=name, resources=resources))
+        job = _submit(session, "x: y")
+        category = session.get(Category, job.category_id)
+        assert category is not None and not category.lists_fits
+        assert session.scalar(select(func.count()).select_from(CategoryFit)) == 0
+        (misfit,) = session.scalars(select(CategoryMisfit)).all()
+        assert misfit.reason == "job-requires-tag"

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, text, update
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.orm import Session
 
 from app.db.engine import Database
 from app.db.models import Category, Job, JobState, QueueInstance, Worker, WorkerState
-from app.matching import submission
+from app.matching import misfits, submission
 from app.matching.dispatch.pull import pull
 from app.matching.locks import worker_by_name
 from app.matching.readiness import DYNAMIC_REASONS, explain_workers
@@ -111,9 +112,17 @@ def _pull_takes(session: Session, worker: str, job_id: int) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(fleet=st.lists(workers(), min_size=1, max_size=4), wanted=jobs())
+@pytest.mark.parametrize("always_listed", [misfits.MISFITS_ALWAYS_LISTED, 0])
 def test_explain_agrees_with_the_view_and_with_pull(
-    database: Database, fleet: list[dict[str, Any]], wanted: dict[str, Any]
+    database: Database,
+    fleet: list[dict[str, Any]],
+    wanted: dict[str, Any],
+    always_listed: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With 0 as the threshold a category whose misfits outnumber its fits lists its fits
+    (issue 23), and explain, the view and a pull must still agree."""
+    monkeypatch.setattr(misfits, "MISFITS_ALWAYS_LISTED", always_listed)
     _empty(database)
     with database.transaction() as session:
         _build(session, fleet)
@@ -126,6 +135,7 @@ def test_explain_agrees_with_the_view_and_with_pull(
         )
         job_id, category_id = job.id, job.category_id
     with database.transaction() as session:
+        listed = bool(session.scalar(select(Category.lists_fits).where(Category.id == category_id)))
         job = submission.get_job(session, job_id)
         verdicts, summary = explain_workers(session, job, None, "first", [])
         view = _view(session, category_id)
@@ -133,7 +143,10 @@ def test_explain_agrees_with_the_view_and_with_pull(
         for verdict in verdicts:
             fits, code = view[verdict.worker]
             assert verdict.eligible == fits, (verdict, view)
-            if not fits:
+            if not fits and code == misfits.NOT_LISTED:
+                # A fit-listing category: the view knows the pair misfits, explain says why.
+                assert listed and verdict.clauses[0].reason == verdict.reason
+            elif not fits:
                 assert verdict.reason == code and verdict.clauses[0].reason == code
             else:
                 assert verdict.reason is None or verdict.reason in DYNAMIC_REASONS

@@ -30,7 +30,7 @@ from app.db.models.gridengine import (
 )
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
-from app.db.models.jobs import Allocation, Category, CategoryMisfit, Job
+from app.db.models.jobs import Allocation, Category, CategoryFit, CategoryMisfit, Job
 from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.output import JobOutput
 from app.db.models.quotas import QuotaBooking, QuotaLimit, QuotaSet, QuotaUsage
@@ -43,6 +43,7 @@ __all__ = [
     "Attribute",
     "AttributeValue",
     "Category",
+    "CategoryFit",
     "CategoryMisfit",
     "CategoryNodeNeed",
     "CategoryQueueRef",

@@ -1,4 +1,4 @@
-"""The job side: categories (with their cached misfits), jobs, allocations."""
+"""The job side: categories (with their cached fit: misfits or fits), jobs, allocations."""
 
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ class Category(Base):
     master_queue_list: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
     soft_queue_list: Mapped[str] = mapped_column(Text, default="NONE", server_default="NONE")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: Which pairs the fit cache lists for this category: its misfits (category_misfits,
+    #: with their reasons) or, when it was created, if those outnumbered the workers that
+    #: fit it, its fits (category_fits). Writing the smaller side keeps a new category
+    #: cheap on a large farm (issue 23); app/matching/misfits.py chooses, and every
+    #: reader goes through it.
+    lists_fits: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class CategoryMisfit(Base):
@@ -67,6 +73,26 @@ class CategoryMisfit(Base):
     )
     generation: Mapped[int]
     reason: Mapped[str] = mapped_column(String(64))
+
+
+class CategoryFit(Base):
+    """A worker can run the jobs of a category that lists its fits (``lists_fits``), at
+    the worker's ``generation``; rows of other generations are stale and never read.
+
+    No foreign keys: checking one per row locked each worker's row and cost a new category
+    20 us per fit row, more than writing it (issue 23). A row is only ever read joined to
+    its worker at the current generation, so a row left by a deleted worker is never
+    read; app/matching/misfits.py clears a worker's rows whenever it writes them (a
+    registration included, so an id SQLite hands out again starts clean) and a new
+    category's before it writes them, and deleting a worker deletes its rows."""
+
+    __tablename__ = "category_fits"
+    # A pull asks which of the fit-listing categories this worker fits: one index range.
+    __table_args__ = (Index("ix_category_fits_worker", "worker_id", "generation", "category_id"),)
+
+    category_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    worker_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    generation: Mapped[int]
 
 
 class Job(Base):

@@ -25,6 +25,9 @@ class WorkerTag(_Tag, Base):
     __table_args__ = (
         # The misfit predicates look tags up by (group, value) for one worker.
         Index("ix_worker_tags_lookup", "worker_id", "group_name", "value", "mode"),
+        # Which workers name this tag: a new category's tag clauses, counted once per
+        # statement (app/matching/momotor/sql.py; issue 23).
+        Index("ix_worker_tags_tag", "group_name", "value", "mode", "worker_id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

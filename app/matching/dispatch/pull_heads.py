@@ -59,7 +59,7 @@ def heads_statement(
 def _fit(managed: bool, refusals: bool) -> list[ColumnElement[bool]]:
     """What a category must meet for the worker to take its jobs."""
     fit: list[ColumnElement[bool]] = [
-        worker_fits(Category.id, _WORKER_ID, _GENERATION),
+        worker_fits(Category, _WORKER_ID, _GENERATION),
         Category.slots <= _MAX_FREE,
     ]
     if managed:

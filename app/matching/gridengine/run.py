@@ -31,7 +31,7 @@ from app.matching.gridengine.quotas import load_quota_book, write_run_quotas
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
 from app.matching.gridengine.table import load_table
-from app.matching.misfits import fits
+from app.matching.misfits import fits_category
 from app.notations.gridengine.evaluator import FitCode
 
 
@@ -60,7 +60,7 @@ def _memo(session: Session, state: ClusterState, category: Category, trace: bool
     active = Worker.state == WorkerState.ACTIVE
     kept = set(
         session.scalars(
-            select(Worker.id).where(active, fits(category.id, Worker.id, Worker.generation))
+            select(Worker.id).where(active, fits_category(category, Worker.id, Worker.generation))
         )
     )
     if needs_several_nodes(category):
