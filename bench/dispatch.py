@@ -757,7 +757,11 @@ def _explain_submit(database: Database, resources: str, slots: int, known: int) 
                     # The clauses narrow their sets to the statement's scope, a bound
                     # parameter: bind it, or the plan is of a NULL scope.
                     literal = _literal_sql(session, _with_values(statement, bound))
+                    # EXPLAIN ANALYZE runs the statement, whose INSERTs (PostgreSQL's
+                    # one-statement write) must not be there when the real one runs.
+                    session.execute(text("SAVEPOINT bench_plan"))
                     plans.append(_plan(session, literal))
+                    session.execute(text("ROLLBACK TO SAVEPOINT bench_plan"))
 
             event.listen(connection, "before_execute", before_execute)
             try:
