@@ -256,6 +256,7 @@ def _write(session: Session, scope: Scope, verdicts: list[PairVerdict]) -> None:
     10,000 rows cost the driver 30 us apiece (issue 23)."""
     groups: dict[tuple[bool, str | None], list[int]] = {}
     for category_id, worker_id, _generation, reason, lists_fits in verdicts:
+        # A fit of a fit-listing category, or a misfit of a misfit-listing one.
         if lists_fits == (reason is None):
             other = worker_id if scope.kind == "category" else category_id
             groups.setdefault((lists_fits, reason), []).append(other)
@@ -292,6 +293,21 @@ def _copy_rows(kind: str, fit: bool) -> Insert:
     if kind == "worker":
         source = source.select_from(Category).join(Worker, true())
     return insert(table).from_select(names, source.where(where))
+
+
+def _rewrite(
+    session: Session,
+    scope: Scope,
+    *conditions: ColumnElement[bool],
+    constraint_ok: ColumnElement[bool] | None = None,
+    requirements_ok: ColumnElement[bool] | None = None,
+) -> None:
+    """Evaluate the scope's pairs and write them on the side each category already lists
+    (a changed worker, or a task whose requirements changed)."""
+    verdicts = _evaluate(
+        session, scope, *conditions, constraint_ok=constraint_ok, requirements_ok=requirements_ok
+    )
+    _write(session, scope, verdicts)
 
 
 def _choose_listing(verdicts: list[PairVerdict]) -> bool:
@@ -425,16 +441,12 @@ def recache_task_misfits(session: Session, task_id: int) -> None:
     ):
         # Each category keeps the side it chose when it was created.
         constraint_ok = _constraint_predicate(category_id, text) if text is not None else None
-        _write(
+        _rewrite(
             session,
             Scope(category_id=category_id),
-            _evaluate(
-                session,
-                Scope(category_id=category_id),
-                Category.id == category_id,
-                constraint_ok=constraint_ok,
-                requirements_ok=requirements_ok,
-            ),
+            Category.id == category_id,
+            constraint_ok=constraint_ok,
+            requirements_ok=requirements_ok,
         )
 
 
@@ -446,16 +458,12 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
     session.execute(delete(CategoryMisfit).where(CategoryMisfit.worker_id == worker_id))
     session.execute(delete(CategoryFit).where(CategoryFit.worker_id == worker_id))
     requirements_ok = _task_requirements(session, None)
-    _write(
+    _rewrite(
         session,
         Scope(worker_id=worker_id),
-        _evaluate(
-            session,
-            Scope(worker_id=worker_id),
-            Worker.id == worker_id,
-            Category.constraint.is_(None),
-            requirements_ok=requirements_ok,
-        ),
+        Worker.id == worker_id,
+        Category.constraint.is_(None),
+        requirements_ok=requirements_ok,
     )
     constrained = session.execute(
         select(Category.id, Category.constraint)
@@ -469,17 +477,13 @@ def recache_worker_misfits(session: Session, worker_id: int) -> None:
             value=Category.id,
             else_=false(),
         )
-        _write(
+        _rewrite(
             session,
             Scope(worker_id=worker_id),
-            _evaluate(
-                session,
-                Scope(worker_id=worker_id),
-                Worker.id == worker_id,
-                Category.id.in_([category_id for category_id, _ in chunk]),
-                constraint_ok=constraint_ok,
-                requirements_ok=requirements_ok,
-            ),
+            Worker.id == worker_id,
+            Category.id.in_([category_id for category_id, _ in chunk]),
+            constraint_ok=constraint_ok,
+            requirements_ok=requirements_ok,
         )
 
 

@@ -111,6 +111,17 @@ def test_views_answer(database: Database) -> None:
         assert session.scalar(select(func.count()).select_from(Worker)) == 2
 
 
+def _new_category(session, fleet: dict[str, str], resources: str):  # type: ignore[no-untyped-def]
+    """Register the fleet (name -> resources), submit one job of a new request: the job
+    and its category."""
+    for name, offered in fleet.items():
+        workers.upsert_worker(session, WorkerSpec(name=name, resources=offered))
+    job = _submit(session, resources)
+    category = session.get(Category, job.category_id)
+    assert category is not None
+    return job, category
+
+
 def test_a_category_misfitting_most_workers_lists_its_fits(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,11 +130,9 @@ def test_a_category_misfitting_most_workers_lists_its_fits(
     still sees the same fit, and why the others do not fit is computed when asked."""
     monkeypatch.setattr(misfits, "MISFITS_ALWAYS_LISTED", 2)
     with database.transaction() as session:
-        for name, resources in (("gpu", "gpu: ?cuda"), ("a", ""), ("b", ""), ("c", "")):
-            workers.upsert_worker(session, WorkerSpec(name=name, resources=resources))
-        job = _submit(session, "gpu: cuda")
-        category = session.get(Category, job.category_id)
-        assert category is not None and category.lists_fits
+        fleet = {"gpu": "gpu: ?cuda", "a": "", "b": "", "c": ""}
+        job, category = _new_category(session, fleet, "gpu: cuda")
+        assert category.lists_fits
         assert session.execute(select(CategoryFit.worker_id)).scalars().all() == [
             session.scalar(select(Worker.id).where(Worker.name == "gpu"))
         ]
@@ -157,11 +166,9 @@ def test_a_category_most_workers_fit_keeps_listing_its_misfits(
     """The other side of the choice: 1 misfit against 3 fits is the smaller side."""
     monkeypatch.setattr(misfits, "MISFITS_ALWAYS_LISTED", 0)
     with database.transaction() as session:
-        for name, resources in (("a", "x: ?y"), ("b", "x: ?y"), ("c", "x: ?y"), ("d", "")):
-            workers.upsert_worker(session, WorkerSpec(name=name, resources=resources))
-        job = _submit(session, "x: y")
-        category = session.get(Category, job.category_id)
-        assert category is not None and not category.lists_fits
+        fleet = {"a": "x: ?y", "b": "x: ?y", "c": "x: ?y", "d": ""}
+        _job, category = _new_category(session, fleet, "x: y")
+        assert not category.lists_fits
         assert session.scalar(select(func.count()).select_from(CategoryFit)) == 0
         (misfit,) = session.scalars(select(CategoryMisfit)).all()
         assert misfit.reason == "job-requires-tag"
