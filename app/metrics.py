@@ -54,6 +54,12 @@ TRANSACTION_RETRIES = Counter(
     "wait) and ran again (outcome=retried) or ran out of attempts (outcome=gave_up).",
     ["reason", "outcome"],
 )
+EXPRESS_REQUESTS = Counter(
+    "jobmatch_express_requests_total",
+    "Pulls and finishes the express lane saw (operation), answered itself (outcome=served) "
+    "or handed to the full route (outcome=handed_over: an error to word, a long poll, ...).",
+    ["operation", "outcome"],
+)
 LEASE_EXPIRIES = Counter(
     "jobmatch_lease_expiries_total",
     "Running jobs whose worker was not heard from within the lease: requeued, or failed "

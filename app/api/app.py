@@ -11,6 +11,7 @@ from starlette.routing import BaseRoute
 from app import __version__, heap
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.docs_ui import install_docs_ui
+from app.api.express import ExpressLane
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.longpoll import STATE_KEY, LongPoll
 from app.api.middleware import RequestIdMiddleware
@@ -141,7 +142,10 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.longpoll = longpoll
     app.state.revocations = revocations
     # The last added runs first: request ids and access logs, then the body limits, then
-    # the token gate, all before FastAPI reads a byte of the body.
+    # the token gate, all before FastAPI reads a byte of the body; the express lane last.
+    app.add_middleware(
+        ExpressLane, routes=service_routes(settings), database=database, settings=settings
+    )
     app.add_middleware(
         TokenGateMiddleware,
         routes=service_routes(settings),

@@ -352,15 +352,7 @@ def finish_job(
     that held the job but lost it (its lease expired) is recorded in the job's history and
     answered 409 saying what happened; it changes nothing else."""
     try:
-        job = dispatch.finish(
-            session,
-            job_id,
-            principal.subject,
-            body.outcome,
-            body.reason,
-            exit_code=body.exit_code,
-            output=body.output,
-        )
+        return report_finish(session, job_id, principal.subject, body)
     except LateReportError as late:
         # Answered, not raised: the history event must be committed with the response.
         return problem_response(
@@ -374,8 +366,23 @@ def finish_job(
             state=late.state.value,
             worker=late.now_on,
         )
+
+
+def report_finish(session: Session, job_id: int, worker_name: str, body: FinishIn) -> JobOut:
+    """The end of a job as its worker reported it, applied, and the job's answer
+    (:class:`LateReportError` from a worker that lost the job). The finish route and the
+    express lane (app/api/express.py) both finish through here."""
+    job = dispatch.finish(
+        session,
+        job_id,
+        worker_name,
+        body.outcome,
+        body.reason,
+        exit_code=body.exit_code,
+        output=body.output,
+    )
     # Every job finish() returns ran on the reporting worker: its name needs no read.
-    return job_out(session, job, worker_name=principal.subject)
+    return job_out(session, job, worker_name=worker_name)
 
 
 @router.post(

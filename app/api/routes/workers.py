@@ -42,6 +42,7 @@ from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine.values import resolve_target
 from app.matching.locks import worker_by_name
 from app.matching.workers import QueueSpec, WorkerSpec
+from app.settings import Settings
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)
 
@@ -234,6 +235,29 @@ _PLACED_DOC = {
 }
 
 
+def pull_once(database: Database, settings: Settings, name: str) -> PullOutcome[JobOut]:
+    """One attempt of the worker's pull in a transaction of its own (run in the thread
+    pool; nothing is held between attempts): the job it started, rendered before the
+    commit, and what the answer's headers and a long poll need to know. The pull route
+    and the express lane (app/api/express.py) both pull through here."""
+    with database.transaction() as session:
+        job, puller = dispatch.pull_for(session, name, settings.allocation_policy)
+        body = job_out(session, job, worker_name=name) if job is not None else None
+    return PullOutcome(
+        job=body,
+        category_id=job.category_id if job is not None else None,
+        refresh=debusine_metadata.report_due(
+            puller.metadata_reported_at, settings.metadata_refresh_seconds
+        ),
+        worker_id=puller.id,
+        could_take_work=puller.active and puller.max_free > 0,
+        placed=job is not None and puller.placed_waiting,
+        refresh_due_in=debusine_metadata.seconds_until_report_due(
+            puller.metadata_reported_at, settings.metadata_refresh_seconds
+        ),
+    )
+
+
 #: The longest a pull may wait for work; a client's read timeout must be longer.
 MAX_WAIT_SECONDS = 60.0
 WaitQuery = Annotated[
@@ -276,30 +300,8 @@ async def pull(
     answers 204. The ``Jobmatch-Refresh-Metadata: true`` header asks it to report its
     metadata first; ``Jobmatch-Placed: true`` marks a job the scheduler placed on it. 409
     when what it would book was taken by a concurrent pull; pulling again is safe."""
-    settings = request.app.state.settings
-    database: Database = request.app.state.database
-
-    def pull_once() -> PullOutcome[JobOut]:
-        """One attempt, one transaction (in the thread pool; nothing is held between
-        attempts)."""
-        with database.transaction() as session:
-            job, puller = dispatch.pull_for(session, name, settings.allocation_policy)
-            body = job_out(session, job, worker_name=name) if job is not None else None
-        return PullOutcome(
-            job=body,
-            category_id=job.category_id if job is not None else None,
-            refresh=debusine_metadata.report_due(
-                puller.metadata_reported_at, settings.metadata_refresh_seconds
-            ),
-            worker_id=puller.id,
-            could_take_work=puller.active and puller.max_free > 0,
-            placed=job is not None and puller.placed_waiting,
-            refresh_due_in=debusine_metadata.seconds_until_report_due(
-                puller.metadata_reported_at, settings.metadata_refresh_seconds
-            ),
-        )
-
-    outcome = await pull_or_wait(request.app.state.longpoll.hub, pull_once, wait)
+    attempt = partial(pull_once, request.app.state.database, request.app.state.settings, name)
+    outcome = await pull_or_wait(request.app.state.longpoll.hub, attempt, wait)
     if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
         if outcome.refresh:

@@ -1,0 +1,220 @@
+"""The express lane: a worker's pull and its finish served without FastAPI's request
+machinery, because they are most of what a busy farm sends (issue 23).
+
+A pull and a finish through FastAPI pay for routing through every route, solving the
+dependency graph, up to four thread-pool hops (the session dependency's enter and exit,
+the endpoint, the response check) and the response model's validation; measured by
+``bench/http_floor.py`` that was more of the server's CPU than the pull's and the
+finish's SQL. This pure ASGI middleware sits inside the token gate (so the request id,
+the body limits, authentication and rate limits apply as before) and answers the common
+case of the two requests itself, with one hop to the thread pool for one transaction,
+through the same functions the routes call (:func:`app.api.routes.workers.pull_once`,
+:func:`app.api.routes.jobs.report_finish`):
+
+* ``POST /v1/workers/{name}/pull`` without a query string (no long poll), by the
+  worker's own token;
+* ``POST /v1/jobs/{job_id}/finish`` by a worker token, with a JSON body that
+  :class:`~app.api.schemas.jobs.FinishIn` accepts.
+
+Everything else goes to FastAPI, as does any request the lane cannot answer with a
+success: a wrong token, a path parameter or body the route would refuse, an error of the
+operation (its transaction is rolled back, so FastAPI runs it again from the start and
+words the error, retries included). The lane therefore only ever answers what the route
+would have answered; ``tests/api/test_express.py`` holds the two side by side, byte for
+byte. A request the lane read the body of reaches FastAPI with that body replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+
+import anyio.to_thread
+from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
+from app.api.routes.jobs import report_finish
+from app.api.routes.workers import PLACED_HEADER, REFRESH_HEADER, pull_once
+from app.api.schemas.common import MAX_ID
+from app.api.schemas.jobs import FinishIn, JobOut
+from app.db.engine import Database
+from app.db.models import Role
+from app.metrics import EXPRESS_REQUESTS
+from app.settings import Settings
+
+log = logging.getLogger("app.api")
+
+#: The paths of the two requests; a name or id the pattern lets through is checked
+#: further before the lane serves it.
+_PULL_PATH = re.compile(r"/v1/workers/([^/]+)/pull")
+_FINISH_PATH = re.compile(r"/v1/jobs/([1-9][0-9]{0,18})/finish")
+#: The operation ids of the routes whose answers the lane gives.
+PULL_OPERATION = "pull_job"
+FINISH_OPERATION = "finish_job"
+#: The JSON of a job's answer, as FastAPI writes a response model (by alias).
+_JOB_JSON = TypeAdapter(JobOut)
+
+
+class ExpressLane:
+    """Serves the common pull and finish (see the module docstring); passes the rest on."""
+
+    def __init__(
+        self, app: ASGIApp, *, routes: Iterable[BaseRoute], database: Database, settings: Settings
+    ) -> None:
+        self.app = app
+        self.database = database
+        self.settings = settings
+        by_operation = {
+            route.operation_id: route for route in routes if isinstance(route, APIRoute)
+        }
+        # The route objects go into the scope as the router would put them, so that the
+        # access log and the latency metric name the same route either way.
+        self.pull_route = by_operation[PULL_OPERATION]
+        self.finish_route = by_operation[FINISH_OPERATION]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        worker = _worker_of(scope) if scope["type"] == "http" else None
+        if worker is not None and scope["method"] == "POST":
+            path = scope["path"]
+            pulled = _PULL_PATH.fullmatch(path)
+            if pulled is not None and pulled.group(1) == worker:
+                if await self._pull(scope, send, worker):
+                    EXPRESS_REQUESTS.labels("pull", "served").inc()
+                    return
+                EXPRESS_REQUESTS.labels("pull", "handed_over").inc()
+            finished = _FINISH_PATH.fullmatch(path) if pulled is None else None
+            if finished is not None and int(finished.group(1)) <= MAX_ID:
+                replay = await self._finish(scope, receive, send, worker, int(finished.group(1)))
+                if replay is None:
+                    EXPRESS_REQUESTS.labels("finish", "served").inc()
+                    return
+                EXPRESS_REQUESTS.labels("finish", "handed_over").inc()
+                receive = replay
+        await self.app(scope, receive, send)
+
+    async def _pull(self, scope: Scope, send: Send, worker: str) -> bool:
+        """Answer the pull; False (nothing sent, nothing kept) when FastAPI must."""
+        if scope.get("query_string"):
+            return False  # a long poll, or a query the route must check
+        try:
+            outcome = await anyio.to_thread.run_sync(
+                pull_once, self.database, self.settings, worker
+            )
+        except Exception:  # FastAPI runs it again and words the error
+            log.debug("express pull of %s handed to the route", worker, exc_info=True)
+            return False
+        headers: list[tuple[bytes, bytes]] = []
+        if outcome.refresh:
+            headers.append((REFRESH_HEADER.lower().encode(), b"true"))
+        scope["route"] = self.pull_route
+        if outcome.job is None:
+            await _respond(send, 204, b"", headers)
+            return True
+        if outcome.placed:
+            headers.append((PLACED_HEADER.lower().encode(), b"true"))
+        await _respond(send, 200, _JOB_JSON.dump_json(outcome.job, by_alias=True), headers)
+        return True
+
+    async def _finish(
+        self, scope: Scope, receive: Receive, send: Send, worker: str, job_id: int
+    ) -> Receive | None:
+        """Answer the finish: None once answered, else the receive that gives FastAPI
+        the body as the lane read it."""
+        if _header(scope, b"content-type") != b"application/json":
+            return receive  # the route checks other media types
+        body = b""
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away
+                    return _replay(body, more=True, then=message)
+                body += message.get("body", b"")
+                if not message.get("more_body", False):
+                    break
+        except HTTPException as refused:  # too large or too slow: the route words it
+            return _replay(body, more=True, error=refused)
+        replay = _replay(body, more=False, then=None, receive=receive)
+        try:
+            report = FinishIn.model_validate(json.loads(body))
+        except (ValueError, ValidationError):
+            return replay  # the route words the 422
+        try:
+            answer = await anyio.to_thread.run_sync(self._finish_once, worker, job_id, report)
+        except Exception:  # FastAPI runs it again and words the error
+            log.debug("express finish of job %d handed to the route", job_id, exc_info=True)
+            return replay
+        scope["route"] = self.finish_route
+        await _respond(send, 200, answer, [])
+        return None
+
+    def _finish_once(self, worker: str, job_id: int, report: FinishIn) -> bytes:
+        """The finish in one transaction, its answer written before the commit, so that
+        nothing that can fail comes after it."""
+        with self.database.transaction() as session:
+            answer = _JOB_JSON.dump_json(
+                report_finish(session, job_id, worker, report), by_alias=True
+            )
+        return answer
+
+
+def _worker_of(scope: Scope) -> str | None:
+    """The worker the token gate authenticated, None for any other caller."""
+    principal = scope.get(PRINCIPAL_SCOPE_KEY)
+    if isinstance(principal, Principal) and principal.role is Role.WORKER:
+        return principal.subject
+    return None
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def _replay(
+    body: bytes,
+    *,
+    more: bool,
+    then: Message | None = None,
+    error: HTTPException | None = None,
+    receive: Receive | None = None,
+) -> Receive:
+    """A receive for FastAPI: the body the lane read, as one message (``more`` when the
+    reading ended early), then what ended it (a disconnect message, or the body limit's
+    error raised again), then the client's own receive (a disconnect while it runs)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": more}]
+    if then is not None:
+        pending.append(then)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        if error is not None:
+            raise error
+        if receive is None:  # the client went away: it stays gone
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return replayed
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """The answer as FastAPI sends a response model's: JSON with its length first; a 204
+    has neither."""
+    raw: list[tuple[bytes, bytes]] = []
+    if status != 204:
+        raw = [
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+        ]
+    await send({"type": "http.response.start", "status": status, "headers": raw + headers})
+    await send({"type": "http.response.body", "body": body})

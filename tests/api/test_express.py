@@ -1,0 +1,206 @@
+"""The express lane (app/api/express.py) answers a pull and a finish exactly as their
+FastAPI routes do, and hands everything else to them.
+
+The lane serves a pull without a query string and a finish whose body is sent as
+``application/json``; the same requests with ``?wait=0`` or with a ``charset`` parameter
+reach the routes themselves. Each test here sends the pair side by side and compares the
+answers: status, header names, content type and length, and the body's fields in order
+(ids, names and times masked where the two jobs differ). The lane's counter says which
+way each request went, so that a test cannot pass by comparing the route with itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
+
+from app.api.app import create_app
+from app.api.routes.workers import REFRESH_HEADER
+from app.db.engine import Database
+from app.settings import Settings
+from tests.support.http_api import register, submit
+
+pytestmark = pytest.mark.db
+
+#: Fields that differ between two jobs run side by side.
+_VOLATILE = {"id", "worker", "submitted_at", "started_at", "ended_at"}
+#: Headers that differ between any two answers.
+_PER_ANSWER = {"x-request-id"}
+_ROUTE_JSON = {"Content-Type": "application/json; charset=utf-8"}
+
+
+def _served(operation: str, outcome: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "jobmatch_express_requests_total", {"operation": operation, "outcome": outcome}
+    )
+    return value or 0.0
+
+
+class Ways:
+    """The lane's counters before a step, to tell afterwards which way requests went."""
+
+    def __init__(self) -> None:
+        self.before = self._now()
+
+    @staticmethod
+    def _now() -> dict[tuple[str, str], float]:
+        return {
+            (operation, outcome): _served(operation, outcome)
+            for operation in ("pull", "finish")
+            for outcome in ("served", "handed_over")
+        }
+
+    def since(self) -> dict[tuple[str, str], float]:
+        now = self._now()
+        return {key: now[key] - self.before[key] for key in now if now[key] != self.before[key]}
+
+
+def _shape(response: Any) -> tuple[int, list[str], dict[str, Any] | None]:
+    """What must be equal between the lane's answer and the route's."""
+    headers = sorted(name for name in response.headers if name not in _PER_ANSWER)
+    if not response.content:
+        return response.status_code, headers, None
+    body = response.json()
+    masked = {key: ("<varies>" if key in _VOLATILE else value) for key, value in body.items()}
+    return response.status_code, headers, masked
+
+
+def _same_answers(lane: Any, route: Any) -> None:
+    assert _shape(lane) == _shape(route), (lane.text, route.text)
+    assert list(lane.json()) == list(route.json())  # the fields in the same order
+    assert lane.headers["content-type"] == route.headers["content-type"] == "application/json"
+    assert int(lane.headers["content-length"]) == len(lane.content)
+
+
+def test_a_pull_and_a_finish_answer_as_their_routes(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    lane_worker = register(client, admin_headers, "w1", "os: linux")
+    route_worker = register(client, admin_headers, "w2", "os: linux")
+    first = submit(client, admin_headers, "os: linux", command=["echo", "hi"], timeout=60)
+    second = submit(client, admin_headers, "os: linux", command=["echo", "hi"], timeout=60)
+
+    ways = Ways()
+    lane = client.post("/v1/workers/w1/pull", headers=lane_worker)
+    route = client.post("/v1/workers/w2/pull?wait=0", headers=route_worker)
+    assert ways.since() == {("pull", "served"): 1, ("pull", "handed_over"): 1}
+    assert lane.status_code == 200, lane.text
+    assert (lane.json()["id"], lane.json()["worker"]) == (first["id"], "w1")
+    assert (route.json()["id"], route.json()["worker"]) == (second["id"], "w2")
+    _same_answers(lane, route)
+
+    ways = Ways()
+    report = {"outcome": "failed", "reason": "exit 3", "exit_code": 3, "output": "no\n"}
+    lane = client.post(f"/v1/jobs/{first['id']}/finish", json=report, headers=lane_worker)
+    route = client.post(
+        f"/v1/jobs/{second['id']}/finish",
+        content=json.dumps(report),
+        headers={**route_worker, **_ROUTE_JSON},
+    )
+    assert ways.since() == {("finish", "served"): 1, ("finish", "handed_over"): 1}
+    assert lane.status_code == 200, lane.text
+    assert (lane.json()["state"], lane.json()["failure_reason"]) == ("failed", "exit 3")
+    _same_answers(lane, route)
+
+    # What the lane did is stored as the route's was: the same history, event by event.
+    kinds = [
+        [
+            (event["kind"], event["detail"])
+            for event in client.get(f"/v1/jobs/{job['id']}/history", headers=admin_headers).json()[
+                "events"
+            ]
+        ]
+        for job in (first, second)
+    ]
+    assert kinds[0] == kinds[1] and [kind for kind, _ in kinds[0]][-2:] == ["dispatched", "failed"]
+
+
+def test_a_pull_that_finds_nothing_answers_as_its_route(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w1")
+    ways = Ways()
+    lane = client.post("/v1/workers/w1/pull", headers=worker)
+    route = client.post("/v1/workers/w1/pull?wait=0", headers=worker)
+    assert ways.since() == {("pull", "served"): 1, ("pull", "handed_over"): 1}
+    assert lane.status_code == route.status_code == 204
+    assert lane.content == route.content == b""
+    # A worker that never reported its metadata is asked to, both ways.
+    assert lane.headers.get(REFRESH_HEADER) == route.headers.get(REFRESH_HEADER) == "true"
+    assert _shape(lane) == _shape(route)
+
+
+def test_what_the_lane_cannot_answer_the_route_words(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    mine = register(client, admin_headers, "w1")
+    other = register(client, admin_headers, "w2")
+    job = submit(client, admin_headers)
+    assert client.post("/v1/workers/w1/pull", headers=mine).status_code == 200
+
+    ways = Ways()
+    # Another worker's job: the operation refuses, the lane hands it over, the route words it.
+    refused = client.post(
+        f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=other
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert "is not running on worker 'w2'" in refused.json()["detail"]
+    # A body the schema refuses: the route's 422 names the field.
+    invalid = client.post(
+        f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished", "exit_code": "0"}, headers=mine
+    )
+    assert invalid.status_code == 422, invalid.text
+    assert [error["field"] for error in invalid.json()["errors"]] == ["body.exit_code"]
+    # Not JSON at all.
+    broken = client.post(
+        f"/v1/jobs/{job['id']}/finish",
+        content=b'{"outcome": ',
+        headers={**mine, "Content-Type": "application/json"},
+    )
+    assert broken.status_code == 422, broken.text
+    # Someone else's pull path: the route's 403.
+    stranger = client.post("/v1/workers/w2/pull", headers=mine)
+    assert stranger.status_code == 403, stranger.text
+    assert ways.since() == {("finish", "handed_over"): 3}
+    # None of it changed the job, which the lane then finishes.
+    done = client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=mine)
+    assert done.status_code == 200 and done.json()["state"] == "finished", done.text
+    # The same report again (its answer was lost): answered 200 again, by the lane too.
+    ways = Ways()
+    again = client.post(f"/v1/jobs/{job['id']}/finish", json={"outcome": "finished"}, headers=mine)
+    assert again.status_code == 200 and again.json() == done.json()
+    assert ways.since() == {("finish", "served"): 1}
+    events = client.get(f"/v1/jobs/{job['id']}/history", headers=admin_headers).json()["events"]
+    assert [event["kind"] for event in events].count("finished") == 1
+
+
+def test_a_body_over_the_limit_while_the_lane_reads_it_gets_the_routes_413(
+    settings: Settings, database: Database, admin_headers: dict[str, str]
+) -> None:
+    app = create_app(settings.model_copy(update={"max_body_bytes": 64}), database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        worker = register(client, admin_headers, "w1")
+        job = submit(client, admin_headers)
+        assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 200
+        body = json.dumps({"outcome": "finished", "output": "x" * 200}).encode()
+
+        def chunked() -> Any:  # no Content-Length: the limit applies while reading
+            yield body[:40]
+            yield body[40:]
+
+        ways = Ways()
+        large = client.post(
+            f"/v1/jobs/{job['id']}/finish",
+            content=chunked(),
+            headers={**worker, "Content-Type": "application/json"},
+        )
+        assert large.status_code == 413, large.text
+        assert large.headers["content-type"] == "application/problem+json"
+        assert ways.since() == {("finish", "handed_over"): 1}
+        state = client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()["state"]
+        assert state == "running"
