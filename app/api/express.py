@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable
 
 import anyio.to_thread
@@ -39,12 +40,15 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
-from app.api.routes.jobs import report_finish
-from app.api.routes.workers import PLACED_HEADER, REFRESH_HEADER, pull_once
+from app.api.longpoll import PullOutcome
+from app.api.routes.jobs import job_body, report_finish
+from app.api.routes.workers import PLACED_HEADER, REFRESH_HEADER, pull_once, pull_outcome
 from app.api.schemas.common import MAX_ID
 from app.api.schemas.jobs import FinishIn, JobOut
+from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Role
+from app.matching.dispatch import express as express_dispatch
 from app.metrics import EXPRESS_REQUESTS
 from app.settings import Settings
 
@@ -77,6 +81,9 @@ class ExpressLane:
         # access log and the latency metric name the same route either way.
         self.pull_route = by_operation[PULL_OPERATION]
         self.finish_route = by_operation[FINISH_OPERATION]
+        #: PostgreSQL runs the common pull and finish without a Session
+        #: (app/matching/dispatch/express.py); elsewhere the general way serves.
+        self.express_sql = database.dialect_name == "postgresql"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         worker = _worker_of(scope) if scope["type"] == "http" else None
@@ -103,9 +110,7 @@ class ExpressLane:
         if scope.get("query_string"):
             return False  # a long poll, or a query the route must check
         try:
-            outcome = await anyio.to_thread.run_sync(
-                pull_once, self.database, self.settings, worker
-            )
+            outcome = await anyio.to_thread.run_sync(self._pull_once, worker)
         except Exception:  # FastAPI runs it again and words the error
             log.debug("express pull of %s handed to the route", worker, exc_info=True)
             return False
@@ -153,9 +158,46 @@ class ExpressLane:
         await _respond(send, 200, answer, [])
         return None
 
+    def _pull_once(self, worker: str) -> PullOutcome[JobOut]:
+        """The pull in one transaction: the express way on PostgreSQL, else (or when it
+        hands over) the general way."""
+        if self.express_sql:
+            started, now = time.perf_counter(), utcnow()
+            try:
+                with self.database.engine.begin() as connection:
+                    pulled = express_dispatch.pull(connection, worker, now)
+                    body = job_body(pulled.job, worker) if pulled.job is not None else None
+            except express_dispatch.HandOver:
+                pass  # rolled back; the general way decides
+            else:
+                express_dispatch.note_pull(pulled, started)
+                category = pulled.job.category_id if pulled.job is not None else None
+                return pull_outcome(body, category, pulled.puller, self.settings)
+        return pull_once(self.database, self.settings, worker)
+
     def _finish_once(self, worker: str, job_id: int, report: FinishIn) -> bytes:
         """The finish in one transaction, its answer written before the commit, so that
-        nothing that can fail comes after it."""
+        nothing that can fail comes after it: the express way on PostgreSQL, else (or
+        when it hands over) the general way."""
+        if self.express_sql:
+            try:
+                with self.database.engine.begin() as connection:
+                    job = express_dispatch.finish(
+                        connection,
+                        job_id,
+                        worker,
+                        report.outcome,
+                        report.reason,
+                        report.exit_code,
+                        report.output,
+                        utcnow(),
+                    )
+                    answer = _JOB_JSON.dump_json(job_body(job, worker), by_alias=True)
+            except express_dispatch.HandOver:
+                pass  # rolled back; the general way decides
+            else:
+                express_dispatch.note_finish(job, worker, report.outcome, report.reason)
+                return answer
         with self.database.transaction() as session:
             answer = _JOB_JSON.dump_json(
                 report_finish(session, job_id, worker, report), by_alias=True

@@ -55,17 +55,24 @@ def job_event(
 ) -> None:
     """Log ``job.<kind>`` after commit; ``cause`` says why the server (not the job's
     worker) changed it: ``lease_expired`` or ``worker_deleted``."""
+    after_commit(session, lambda: emit_job_event(kind, job_id, worker, detail, cause))
+
+
+def emit_job_event(
+    kind: JobEventKind,
+    job_id: int,
+    worker: str | None = None,
+    detail: str | None = None,
+    cause: str | None = None,
+) -> None:
+    """Log ``job.<kind>`` now, and count it: for a change already committed without a
+    session (app/matching/dispatch/express.py)."""
     given = {"job_id": job_id, "worker": worker, "detail": detail, "cause": cause}
-    fields = {name: value for name, value in given.items() if value is not None}
-
-    def emit() -> None:
-        _emit(f"job.{kind.value}", fields)
-        if cause == LEASE_EXPIRED:
-            LEASE_EXPIRIES.labels(kind.value).inc()
-        if kind is JobEventKind.REQUEUED and cause is not None:
-            REQUEUES.labels(cause).inc()
-
-    after_commit(session, emit)
+    _emit(f"job.{kind.value}", {name: value for name, value in given.items() if value is not None})
+    if cause == LEASE_EXPIRED:
+        LEASE_EXPIRIES.labels(kind.value).inc()
+    if kind is JobEventKind.REQUEUED and cause is not None:
+        REQUEUES.labels(cause).inc()
 
 
 def worker_event(session: Session, what: str, name: str, **fields: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from types import SimpleNamespace
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from sqlalchemy.orm import Session
@@ -48,6 +49,12 @@ def job_out(session: Session, job: Job, *, worker_name: str | None = None) -> Jo
     saves reading it."""
     if worker_name is None and job.worker_id is not None:
         worker_name = workers.worker_name(session, job.worker_id)
+    return job_body(job, worker_name)
+
+
+def job_body(job: Job | SimpleNamespace, worker_name: str | None) -> JobOut:
+    """The representation of a job, an ORM object or a row's columns as attributes (the
+    express lane's), whose worker is called ``worker_name``."""
     return JobOut(
         id=job.id,
         state=job.state,

@@ -38,6 +38,7 @@ from app.db.models import Role, Worker, WorkerState
 from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine.values import resolve_target
 from app.matching.locks import worker_by_name
@@ -243,15 +244,23 @@ def pull_once(database: Database, settings: Settings, name: str) -> PullOutcome[
     with database.transaction() as session:
         job, puller = dispatch.pull_for(session, name, settings.allocation_policy)
         body = job_out(session, job, worker_name=name) if job is not None else None
+    return pull_outcome(body, job.category_id if job is not None else None, puller, settings)
+
+
+def pull_outcome(
+    body: JobOut | None, category_id: int | None, puller: Puller, settings: Settings
+) -> PullOutcome[JobOut]:
+    """What a pull found, with what its answer's headers and a long poll need to know
+    of the worker as the pull read it."""
     return PullOutcome(
         job=body,
-        category_id=job.category_id if job is not None else None,
+        category_id=category_id,
         refresh=debusine_metadata.report_due(
             puller.metadata_reported_at, settings.metadata_refresh_seconds
         ),
         worker_id=puller.id,
         could_take_work=puller.active and puller.max_free > 0,
-        placed=job is not None and puller.placed_waiting,
+        placed=body is not None and puller.placed_waiting,
         refresh_due_in=debusine_metadata.seconds_until_report_due(
             puller.metadata_reported_at, settings.metadata_refresh_seconds
         ),

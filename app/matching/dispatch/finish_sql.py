@@ -71,7 +71,7 @@ _IN_ORDER = (
     .with_for_update()
     .subquery("in_order")
 )
-_LOCK_WORKER = (
+LOCK_REPORTER = (
     update(WORKERS)
     .where(_REPORTER, WORKERS.c.id == _IN_ORDER.c.id)
     .values(last_seen=_NOW, updated_at=_NOW)
@@ -126,7 +126,7 @@ def _end_in_one(failed: bool) -> Any:
     """PostgreSQL: the job's end, its slots given back and its event recorded in one
     statement of data-modifying CTEs, for a job that holds slots only.
 
-    It runs after :data:`_LOCK_WORKER`, in a statement of its own: under READ COMMITTED a
+    It runs after :data:`LOCK_REPORTER`, in a statement of its own: under READ COMMITTED a
     statement reads with a snapshot taken when it starts, so a lock taken inside this
     statement would leave the rest reading what was there before the lock was granted
     (a pull of this worker that committed meanwhile would go unseen). Taken by the
@@ -155,14 +155,19 @@ def _end_in_one(failed: bool) -> Any:
         .select_from(ended)
         .cte("announced")
     )
-    return select(Job).from_statement(
+    return (
         select(*ended.c, *announced.c)
         .select_from(ended.outerjoin(announced, true()))
         .add_cte(give_back.cte("give_back"), record.cte("record"))
     )
 
 
-_END_IN_ONE = {failed: _end_in_one(failed) for failed in (False, True)}
+#: The Core statement of :func:`_end_in_one`: the ended job's columns, then the
+#: announcement (app/matching/dispatch/express.py runs it without the ORM).
+END_IN_ONE_CORE = {failed: _end_in_one(failed) for failed in (False, True)}
+_END_IN_ONE = {
+    failed: select(Job).from_statement(statement) for failed, statement in END_IN_ONE_CORE.items()
+}
 
 
 def finish_slots_only(
@@ -178,7 +183,7 @@ def finish_slots_only(
     """End a running job that holds no vertices: the ended Job, or None when the general
     path must decide (no such worker, the job holds vertices, or it is not running on
     this worker), in which case nothing was changed but the worker's ``last_seen``."""
-    row = session.execute(_LOCK_WORKER, {"p_name": worker_name, "p_now": now, "p_job_id": job_id})
+    row = session.execute(LOCK_REPORTER, {"p_name": worker_name, "p_now": now, "p_job_id": job_id})
     locked = row.one_or_none()
     if locked is None or locked[1]:
         return None

@@ -132,11 +132,15 @@ def next_job(
 def _note_dispatch(session: Session, job: Job, worker_name: str, now: datetime) -> None:
     """Log the dispatch and count its wait since submission, once the pull commits."""
     domain_events.job_event(session, JobEventKind.DISPATCHED, job.id, worker=worker_name)
-    submitted = job.submitted_at
+    waited = waited_seconds(job.submitted_at, now)
+    domain_events.after_commit(session, lambda: JOB_WAIT.observe(waited))
+
+
+def waited_seconds(submitted: datetime, now: datetime) -> float:
+    """How long a job dispatched ``now`` waited since its submission."""
     if submitted.tzinfo is None:  # SQLite hands back naive UTC datetimes
         submitted = submitted.replace(tzinfo=UTC)
-    waited = max(0.0, (now - submitted).total_seconds())
-    domain_events.after_commit(session, lambda: JOB_WAIT.observe(waited))
+    return max(0.0, (now - submitted).total_seconds())
 
 
 def _pull(session: Session, puller: Puller, now: datetime, policy: Policy) -> Job | None:

@@ -148,14 +148,21 @@ def _take_best(managed: bool) -> Any:
         .values(**CLAIM_VALUES)
         .returning(*JOBS.c)
     )
-    take = _claim_and_start_pg(
+    return _claim_and_start_pg(
         claim, select(func.count()).select_from(candidates).scalar_subquery()
     )
-    columns = take.selected_columns
-    return select(Job, columns.booked_queue_instance, columns.heads).from_statement(take)
 
 
-_TAKE_BEST = {managed: _take_best(managed) for managed in (False, True)}
+#: The Core statement of :func:`_take_best`, by whether the worker has an inventory: the
+#: claimed job's columns, then ``booked_queue_instance``, ``heads`` and the announcement
+#: (app/matching/dispatch/express.py runs it without the ORM).
+TAKE_BEST_CORE = {managed: _take_best(managed) for managed in (False, True)}
+_TAKE_BEST = {
+    managed: select(
+        Job, take.selected_columns.booked_queue_instance, take.selected_columns.heads
+    ).from_statement(take)
+    for managed, take in TAKE_BEST_CORE.items()
+}
 
 
 def take_best_plain(session: Session, puller: Puller, now: datetime) -> Taken:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -57,7 +58,7 @@ def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
 # inside it would read ``worker_id = id`` and compare the subquery's own columns.
 _PULLER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).scalar_subquery()
 
-_LOCK_PULLER = (
+LOCK_PULLER = (
     update(WORKERS)
     .where(WORKERS.c.name == bindparam("p_name"))
     .values(last_seen=bindparam("p_now"), updated_at=bindparam("p_now"))
@@ -89,9 +90,12 @@ def lock_puller(session: Session, worker_name: str, now: datetime) -> Puller | N
     instead of five. None when there is no such worker. The free count may predate a pull
     that committed while this one waited for the lock; booking is conditional, so a stale
     count only costs that pull its job."""
-    row = session.execute(_LOCK_PULLER, {"p_name": worker_name, "p_now": now}).one_or_none()
-    if row is None:
-        return None
+    row = session.execute(LOCK_PULLER, {"p_name": worker_name, "p_now": now}).one_or_none()
+    return None if row is None else puller_of(tuple(row), worker_name)
+
+
+def puller_of(row: tuple[Any, ...], worker_name: str) -> Puller:
+    """The :class:`Puller` of a row :data:`LOCK_PULLER` returned."""
     worker_id, generation, active, max_free, managed, complex_cluster, reported_at, placed = row
     return Puller(
         worker_id,

@@ -27,7 +27,7 @@ from app.db.engine import Database
 from app.matching.dispatch.pull_claim import CLAIM
 from app.matching.dispatch.pull_heads import heads_statement
 from app.matching.dispatch.pull_plain import _TAKE_IN_ONE
-from app.matching.dispatch.puller import _LOCK_PULLER
+from app.matching.dispatch.puller import LOCK_PULLER
 from tests.support.generic_plans import generic_plan
 
 pytestmark = pytest.mark.db
@@ -44,7 +44,7 @@ def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -
     with postgres.engine.connect() as connection:
         plan = generic_plan(
             connection,
-            _LOCK_PULLER,
+            LOCK_PULLER,
             {"p_name": "w1", "p_now": "2026-11-21T00:00:00+00:00"},
         )
         connection.rollback()
