@@ -1,0 +1,155 @@
+"""The express pull and finish (app/matching/dispatch/express.py) against the general way,
+the reference implementation: on the same rows, each step is run both ways, one after the
+other in savepoints, and must take the same job, write the same rows and give the same
+answer; what the express way cannot decide it hands over before writing anything that
+stays. PostgreSQL only: elsewhere there is no express way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.api.routes.jobs import job_body, job_out
+from app.db.base import utcnow
+from app.db.engine import Database
+from app.matching import submission, workers
+from app.matching.dispatch import express
+from app.matching.dispatch import pull as dispatch
+from app.matching.submission import JobSpec
+from app.matching.workers import WorkerSpec
+
+pytestmark = pytest.mark.db
+
+#: What a pull or a finish writes, read back without times (the two ways run a moment
+#: apart).
+_SNAPSHOT = {
+    "jobs": "SELECT id, state, worker_id, attempts, awaiting_pickup, started_at IS NULL,"
+    " ended_at IS NULL, exit_code, output, failure_reason FROM jobs ORDER BY id",
+    "allocations": "SELECT job_id, queue_instance_id, slots, released_at IS NULL"
+    " FROM allocations ORDER BY id",
+    "queue_instances": "SELECT id, used_slots FROM queue_instances ORDER BY id",
+    "job_events": "SELECT job_id, kind, worker, detail FROM job_events ORDER BY id",
+}
+#: Fields of a job's answer that carry the time of the step.
+_TIMES = {"started_at", "ended_at"}
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only(backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("the express way is PostgreSQL's (data-modifying CTEs, SKIP LOCKED)")
+
+
+def _snapshot(session: Session) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        table: [tuple(row) for row in session.execute(text(query))]
+        for table, query in _SNAPSHOT.items()
+    }
+
+
+def _both_ways(
+    session: Session, express_way: Callable[[], Any], general_way: Callable[[], Any]
+) -> tuple[Any, Any]:
+    """Run the express way in a savepoint rolled back, then the general way in one kept;
+    their answers, once the rows each left were found equal."""
+    savepoint = session.begin_nested()
+    expressed = express_way()
+    after_express = _snapshot(session)
+    savepoint.rollback()
+    general = general_way()
+    session.flush()
+    assert _snapshot(session) == after_express
+    return expressed, general
+
+
+def _answer(body: Any) -> dict[str, Any]:
+    return {key: value for key, value in body.model_dump().items() if key not in _TIMES}
+
+
+def _farm(database: Database) -> None:
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="linux", resources="os: ?linux", slots=2))
+        workers.upsert_worker(
+            session, WorkerSpec(name="both", resources="os: ?linux, ?windows", slots=3)
+        )
+        workers.upsert_worker(session, WorkerSpec(name="idle", resources="os: ?beos", slots=1))
+        for resources, priority, slots in (
+            ("os: linux", 0, 1),
+            ("os: windows", 5, 1),
+            ("os: linux", 9, 2),
+            ("os: windows", 0, 2),
+            ("", 1, 1),
+        ):
+            spec = JobSpec(resources=resources, priority=priority, slots=slots, command=["true"])
+            submission.submit_job(session, spec, submitter="t")
+
+
+def test_every_pull_and_finish_of_a_small_farm_goes_both_ways_alike(database: Database) -> None:
+    """Source: the general way (app/matching/dispatch/pull.py) is the reference."""
+    _farm(database)
+    running: list[tuple[int, str]] = []
+    for name in ("linux", "both", "idle", "both", "linux", "both", "linux"):
+        with database.transaction() as session:
+            pulled, general = _both_ways(
+                session,
+                lambda name=name: express.pull(session.connection(), name, utcnow()),
+                lambda name=name: dispatch.pull(session, name),
+            )
+            if general is None:
+                assert pulled.job is None, name
+                continue
+            assert pulled.job is not None, name
+            assert _answer(job_body(pulled.job, name)) == _answer(
+                job_out(session, general, worker_name=name)
+            )
+            running.append((general.id, name))
+    assert len(running) >= 4
+    for number, (job_id, name) in enumerate(running):
+        outcome = "failed" if number % 2 else "finished"
+        reason = "exit 3" if outcome == "failed" else None
+        with database.transaction() as session:
+            ended, general = _both_ways(
+                session,
+                lambda job_id=job_id, name=name, outcome=outcome, reason=reason: express.finish(
+                    session.connection(), job_id, name, outcome, reason, 3, "out\n", utcnow()
+                ),
+                lambda job_id=job_id, name=name, outcome=outcome, reason=reason: dispatch.finish(
+                    session, job_id, name, outcome, reason, exit_code=3, output="out\n"
+                ),
+            )
+            assert _answer(job_body(ended, name)) == _answer(
+                job_out(session, general, worker_name=name)
+            )
+
+
+def test_what_the_express_way_cannot_decide_it_hands_over(database: Database) -> None:
+    _farm(database)
+    with database.transaction() as session:
+        connection = session.connection()
+        with pytest.raises(express.HandOver):
+            express.pull(connection, "nobody", utcnow())
+        job = dispatch.pull(session, "linux")
+        assert job is not None
+        with pytest.raises(express.HandOver):  # another worker's job
+            express.finish(connection, job.id, "both", "finished", None, 0, None, utcnow())
+        with pytest.raises(express.HandOver):  # not an outcome
+            express.finish(connection, job.id, "linux", "cancelled", None, 0, None, utcnow())
+        with pytest.raises(express.HandOver):  # no such job
+            express.finish(connection, 10**9, "linux", "finished", None, 0, None, utcnow())
+        dispatch.finish(session, job.id, "linux", "finished")
+        with pytest.raises(express.HandOver):  # a resend: the general way answers it
+            express.finish(connection, job.id, "linux", "finished", None, 0, None, utcnow())
+
+
+def test_a_worker_without_room_is_answered_without_a_job(database: Database) -> None:
+    _farm(database)
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="linux", resources="os: ?linux", slots=1))
+        assert dispatch.pull(session, "linux") is not None  # its one slot taken
+    with database.transaction() as session:
+        pulled = express.pull(session.connection(), "linux", utcnow())
+        assert pulled.job is None and pulled.puller.max_free == 0
