@@ -41,11 +41,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
 from app.api.longpoll import PullOutcome
+from app.api.raw_problems import send_problem
 from app.api.routes.jobs import job_body, report_finish
 from app.api.routes.workers import PLACED_HEADER, REFRESH_HEADER, pull_once, pull_outcome
 from app.api.schemas.common import MAX_ID
 from app.api.schemas.jobs import FinishIn, JobOut
 from app.db.base import utcnow
+from app.db.dialect import COMMIT_OUTCOME_UNKNOWN, is_retryable_error
 from app.db.engine import Database
 from app.db.models import Role
 from app.matching.dispatch import express as express_dispatch
@@ -111,9 +113,8 @@ class ExpressLane:
             return False  # a long poll, or a query the route must check
         try:
             outcome = await anyio.to_thread.run_sync(self._pull_once, worker)
-        except Exception:  # FastAPI runs it again and words the error
-            log.debug("express pull of %s handed to the route", worker, exc_info=True)
-            return False
+        except Exception as error:
+            return await _answered_or_handed_over(scope, send, error)
         headers: list[tuple[bytes, bytes]] = []
         if outcome.refresh:
             headers.append((REFRESH_HEADER.lower().encode(), b"true"))
@@ -151,9 +152,8 @@ class ExpressLane:
             return replay  # the route words the 422
         try:
             answer = await anyio.to_thread.run_sync(self._finish_once, worker, job_id, report)
-        except Exception:  # FastAPI runs it again and words the error
-            log.debug("express finish of job %d handed to the route", job_id, exc_info=True)
-            return replay
+        except Exception as error:
+            return None if await _answered_or_handed_over(scope, send, error) else replay
         scope["route"] = self.finish_route
         await _respond(send, 200, answer, [])
         return None
@@ -164,7 +164,7 @@ class ExpressLane:
         if self.express_sql:
             started, now = time.perf_counter(), utcnow()
             try:
-                with self.database.engine.begin() as connection:
+                with self.database.core_transaction() as connection:
                     pulled = express_dispatch.pull(connection, worker, now)
                     body = job_body(pulled.job, worker) if pulled.job is not None else None
             except express_dispatch.HandOver:
@@ -181,7 +181,7 @@ class ExpressLane:
         when it hands over) the general way."""
         if self.express_sql:
             try:
-                with self.database.engine.begin() as connection:
+                with self.database.core_transaction() as connection:
                     job = express_dispatch.finish(
                         connection,
                         job_id,
@@ -203,6 +203,20 @@ class ExpressLane:
                 report_finish(session, job_id, worker, report), by_alias=True
             )
         return answer
+
+
+async def _answered_or_handed_over(scope: Scope, send: Send, error: Exception) -> bool:
+    """After the lane's attempt failed: True when the error was answered here (a COMMIT
+    whose outcome nobody knows is not run again, as the route would not: 503), False when
+    FastAPI must run the request again (nothing of the attempt was stored) and word it."""
+    if getattr(error, COMMIT_OUTCOME_UNKNOWN, False) and not is_retryable_error(error):
+        log.error("express %s: its commit failed: %s", scope["path"], error)
+        await send_problem(
+            scope, send, 503, "the database is unavailable", headers={"Retry-After": "5"}
+        )
+        return True
+    log.debug("express %s handed to the route", scope["path"], exc_info=error)
+    return False
 
 
 def _worker_of(scope: Scope) -> str | None:

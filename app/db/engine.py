@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
@@ -71,6 +71,26 @@ class Database:
         if committed is not None:
             for subscriber in list(self.subscribers):
                 subscriber(committed)
+
+    @contextmanager
+    def core_transaction(self) -> Iterator[Connection]:
+        """A Core connection inside one transaction, for work that needs no Session (the
+        express pull and finish, app/matching/dispatch/express.py). Like
+        :meth:`transaction` it commits when the block ends normally, rolls back
+        otherwise, and marks an error of the COMMIT itself as of unknown outcome. It
+        sends no pending announcements: its statements send their own."""
+        with self.engine.connect() as connection:
+            begun = connection.begin()
+            try:
+                yield connection
+            except BaseException:
+                begun.rollback()
+                raise
+            try:
+                begun.commit()
+            except DBAPIError as error:
+                setattr(error, dialect.COMMIT_OUTCOME_UNKNOWN, True)
+                raise
 
     @property
     def listen_url(self) -> URL | None:

@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
+from sqlalchemy.exc import OperationalError
 
 from app.api.app import create_app
+from app.api.express import ExpressLane
 from app.api.routes.workers import REFRESH_HEADER
+from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
 from app.settings import Settings
 from tests.support.http_api import register, submit
@@ -204,3 +207,35 @@ def test_a_body_over_the_limit_while_the_lane_reads_it_gets_the_routes_413(
         assert ways.since() == {("finish", "handed_over"): 1}
         state = client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()["state"]
         assert state == "running"
+
+
+def test_a_commit_of_unknown_outcome_is_not_run_again(
+    client: TestClient, admin_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the route does not run such a transaction again (app/db/engine.py), neither does
+    the lane hand it over: 503, and the worker pulls again when it likes. An error before
+    the commit is handed over, and the route's own attempt answers."""
+    worker = register(client, admin_headers, "w1")
+    submit(client, admin_headers)
+    lost = OperationalError("COMMIT", {}, Exception("server closed the connection"))
+    setattr(lost, COMMIT_OUTCOME_UNKNOWN, True)
+
+    def commit_lost(_self: ExpressLane, _worker: str) -> None:
+        raise lost
+
+    monkeypatch.setattr(ExpressLane, "_pull_once", commit_lost)
+    ways = Ways()
+    unknown = client.post("/v1/workers/w1/pull", headers=worker)
+    assert unknown.status_code == 503, unknown.text
+    assert unknown.headers["retry-after"] == "5"
+    assert unknown.headers["content-type"] == "application/problem+json"
+    assert ways.since() == {("pull", "served"): 1}
+
+    def lock_lost(_self: ExpressLane, _worker: str) -> None:
+        raise OperationalError("SELECT", {}, Exception("deadlock detected"))
+
+    monkeypatch.setattr(ExpressLane, "_pull_once", lock_lost)
+    ways = Ways()
+    pulled = client.post("/v1/workers/w1/pull", headers=worker)
+    assert pulled.status_code == 200, pulled.text
+    assert ways.since() == {("pull", "handed_over"): 1}
