@@ -159,44 +159,32 @@ class ExpressLane:
         return None
 
     def _pull_once(self, worker: str) -> PullOutcome[JobOut]:
-        """The pull in one transaction: the express way on PostgreSQL, else (or when it
-        hands over) the general way."""
+        """The pull: the express way on PostgreSQL, in a transaction of its own, and
+        the general way in another when the express way cannot decide or elsewhere."""
         if self.express_sql:
-            started, now = time.perf_counter(), utcnow()
+            started = time.perf_counter()
             try:
                 with self.database.core_transaction() as connection:
-                    pulled = express_dispatch.pull(connection, worker, now)
-                    body = job_body(pulled.job, worker) if pulled.job is not None else None
+                    pulled = express_dispatch.pull(connection, worker, utcnow())
+                    body = job_body(pulled.job, worker) if pulled and pulled.job else None
             except express_dispatch.HandOver:
-                pass  # rolled back; the general way decides
-            else:
+                pulled = None  # rolled back
+            if pulled is not None:
                 express_dispatch.note_pull(pulled, started)
                 category = pulled.job.category_id if pulled.job is not None else None
                 return pull_outcome(body, category, pulled.puller, self.settings)
         return pull_once(self.database, self.settings, worker)
 
     def _finish_once(self, worker: str, job_id: int, report: FinishIn) -> bytes:
-        """The finish in one transaction, its answer written before the commit, so that
-        nothing that can fail comes after it: the express way on PostgreSQL, else (or
-        when it hands over) the general way."""
+        """The finish, its answer written before the commit so that nothing that can
+        fail comes after it: the express way on PostgreSQL, in a transaction of its own,
+        and the general way in another when the express way cannot decide or elsewhere."""
         if self.express_sql:
-            try:
-                with self.database.core_transaction() as connection:
-                    job = express_dispatch.finish(
-                        connection,
-                        job_id,
-                        worker,
-                        report.outcome,
-                        report.reason,
-                        report.exit_code,
-                        report.output,
-                        utcnow(),
-                    )
-                    answer = _JOB_JSON.dump_json(job_body(job, worker), by_alias=True)
-            except express_dispatch.HandOver:
-                pass  # rolled back; the general way decides
-            else:
-                express_dispatch.note_finish(job, worker, report.outcome, report.reason)
+            with self.database.core_transaction() as connection:
+                job = express_dispatch.finish(connection, job_id, worker, report, utcnow())
+                answer = _JOB_JSON.dump_json(job_body(job, worker), by_alias=True) if job else b""
+            if job is not None:
+                express_dispatch.note_finish(job, worker, report)
                 return answer
         with self.database.transaction() as session:
             answer = _JOB_JSON.dump_json(

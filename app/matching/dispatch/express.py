@@ -8,10 +8,15 @@ and :data:`~.pull_plain.TAKE_BEST_CORE`; :data:`~.finish_sql.LOCK_REPORTER` and
 :class:`~app.db.prebuilt.Prebuilt` on a Core connection's transaction, and the job comes
 back as its row: the Python around them was most of a pull's cost over HTTP (issue 23).
 
-Whatever these functions cannot decide they refuse with :class:`HandOver` before anything
-is committed: the caller rolls the transaction back and runs the general way
-(:func:`.pull.pull_for`, :func:`.pull.finish`), which decides it and words any error.
-``tests/matching/dispatch/test_express.py`` holds both ways to the same rows.
+Whatever these functions cannot decide they answer with None, having written nothing
+but the worker's ``last_seen`` (which the general way writes again): the caller commits
+and runs the general way (:func:`.pull.pull_for`, :func:`.pull.finish`) in a transaction
+of its own, which decides it and words any error. Committing rather than rolling back
+matters: psycopg forgets every prepared statement of a connection at each rollback, and
+the next statements on it would be parsed and planned again (a Grid Engine worker's every
+pull goes the general way). Only a pull that claimed a job and then found no room for it
+raises :class:`HandOver`, for a rollback. ``tests/matching/dispatch/test_express.py``
+holds both ways to the same rows.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, String, literal, select
 
 from app.db.models import JobEventKind
+from app.db.notify import EVERYTHING, notify_column
 from app.db.prebuilt import Prebuilt
 from app.db.tables import JOBS
 from app.matching.dispatch.finish_sql import END_IN_ONE_CORE, LOCK_REPORTER
@@ -39,13 +45,14 @@ _LOCK_PULLER = Prebuilt(LOCK_PULLER)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
 _END = {failed: Prebuilt(statement) for failed, statement in END_IN_ONE_CORE.items()}
+_ANNOUNCE_EVERYTHING = Prebuilt(select(notify_column(literal(EVERYTHING, String))))
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
 
 class HandOver(Exception):
-    """The express way cannot decide this request (an unknown worker, a Grid Engine or
-    placed job, a job that holds more than slots, ...): roll back, go the general way."""
+    """The express pull claimed a job and then found the worker's room gone (a concurrent
+    pull of the same worker booked it): roll back, go the general way."""
 
 
 @dataclass(frozen=True)
@@ -57,15 +64,17 @@ class Pulled:
     puller: Puller
 
 
-def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled:
+def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | None:
     """Lock the worker and take its best job, as the general pull's plain way does; the
-    caller commits. :class:`HandOver` when the general way must decide."""
+    caller commits. None when the general way must decide: an unknown worker, a Grid
+    Engine worker, a placed job to deliver, a head that needs a plug-in, Grid Engine rules
+    or an allocation (see the module docstring)."""
     locked = _LOCK_PULLER.rows(connection, {"p_name": worker_name, "p_now": now})
     if not locked:
-        raise HandOver(f"no worker named {worker_name!r}")
+        return None
     puller = puller_of(locked[0], worker_name)
     if puller.complex_cluster or puller.placed_waiting:
-        raise HandOver("Grid Engine rules or a placed job")
+        return None
     if not puller.active or puller.max_free <= 0:
         return Pulled(None, puller)
     (row,) = _TAKE_BEST[puller.managed].rows(
@@ -81,9 +90,7 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled:
     width = len(_JOB_COLUMNS)
     job, (booked_queue_instance, heads) = _job(row[:width]), row[width : width + 2]
     if job.id is None:
-        if heads == 0:
-            return Pulled(None, puller)
-        raise HandOver("a head needs a plug-in, Grid Engine rules or an allocation")
+        return Pulled(None, puller) if heads == 0 else None
     if booked_queue_instance is None:
         raise HandOver("the worker's room was gone after all")
     return Pulled(job, puller)
@@ -99,26 +106,34 @@ def note_pull(pulled: Pulled, started: float) -> None:
     DISPATCH_LATENCY.labels(outcome).observe(time.perf_counter() - started)
 
 
+class EndReport(Protocol):
+    """How the worker says its job ended (the API's finish body)."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def output(self) -> str | None: ...
+
+
 def finish(
-    connection: Connection,
-    job_id: int,
-    worker_name: str,
-    outcome: str,
-    reason: str | None,
-    exit_code: int | None,
-    output: str | None,
-    now: datetime,
-) -> SimpleNamespace:
+    connection: Connection, job_id: int, worker_name: str, report: EndReport, now: datetime
+) -> SimpleNamespace | None:
     """End the worker's running job that holds slots only, as the general finish does;
-    the ended job. The caller commits. :class:`HandOver` for anything else (a resend, a
-    late report, another worker's job, vertices, consumables, quotas)."""
+    the ended job. The caller commits. None for anything else, which the general way
+    decides (a resend, a late report, another worker's job, vertices, consumables,
+    quotas, an unknown outcome)."""
+    outcome, reason, output = report.outcome, report.reason, report.output
     if outcome not in FINAL_OUTCOMES:
-        raise HandOver(f"outcome {outcome!r}")
+        return None
     locked = _LOCK_REPORTER.rows(
         connection, {"p_name": worker_name, "p_now": now, "p_job_id": job_id}
     )
     if not locked or locked[0][1]:
-        raise HandOver("no such worker, or the job holds vertices")
+        return None
     worker_id = locked[0][0]
     ended = _END[outcome == "failed"].rows(
         connection,
@@ -126,7 +141,7 @@ def finish(
             "p_job_id": job_id,
             "p_worker_id": worker_id,
             "p_now": now,
-            "p_exit_code": exit_code,
+            "p_exit_code": report.exit_code,
             "p_output": output[-MAX_OUTPUT:] if output is not None else None,
             "p_reason": reason or "the worker reported failure",
             "p_worker": worker_name,
@@ -135,18 +150,19 @@ def finish(
         },
     )
     if not ended:
-        raise HandOver(f"job {job_id} is not a running job of {worker_name!r} holding slots")
+        return None
     job = _job(ended[0][: len(_JOB_COLUMNS)])
     if job.hard is not None or job.pe is not None:
-        # Its end concerns every worker (global consumables): the general way announces it.
-        raise HandOver("a Grid Engine job")
+        # It may have held global consumables, which any worker's next job may need:
+        # every waiter looks again, as the general finish announces.
+        _ANNOUNCE_EVERYTHING.rows(connection, {})
     return job
 
 
-def note_finish(job: SimpleNamespace, worker_name: str, outcome: str, reason: str | None) -> None:
+def note_finish(job: SimpleNamespace, worker_name: str, report: EndReport) -> None:
     """After the commit: log the end as :func:`.pull.finish` does."""
-    kind = JobEventKind.FINISHED if outcome == "finished" else JobEventKind.FAILED
-    emit_job_event(kind, job.id, worker_name, reason)
+    kind = JobEventKind.FINISHED if report.outcome == "finished" else JobEventKind.FAILED
+    emit_job_event(kind, job.id, worker_name, report.reason)
 
 
 def _job(values: tuple[Any, ...]) -> SimpleNamespace:

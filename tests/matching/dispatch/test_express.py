@@ -7,6 +7,7 @@ stays. PostgreSQL only: elsewhere there is no express way."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from app.db.engine import Database
 from app.matching import submission, workers
 from app.matching.dispatch import express
 from app.matching.dispatch import pull as dispatch
+from app.matching.gridengine.admin import set_values
+from app.matching.gridengine.values import Target
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 
@@ -115,7 +118,7 @@ def test_every_pull_and_finish_of_a_small_farm_goes_both_ways_alike(database: Da
             ended, general = _both_ways(
                 session,
                 lambda job_id=job_id, name=name, outcome=outcome, reason=reason: express.finish(
-                    session.connection(), job_id, name, outcome, reason, 3, "out\n", utcnow()
+                    session.connection(), job_id, name, _report(outcome, reason), utcnow()
                 ),
                 lambda job_id=job_id, name=name, outcome=outcome, reason=reason: dispatch.finish(
                     session, job_id, name, outcome, reason, exit_code=3, output="out\n"
@@ -126,23 +129,56 @@ def test_every_pull_and_finish_of_a_small_farm_goes_both_ways_alike(database: Da
             )
 
 
-def test_what_the_express_way_cannot_decide_it_hands_over(database: Database) -> None:
+def _report(outcome: str, reason: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(outcome=outcome, reason=reason, exit_code=3, output="out\n")
+
+
+def test_what_the_express_way_cannot_decide_the_general_way_does(database: Database) -> None:
+    """None, having written nothing but the worker's last_seen: the caller commits (a
+    rollback would cost the connection its prepared statements) and goes the general
+    way."""
     _farm(database)
     with database.transaction() as session:
         connection = session.connection()
-        with pytest.raises(express.HandOver):
-            express.pull(connection, "nobody", utcnow())
+        assert express.pull(connection, "nobody", utcnow()) is None
         job = dispatch.pull(session, "linux")
         assert job is not None
-        with pytest.raises(express.HandOver):  # another worker's job
-            express.finish(connection, job.id, "both", "finished", None, 0, None, utcnow())
-        with pytest.raises(express.HandOver):  # not an outcome
-            express.finish(connection, job.id, "linux", "cancelled", None, 0, None, utcnow())
-        with pytest.raises(express.HandOver):  # no such job
-            express.finish(connection, 10**9, "linux", "finished", None, 0, None, utcnow())
+        before = _snapshot(session)
+        for worker, report, job_id in (
+            ("both", _report("finished"), job.id),  # another worker's job
+            ("linux", _report("cancelled"), job.id),  # not an outcome
+            ("linux", _report("finished"), 10**9),  # no such job
+            ("nobody", _report("finished"), job.id),  # no such worker
+        ):
+            assert express.finish(connection, job_id, worker, report, utcnow()) is None
+        assert _snapshot(session) == before
         dispatch.finish(session, job.id, "linux", "finished")
-        with pytest.raises(express.HandOver):  # a resend: the general way answers it
-            express.finish(connection, job.id, "linux", "finished", None, 0, None, utcnow())
+        # A resend of the report: the general way answers it as the first.
+        assert express.finish(connection, job.id, "linux", _report("finished"), utcnow()) is None
+
+
+def test_a_grid_engine_worker_is_left_to_the_general_way(database: Database) -> None:
+    _farm(database)
+    with database.transaction() as session:
+        worker_id = session.execute(text("SELECT id FROM workers WHERE name = 'linux'")).scalar()
+        set_values(session, Target("host", worker_id), "load_values", {"arch": "lx-amd64"})
+        submission.submit_job(session, JobSpec(hard="arch=lx-amd64", priority=20), submitter="t")
+    with database.transaction() as session:
+        assert express.pull(session.connection(), "linux", utcnow()) is None
+        job = dispatch.pull(session, "linux")
+        assert job is not None and job.hard is not None
+    # Its end goes the express way, announcing it to every waiter as the general way does.
+    with database.transaction() as session:
+        ended, general = _both_ways(
+            session,
+            lambda: express.finish(
+                session.connection(), job.id, "linux", _report("finished"), utcnow()
+            ),
+            lambda: dispatch.finish(
+                session, job.id, "linux", "finished", exit_code=3, output="out\n"
+            ),
+        )
+        assert ended is not None and ended.state.value == general.state.value == "finished"
 
 
 def test_a_worker_without_room_is_answered_without_a_job(database: Database) -> None:
