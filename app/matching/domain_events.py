@@ -45,7 +45,7 @@ def _emit(name: str, fields: dict[str, Any]) -> None:
 
 
 def job_event(
-    session: Session,
+    session: Session | None,
     kind: JobEventKind,
     job_id: int,
     *,
@@ -53,26 +53,24 @@ def job_event(
     detail: str | None = None,
     cause: str | None = None,
 ) -> None:
-    """Log ``job.<kind>`` after commit; ``cause`` says why the server (not the job's
-    worker) changed it: ``lease_expired`` or ``worker_deleted``."""
-    after_commit(session, lambda: emit_job_event(kind, job_id, worker, detail, cause))
-
-
-def emit_job_event(
-    kind: JobEventKind,
-    job_id: int,
-    worker: str | None = None,
-    detail: str | None = None,
-    cause: str | None = None,
-) -> None:
-    """Log ``job.<kind>`` now, and count it: for a change already committed without a
-    session (app/matching/dispatch/express.py)."""
+    """Log ``job.<kind>`` once ``session``'s transaction commits, or at once without a
+    session (a change committed without one: app/matching/dispatch/express.py);
+    ``cause`` says why the server (not the job's worker) changed it: ``lease_expired`` or
+    ``worker_deleted``."""
     given = {"job_id": job_id, "worker": worker, "detail": detail, "cause": cause}
-    _emit(f"job.{kind.value}", {name: value for name, value in given.items() if value is not None})
-    if cause == LEASE_EXPIRED:
-        LEASE_EXPIRIES.labels(kind.value).inc()
-    if kind is JobEventKind.REQUEUED and cause is not None:
-        REQUEUES.labels(cause).inc()
+    fields = {name: value for name, value in given.items() if value is not None}
+
+    def emit() -> None:
+        _emit(f"job.{kind.value}", fields)
+        if cause == LEASE_EXPIRED:
+            LEASE_EXPIRIES.labels(kind.value).inc()
+        if kind is JobEventKind.REQUEUED and cause is not None:
+            REQUEUES.labels(cause).inc()
+
+    if session is None:
+        emit()
+    else:
+        after_commit(session, emit)
 
 
 def worker_event(session: Session, what: str, name: str, **fields: Any) -> None:

@@ -37,7 +37,7 @@ from app.matching.dispatch.finish_sql import END_IN_ONE_CORE, LOCK_REPORTER
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import TAKE_BEST_CORE
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
-from app.matching.domain_events import emit_job_event
+from app.matching.domain_events import job_event
 from app.matching.wakeups import room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
@@ -100,7 +100,7 @@ def note_pull(pulled: Pulled, started: float) -> None:
     """After the commit: log and count the dispatch as :func:`.pull.pull_for` does."""
     if pulled.job is not None:
         now = pulled.job.started_at
-        emit_job_event(JobEventKind.DISPATCHED, pulled.job.id, pulled.puller.name)
+        job_event(None, JobEventKind.DISPATCHED, pulled.job.id, worker=pulled.puller.name)
         JOB_WAIT.observe(waited_seconds(pulled.job.submitted_at, now))
     outcome = "job" if pulled.job is not None else "none"
     DISPATCH_LATENCY.labels(outcome).observe(time.perf_counter() - started)
@@ -162,7 +162,7 @@ def finish(
 def note_finish(job: SimpleNamespace, worker_name: str, report: EndReport) -> None:
     """After the commit: log the end as :func:`.pull.finish` does."""
     kind = JobEventKind.FINISHED if report.outcome == "finished" else JobEventKind.FAILED
-    emit_job_event(kind, job.id, worker_name, report.reason)
+    job_event(None, kind, job.id, worker=worker_name, detail=report.reason)
 
 
 def _job(values: tuple[Any, ...]) -> SimpleNamespace:
