@@ -35,6 +35,7 @@ from collections.abc import Iterable
 import anyio.to_thread
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,8 +51,9 @@ from app.db.base import utcnow
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN, is_retryable_error
 from app.db.engine import Database
 from app.db.models import Role
+from app.db.retry import retry_reason
 from app.matching.dispatch import express as express_dispatch
-from app.metrics import EXPRESS_REQUESTS
+from app.metrics import EXPRESS_REQUESTS, TRANSACTION_RETRIES
 from app.settings import Settings
 
 log = logging.getLogger("app.api")
@@ -203,6 +205,12 @@ async def _answered_or_handed_over(scope: Scope, send: Send, error: Exception) -
             scope, send, 503, "the database is unavailable", headers={"Retry-After": "5"}
         )
         return True
+    if isinstance(error, DBAPIError) and is_retryable_error(error):
+        # The request's transaction lost a race and runs again, in the route.
+        reason = retry_reason(error)
+        TRANSACTION_RETRIES.labels(reason=reason, outcome="retried").inc()
+        log.info("%s %s: %s, running the transaction again", scope["method"], scope["path"], reason)
+        return False
     log.debug("express %s handed to the route", scope["path"], exc_info=error)
     return False
 

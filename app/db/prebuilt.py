@@ -12,7 +12,8 @@ parameters as SQLAlchemy would send them, the same values back.
 
 Only statements without expanding parameters (``IN`` lists rendered per call) qualify;
 :class:`Prebuilt` refuses others when it compiles them. A lost connection met here is
-invalidated as SQLAlchemy would invalidate it, so that the pool never hands it out again.
+invalidated as SQLAlchemy would invalidate it, so that the pool never hands it out again,
+and every driver error is raised wrapped as SQLAlchemy raises it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import Executable, ReturnsRows
 
 Processor = Callable[[Any], Any] | None
@@ -91,9 +93,23 @@ class Prebuilt:
             cursor.execute(compiled.sql, values)
             fetched = cursor.fetchall()
         except dialect.loaded_dbapi.Error as error:
-            if dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor):
+            lost = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor)
+            if lost:
+                # What SQLAlchemy's own handling of a disconnect does: every connection
+                # the pool held from before is suspect too (a restarted server), so the
+                # pool recycles them at their next checkout, and this one is dropped.
+                connection.engine.pool._invalidate(connection.connection, error)
                 connection.invalidate(error)
-            raise
+            # Wrapped as SQLAlchemy wraps it, so that the retry and problem handlers
+            # (app/db/dialect.py) read a deadlock or a lost connection the same way.
+            raise DBAPIError.instance(
+                compiled.sql,
+                values,
+                error,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=lost,
+                dialect=dialect,
+            ) from error
         finally:
             cursor.close()
         if not any(compiled.results):
