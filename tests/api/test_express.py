@@ -14,16 +14,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from sqlalchemy.exc import OperationalError
 
-from app.api.app import create_app
+from app.api.app import create_app, service_routes
+from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
 from app.api.express import ExpressLane
 from app.api.routes.workers import REFRESH_HEADER
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
+from app.db.models import Role
 from app.settings import Settings
 from tests.support.http_api import register, submit
 
@@ -239,3 +242,44 @@ def test_a_commit_of_unknown_outcome_is_not_run_again(
     pulled = client.post("/v1/workers/w1/pull", headers=worker)
     assert pulled.status_code == 200, pulled.text
     assert ways.since() == {("pull", "handed_over"): 1}
+
+
+def test_a_body_in_many_small_chunks_is_read_whole(
+    client: TestClient, admin_headers: dict[str, str], settings: Settings, database: Database
+) -> None:
+    """The lane joins the chunks once (a body sent a byte at a time costs linear time).
+    The lane is called directly, as the token gate calls it: the test client would send
+    the body in one message."""
+    worker = register(client, admin_headers, "w1")
+    job = submit(client, admin_headers)
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 200
+    body = json.dumps({"outcome": "finished", "exit_code": 0}).encode() + b" " * 20_000
+    messages = [
+        {"type": "http.request", "body": body[at : at + 1], "more_body": at < len(body) - 1}
+        for at in range(len(body))
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def route(*_args: Any) -> None:
+        raise AssertionError("the lane handed the finish over")
+
+    lane = ExpressLane(route, routes=service_routes(settings), database=database, settings=settings)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/v1/jobs/{job['id']}/finish",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        PRINCIPAL_SCOPE_KEY: Principal(role=Role.WORKER, subject="w1"),
+    }
+    anyio.run(lane, scope, receive, send)
+    assert not messages
+    assert sent[0]["status"] == 200
+    answer = json.loads(sent[1]["body"])
+    assert (answer["id"], answer["state"], answer["exit_code"]) == (job["id"], "finished", 0)
