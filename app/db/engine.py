@@ -77,13 +77,16 @@ class Database:
         """A Core connection inside one transaction, for work that needs no Session (the
         express pull and finish, app/matching/dispatch/express.py). Like
         :meth:`transaction` it commits when the block ends normally, rolls back
-        otherwise, and marks an error of the COMMIT itself as of unknown outcome. It
-        sends no pending announcements: its statements send their own."""
+        otherwise, marks an error of the COMMIT itself as of unknown outcome, and sends the
+        announcements left for the commit (app/db/notify.py) before it."""
         with self.engine.connect() as connection:
             begun = connection.begin()
             try:
                 yield connection
+                notify.send_pending(connection)
             except BaseException:
+                if not connection.invalidated:  # else its info went with the dead connection
+                    notify.forget_pending(connection)
                 begun.rollback()
                 raise
             try:

@@ -27,12 +27,17 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import func, text
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.orm import Session
 
 from app.db import dialect
 
 log = logging.getLogger(__name__)
+
+#: What a transaction's announcements are kept on: its Session, or the Core connection of
+#: a transaction without one (``Database.core_transaction``). A connection's ``info``
+#: outlives the transaction, so :func:`send_pending` and :func:`forget_pending` empty it.
+Holder = Session | Connection
 
 #: The PostgreSQL notification channel of every announcement.
 CHANNEL = "jobmatch_work"
@@ -49,9 +54,10 @@ EVERYTHING = "*"
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
-def announce(session: Session, *tokens: str) -> None:
-    """Announce, when this session's transaction commits, that something the tokens name
-    happened. The same token announced twice in a transaction is sent once."""
+def announce(session: Holder, *tokens: str) -> None:
+    """Announce, when this session's (or Core connection's) transaction commits, that
+    something the tokens name happened. The same token announced twice in a transaction
+    is sent once."""
     pending: set[str] = session.info.setdefault(PENDING_KEY, set())
     pending.update(tokens)
 
@@ -63,7 +69,7 @@ def notify_column(payload: Any) -> Any:
     return func.pg_notify(CHANNEL, payload)
 
 
-def sent_by_statement(session: Session, *tokens: str) -> None:
+def sent_by_statement(session: Holder, *tokens: str) -> None:
     """A statement of this transaction sent these tokens itself (:func:`notify_column`):
     the commit sends them no second time. Like any notification they are delivered when,
     and only if, the transaction commits."""
@@ -77,12 +83,15 @@ def payload_of(tokens: Iterable[str]) -> str:
     return EVERYTHING if len(payload) > MAX_PAYLOAD or EVERYTHING in payload.split() else payload
 
 
-def send_pending(session: Session) -> None:
+def send_pending(session: Holder) -> None:
     """Before the commit: on PostgreSQL, send the transaction's announcements as one
     notification (delivered when, and only if, the transaction commits)."""
     pending: set[str] | None = session.info.get(PENDING_KEY)
     sent: set[str] = session.info.pop(SENT_KEY, set())
-    if not pending or not dialect.notifies_across_processes(session.connection()):
+    if not pending:
+        return
+    connection = session.connection() if isinstance(session, Session) else session
+    if not dialect.notifies_across_processes(connection):
         return
     if pending - sent:
         session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload_of(pending - sent)})
@@ -97,7 +106,7 @@ def take_committed(session: Session) -> str | None:
     return payload_of(pending) if pending else None
 
 
-def forget_pending(session: Session) -> None:
+def forget_pending(session: Holder) -> None:
     """After a rollback: nothing happened, nothing is announced."""
     session.info.pop(PENDING_KEY, None)
     session.info.pop(SENT_KEY, None)

@@ -27,10 +27,11 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, String, literal, select
+from sqlalchemy import Connection
 
+from app.db import notify
 from app.db.models import JobEventKind
-from app.db.notify import EVERYTHING, notify_column
+from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt
 from app.db.tables import JOBS
 from app.matching.dispatch.finish_sql import END_IN_ONE_CORE, LOCK_REPORTER
@@ -38,14 +39,13 @@ from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_second
 from app.matching.dispatch.pull_plain import TAKE_BEST_CORE
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
 from app.matching.domain_events import job_event
-from app.matching.wakeups import room_changed
+from app.matching.wakeups import job_taken, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
 _LOCK_PULLER = Prebuilt(LOCK_PULLER)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
 _END = {failed: Prebuilt(statement) for failed, statement in END_IN_ONE_CORE.items()}
-_ANNOUNCE_EVERYTHING = Prebuilt(select(notify_column(literal(EVERYTHING, String))))
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
@@ -93,6 +93,7 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
         return Pulled(None, puller) if heads == 0 else None
     if booked_queue_instance is None:
         raise HandOver("the worker's room was gone after all")
+    notify.sent_by_statement(connection, job_taken(job.category_id))
     return Pulled(job, puller)
 
 
@@ -134,7 +135,7 @@ def finish(
     )
     if not locked or locked[0][1]:
         return None
-    worker_id = locked[0][0]
+    worker_id, room = locked[0][0], room_changed(locked[0][0])
     ended = _END[outcome == "failed"].rows(
         connection,
         {
@@ -146,16 +147,17 @@ def finish(
             "p_reason": reason or "the worker reported failure",
             "p_worker": worker_name,
             "p_detail": reason,
-            "p_announce": room_changed(worker_id),
+            "p_announce": room,
         },
     )
     if not ended:
         return None
+    notify.sent_by_statement(connection, room)
     job = _job(ended[0][: len(_JOB_COLUMNS)])
     if job.hard is not None or job.pe is not None:
         # It may have held global consumables, which any worker's next job may need:
         # every waiter looks again, as the general finish announces.
-        _ANNOUNCE_EVERYTHING.rows(connection, {})
+        notify.announce(connection, EVERYTHING)
     return job
 
 
