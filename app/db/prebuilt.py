@@ -35,6 +35,15 @@ class NotPrebuildableError(ValueError):
     parameters), so its text cannot be compiled once."""
 
 
+class MissingParameterError(KeyError):
+    """The caller gave no value for a parameter the statement needs (SQLAlchemy would
+    refuse it too, rather than send NULL)."""
+
+
+#: The default of a parameter the caller must give.
+_REQUIRED = object()
+
+
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
@@ -43,6 +52,8 @@ class _Compiled:
     binds: tuple[tuple[str, Any, Processor], ...]
     #: The conversion of each result column to its Python value.
     results: tuple[Processor, ...]
+    #: For a driver with positional parameters (SQLite's ``?``), their names in order.
+    positions: tuple[str, ...] | None
 
 
 class Prebuilt:
@@ -67,7 +78,7 @@ class Prebuilt:
         binds = tuple(
             (
                 name,
-                None if bind.required else bind.effective_value,
+                _REQUIRED if bind.required else bind.effective_value,
                 bind.type.bind_processor(dialect),
             )
             for name, bind in by_name.items()
@@ -76,7 +87,8 @@ class Prebuilt:
             column.type.result_processor(dialect, None)
             for column in self.statement.exported_columns
         )
-        return _Compiled(compiled.string, binds, results)
+        positions = compiled.positiontup
+        return _Compiled(compiled.string, binds, results, tuple(positions) if positions else None)
 
     def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run the statement in ``connection``'s transaction; its rows, converted."""
@@ -87,10 +99,15 @@ class Prebuilt:
         values = {}
         for name, default, process in compiled.binds:
             value = params.get(name, default)
+            if value is _REQUIRED:
+                raise MissingParameterError(f"no value for the parameter {name!r}")
             values[name] = process(value) if process is not None else value
+        sent: Any = values
+        if compiled.positions is not None:
+            sent = tuple(values[name] for name in compiled.positions)
         cursor = connection.connection.cursor()
         try:
-            cursor.execute(compiled.sql, values)
+            cursor.execute(compiled.sql, sent)
             fetched = cursor.fetchall()
         except dialect.loaded_dbapi.Error as error:
             lost = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor)
@@ -104,7 +121,7 @@ class Prebuilt:
             # (app/db/dialect.py) read a deadlock or a lost connection the same way.
             raise DBAPIError.instance(
                 compiled.sql,
-                values,
+                sent,
                 error,
                 dialect.loaded_dbapi.Error,
                 connection_invalidated=lost,
