@@ -18,21 +18,22 @@ and every driver error is raised wrapped as SQLAlchemy raises it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql.expression import Executable, ReturnsRows
 
 Processor = Callable[[Any], Any] | None
 
 
 class NotPrebuildableError(ValueError):
-    """The statement renders differently per call (expanding or literal-execute
-    parameters), so its text cannot be compiled once."""
+    """The statement cannot be compiled once: it renders differently per call (expanding
+    or literal-execute parameters), or it needs values SQLAlchemy computes per execution
+    (a column's Python-side default or onupdate left out of an INSERT or UPDATE)."""
 
 
 class MissingParameterError(KeyError):
@@ -70,6 +71,10 @@ class Prebuilt:
         compiled = self.statement.compile(dialect=dialect)
         if compiled.literal_execute_params or compiled.post_compile_params:
             raise NotPrebuildableError("the statement has expanding or literal parameters")
+        if compiled.insert_prefetch or compiled.update_prefetch:
+            # SQLAlchemy computes those values per execution (a column's Python-side
+            # default or onupdate); sent as compiled they would be NULL.
+            raise NotPrebuildableError("the statement leaves a column to a Python-side default")
         if getattr(compiled, "escaped_bind_names", None):
             raise NotPrebuildableError("the statement has parameter names the driver escapes")
         # Each parameter once by the name the SQL gives it; a constant of the statement
@@ -90,9 +95,8 @@ class Prebuilt:
         positions = compiled.positiontup
         return _Compiled(compiled.string, binds, results, tuple(positions) if positions else None)
 
-    def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """Run the statement in ``connection``'s transaction; its rows, converted."""
-        dialect = connection.dialect
+    def _bound(self, dialect: Dialect, params: Mapping[str, Any]) -> tuple[_Compiled, Any]:
+        """The compiled form for ``dialect`` and the parameters as the driver takes them."""
         compiled = self._compiled.get(dialect.name)
         if compiled is None:
             compiled = self._compiled.setdefault(dialect.name, self._compile(dialect))
@@ -105,36 +109,87 @@ class Prebuilt:
         sent: Any = values
         if compiled.positions is not None:
             sent = tuple(values[name] for name in compiled.positions)
-        cursor = connection.connection.cursor()
+        return compiled, sent
+
+    def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run the statement in ``connection``'s transaction; its rows, converted."""
+        return rows_together(connection, (self, params))[0]
+
+
+def rows_together(
+    connection: Connection, *calls: tuple[Prebuilt, Mapping[str, Any]]
+) -> list[list[tuple[Any, ...]]]:
+    """Run the statements in order in ``connection``'s transaction; the rows of each.
+
+    With a driver that can pipeline (psycopg over libpq 14 or later) they are sent
+    together and their answers read together: one round trip for all of them (psycopg
+    still waits for the BEGIN that opens a transaction on its own). The server
+    still runs them one after the other, each with the snapshot of its own start (under
+    READ COMMITTED), so a later statement sees what an earlier one locked and wrote. An
+    error stops the rest, as it would have one by one."""
+    dialect = connection.dialect
+    bound = [prebuilt._bound(dialect, params) for prebuilt, params in calls]
+    driver = connection.connection.driver_connection
+    pipeline = getattr(driver, "pipeline", None) if len(bound) > 1 else None
+    cursors = [connection.connection.cursor() for _ in bound]
+    try:
         try:
-            cursor.execute(compiled.sql, sent)
-            fetched = cursor.fetchall()
+            if pipeline is not None:
+                with pipeline():
+                    for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
+                        cursor.execute(compiled.sql, sent)
+                fetched = [cursor.fetchall() for cursor in cursors]
+            else:
+                fetched = []
+                for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
+                    cursor.execute(compiled.sql, sent)
+                    fetched.append(cursor.fetchall())
         except dialect.loaded_dbapi.Error as error:
-            lost = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor)
-            if lost:
-                # What SQLAlchemy's own handling of a disconnect does: every connection
-                # the pool held from before is suspect too (a restarted server), so the
-                # pool recycles them at their next checkout, and this one is dropped.
-                connection.engine.pool._invalidate(connection.connection, error)
-                connection.invalidate(error)
-            # Wrapped as SQLAlchemy wraps it, so that the retry and problem handlers
-            # (app/db/dialect.py) read a deadlock or a lost connection the same way.
-            raise DBAPIError.instance(
-                compiled.sql,
-                sent,
-                error,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=lost,
-                dialect=dialect,
-            ) from error
-        finally:
+            raise _wrapped(connection, bound, cursors, error) from error
+    finally:
+        for cursor in cursors:
             cursor.close()
-        if not any(compiled.results):
-            return [tuple(row) for row in fetched]
-        return [
-            tuple(
-                process(value) if process is not None else value
-                for value, process in zip(row, compiled.results, strict=True)
-            )
-            for row in fetched
-        ]
+    return [_converted(compiled, rows) for (compiled, _), rows in zip(bound, fetched, strict=True)]
+
+
+def _converted(compiled: _Compiled, fetched: Sequence[Any]) -> list[tuple[Any, ...]]:
+    if not any(compiled.results):
+        return [tuple(row) for row in fetched]
+    return [
+        tuple(
+            process(value) if process is not None else value
+            for value, process in zip(row, compiled.results, strict=True)
+        )
+        for row in fetched
+    ]
+
+
+def _wrapped(
+    connection: Connection,
+    bound: list[tuple[_Compiled, Any]],
+    cursors: list[Any],
+    error: Any,
+) -> StatementError:
+    """The driver's error as SQLAlchemy raises it, after what SQLAlchemy's own handling of
+    a lost connection does."""
+    dialect = connection.dialect
+    lost = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursors[0])
+    if lost:
+        # Every connection the pool held from before is suspect too (a restarted
+        # server), so the pool recycles them at their next checkout, and this one is
+        # dropped.
+        connection.engine.pool._invalidate(connection.connection, error)
+        connection.invalidate(error)
+    # Wrapped as SQLAlchemy wraps it, so that the retry and problem handlers
+    # (app/db/dialect.py) read a deadlock or a lost connection the same way.
+    sql = "; ".join(compiled.sql for compiled, _ in bound)
+    sent = bound[0][1] if len(bound) == 1 else None
+    wrapped: StatementError = DBAPIError.instance(
+        sql,
+        sent,
+        error,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=lost,
+        dialect=dialect,
+    )
+    return wrapped
