@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -345,6 +346,9 @@ class RoundTripCounts:
     pulls: list[int]
     finishes: list[int]
     empty: int
+    #: The same, the express way (PostgreSQL): pulls that took a job and their finishes.
+    express_pulls: list[int]
+    express_finishes: list[int]
 
 
 def count_round_trips(database: Database, workers: list[str]) -> RoundTripCounts:
@@ -354,6 +358,8 @@ def count_round_trips(database: Database, workers: list[str]) -> RoundTripCounts
     counter = RoundTrips(database.engine)
     pulls: list[int] = []
     finishes: list[int] = []
+    express_pulls: list[int] = []
+    express_finishes: list[int] = []
     empty = 0
     try:
         for worker in workers:
@@ -369,9 +375,35 @@ def count_round_trips(database: Database, workers: list[str]) -> RoundTripCounts
             with database.transaction() as session:
                 dispatch.finish(session, job_id, worker, "finished")
             finishes.append(counter.count() - pulled)
+            if database.dialect_name == "postgresql":
+                count_express(database, counter, worker, express_pulls, express_finishes)
     finally:
         counter.close()
-    return RoundTripCounts(pulls, finishes, empty)
+    return RoundTripCounts(pulls, finishes, empty, express_pulls, express_finishes)
+
+
+def count_express(
+    database: Database,
+    counter: RoundTrips,
+    worker: str,
+    pulls: list[int],
+    finishes: list[int],
+) -> None:
+    """Round trips of one committed express pull that takes a job and of its express
+    finish (as the HTTP path runs them); a pull the express way hands over is not
+    counted."""
+    before = counter.count()
+    with database.core_transaction() as connection:
+        pulled = express.pull(connection, worker, utcnow())
+    if pulled is None or pulled.job is None:
+        return
+    pulls.append(counter.count() - before)
+    report = SimpleNamespace(outcome="finished", reason=None, exit_code=0, output=None)
+    before = counter.count()
+    with database.core_transaction() as connection:
+        ended = express.finish(connection, pulled.job.id, worker, report, utcnow())
+    if ended is not None:
+        finishes.append(counter.count() - before)
 
 
 def naive_pull(database: Database, worker: str, deadline: float) -> tuple[float, int | None, int]:
@@ -1060,11 +1092,13 @@ def _run(
     if done:
         f50, f99 = _ms([t.finish for t in done])
         report.add(Figure("  finish of the pulled job (committed)", f50, f99, note="same pulls"))
-    trips = count_round_trips(database, pullers[: min(100, len(pullers))])
+    counted_trips = count_round_trips(database, pullers[: min(100, len(pullers))])
     kind = "round trips" if backend == "postgresql" else "statements run by SQLite"
     counted = (
-        ("pull", "pulls", trips.pulls, f"; {trips.empty} found nothing"),
-        ("finish", "finishes", trips.finishes, ""),
+        ("pull", "pulls", counted_trips.pulls, f"; {counted_trips.empty} found nothing"),
+        ("finish", "finishes", counted_trips.finishes, ""),
+        ("pull, the express way", "pulls that took a job", counted_trips.express_pulls, ""),
+        ("finish, the express way", "finishes", counted_trips.express_finishes, ""),
     )
     for request, plural, counts, more in counted:
         if counts:

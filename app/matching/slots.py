@@ -54,9 +54,10 @@ def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
 MISFITS = MisfitClauses(REASONS, _misfit_clauses)
 
 
-def book_room_statement(slots: Any) -> Update:
+def book_room_statement(slots: Any, worker_id: Any = None) -> Update:
     """Add ``slots`` to the worker's first queue instance, in queue order, with room for
-    them (``p_worker_id``); conditional, so it books nothing when none has room.
+    them (``worker_id``, the parameter ``p_worker_id`` unless given); conditional, so it
+    books nothing when none has room.
 
     Shared by the pull's statements (app/matching/dispatch/pull_claim.py) and the
     scheduler's one-statement start (app/matching/allocation/book_pg.py), which embeds
@@ -67,7 +68,7 @@ def book_room_statement(slots: Any) -> Update:
         select(candidate.c.id)
         .join(QUEUES, QUEUES.c.id == candidate.c.queue_id)
         .where(
-            candidate.c.worker_id == bindparam("p_worker_id"),
+            candidate.c.worker_id == (bindparam("p_worker_id") if worker_id is None else worker_id),
             candidate.c.used_slots + slots <= candidate.c.slots,
         )
         .order_by(QUEUES.c.seq_no, candidate.c.id)

@@ -74,9 +74,13 @@ def job_taken(category_id: int) -> str:
     return f"{TAKEN}{category_id}"
 
 
+#: The prefix of :func:`room_changed`, for a statement that announces it itself.
+ROOM = "r"
+
+
 def room_changed(worker_id: int) -> str:
     """The announcement that the worker's room changed (freed, or a job placed on it)."""
-    return f"r{worker_id}"
+    return f"{ROOM}{worker_id}"
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,13 @@ Most pulls of a farm take a plain job (Momotor tags, RFC 31 constraints: no Grid
 rules, no allocation, no plug-in) and most finishes end a job that holds slots only. The
 general way decides those in two statements each already (:func:`~.puller.lock_puller`
 and :data:`~.pull_plain.TAKE_BEST_CORE`; :data:`~.finish_sql.LOCK_REPORTER` and
-:data:`~.finish_sql.END_IN_ONE_CORE`). Here the same four statements run through
+:data:`~.finish_sql.END_IN_ONE_CORE`). Here the same statements run through
 :class:`~app.db.prebuilt.Prebuilt` on a Core connection's transaction, and the job comes
 back as its row: the Python around them was most of a pull's cost over HTTP (issue 23).
+The second statement of each is the variant that names the worker by name
+(:data:`~.pull_plain.TAKE_BEST_BY_NAME`, :data:`~.finish_sql.END_BY_NAME_CORE`), so that
+both are sent in one pipeline (:func:`~app.db.prebuilt.rows_together`): BEGIN, one round
+trip, COMMIT.
 
 Whatever these functions cannot decide they answer with None, having written nothing
 but the worker's ``last_seen`` (which the general way writes again): the caller commits
@@ -32,11 +36,11 @@ from sqlalchemy import Connection
 from app.db import notify
 from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
-from app.db.prebuilt import Prebuilt
+from app.db.prebuilt import Prebuilt, rows_together
 from app.db.tables import JOBS
-from app.matching.dispatch.finish_sql import END_IN_ONE_CORE, LOCK_REPORTER
+from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
-from app.matching.dispatch.pull_plain import TAKE_BEST_CORE
+from app.matching.dispatch.pull_plain import TAKE_BEST_BY_NAME, TAKE_BEST_CORE
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
 from app.matching.domain_events import job_event
 from app.matching.wakeups import job_taken, room_changed
@@ -44,8 +48,9 @@ from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
 _LOCK_PULLER = Prebuilt(LOCK_PULLER)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
+_TAKE_BY_NAME = Prebuilt(TAKE_BEST_BY_NAME)
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
-_END = {failed: Prebuilt(statement) for failed, statement in END_IN_ONE_CORE.items()}
+_END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
@@ -68,25 +73,36 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
     """Lock the worker and take its best job, as the general pull's plain way does; the
     caller commits. None when the general way must decide: an unknown worker, a Grid
     Engine worker, a placed job to deliver, a head that needs a plug-in, Grid Engine rules
-    or an allocation (see the module docstring)."""
-    locked = _LOCK_PULLER.rows(connection, {"p_name": worker_name, "p_now": now})
+    or an allocation (see the module docstring).
+
+    The lock and the take by name are sent together: after BEGIN, one round trip
+    decides the pull of a worker without an inventory (issue 23). A worker with one is
+    taken for by id in a second round trip, as the general way does."""
+    params = {"p_name": worker_name, "p_now": now, "p_worker": worker_name}
+    locked, taken = rows_together(connection, (_LOCK_PULLER, params), (_TAKE_BY_NAME, params))
     if not locked:
         return None
     puller = puller_of(locked[0], worker_name)
-    if puller.complex_cluster or puller.placed_waiting:
-        return None
-    if not puller.active or puller.max_free <= 0:
-        return Pulled(None, puller)
-    (row,) = _TAKE_BEST[puller.managed].rows(
-        connection,
-        {
-            "p_worker_id": puller.id,
-            "p_generation": puller.generation,
-            "p_max_free": puller.max_free,
-            "p_now": now,
-            "p_worker": puller.name,
-        },
-    )
+    ((*served, eligible),) = taken
+    row: tuple[Any, ...] = tuple(served)
+    if eligible is None:
+        # The take by name served nothing (see PLAIN_PULLER); the lock says why.
+        if puller.complex_cluster or puller.placed_waiting:
+            return None
+        if not puller.active or puller.max_free <= 0:
+            return Pulled(None, puller)
+        if not puller.managed:
+            return None  # the take read the worker otherwise than the lock: look again
+        (row,) = _TAKE_BEST[True].rows(
+            connection,
+            {
+                "p_worker_id": puller.id,
+                "p_generation": puller.generation,
+                "p_max_free": puller.max_free,
+                "p_now": now,
+                "p_worker": puller.name,
+            },
+        )
     width = len(_JOB_COLUMNS)
     job, (booked_queue_instance, heads) = _job(row[:width]), row[width : width + 2]
     if job.id is None:
@@ -130,26 +146,24 @@ def finish(
     outcome, reason, output = report.outcome, report.reason, report.output
     if outcome not in FINAL_OUTCOMES:
         return None
-    locked = _LOCK_REPORTER.rows(
-        connection, {"p_name": worker_name, "p_now": now, "p_job_id": job_id}
+    params = {
+        "p_name": worker_name,
+        "p_now": now,
+        "p_job_id": job_id,
+        "p_exit_code": report.exit_code,
+        "p_output": output[-MAX_OUTPUT:] if output is not None else None,
+        "p_reason": reason or "the worker reported failure",
+        "p_worker": worker_name,
+        "p_detail": reason,
+    }
+    # The lock and the end by name go together: after BEGIN, one round trip decides the
+    # finish (issue 23).
+    locked, ended = rows_together(
+        connection, (_LOCK_REPORTER, params), (_END_BY_NAME[outcome == "failed"], params)
     )
     if not locked or locked[0][1]:
         return None
-    worker_id, room = locked[0][0], room_changed(locked[0][0])
-    ended = _END[outcome == "failed"].rows(
-        connection,
-        {
-            "p_job_id": job_id,
-            "p_worker_id": worker_id,
-            "p_now": now,
-            "p_exit_code": report.exit_code,
-            "p_output": output[-MAX_OUTPUT:] if output is not None else None,
-            "p_reason": reason or "the worker reported failure",
-            "p_worker": worker_name,
-            "p_detail": reason,
-            "p_announce": room,
-        },
-    )
+    room = room_changed(locked[0][0])
     if not ended:
         return None
     notify.sent_by_statement(connection, room)

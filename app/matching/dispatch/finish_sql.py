@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import String, bindparam, exists, func, literal, select, true, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
 from app.db import dialect, notify
@@ -36,7 +37,7 @@ from app.matching.dispatch.finish_parts import (
 )
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
-from app.matching.wakeups import room_changed
+from app.matching.wakeups import ROOM, room_changed
 
 _JOB: Any = bindparam("p_job_id")
 _NOW: Any = bindparam("p_now")
@@ -79,12 +80,12 @@ LOCK_REPORTER = (
 )
 
 
-def _end(failed: bool) -> Any:
+def _end(failed: bool, worker_id: Any = None) -> Any:
     return (
         update(JOBS)
         .where(
             JOBS.c.id == _JOB,
-            JOBS.c.worker_id == bindparam("p_worker_id"),
+            JOBS.c.worker_id == (bindparam("p_worker_id") if worker_id is None else worker_id),
             JOBS.c.state == JobState.RUNNING,
         )
         .values(**end_values(failed, _NOW))
@@ -122,7 +123,7 @@ _END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
 _RECORD = record_end(_JOB, _NOW, bindparam("p_kind"))
 
 
-def _end_in_one(failed: bool) -> Any:
+def _end_in_one(failed: bool, worker_id: Any = None, announce: Any = None) -> Any:
     """PostgreSQL: the job's end, its slots given back and its event recorded in one
     statement of data-modifying CTEs, for a job that holds slots only.
 
@@ -134,9 +135,12 @@ def _end_in_one(failed: bool) -> Any:
     running jobs, allocations and queue instances holds it: what this statement reads
     of them is final. The job ends only when it holds no vertices, consumables or quota
     bookings (those are given back by the steps of :func:`finish_slots_only` and
-    finish_pg.py); then no row comes back and those steps decide, nothing changed."""
+    finish_pg.py); then no row comes back and those steps decide, nothing changed.
+
+    ``worker_id`` and ``announce`` are the parameters ``p_worker_id`` and ``p_announce``
+    unless given (see :data:`END_BY_NAME_CORE`)."""
     ended = (
-        _end(failed)
+        _end(failed, worker_id)
         .where(
             ~_holds_vertices(),
             ~exists().where(JobBooking.job_id == _JOB),
@@ -151,7 +155,11 @@ def _end_in_one(failed: bool) -> Any:
     # anyway (sent at the commit, as every notification); a SELECT in WITH runs only when
     # the answer reads it.
     announced = (
-        select(notify.notify_column(bindparam("p_announce", type_=String)))
+        select(
+            notify.notify_column(
+                bindparam("p_announce", type_=String) if announce is None else announce
+            )
+        )
         .select_from(ended)
         .cte("announced")
     )
@@ -167,6 +175,22 @@ def _end_in_one(failed: bool) -> Any:
 END_IN_ONE_CORE = {failed: _end_in_one(failed) for failed in (False, True)}
 _END_IN_ONE = {
     failed: select(Job).from_statement(statement) for failed, statement in END_IN_ONE_CORE.items()
+}
+
+# The reporting worker by name, read in the statement itself.
+_REPORTER_ID = select(WORKERS.c.id).where(_REPORTER).scalar_subquery()
+
+#: :data:`END_IN_ONE_CORE` given the worker's name (``p_name``) instead of its id, so
+#: that it can be sent with :data:`LOCK_REPORTER` in one round trip
+#: (app/matching/dispatch/express.py pipelines them). It still reads after the lock:
+#: PostgreSQL runs a pipeline's statements one after the other, each with the snapshot
+#: of its own start. An unknown name matches no job, and a job holding vertices is left
+#: as :func:`_end_in_one` leaves it.
+END_BY_NAME_CORE = {
+    failed: _end_in_one(
+        failed, _REPORTER_ID, literal(ROOM, String) + sql_cast(_REPORTER_ID, String)
+    )
+    for failed in (False, True)
 }
 
 

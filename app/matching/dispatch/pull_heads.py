@@ -10,6 +10,7 @@ two give four variants, built on first use; the rare third case is built per pul
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -30,9 +31,20 @@ from app.matching.slots import WAITING
 # prepares a statement on its fifth use on a connection) cannot do for ``state = $n``;
 # forced generic, the heads query took 25 ms instead of 3.
 
-_WORKER_ID: Any = bindparam("p_worker_id")
-_GENERATION: Any = bindparam("p_generation")
-_MAX_FREE: Any = bindparam("p_max_free")
+
+@dataclass(frozen=True)
+class PullerTerms:
+    """How the heads query names the pulling worker: bound parameters (:data:`BOUND`) as a
+    rule, or expressions over a row the statement reads itself (the take by name,
+    app/matching/dispatch/pull_plain.py)."""
+
+    id: Any
+    generation: Any
+    max_free: Any
+
+
+#: The pulling worker as bound parameters, as most statements of a pull name it.
+BOUND = PullerTerms(bindparam("p_worker_id"), bindparam("p_generation"), bindparam("p_max_free"))
 _LIMIT: Any = bindparam("p_limit")
 #: How many heads one pull considers before giving up on a round (others may hold them).
 HEADS_PER_ROUND = 8
@@ -46,21 +58,25 @@ _BEST_FIRST = (Job.priority.desc(), Job.submitted_at, Job.id)
 
 
 def heads_statement(
-    skip_locked: bool, managed: bool, refusals: bool, limit: Any = _LIMIT
+    skip_locked: bool,
+    managed: bool,
+    refusals: bool,
+    limit: Any = _LIMIT,
+    puller: PullerTerms = BOUND,
 ) -> Select[int, int | None, bool]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
     the one-statement take of app/matching/dispatch/pull_plain.py does."""
-    fit, plain = _fit(managed, refusals), _plain(managed)
+    fit, plain = _fit(managed, refusals, puller), _plain(managed)
     if skip_locked:
         return _heads_by_best_categories(fit, plain, limit)
     return _one_head_per_category(fit, plain, limit)
 
 
-def _fit(managed: bool, refusals: bool) -> list[ColumnElement[bool]]:
+def _fit(managed: bool, refusals: bool, puller: PullerTerms) -> list[ColumnElement[bool]]:
     """What a category must meet for the worker to take its jobs."""
     fit: list[ColumnElement[bool]] = [
-        worker_fits(Category, _WORKER_ID, _GENERATION),
-        Category.slots <= _MAX_FREE,
+        worker_fits(Category, puller.id, puller.generation),
+        Category.slots <= puller.max_free,
     ]
     if managed:
         fit.append(
@@ -68,7 +84,7 @@ def _fit(managed: bool, refusals: bool) -> list[ColumnElement[bool]]:
                 Category.jobspec.is_(None),
                 and_(
                     coarse_filter.single_node(Category.id),
-                    coarse_filter.has_room(Category.id, _WORKER_ID),
+                    coarse_filter.has_room(Category.id, puller.id),
                 ),
             )
         )

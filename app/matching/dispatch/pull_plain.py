@@ -37,8 +37,8 @@ from app.matching.dispatch.pull_claim import (
     allocate_slots,
     book_first_room,
 )
-from app.matching.dispatch.pull_heads import HEADS_PER_ROUND, heads_statement
-from app.matching.dispatch.puller import Puller
+from app.matching.dispatch.pull_heads import BOUND, HEADS_PER_ROUND, PullerTerms, heads_statement
+from app.matching.dispatch.puller import PLAIN_PULLER, Puller
 from app.matching.dispatch.record import (
     Dispatch,
     dispatched_event_insert,
@@ -49,7 +49,7 @@ from app.matching.slots import WAITING, book_room_statement
 from app.matching.wakeups import TAKEN, job_taken
 
 
-def _claim_and_start_pg(claim: Update, heads: Any = None) -> Select[Any]:
+def _claim_and_start_pg(claim: Update, heads: Any = None, worker_id: Any = None) -> Select[Any]:
     """PostgreSQL: claim, book, allocate and record in one statement (data-modifying
     CTEs). The room it books is exact: every writer of a worker's queue instances holds
     the worker's row lock, which this pull took in an earlier statement, and READ
@@ -63,7 +63,7 @@ def _claim_and_start_pg(claim: Update, heads: Any = None) -> Select[Any]:
     # execution once it is over 4,096 characters, and the claimed row's columns are named
     # twice over (RETURNING and the answer).
     claimed = claim.cte("cj")
-    booked = book_room_statement(select(claimed.c.slots).scalar_subquery()).cte("booked")
+    booked = book_room_statement(select(claimed.c.slots).scalar_subquery(), worker_id).cte("booked")
     both = claimed.join(booked, true())
     allocate = insert(ALLOCATIONS).from_select(
         ["job_id", "queue_instance_id", "slots", "allocated_at"],
@@ -103,7 +103,7 @@ _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instan
 )
 
 
-def _take_best(managed: bool) -> Any:
+def _take_best(managed: bool, puller: PullerTerms = BOUND) -> Any:
     """PostgreSQL: the heads query and :data:`_TAKE_IN_ONE` in one statement, for the
     common pull whose best heads are all plain jobs without a task: the first of them
     that no concurrent pull holds is claimed, booked, allocated and recorded.
@@ -125,9 +125,9 @@ def _take_best(managed: bool) -> Any:
     # generic plan looked dearer than any custom plan, and PostgreSQL planned this
     # statement anew on every pull (1.5 to 2 ms of its CPU, more than running it); with
     # literal limits it settles on the generic plan after five runs.
-    candidates = heads_statement(True, managed, False, literal_column(str(HEADS_PER_ROUND))).cte(
-        "heads"
-    )
+    candidates = heads_statement(
+        True, managed, False, literal_column(str(HEADS_PER_ROUND)), puller
+    ).cte("heads")
     needs_more = (
         select(candidates.c.id)
         .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
@@ -145,11 +145,11 @@ def _take_best(managed: bool) -> Any:
     claim = (
         update(JOBS)
         .where(JOBS.c.id == first_free, JOBS.c.state == WAITING)
-        .values(**CLAIM_VALUES)
+        .values(**{**CLAIM_VALUES, "worker_id": puller.id})
         .returning(*JOBS.c)
     )
     return _claim_and_start_pg(
-        claim, select(func.count()).select_from(candidates).scalar_subquery()
+        claim, select(func.count()).select_from(candidates).scalar_subquery(), puller.id
     )
 
 
@@ -157,6 +157,34 @@ def _take_best(managed: bool) -> Any:
 #: claimed job's columns, then ``booked_queue_instance``, ``heads`` and the announcement
 #: (app/matching/dispatch/express.py runs it without the ORM).
 TAKE_BEST_CORE = {managed: _take_best(managed) for managed in (False, True)}
+
+
+def _take_best_by_name() -> Select[Any]:
+    """:data:`TAKE_BEST_CORE` for a worker without an inventory, given the worker's name
+    only: its id, generation and free slots come from :data:`~.puller.PLAIN_PULLER` in
+    the statement itself, so that it can be sent with :data:`~.puller.LOCK_PULLER` in
+    one round trip (app/matching/dispatch/express.py pipelines them).
+
+    Its snapshot is still taken after the lock is granted, which is what
+    :func:`_take_best` needs of the order: PostgreSQL runs the statements of a pipeline
+    one after the other, and each takes its snapshot when it starts. A worker the plain
+    take may not serve (see PLAIN_PULLER) has no row there: every category then fails
+    ``slots <= NULL``, nothing is claimed, and the last column, ``eligible`` (the
+    worker's id, or NULL), says so."""
+    me = PLAIN_PULLER
+    take: Select[Any] = _take_best(
+        False,
+        PullerTerms(
+            id=select(me.c.id).scalar_subquery(),
+            generation=select(me.c.generation).scalar_subquery(),
+            max_free=select(me.c.max_free).scalar_subquery(),
+        ),
+    )
+    return take.add_columns(select(me.c.id).scalar_subquery().label("eligible"))
+
+
+#: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.
+TAKE_BEST_BY_NAME = _take_best_by_name()
 _TAKE_BEST = {
     managed: select(
         Job, take.selected_columns.booked_queue_instance, take.selected_columns.heads

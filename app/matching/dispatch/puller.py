@@ -58,6 +58,32 @@ def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
 # inside it would read ``worker_id = id`` and compare the subquery's own columns.
 _PULLER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).scalar_subquery()
 
+
+def _max_free(worker_id: ColumnElement[int]) -> ColumnElement[int]:
+    """The most free slots of one of the worker's queue instances."""
+    return (
+        select(func.max(QueueInstance.slots - QueueInstance.used_slots))
+        .where(QueueInstance.worker_id == worker_id)
+        .scalar_subquery()
+    )
+
+
+def _has_inventory(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
+    return select(WorkerInventory.worker_id).where(WorkerInventory.worker_id == worker_id).exists()
+
+
+def _placed_waiting(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
+    return (
+        select(JOBS.c.id)
+        .where(
+            JOBS.c.worker_id == worker_id,
+            JOBS.c.state == JobState.RUNNING,
+            JOBS.c.awaiting_pickup.is_(True),
+        )
+        .exists()
+    )
+
+
 LOCK_PULLER = (
     update(WORKERS)
     .where(WORKERS.c.name == bindparam("p_name"))
@@ -66,20 +92,34 @@ LOCK_PULLER = (
         WORKERS.c.id,
         WORKERS.c.generation,
         WORKERS.c.state == WorkerState.ACTIVE,
-        select(func.max(QueueInstance.slots - QueueInstance.used_slots))
-        .where(QueueInstance.worker_id == _PULLER_ID)
-        .scalar_subquery(),
-        select(WorkerInventory.worker_id).where(WorkerInventory.worker_id == _PULLER_ID).exists(),
+        _max_free(_PULLER_ID),
+        _has_inventory(_PULLER_ID),
         _complex_values_exist(_PULLER_ID),
         WORKERS.c.metadata_reported_at,
-        select(JOBS.c.id)
-        .where(
-            JOBS.c.worker_id == _PULLER_ID,
-            JOBS.c.state == JobState.RUNNING,
-            JOBS.c.awaiting_pickup.is_(True),
-        )
-        .exists(),
+        _placed_waiting(_PULLER_ID),
     )
+)
+
+#: The worker named ``p_name`` (id, generation, largest free slot count) when a plain
+#: take may serve it: active, with room, no inventory, no Grid Engine values and no
+#: placed job to deliver; no row otherwise. What :data:`LOCK_PULLER` returns, read by a
+#: statement that runs after it (app/matching/dispatch/pull_plain.py's take by name), so
+#: that the two can be sent together.
+PLAIN_PULLER = (
+    select(
+        WORKERS.c.id,
+        WORKERS.c.generation,
+        _max_free(WORKERS.c.id).label("max_free"),
+    )
+    .where(
+        WORKERS.c.name == bindparam("p_name"),
+        WORKERS.c.state == WorkerState.ACTIVE,
+        _max_free(WORKERS.c.id) > 0,
+        ~_has_inventory(WORKERS.c.id),
+        ~_complex_values_exist(WORKERS.c.id),
+        ~_placed_waiting(WORKERS.c.id),
+    )
+    .cte("me")
 )
 
 

@@ -189,3 +189,24 @@ def test_a_worker_without_room_is_answered_without_a_job(database: Database) -> 
     with database.transaction() as session:
         pulled = express.pull(session.connection(), "linux", utcnow())
         assert pulled.job is None and pulled.puller.max_free == 0
+
+
+def test_a_worker_with_an_inventory_takes_the_same_job_both_ways(database: Database) -> None:
+    """The take sent with the lock serves workers without an inventory only; for one with
+    an inventory the lock says so, and the take by id follows in a second round trip."""
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="node", slots=2, inventory="node/core=4"))
+        for priority in (0, 3):
+            spec = JobSpec(resources="", priority=priority, slots=1, command=["true"])
+            submission.submit_job(session, spec, submitter="t")
+    with database.transaction() as session:
+        pulled, general = _both_ways(
+            session,
+            lambda: express.pull(session.connection(), "node", utcnow()),
+            lambda: dispatch.pull(session, "node"),
+        )
+        assert pulled is not None and pulled.puller.managed
+        assert pulled.job is not None and general is not None
+        assert _answer(job_body(pulled.job, "node")) == _answer(
+            job_out(session, general, worker_name="node")
+        )

@@ -78,6 +78,16 @@ def _backlog(connection: Connection, categories: int = 20, jobs: int = 20_000) -
     connection.exec_driver_sql("ANALYZE categories")
 
 
+def _clear_backlog(connection: Connection) -> None:
+    """What the pulls of a backlog left, deleted and committed, and no backlog's
+    statistics left behind for the tests after."""
+    connection.exec_driver_sql("DELETE FROM allocations")
+    connection.exec_driver_sql("DELETE FROM job_events")
+    connection.exec_driver_sql("DELETE FROM jobs")
+    connection.exec_driver_sql("ANALYZE jobs")
+    connection.commit()
+
+
 @pytest.mark.parametrize("managed", [False, True])
 def test_heads_use_the_waiting_jobs_index(postgres: Database, managed: bool) -> None:
     statement = heads_statement(True, managed, False)
@@ -156,9 +166,34 @@ def test_the_one_statement_pull_settles_on_a_generic_plan(postgres: Database) ->
                 " WHERE statement LIKE 'WITH heads AS%'"
             )
         )
-        connection.exec_driver_sql("DELETE FROM allocations")
-        connection.exec_driver_sql("DELETE FROM job_events")
-        connection.exec_driver_sql("DELETE FROM jobs")
-        connection.exec_driver_sql("ANALYZE jobs")  # no backlog's statistics left behind
+        _clear_backlog(connection)
+    assert generic is not None and generic > 0
+
+
+def test_the_take_by_name_settles_on_a_generic_plan(postgres: Database) -> None:
+    """Issue 23: the express pull's take reads the worker by name in the statement itself
+    (app/matching/dispatch/pull_plain.py, TAKE_BEST_BY_NAME), so no custom plan can see
+    the worker either; it must keep the generic plan as the take by id does."""
+    from app.db.base import utcnow
+    from app.matching.dispatch import express
+    from tests.support.pulls import add_worker
+
+    add_worker(postgres, "w", slots=12)
+    with postgres.engine.connect() as connection:
+        _backlog(connection)
         connection.commit()
+    # One pooled connection at a time: the express way's transactions reuse it.
+    postgres.engine.dispose()
+    for _ in range(12):
+        with postgres.core_transaction() as connection:
+            pulled = express.pull(connection, "w", utcnow())
+            assert pulled is not None and pulled.job is not None
+            generic = connection.scalar(
+                text(
+                    "SELECT generic_plans FROM pg_prepared_statements"
+                    " WHERE statement LIKE 'WITH me AS%'"
+                )
+            )
+    with postgres.engine.connect() as connection:
+        _clear_backlog(connection)
     assert generic is not None and generic > 0
