@@ -109,6 +109,17 @@ class Job(Base):
             where="state = 'waiting'",
         ),
         Index("ix_jobs_state_id", "state", "id"),
+        # Whether a worker has a placed job to deliver, asked by every pull: one seek into
+        # the few placed jobs instead of a walk over every job the worker ever ran (which
+        # ix_jobs_worker_id gave, growing with the worker's history). The predicate is
+        # written as each database's rendering of ``awaiting_pickup IS true``, the form
+        # the queries use: neither proves it from a bare ``awaiting_pickup``.
+        Index(
+            "ix_jobs_awaiting_pickup",
+            "worker_id",
+            postgresql_where=text("awaiting_pickup IS TRUE"),
+            sqlite_where=text("awaiting_pickup IS 1"),
+        ),
         # A submitter's listing: its jobs in id order, filtered before the page is cut.
         Index("ix_jobs_submitter_id", "submitter", "id"),
     )

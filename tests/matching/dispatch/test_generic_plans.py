@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from app.db.engine import Database
 from app.matching.dispatch.pull_claim import CLAIM
 from app.matching.dispatch.pull_heads import heads_statement
-from app.matching.dispatch.pull_plain import _TAKE_IN_ONE
+from app.matching.dispatch.pull_plain import _TAKE_IN_ONE, TAKE_BEST_BY_NAME
 from app.matching.dispatch.puller import LOCK_PULLER
 from tests.support.generic_plans import generic_plan
 
@@ -53,6 +53,20 @@ def test_lock_finds_global_values_through_the_worker_index(postgres: Database) -
     # the scan penalty of this test PostgreSQL preferred a sequential scan).
     assert "Index Cond: (worker_id IS NULL)" in plan, plan
     assert "Seq Scan on attribute_values" not in plan, plan
+
+
+def test_a_placed_job_is_looked_for_among_placed_jobs_only(postgres: Database) -> None:
+    """Issue 23: the lock of every pull asks whether the worker has a placed job to deliver,
+    and the take by name asks again. Through ix_jobs_worker_id that read every job the
+    worker ever ran (41 buffer reads per lock after some 400 jobs per worker in
+    bench/http_floor.py); ix_jobs_awaiting_pickup holds the placed jobs only."""
+    values = {"p_name": "w1", "p_now": "2026-11-28T00:00:00+00:00", "p_worker": "w1"}
+    with postgres.engine.connect() as connection:
+        for statement in (LOCK_PULLER, TAKE_BEST_BY_NAME):
+            plan = generic_plan(connection, statement, values)
+            assert "ix_jobs_awaiting_pickup" in plan, plan
+            assert "using ix_jobs_worker_id" not in plan, plan
+        connection.rollback()
 
 
 def _backlog(connection: Connection, categories: int = 20, jobs: int = 20_000) -> None:
