@@ -45,6 +45,9 @@ class MissingParameterError(KeyError):
 
 #: The default of a parameter the caller must give.
 _REQUIRED = object()
+#: Whether psycopg's libpq can pipeline (libpq 14 and later); without it the statements
+#: of :func:`rows_together` go one by one, which is slower but the same.
+PIPELINES = psycopg.Pipeline.is_supported()
 
 
 @dataclass(frozen=True)
@@ -135,21 +138,22 @@ def rows_together(
 ) -> list[list[tuple[Any, ...]]]:
     """Run the statements in order in ``connection``'s transaction; the rows of each.
 
-    With a driver that can pipeline (psycopg over libpq 14 or later) they are sent
-    together and their answers read together: one round trip for all of them (psycopg
-    still waits for the BEGIN that opens a transaction on its own). The server
-    still runs them one after the other, each with the snapshot of its own start (under
-    READ COMMITTED), so a later statement sees what an earlier one locked and wrote. An
-    error stops the rest, as it would have one by one."""
+    With a driver that can pipeline (psycopg over libpq 14 or later, :data:`PIPELINES`)
+    they are sent together and their answers read together: one round trip for all of
+    them (psycopg still waits for the BEGIN that opens a transaction on its own). The
+    server still runs them one after the other, each with the snapshot of its own start
+    (under READ COMMITTED), so a later statement sees what an earlier one locked and
+    wrote. An error stops the rest, as it would have one by one."""
     dialect = connection.dialect
     bound = [prebuilt._bound(dialect, params) for prebuilt, params in calls]
     driver = connection.connection.driver_connection
-    pipeline = getattr(driver, "pipeline", None) if len(bound) > 1 else None
+    one_by_one = len(bound) == 1 or not PIPELINES
+    pipelined = driver if isinstance(driver, psycopg.Connection) and not one_by_one else None
     cursors = [_cursor(connection, compiled) for compiled, _ in bound]
     try:
         try:
-            if pipeline is not None:
-                with pipeline():
+            if pipelined is not None:
+                with pipelined.pipeline():
                     for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
                         cursor.execute(compiled.sql, sent)
                 fetched = [cursor.fetchall() for cursor in cursors]

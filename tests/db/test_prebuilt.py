@@ -11,6 +11,7 @@ from psycopg import pq
 from sqlalchemy import bindparam, func, literal, select, update
 from sqlalchemy.exc import DBAPIError
 
+from app.db import prebuilt
 from app.db.engine import Database
 from app.db.models import JobState
 from app.db.prebuilt import MissingParameterError, NotPrebuildableError, Prebuilt, rows_together
@@ -125,3 +126,18 @@ def test_an_error_stops_the_statements_after_it_and_is_wrapped(database: Databas
         savepoint.rollback()
         reason = connection.scalar(select(WORKERS.c.state_reason).where(WORKERS.c.name == "w1"))
     assert reason != "no"
+
+
+def test_without_pipelines_the_statements_go_one_by_one_alike(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A libpq older than 14 cannot pipeline (psycopg.Pipeline.is_supported()): the same
+    rows come back, one round trip per statement, instead of an error on every call."""
+    monkeypatch.setattr(prebuilt, "PIPELINES", False)
+    _a_worker(database)
+    write, read = _names_written_then_read()
+    params = {"p_name": "w1", "p_text": "one by one"}
+    with database.core_transaction() as connection:
+        written, seen = rows_together(connection, (write, params), (read, params))
+    assert written == [("w1",)]
+    assert seen == [("one by one",)]
