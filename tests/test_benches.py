@@ -57,3 +57,35 @@ def test_the_what_if_bench_runs_at_a_tiny_size_on_sqlite() -> None:
     assert result.returncode == 0, result.stderr
     assert "ratio what-if / yardstick" in result.stdout, result.stdout
     assert "load " in result.stdout, result.stdout
+
+
+def test_the_http_floor_bench_takes_its_ratio_over_alternating_rounds_on_sqlite() -> None:
+    """Issue 23's ratio: the floor and jobmatch run once per round, back to back, each
+    round's ratio is printed, and the last line is their median."""
+    result = _run(
+        "bench/http_floor.py",
+        "--database",
+        "sqlite",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "2",
+        "--clients",
+        "1",
+        "--processes",
+        "1",
+        "--jobs",
+        "200",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(line.lstrip().startswith("fastapi+db") for line in lines) == 2, result.stdout
+    assert sum(line.lstrip().startswith("jobmatch ") for line in lines) == 2, result.stdout
+    rounds = [float(line.rsplit(" ", 1)[1]) for line in lines if "round " in line]
+    assert len(rounds) == 2, result.stdout
+    label, _, ratio = lines[-1].rpartition(" ")
+    assert label == "ratio jobmatch/floor", result.stdout
+    # The median of two rounds is their mean; each was printed rounded to two decimals.
+    assert abs(float(ratio) - (rounds[0] + rounds[1]) / 2) <= 0.011, result.stdout
+    assert "a client stopped" not in result.stdout, result.stdout
