@@ -110,6 +110,15 @@ class Database:
         """Raise when the database cannot answer a trivial query."""
         with self.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
+            end_read(connection)
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def end_read(connection: Connection) -> None:
+    """End a read-only transaction with COMMIT rather than the pool's ROLLBACK on return:
+    psycopg forgets all prepared statements of a connection at every ROLLBACK, and the
+    next pulls on that pooled connection would parse and plan each statement again
+    (a readiness probe every few seconds would keep doing that)."""
+    connection.commit()

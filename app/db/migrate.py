@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
+from app.db.engine import end_read
 from app.settings import get_settings
 
 #: The Alembic tree as a package of the distribution: pyproject.toml maps the repository's
@@ -73,7 +74,9 @@ def head_revisions() -> set[str]:
 
 def current_revisions(engine: Engine) -> set[str]:
     with engine.connect() as connection:
-        return set(MigrationContext.configure(connection).get_current_heads())
+        heads = set(MigrationContext.configure(connection).get_current_heads())
+        end_read(connection)
+        return heads
 
 
 def current_revisions_at(url: str) -> set[str]:
