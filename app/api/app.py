@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,6 +37,7 @@ from app.api.token_gate import TokenGateMiddleware
 from app.api.ui import routes as console
 from app.db.connections import ConnectionOptions
 from app.db.engine import Database
+from app.db.event_loop import EventLoopConnections
 from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
 from app.metrics import forget_this_process
@@ -110,15 +112,20 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     sweeper = LeaseSweeper(database, settings)
     longpoll = LongPoll(database)
     revocations = RevocationWatch(database)
+    loop_connections = EventLoopConnections.for_database(database)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
         sweeper.start()
         longpoll.start()
         revocations.start()
+        if loop_connections is not None:
+            loop_connections.bind(asyncio.get_running_loop())
         # The state reaches uvicorn's protocols too: they close the hub when the server
         # starts shutting down (app/api/longpoll.py).
         yield {STATE_KEY: longpoll.hub}
+        if loop_connections is not None:
+            await loop_connections.close()
         revocations.stop()
         longpoll.stop()
         sweeper.stop()
@@ -144,7 +151,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     # The last added runs first: request ids and access logs, then the body limits, then
     # the token gate, all before FastAPI reads a byte of the body; the express lane last.
     app.add_middleware(
-        ExpressLane, routes=service_routes(settings), database=database, settings=settings
+        ExpressLane,
+        routes=service_routes(settings),
+        database=database,
+        settings=settings,
+        loop_connections=loop_connections,
     )
     app.add_middleware(
         TokenGateMiddleware,

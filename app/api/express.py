@@ -22,6 +22,12 @@ operation (its transaction is rolled back, so FastAPI runs it again from the sta
 words the error, retries included). The lane therefore only ever answers what the route
 would have answered; ``tests/api/test_express.py`` holds the two side by side, byte for
 byte. A request the lane read the body of reaches FastAPI with that body replayed.
+
+On PostgreSQL the express way runs on the event loop itself, on psycopg's asyncio
+connection (app/db/event_loop.py): no hop to the thread pool and no SQLAlchemy connection
+for the common case. The threads' way serves where that pool does not (no lifespan bound
+it, a pooler stands in front), and whatever the loop's attempt could not do (it failed
+before its COMMIT, or only the general way can decide: :class:`Threads`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from enum import Enum, auto
 
 import anyio.to_thread
 from fastapi.routing import APIRoute
@@ -50,6 +57,7 @@ from app.api.schemas.jobs import FinishIn, JobOut
 from app.db.base import utcnow
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN, is_retryable_error
 from app.db.engine import Database
+from app.db.event_loop import CommitOutcomeUnknownError, EventLoopConnections
 from app.db.models import Role
 from app.db.retry import retry_reason
 from app.matching.dispatch import express as express_dispatch
@@ -73,11 +81,20 @@ class ExpressLane:
     """Serves the common pull and finish (see the module docstring); passes the rest on."""
 
     def __init__(
-        self, app: ASGIApp, *, routes: Iterable[BaseRoute], database: Database, settings: Settings
+        self,
+        app: ASGIApp,
+        *,
+        routes: Iterable[BaseRoute],
+        database: Database,
+        settings: Settings,
+        loop_connections: EventLoopConnections | None = None,
     ) -> None:
         self.app = app
         self.database = database
         self.settings = settings
+        #: PostgreSQL's connections for the event loop (app/db/event_loop.py), when the
+        #: lifespan bound them: the express way then runs there, without a thread.
+        self.loop_connections = loop_connections
         by_operation = {
             route.operation_id: route for route in routes if isinstance(route, APIRoute)
         }
@@ -114,7 +131,11 @@ class ExpressLane:
         if scope.get("query_string"):
             return False  # a long poll, or a query the route must check
         try:
-            outcome = await anyio.to_thread.run_sync(self._pull_once, worker)
+            outcome = await self._pull_on_loop(worker)
+            if not isinstance(outcome, PullOutcome):
+                outcome = await anyio.to_thread.run_sync(
+                    self._pull_once, worker, outcome is Threads.EXPRESS
+                )
         except Exception as error:
             return await _answered_or_handed_over(scope, send, error)
         headers: list[tuple[bytes, bytes]] = []
@@ -155,17 +176,67 @@ class ExpressLane:
         except (ValueError, ValidationError):
             return replay  # the route words the 422
         try:
-            answer = await anyio.to_thread.run_sync(self._finish_once, worker, job_id, report)
+            answer = await self._finish_on_loop(worker, job_id, report)
+            if not isinstance(answer, bytes):
+                answer = await anyio.to_thread.run_sync(
+                    self._finish_once, worker, job_id, report, answer is Threads.EXPRESS
+                )
         except Exception as error:
             return None if await _answered_or_handed_over(scope, send, error) else replay
         scope["route"] = self.finish_route
         await _respond(send, 200, answer, [])
         return None
 
-    def _pull_once(self, worker: str) -> PullOutcome[JobOut]:
-        """The pull: the express way on PostgreSQL, in a transaction of its own, and
-        the general way in another when the express way cannot decide or elsewhere."""
-        if self.express_sql:
+    async def _pull_on_loop(self, worker: str) -> PullOutcome[JobOut] | Threads:
+        """The express pull on the event loop's connection, in a transaction of its own;
+        else which way the threads take (see :class:`Threads`). A COMMIT that failed is
+        raised (:class:`~app.db.event_loop.CommitOutcomeUnknownError`)."""
+        pool = self.loop_connections
+        if pool is None or not pool.usable():
+            return Threads.EXPRESS
+        started = time.perf_counter()
+        try:
+            async with pool.transaction() as transaction:
+                pulled = await express_dispatch.pull_on_loop(transaction, worker, utcnow())
+                body = job_body(pulled.job, worker) if pulled and pulled.job else None
+        except express_dispatch.HandOver:
+            return Threads.GENERAL  # rolled back
+        except CommitOutcomeUnknownError:
+            raise
+        except DBAPIError as error:
+            return _before_commit(worker, error)
+        if pulled is None:
+            return Threads.GENERAL  # committed (the worker's last_seen): see express.py
+        express_dispatch.note_pull(pulled, started)
+        category = pulled.job.category_id if pulled.job is not None else None
+        return pull_outcome(body, category, pulled.puller, self.settings)
+
+    async def _finish_on_loop(self, worker: str, job_id: int, report: FinishIn) -> bytes | Threads:
+        """The express finish on the event loop's connection, its answer written before
+        the commit; else which way the threads take (as :meth:`_pull_on_loop`)."""
+        pool = self.loop_connections
+        if pool is None or not pool.usable():
+            return Threads.EXPRESS
+        try:
+            async with pool.transaction() as transaction:
+                job = await express_dispatch.finish_on_loop(
+                    transaction, job_id, worker, report, utcnow()
+                )
+                answer = _JOB_JSON.dump_json(job_body(job, worker), by_alias=True) if job else b""
+        except CommitOutcomeUnknownError:
+            raise
+        except DBAPIError as error:
+            return _before_commit(worker, error)
+        if job is None:
+            return Threads.GENERAL
+        express_dispatch.note_finish(job, worker, report)
+        return answer
+
+    def _pull_once(self, worker: str, express: bool = True) -> PullOutcome[JobOut]:
+        """The pull: the express way on PostgreSQL (unless ``express`` is False: the event
+        loop's attempt decided that the general way must), in a transaction of its own,
+        and the general way in another when the express way cannot decide or elsewhere."""
+        if self.express_sql and express:
             started = time.perf_counter()
             try:
                 with self.database.core_transaction() as connection:
@@ -179,11 +250,14 @@ class ExpressLane:
                 return pull_outcome(body, category, pulled.puller, self.settings)
         return pull_once(self.database, self.settings, worker)
 
-    def _finish_once(self, worker: str, job_id: int, report: FinishIn) -> bytes:
+    def _finish_once(
+        self, worker: str, job_id: int, report: FinishIn, express: bool = True
+    ) -> bytes:
         """The finish, its answer written before the commit so that nothing that can
-        fail comes after it: the express way on PostgreSQL, in a transaction of its own,
-        and the general way in another when the express way cannot decide or elsewhere."""
-        if self.express_sql:
+        fail comes after it: the express way on PostgreSQL (unless ``express`` is False,
+        as for :meth:`_pull_once`), in a transaction of its own, and the general way in
+        another when the express way cannot decide or elsewhere."""
+        if self.express_sql and express:
             with self.database.core_transaction() as connection:
                 job = express_dispatch.finish(connection, job_id, worker, report, utcnow())
                 answer = _JOB_JSON.dump_json(job_body(job, worker), by_alias=True) if job else b""
@@ -195,6 +269,29 @@ class ExpressLane:
                 report_finish(session, job_id, worker, report), by_alias=True
             )
         return answer
+
+
+class Threads(Enum):
+    """Where a request goes when the event loop did not answer it: the whole express
+    way in a thread (the loop's way was not available, or its attempt failed before its
+    COMMIT and stored nothing), or straight to the general way (the loop's express way
+    decided that only the general way can)."""
+
+    EXPRESS = auto()
+    GENERAL = auto()
+
+
+def _before_commit(worker: str, error: DBAPIError) -> Threads:
+    """The event loop's attempt failed before its COMMIT and was rolled back: nothing was
+    stored, and the threads' way runs it again, counted as a retry when the error is one
+    (a deadlock, a lost connection: app/db/dialect.py)."""
+    if is_retryable_error(error):
+        reason = retry_reason(error)
+        TRANSACTION_RETRIES.labels(reason=reason, outcome="retried").inc()
+        log.info("express request of %s on the event loop: %s, running it again", worker, reason)
+    else:
+        log.warning("express request of %s on the event loop failed: %s", worker, error)
+    return Threads.EXPRESS
 
 
 async def _answered_or_handed_over(scope: Scope, send: Send, error: Exception) -> bool:

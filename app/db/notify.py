@@ -23,7 +23,7 @@ import select
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from sqlalchemy import func, text
@@ -38,6 +38,18 @@ log = logging.getLogger(__name__)
 #: a transaction without one (``Database.core_transaction``). A connection's ``info``
 #: outlives the transaction, so :func:`send_pending` and :func:`forget_pending` empty it.
 Holder = Session | Connection
+
+
+class LoopHolder(Protocol):
+    """A transaction on the event loop's asyncio connection (app/db/event_loop.py): it
+    keeps its announcements in ``info`` as a Session does."""
+
+    @property
+    def info(self) -> dict[str, Any]: ...
+
+    @property
+    def connection(self) -> psycopg.AsyncConnection[Any]: ...
+
 
 #: The PostgreSQL notification channel of every announcement.
 CHANNEL = "jobmatch_work"
@@ -54,7 +66,7 @@ EVERYTHING = "*"
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
-def announce(session: Holder, *tokens: str) -> None:
+def announce(session: Holder | LoopHolder, *tokens: str) -> None:
     """Announce, when this session's (or Core connection's) transaction commits, that
     something the tokens name happened. The same token announced twice in a transaction
     is sent once."""
@@ -69,7 +81,7 @@ def notify_column(payload: Any) -> Any:
     return func.pg_notify(CHANNEL, payload)
 
 
-def sent_by_statement(session: Holder, *tokens: str) -> None:
+def sent_by_statement(session: Holder | LoopHolder, *tokens: str) -> None:
     """A statement of this transaction sent these tokens itself (:func:`notify_column`):
     the commit sends them no second time. Like any notification they are delivered when,
     and only if, the transaction commits."""
@@ -96,6 +108,19 @@ def send_pending(session: Holder) -> None:
     if pending - sent:
         session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload_of(pending - sent)})
     pending.clear()
+
+
+async def send_pending_async(transaction: LoopHolder) -> None:
+    """:func:`send_pending` for a transaction on the event loop's connection
+    (app/db/event_loop.py, PostgreSQL): one ``pg_notify`` before its COMMIT."""
+    pending: set[str] | None = transaction.info.get(PENDING_KEY)
+    sent: set[str] = transaction.info.pop(SENT_KEY, set())
+    if pending and pending - sent:
+        await transaction.connection.execute(
+            "SELECT pg_notify(%s, %s)", (CHANNEL, payload_of(pending - sent))
+        )
+    if pending:
+        pending.clear()
 
 
 def take_committed(session: Session) -> str | None:

@@ -170,6 +170,36 @@ def rows_together(
     return [_converted(compiled, rows) for (compiled, _), rows in zip(bound, fetched, strict=True)]
 
 
+async def rows_together_async(
+    connection: psycopg.AsyncConnection[Any],
+    dialect: Dialect,
+    *calls: tuple[Prebuilt, Mapping[str, Any]],
+) -> list[list[tuple[Any, ...]]]:
+    """:func:`rows_together` on psycopg's asyncio connection (app/db/event_loop.py), in
+    the transaction it is in: the same SQL compiled for ``dialect`` (the engine's, so the
+    compiled form is shared with the threads' way), pipelined, the same values back.
+    Driver errors are raised as psycopg raises them; the caller owns the connection."""
+    bound = [prebuilt._bound(dialect, params) for prebuilt, params in calls]
+    if not all(compiled.raw for compiled, _ in bound):
+        raise NotPrebuildableError("the asyncio way runs statements compiled for psycopg")
+    cursors = [psycopg.AsyncRawCursor(connection) for _ in bound]
+    try:
+        if PIPELINES and len(bound) > 1:
+            async with connection.pipeline():
+                for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
+                    await cursor.execute(compiled.sql, sent)
+            fetched = [await cursor.fetchall() for cursor in cursors]
+        else:
+            fetched = []
+            for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
+                await cursor.execute(compiled.sql, sent)
+                fetched.append(await cursor.fetchall())
+    finally:
+        for cursor in cursors:
+            await cursor.close()
+    return [_converted(compiled, rows) for (compiled, _), rows in zip(bound, fetched, strict=True)]
+
+
 def _cursor(connection: Connection, compiled: _Compiled) -> Any:
     """A cursor for the compiled statement: psycopg's raw cursor (which sends the text as
     it is, ``$n`` placeholders and all) for one compiled for it, else the driver's own."""

@@ -11,10 +11,14 @@ way each request went, so that a test cannot pass by comparing the route with it
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
@@ -22,10 +26,11 @@ from sqlalchemy.exc import OperationalError
 
 from app.api.app import create_app, service_routes
 from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
-from app.api.express import ExpressLane
+from app.api.express import ExpressLane, Threads
 from app.api.routes.workers import REFRESH_HEADER
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
+from app.db.event_loop import EventLoopConnections
 from app.db.models import Role
 from app.settings import Settings
 from tests.support.http_api import register, submit
@@ -223,7 +228,12 @@ def test_a_commit_of_unknown_outcome_is_not_run_again(
     lost = OperationalError("COMMIT", {}, Exception("server closed the connection"))
     setattr(lost, COMMIT_OUTCOME_UNKNOWN, True)
 
-    def commit_lost(_self: ExpressLane, _worker: str) -> None:
+    async def threads_only(_self: ExpressLane, _worker: str) -> Threads:
+        return Threads.EXPRESS  # the threads' way (the event loop's: the test below)
+
+    monkeypatch.setattr(ExpressLane, "_pull_on_loop", threads_only)
+
+    def commit_lost(_self: ExpressLane, _worker: str, _express: bool = True) -> None:
         raise lost
 
     monkeypatch.setattr(ExpressLane, "_pull_once", commit_lost)
@@ -234,7 +244,7 @@ def test_a_commit_of_unknown_outcome_is_not_run_again(
     assert unknown.headers["content-type"] == "application/problem+json"
     assert ways.since() == {("pull", "served"): 1}
 
-    def lock_lost(_self: ExpressLane, _worker: str) -> None:
+    def lock_lost(_self: ExpressLane, _worker: str, _express: bool = True) -> None:
         raise OperationalError("SELECT", {}, Exception("deadlock detected"))
 
     monkeypatch.setattr(ExpressLane, "_pull_once", lock_lost)
@@ -283,3 +293,76 @@ def test_a_body_in_many_small_chunks_is_read_whole(
     assert sent[0]["status"] == 200
     answer = json.loads(sent[1]["body"])
     assert (answer["id"], answer["state"], answer["exit_code"]) == (job["id"], "finished", 0)
+
+
+def test_a_commit_of_unknown_outcome_on_the_event_loop_is_not_run_again(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same on the event loop's connection (app/db/event_loop.py): its backend is
+    ended between the pull's statements and COMMIT, the lane answers 503 and runs nothing
+    again, and the next pull gets a fresh connection and the job."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("the event loop's way is PostgreSQL's")
+    worker = register(client, admin_headers, "w1")
+    job = submit(client, admin_headers)
+    real = EventLoopConnections.transaction
+    killer = psycopg.connect(str(database.engine.url.set(drivername="postgresql")), autocommit=True)
+
+    @asynccontextmanager
+    async def dies_before_commit(self: EventLoopConnections) -> AsyncIterator[Any]:
+        async with real(self) as transaction:
+            yield transaction
+            pid = transaction.connection.info.backend_pid
+            killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+            await asyncio.sleep(0.2)
+
+    try:
+        monkeypatch.setattr(EventLoopConnections, "transaction", dies_before_commit)
+        ways = Ways()
+        unknown = client.post("/v1/workers/w1/pull", headers=worker)
+        assert unknown.status_code == 503, unknown.text
+        assert unknown.headers["retry-after"] == "5"
+        assert ways.since() == {("pull", "served"): 1}
+        state = client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()["state"]
+        assert state == "waiting"  # the server rolled the killed transaction back
+        monkeypatch.setattr(EventLoopConnections, "transaction", real)
+        pulled = client.post("/v1/workers/w1/pull", headers=worker)
+        assert pulled.status_code == 200, pulled.text
+        assert pulled.json()["id"] == job["id"]
+    finally:
+        killer.close()
+
+
+def test_on_postgresql_the_lane_pulls_and_finishes_without_a_thread(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 23: the express pull and finish run on the event loop's connection
+    (app/db/event_loop.py); the hop to the thread pool is what they save."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("the event loop's way is PostgreSQL's")
+    worker = register(client, admin_headers, "w1")
+    job = submit(client, admin_headers)
+
+    def no_thread(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the express lane went the threads' way")
+
+    monkeypatch.setattr(ExpressLane, "_pull_once", no_thread)
+    monkeypatch.setattr(ExpressLane, "_finish_once", no_thread)
+    ways = Ways()
+    pulled = client.post("/v1/workers/w1/pull", headers=worker)
+    assert pulled.status_code == 200, pulled.text
+    assert pulled.json()["id"] == job["id"]
+    finished = client.post(
+        f"/v1/jobs/{job['id']}/finish",
+        json={"outcome": "finished", "exit_code": 0},
+        headers=worker,
+    )
+    assert finished.status_code == 200, finished.text
+    assert finished.json()["state"] == "finished"
+    assert ways.since() == {("pull", "served"): 1, ("finish", "served"): 1}

@@ -18,8 +18,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app.api.app import create_app
+from app.api.express import ExpressLane, Threads
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
+from app.db.event_loop import APPLICATION_NAME as LOOP_APPLICATION_NAME
 from app.db.models import Job
 from app.db.retry import RetryPolicy, is_retryable_error, retry_reason
 from app.settings import Settings
@@ -266,14 +268,24 @@ def _terminate_pooled_connections(database: Database) -> int:
     (app/db/revocations.py), and that lookup would meet the dead connection first. From
     an engine of its own: a connection of the pool would spare itself. Returns once they
     are gone (the timeout argument of pg_terminate_backend waits for that)."""
+    return _terminate(
+        database,
+        "pid <> pg_backend_pid() AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN %'",
+        {},
+    )
+
+
+def _terminate(database: Database, which: str, params: dict[str, Any]) -> int:
+    """Terminate the test database's backends that ``which`` (SQL over
+    pg_stat_activity) selects, from an engine of its own; how many, once they are gone."""
     killer = create_engine(database.url)
     with killer.connect() as connection:
         killed = connection.execute(
             text(
                 "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                " AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN %'"
-            )
+                f" WHERE datname = current_database() AND {which}"
+            ),
+            params,
         ).scalar_one()
     killer.dispose()
     return int(killed)
@@ -289,13 +301,24 @@ def _fresh_pool_after(database: Database) -> Iterator[None]:
 
 @pytest.mark.usefixtures("_fresh_pool_after")
 def test_a_dead_pooled_connection_costs_a_retry_not_a_503(
-    quiet_client: TestClient, admin_headers: dict[str, str], database: Database
+    quiet_client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the pool's pre-ping (issue 23: a round trip per checkout), a pooled
     connection the server closed fails its first statement; the request runs again on a
-    fresh connection, and the pull and finish answer as if nothing happened."""
+    fresh connection, and the pull and finish answer as if nothing happened. The express
+    lane's threads' way, which uses SQLAlchemy's pool (its event loop's way: the next
+    test)."""
     if database.dialect_name != "postgresql":
         pytest.skip("SQLite connections live in the process; none dies unseen")
+
+    async def threads_only(*_args: Any) -> Threads:
+        return Threads.EXPRESS
+
+    monkeypatch.setattr(ExpressLane, "_pull_on_loop", threads_only)
+    monkeypatch.setattr(ExpressLane, "_finish_on_loop", threads_only)
     worker = register(quiet_client, admin_headers, "w1")
     job = submit(quiet_client, admin_headers)
     before = retries("lost_connection", "retried")
@@ -313,6 +336,41 @@ def test_a_dead_pooled_connection_costs_a_retry_not_a_503(
     )
     assert finished.status_code == 200, finished.text
     assert finished.json()["state"] == "finished"
+
+
+def _terminate_event_loop_connections(database: Database) -> int:
+    """Kill the express lane's own connections (app/db/event_loop.py), as
+    :func:`_terminate_pooled_connections` kills SQLAlchemy's."""
+    return _terminate(database, "application_name = :name", {"name": LOOP_APPLICATION_NAME})
+
+
+def test_a_dead_event_loop_connection_costs_a_retry_not_a_503(
+    quiet_client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """The express lane's connection on the event loop died unseen: the attempt fails
+    before its COMMIT, is counted as a retry, and runs again in a thread; the worker gets
+    its job, and the next request opens a fresh connection on the loop."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("the event loop's way is PostgreSQL's")
+    worker = register(quiet_client, admin_headers, "w1")
+    first, second = submit(quiet_client, admin_headers), submit(quiet_client, admin_headers)
+    pulled = quiet_client.post("/v1/workers/w1/pull", headers=worker)  # opens the loop's
+    assert pulled.status_code == 200 and pulled.json()["id"] == first["id"]
+    finished = quiet_client.post(
+        f"/v1/jobs/{first['id']}/finish", json={"outcome": "finished"}, headers=worker
+    )
+    assert finished.status_code == 200, finished.text
+    before = retries("lost_connection", "retried")
+    assert _terminate_event_loop_connections(database) >= 1
+    pulled = quiet_client.post("/v1/workers/w1/pull", headers=worker)
+    assert pulled.status_code == 200, pulled.text
+    assert pulled.json()["id"] == second["id"]
+    assert retries("lost_connection", "retried") == before + 1
+    finished = quiet_client.post(
+        f"/v1/jobs/{second['id']}/finish", json={"outcome": "finished"}, headers=worker
+    )
+    assert finished.status_code == 200, finished.text
+    assert retries("lost_connection", "retried") == before + 1
 
 
 def test_a_commit_whose_outcome_is_unknown_is_never_run_again() -> None:

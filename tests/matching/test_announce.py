@@ -4,6 +4,8 @@ process's subscribers on SQLite), and that a refused or rolled-back change sends
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -25,16 +27,26 @@ def announced(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
     so that both ways of announcing are seen alike."""
     seen: list[set[str]] = []
     original = notify.send_pending
+    original_on_loop = notify.send_pending_async
 
-    def recording(session: Session) -> None:
-        tokens = set(session.info.get(notify.PENDING_KEY, ())) | set(
-            session.info.get(notify.SENT_KEY, ())
+    def record(holder: Any) -> None:
+        tokens = set(holder.info.get(notify.PENDING_KEY, ())) | set(
+            holder.info.get(notify.SENT_KEY, ())
         )
         if tokens:
             seen.append(tokens)
+
+    def recording(session: Session) -> None:
+        record(session)
         original(session)
 
+    async def recording_on_loop(transaction: Any) -> None:
+        # The express lane's transactions on the event loop (app/db/event_loop.py).
+        record(transaction)
+        await original_on_loop(transaction)
+
     monkeypatch.setattr(notify, "send_pending", recording)
+    monkeypatch.setattr(notify, "send_pending_async", recording_on_loop)
     return seen
 
 

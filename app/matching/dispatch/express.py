@@ -21,6 +21,11 @@ the next statements on it would be parsed and planned again (a Grid Engine worke
 pull goes the general way). Only a pull that claimed a job and then found no room for it
 raises :class:`HandOver`, for a rollback. ``tests/matching/dispatch/test_express.py``
 holds both ways to the same rows.
+
+:func:`pull_on_loop` and :func:`finish_on_loop` are the same on psycopg's asyncio
+connection (app/db/event_loop.py), for the express lane to run in the event loop without
+a thread: one set of decisions (:func:`_after_take`, :func:`_started`, :func:`_ended`)
+serves both.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ from typing import Any, Protocol
 from sqlalchemy import Connection
 
 from app.db import notify
+from app.db.event_loop import LoopTransaction
 from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
-from app.db.prebuilt import Prebuilt, rows_together
+from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
 from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
@@ -78,38 +84,90 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
     The lock and the take by name are sent together: after BEGIN, one round trip
     decides the pull of a worker without an inventory (issue 23). A worker with one is
     taken for by id in a second round trip, as the general way does."""
-    params = {"p_name": worker_name, "p_now": now, "p_worker": worker_name}
+    params = _pull_params(worker_name, now)
     locked, taken = rows_together(connection, (_LOCK_PULLER, params), (_TAKE_BY_NAME, params))
+    step = _after_take(locked, taken, worker_name)
+    if isinstance(step, _TakeById):
+        (row,) = _TAKE_BEST[True].rows(connection, step.params(now))
+        step = _started(row, step.puller)
+    if step is not None and step.job is not None:
+        notify.sent_by_statement(connection, job_taken(step.job.category_id))
+    return step
+
+
+async def pull_on_loop(
+    transaction: LoopTransaction, worker_name: str, now: datetime
+) -> Pulled | None:
+    """:func:`pull` in a transaction on the event loop's connection (app/db/event_loop.py):
+    the same statements and decisions, without a Session, an SQLAlchemy connection or a
+    thread."""
+    params = _pull_params(worker_name, now)
+    connection, dialect = transaction.connection, transaction.dialect
+    locked, taken = await rows_together_async(
+        connection, dialect, (_LOCK_PULLER, params), (_TAKE_BY_NAME, params)
+    )
+    step = _after_take(locked, taken, worker_name)
+    if isinstance(step, _TakeById):
+        ((row,),) = await rows_together_async(
+            connection, dialect, (_TAKE_BEST[True], step.params(now))
+        )
+        step = _started(row, step.puller)
+    if step is not None and step.job is not None:
+        notify.sent_by_statement(transaction, job_taken(step.job.category_id))
+    return step
+
+
+def _pull_params(worker_name: str, now: datetime) -> dict[str, Any]:
+    return {"p_name": worker_name, "p_now": now, "p_worker": worker_name}
+
+
+@dataclass(frozen=True)
+class _TakeById:
+    """The lock found a worker with an inventory: the take by id decides its pull."""
+
+    puller: Puller
+
+    def params(self, now: datetime) -> dict[str, Any]:
+        puller = self.puller
+        return {
+            "p_worker_id": puller.id,
+            "p_generation": puller.generation,
+            "p_max_free": puller.max_free,
+            "p_now": now,
+            "p_worker": puller.name,
+        }
+
+
+def _after_take(
+    locked: list[tuple[Any, ...]], taken: list[tuple[Any, ...]], worker_name: str
+) -> Pulled | _TakeById | None:
+    """What the lock and the take by name decided, or that the take by id must."""
     if not locked:
         return None
     puller = puller_of(locked[0], worker_name)
     ((*served, eligible),) = taken
-    row: tuple[Any, ...] = tuple(served)
-    if eligible is None:
-        # The take by name served nothing (see PLAIN_PULLER); the lock says why.
-        if puller.complex_cluster or puller.placed_waiting:
-            return None
-        if not puller.active or puller.max_free <= 0:
-            return Pulled(None, puller)
-        if not puller.managed:
-            return None  # the take read the worker otherwise than the lock: look again
-        (row,) = _TAKE_BEST[True].rows(
-            connection,
-            {
-                "p_worker_id": puller.id,
-                "p_generation": puller.generation,
-                "p_max_free": puller.max_free,
-                "p_now": now,
-                "p_worker": puller.name,
-            },
-        )
+    if eligible is not None:
+        return _started(tuple(served), puller)
+    # The take by name served nothing (see PLAIN_PULLER); the lock says why.
+    if puller.complex_cluster or puller.placed_waiting:
+        return None
+    if not puller.active or puller.max_free <= 0:
+        return Pulled(None, puller)
+    if not puller.managed:
+        return None  # the take read the worker otherwise than the lock: look again
+    return _TakeById(puller)
+
+
+def _started(row: tuple[Any, ...], puller: Puller) -> Pulled | None:
+    """The pull a take's row says: the job started, nothing for the worker, or None
+    (the general way looks at the heads); :class:`HandOver` when the claim found no
+    room left."""
     width = len(_JOB_COLUMNS)
     job, (booked_queue_instance, heads) = _job(row[:width]), row[width : width + 2]
     if job.id is None:
         return Pulled(None, puller) if heads == 0 else None
     if booked_queue_instance is None:
         raise HandOver("the worker's room was gone after all")
-    notify.sent_by_statement(connection, job_taken(job.category_id))
     return Pulled(job, puller)
 
 
@@ -143,10 +201,47 @@ def finish(
     the ended job. The caller commits. None for anything else, which the general way
     decides (a resend, a late report, another worker's job, vertices, consumables,
     quotas, an unknown outcome)."""
+    params = _finish_params(job_id, worker_name, report, now)
+    if params is None:
+        return None
+    # The lock and the end by name go together: after BEGIN, one round trip decides the
+    # finish (issue 23).
+    locked, ended = rows_together(
+        connection, (_LOCK_REPORTER, params), (_END_BY_NAME[report.outcome == "failed"], params)
+    )
+    return _ended(connection, locked, ended)
+
+
+async def finish_on_loop(
+    transaction: LoopTransaction,
+    job_id: int,
+    worker_name: str,
+    report: EndReport,
+    now: datetime,
+) -> SimpleNamespace | None:
+    """:func:`finish` in a transaction on the event loop's connection
+    (app/db/event_loop.py)."""
+    params = _finish_params(job_id, worker_name, report, now)
+    if params is None:
+        return None
+    locked, ended = await rows_together_async(
+        transaction.connection,
+        transaction.dialect,
+        (_LOCK_REPORTER, params),
+        (_END_BY_NAME[report.outcome == "failed"], params),
+    )
+    return _ended(transaction, locked, ended)
+
+
+def _finish_params(
+    job_id: int, worker_name: str, report: EndReport, now: datetime
+) -> dict[str, Any] | None:
+    """The parameters of the lock and the end, or None for an outcome the express way
+    does not end."""
     outcome, reason, output = report.outcome, report.reason, report.output
     if outcome not in FINAL_OUTCOMES:
         return None
-    params = {
+    return {
         "p_name": worker_name,
         "p_now": now,
         "p_job_id": job_id,
@@ -156,22 +251,23 @@ def finish(
         "p_worker": worker_name,
         "p_detail": reason,
     }
-    # The lock and the end by name go together: after BEGIN, one round trip decides the
-    # finish (issue 23).
-    locked, ended = rows_together(
-        connection, (_LOCK_REPORTER, params), (_END_BY_NAME[outcome == "failed"], params)
-    )
-    if not locked or locked[0][1]:
+
+
+def _ended(
+    holder: Connection | LoopTransaction,
+    locked: list[tuple[Any, ...]],
+    ended: list[tuple[Any, ...]],
+) -> SimpleNamespace | None:
+    """The job the end by name ended, with the transaction's announcements noted, or
+    None (the general way decides)."""
+    if not locked or locked[0][1] or not ended:
         return None
-    room = room_changed(locked[0][0])
-    if not ended:
-        return None
-    notify.sent_by_statement(connection, room)
     job = _job(ended[0][: len(_JOB_COLUMNS)])
+    notify.sent_by_statement(holder, room_changed(locked[0][0]))
     if job.hard is not None or job.pe is not None:
         # It may have held global consumables, which any worker's next job may need:
         # every waiter looks again, as the general finish announces.
-        notify.announce(connection, EVERYTHING)
+        notify.announce(holder, EVERYTHING)
     return job
 
 

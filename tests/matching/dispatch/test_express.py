@@ -6,6 +6,7 @@ stays. PostgreSQL only: elsewhere there is no express way."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.api.routes.jobs import job_body, job_out
 from app.db.base import utcnow
 from app.db.engine import Database
+from app.db.event_loop import EventLoopConnections
 from app.matching import submission, workers
 from app.matching.dispatch import express
 from app.matching.dispatch import pull as dispatch
@@ -210,3 +212,85 @@ def test_a_worker_with_an_inventory_takes_the_same_job_both_ways(database: Datab
         assert _answer(job_body(pulled.job, "node")) == _answer(
             job_out(session, general, worker_name="node")
         )
+
+
+class _Undo(Exception):
+    """Carries a step's outcome out of a transaction that must roll back."""
+
+
+def _express_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """The step on a Core connection (the threads' express way), then rolled back: its
+    outcome and the rows it left."""
+    with database.engine.connect() as connection:
+        begun = connection.begin()
+        outcome = step(connection)
+        rows = {
+            table: [tuple(row) for row in connection.execute(text(query))]
+            for table, query in _SNAPSHOT.items()
+        }
+        begun.rollback()
+    return outcome, rows
+
+
+def _on_loop_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """The step on the event loop's connection (app/db/event_loop.py), then rolled back:
+    its outcome and the rows it left."""
+    pool = EventLoopConnections.for_database(database)
+    assert pool is not None
+
+    async def run() -> tuple[Any, Any]:
+        pool.bind(asyncio.get_running_loop())
+        try:
+            async with pool.transaction() as transaction:
+                outcome = await step(transaction)
+                rows = {}
+                for table, query in _SNAPSHOT.items():
+                    cursor = await transaction.connection.execute(query)
+                    rows[table] = [tuple(row) for row in await cursor.fetchall()]
+                raise _Undo(outcome, rows)
+        except _Undo as undone:
+            return undone.args[0], undone.args[1]
+        finally:
+            await pool.close()
+
+    return asyncio.run(run())
+
+
+def test_the_event_loops_way_takes_and_ends_as_the_threads_way(database: Database) -> None:
+    """pull_on_loop and finish_on_loop (psycopg's asyncio connection, the express lane's
+    way on PostgreSQL) against pull and finish on a Core connection: the same job, the
+    same rows, the same answer, for a plain worker and for one with an inventory (its take
+    by id in a second round trip)."""
+    _farm(database)
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="node", slots=2, inventory="node/core=4"))
+        for priority in (0, 3):
+            spec = JobSpec(resources="", priority=priority, slots=1, command=["true"])
+            submission.submit_job(session, spec, submitter="t")
+    now = utcnow()
+    for name in ("linux", "node"):
+        threads, threads_rows = _express_then_undo(
+            database, lambda connection, name=name: express.pull(connection, name, now)
+        )
+        loop, loop_rows = _on_loop_then_undo(
+            database,
+            lambda transaction, name=name: express.pull_on_loop(transaction, name, now),
+        )
+        assert threads is not None and loop is not None and threads.job is not None
+        assert loop.puller == threads.puller
+        assert _answer(job_body(loop.job, name)) == _answer(job_body(threads.job, name))
+        assert loop_rows == threads_rows
+    with database.transaction() as session:
+        running = dispatch.pull(session, "linux")
+        assert running is not None
+    report = SimpleNamespace(outcome="failed", reason="boom", exit_code=3, output="out")
+    threads, threads_rows = _express_then_undo(
+        database, lambda connection: express.finish(connection, running.id, "linux", report, now)
+    )
+    loop, loop_rows = _on_loop_then_undo(
+        database,
+        lambda transaction: express.finish_on_loop(transaction, running.id, "linux", report, now),
+    )
+    assert threads is not None and loop is not None
+    assert _answer(job_body(loop, "linux")) == _answer(job_body(threads, "linux"))
+    assert loop_rows == threads_rows
