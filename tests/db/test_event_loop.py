@@ -21,7 +21,8 @@ def _pool(database: Database) -> EventLoopConnections:
     if database.dialect_name != "postgresql":
         pytest.skip("the event loop's connections are PostgreSQL's (psycopg)")
     pool = EventLoopConnections.for_database(database)
-    assert pool is not None
+    if pool is None:
+        pytest.skip("behind a transaction pooler the express lane stays in its threads")
     return pool
 
 

@@ -236,7 +236,8 @@ def _on_loop_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[
     """The step on the event loop's connection (app/db/event_loop.py), then rolled back:
     its outcome and the rows it left."""
     pool = EventLoopConnections.for_database(database)
-    assert pool is not None
+    if pool is None:
+        pytest.skip("behind a transaction pooler the express lane stays in its threads")
 
     async def run() -> tuple[Any, Any]:
         pool.bind(asyncio.get_running_loop())
