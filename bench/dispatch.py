@@ -47,6 +47,7 @@ start with ``test_``), and it never gates CI.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import http.client
 import json
@@ -72,6 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import uvloop  # noqa: E402
 from _data import (  # noqa: E402
     NOTHING_WORKER,
     PICKY_WORKER,
@@ -92,6 +94,7 @@ from sqlalchemy.sql import Select, visitors  # noqa: E402
 from app.db import migrate, tokens  # noqa: E402
 from app.db.base import utcnow  # noqa: E402
 from app.db.engine import Database  # noqa: E402
+from app.db.event_loop import EventLoopConnections  # noqa: E402
 from app.db.models import (  # noqa: E402
     Category,
     CategoryFit,
@@ -518,26 +521,70 @@ def _prepared_heads_query(database: Database, statements: list[tuple[str, Any]])
 
 
 def timed_express_pull(database: Database, worker: str) -> float:
-    """One pull the way a worker's pull over HTTP takes it on PostgreSQL (the express
-    way, app/matching/dispatch/express.py: no Session, no ORM objects), committed, its
-    job then finished (not timed); the seconds from BEGIN to COMMIT. A pull the express
-    way cannot decide is timed with the general way's transaction that then decides it."""
+    """One pull the express way on a Core connection in a thread (app/matching/dispatch/
+    express.py: no Session, no ORM objects; the HTTP pull's way behind a pooler),
+    committed, its job then finished (not timed); the seconds from BEGIN to COMMIT. A
+    pull the express way cannot decide is timed with the general way's transaction that
+    then decides it."""
     started = time.perf_counter()
     try:
         with database.core_transaction() as connection:
             pulled = express.pull(connection, worker, utcnow())
     except express.HandOver:
         pulled = None
-    job_id = pulled.job.id if pulled is not None and pulled.job is not None else None
-    if pulled is None:
-        with database.transaction() as session:
-            job = dispatch.pull(session, worker)
-            job_id = job.id if job is not None else None
+    job_id = _decided_job(database, worker, pulled)
     elapsed = time.perf_counter() - started
+    _finish_untimed(database, worker, job_id)
+    return elapsed
+
+
+def timed_loop_pulls(database: Database, workers: list[str]) -> list[float]:
+    """Pulls the way a worker's pull over HTTP takes them on PostgreSQL (the express way
+    on the event loop's asyncio connection, app/db/event_loop.py: no thread, no
+    SQLAlchemy connection), one after the other in one event loop, each committed and its
+    job then finished (not timed); the seconds from BEGIN to COMMIT of each, as
+    :func:`timed_express_pull` counts them."""
+    pool = EventLoopConnections.for_database(database)
+    assert pool is not None
+
+    async def run() -> list[float]:
+        pool.bind(asyncio.get_running_loop())
+        elapsed: list[float] = []
+        try:
+            for worker in workers:
+                started = time.perf_counter()
+                try:
+                    async with pool.transaction() as transaction:
+                        pulled = await express.pull_on_loop(transaction, worker, utcnow())
+                except express.HandOver:
+                    pulled = None
+                job_id = _decided_job(database, worker, pulled)
+                elapsed.append(time.perf_counter() - started)
+                _finish_untimed(database, worker, job_id)
+        finally:
+            await pool.close()
+        return elapsed
+
+    # uvloop, as uvicorn runs the server's loop when it is installed (it is, with
+    # uvicorn[standard]).
+    return uvloop.run(run())
+
+
+def _decided_job(database: Database, worker: str, pulled: express.Pulled | None) -> int | None:
+    """The job an express pull started; where it left the pull to the general way, the
+    general way's, in a transaction of its own (timed with the pull, as the server runs
+    it)."""
+    if pulled is not None:
+        return pulled.job.id if pulled.job is not None else None
+    with database.transaction() as session:
+        job = dispatch.pull(session, worker)
+        return job.id if job is not None else None
+
+
+def _finish_untimed(database: Database, worker: str, job_id: int | None) -> None:
     if job_id is not None:
         with database.transaction() as session:
             dispatch.finish(session, job_id, worker, "finished")
-    return elapsed
 
 
 def calibration(database: Database) -> tuple[list[float], list[float]]:
@@ -1073,18 +1120,31 @@ def _run(
             [timed_express_pull(database, worker) for worker in pullers]
             for _ in range(sizes.rounds)
         ]
-        x50, x99, x_note = pooled_rounds(express_rounds)
-        report.add(
-            Figure(
+        loop_rounds = [timed_loop_pulls(database, pullers) for _ in range(sizes.rounds)]
+        for label, rounds, way in (
+            (
                 "  the express way, committed",
-                x50,
-                x99,
-                target=f"<{PULL_P50_MS:g} / <{PULL_P99_MS:g} ms",
-                met=x50 < PULL_P50_MS and x99 < PULL_P99_MS,
-                note="the way an HTTP pull takes (app/matching/dispatch/express.py): the"
-                f" same workers, BEGIN..COMMIT; {x_note}; {load_average()}",
+                express_rounds,
+                "on a Core connection in a thread (app/matching/dispatch/express.py; the HTTP"
+                " pull's way behind a pooler)",
+            ),
+            (
+                "  the express way on the event loop, committed",
+                loop_rounds,
+                "the way an HTTP pull takes (app/db/event_loop.py)",
+            ),
+        ):
+            x50, x99, x_note = pooled_rounds(rounds)
+            report.add(
+                Figure(
+                    label,
+                    x50,
+                    x99,
+                    target=f"<{PULL_P50_MS:g} / <{PULL_P99_MS:g} ms",
+                    met=x50 < PULL_P50_MS and x99 < PULL_P99_MS,
+                    note=f"{way}: the same workers, BEGIN..COMMIT; {x_note}; {load_average()}",
+                )
             )
-        )
     q50, q99 = _ms([t.pull for t in timings])
     report.add(Figure("  of which BEGIN..pull returned", q50, q99, note="same pulls"))
     e50, e99 = _ms([t.end for t in timings])
