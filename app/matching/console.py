@@ -29,9 +29,10 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
-from app.matching.category_fit import WorkerFit, category_fit
+from app.matching.category_fit import category_fit
 from app.matching.misfits import REASONS, reasons_now
 from app.matching.readiness import DYNAMIC_REASONS
+from app.wire.categories import WorkerFit
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 

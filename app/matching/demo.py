@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job
 from app.matching import candidates, submission, workers
-from app.matching.candidates import Candidate, WorkerExplanation
+from app.matching.candidates import Candidate, StaticExplanation
 from app.matching.submission import JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
 
@@ -49,7 +49,7 @@ DEMO_JOBS = [
 class DemoJob:
     job: Job
     candidates: list[Candidate]
-    refusals: list[WorkerExplanation]
+    refusals: list[StaticExplanation]
 
 
 def load_demo(session: Session) -> list[DemoJob]:
