@@ -10,10 +10,12 @@ from pathlib import Path
 
 import app.wire
 from app.client import models as client_models
+from app.client import submitter as client_submitter
 from app.db import models as db_models
 from app.matching import category_fit, readiness
+from app.matching.gridengine import values as gridengine_values
 from app.matching.whatif import run as whatif_run
-from app.wire import categories, explanation, states, whatif
+from app.wire import categories, explanation, states, values, whatif
 
 WIRE = Path(app.wire.__file__).parent
 
@@ -42,6 +44,7 @@ def test_the_wire_package_imports_only_the_standard_library() -> None:
         "categories.py",
         "explanation.py",
         "states.py",
+        "values.py",
         "whatif.py",
     ]
     allowed = set(sys.stdlib_module_names) | {"__future__"}
@@ -68,7 +71,7 @@ def test_client_and_server_use_the_same_enumerations() -> None:
 def test_client_and_server_build_the_same_answer_parts() -> None:
     """One definition: the server builds these answer parts and the client parses into the
     very same classes, so a field added to one cannot be missing from the other (the
-    client reaches ``Clause`` through ``WorkerExplanation.clauses``)."""
+    client reaches ``Clause`` and ``Consumption`` through the classes that hold them)."""
     shared = {
         whatif_run: (whatif, ("AddedJob", "CategoryCounts", "FirstPull")),
         category_fit: (categories, ("CategoryRequest", "WorkerFit")),
@@ -79,3 +82,5 @@ def test_client_and_server_build_the_same_answer_parts() -> None:
             assert getattr(client_models, name) is getattr(wire_module, name)
             assert getattr(server_module, name) is getattr(wire_module, name)
     assert readiness.Clause is explanation.Clause
+    assert client_submitter.Values is gridengine_values.Values is values.Values
+    assert gridengine_values.Consumption is values.Consumption

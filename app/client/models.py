@@ -2,8 +2,8 @@
 
 One class per response schema of the OpenAPI document; field names and types follow it.
 The parts the server builds field for field as the client reads them (a job's explanation,
-a category's request and fit, a what-if's counts) are defined once in app.wire and used
-here as they are.
+a category's request and fit, a what-if's counts, an object's Grid Engine values) are
+defined once in app.wire and used here as they are.
 Timestamps stay ISO 8601 strings as the server sends them. Fields a newer server adds are
 ignored, so an older client keeps working.
 """
@@ -384,25 +384,6 @@ class QueueConf:
 
 class QuotaSetPage(Page[QuotaSet]):
     """A page of resource quota sets."""
-
-
-@dataclass(frozen=True)
-class Consumption:
-    """A consumable's capacity at one object, and what running jobs book of it now."""
-
-    capacity: float
-    used: float
-
-
-@dataclass(frozen=True)
-class Values:
-    """The Grid Engine values one object (the global host, a host, a queue instance)
-    carries, by attribute name."""
-
-    complex_values: dict[str, str]
-    load_values: dict[str, str]
-    attributes: dict[str, str]
-    consumables: dict[str, Consumption]
 
 
 @dataclass(frozen=True)

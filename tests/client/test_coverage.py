@@ -20,7 +20,7 @@ from app.client import AdminClient, SubmitterClient, WorkerClient, errors, model
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
-from app.wire import categories, explanation, whatif
+from app.wire import categories, explanation, values, whatif
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,8 +155,8 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "CategoryDetailOut": models.Category,
     "CategoryRequestOut": categories.CategoryRequest,
     "WorkerFitOut": categories.WorkerFit,
-    "ValuesRead": models.Values,
-    "ConsumptionOut": models.Consumption,
+    "ValuesRead": values.Values,
+    "ConsumptionOut": values.Consumption,
     "JobIn": requests.JobSpec,
     "WorkerIn": requests.WorkerSpec,
     "WorkerPatch": requests.WorkerPatch,
