@@ -10,12 +10,14 @@ from pathlib import Path
 
 import app.wire
 from app.client import models as client_models
+from app.client import requests as client_requests
 from app.client import submitter as client_submitter
 from app.db import models as db_models
 from app.matching import category_fit, readiness
+from app.matching import workers as server_workers
 from app.matching.gridengine import values as gridengine_values
 from app.matching.whatif import run as whatif_run
-from app.wire import categories, explanation, states, values, whatif
+from app.wire import categories, explanation, queues, states, values, whatif
 
 WIRE = Path(app.wire.__file__).parent
 
@@ -43,6 +45,7 @@ def test_the_wire_package_imports_only_the_standard_library() -> None:
         "__init__.py",
         "categories.py",
         "explanation.py",
+        "queues.py",
         "states.py",
         "values.py",
         "whatif.py",
@@ -84,3 +87,4 @@ def test_client_and_server_build_the_same_answer_parts() -> None:
     assert readiness.Clause is explanation.Clause
     assert client_submitter.Values is gridengine_values.Values is values.Values
     assert gridengine_values.Consumption is values.Consumption
+    assert client_requests.QueueSpec is server_workers.QueueSpec is queues.QueueSpec

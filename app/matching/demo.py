@@ -13,7 +13,8 @@ from app.db.models import Job
 from app.matching import candidates, submission, workers
 from app.matching.candidates import Candidate, StaticExplanation
 from app.matching.submission import JobSpec
-from app.matching.workers import QueueSpec, WorkerSpec
+from app.matching.workers import WorkerSpec
+from app.wire.queues import QueueSpec
 
 DEMO_WORKERS = [
     WorkerSpec(

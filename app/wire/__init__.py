@@ -1,8 +1,9 @@
 """What the client and the server share because the wire fixes it: the enumerations whose
 values travel in the JSON (a job's state, a worker's state, a token's role, a history
-event's kind; `states`), and the answer parts the server builds and the client reads
-field for field (a job's explanation, a category's request and fit, a what-if's counts,
-an object's Grid Engine values; `explanation`, `categories`, `whatif`, `values`).
+event's kind; `states`), the answer parts the server builds and the client reads field
+for field (a job's explanation, a category's request and fit, a what-if's counts, an
+object's Grid Engine values; `explanation`, `categories`, `whatif`, `values`), and a
+worker's queue instance as the client sends it and the server registers it (`queues`).
 
 Both sides import these, so a value or field added here reaches the server's columns, the
 server's answers and the client's models at once (the API's pydantic schemas stay apart:

@@ -20,7 +20,7 @@ from app.client import AdminClient, SubmitterClient, WorkerClient, errors, model
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
-from app.wire import categories, explanation, values, whatif
+from app.wire import categories, explanation, queues, values, whatif
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "JobIn": requests.JobSpec,
     "WorkerIn": requests.WorkerSpec,
     "WorkerPatch": requests.WorkerPatch,
-    "QueueIn": requests.QueueSpec,
+    "QueueIn": queues.QueueSpec,
     "TaskIn": requests.TaskSpec,
     "AttributeIn": requests.AttributeSpec,
     "ValuesIn": requests.ValuesSpec,
