@@ -40,7 +40,6 @@ from app.client.requests import (
     AttributeSpec,
     JobSpec,
     PeSpec,
-    QueueSpec,
     QuotaSetText,
     TaskSpec,
     ValuesChange,
@@ -52,6 +51,7 @@ from app.client.requests import (
 )
 from app.client.submitter import SubmitterClient
 from app.client.worker import WorkerClient
+from app.wire.queues import QueueSpec
 
 __all__ = [
     "NO_RETRIES",

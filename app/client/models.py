@@ -1,6 +1,9 @@
 """What the API answers, as frozen dataclasses (parsed by app.client.parsing).
 
 One class per response schema of the OpenAPI document; field names and types follow it.
+The parts the server builds field for field as the client reads them (a job's explanation,
+a category's request and fit, a what-if's counts, an object's Grid Engine values) are
+defined once in app.wire and used here as they are.
 Timestamps stay ISO 8601 strings as the server sends them. Fields a newer server adds are
 ignored, so an older client keeps working.
 """
@@ -10,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from app.wire.categories import CategoryRequest, WorkerFit
+from app.wire.explanation import ExplainSummary, WorkerExplanation
 from app.wire.states import JobEventKind as JobEventKind
 from app.wire.states import JobState as JobState
 from app.wire.states import Role as Role
 from app.wire.states import WorkerState as WorkerState
+from app.wire.whatif import AddedJob, CategoryCounts, FirstPull
 
 #: What a page lists.
 ItemT = TypeVar("ItemT")
@@ -175,40 +181,6 @@ class Candidates:
 
     job: int | None
     items: list[Candidate]
-
-
-@dataclass(frozen=True)
-class Clause:
-    reason: str
-    message: str
-    group: str | None
-    tag: str | None
-
-
-@dataclass(frozen=True)
-class WorkerExplanation:
-    """One worker against a job: ``eligible`` (static fit), ``can_run_now`` (None for a
-    job that does not wait), the first failing clause's code in ``reason``."""
-
-    worker: str
-    state: WorkerState
-    eligible: bool
-    can_run_now: bool | None
-    reason: str | None
-    misfit_reason: str | None
-    clauses: list[Clause]
-
-
-@dataclass(frozen=True)
-class ExplainSummary:
-    """A waiting job's explanation in the style of ``condor_q -better-analyze``."""
-
-    workers: int
-    eligible: int
-    can_run_now: int
-    fit_but_busy: int
-    first_failures: dict[str, int]
-    suggestion: str | None
 
 
 @dataclass(frozen=True)
@@ -415,40 +387,6 @@ class QuotaSetPage(Page[QuotaSet]):
 
 
 @dataclass(frozen=True)
-class Consumption:
-    """A consumable's capacity at one object, and what running jobs book of it now."""
-
-    capacity: float
-    used: float
-
-
-@dataclass(frozen=True)
-class Values:
-    """The Grid Engine values one object (the global host, a host, a queue instance)
-    carries, by attribute name."""
-
-    complex_values: dict[str, str]
-    load_values: dict[str, str]
-    attributes: dict[str, str]
-    consumables: dict[str, Consumption]
-
-
-@dataclass(frozen=True)
-class CategoryRequest:
-    """What a category's jobs ask for, per family in its notation (None: nothing)."""
-
-    resources: str
-    slots: int
-    constraint: Any
-    jobspec: Any
-    hard: str | None
-    soft: str | None
-    pe: str | None
-    pe_slots: str | None
-    task: str | None
-
-
-@dataclass(frozen=True)
 class CategorySummary:
     """A category as listed: its request, its waiting and running jobs, how many workers
     fit it."""
@@ -462,18 +400,6 @@ class CategorySummary:
 
 
 @dataclass(frozen=True)
-class WorkerFit:
-    """One worker against a category: fits, or the reason code (as ``v_category_fit``)
-    and its meaning."""
-
-    worker: str
-    state: WorkerState
-    fits: bool
-    reason: str | None
-    message: str | None
-
-
-@dataclass(frozen=True)
 class Category(CategorySummary):
     """A category with its fit over every worker."""
 
@@ -482,38 +408,6 @@ class Category(CategorySummary):
 
 class CategoryPage(Page[CategorySummary]):
     """A page of job categories."""
-
-
-@dataclass(frozen=True)
-class AddedJob:
-    """A job of a what-if's ``add_jobs``; its ``id`` is provisional."""
-
-    index: int
-    id: int
-    state: JobState
-    category_id: int
-    failure_reason: str | None
-
-
-@dataclass(frozen=True)
-class CategoryCounts:
-    """A category's waiting jobs, and how many some worker could take now, before and
-    after a what-if's change."""
-
-    category_id: int
-    waiting_before: int
-    waiting_after: int
-    runnable_before: int
-    runnable_after: int
-
-
-@dataclass(frozen=True)
-class FirstPull:
-    """The job a worker would get if it pulled first after a what-if's change."""
-
-    worker: str
-    job: int | None
-    placed: bool
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from typing import Any
 
 from app.client.models import WorkerState
 from app.client.parsing import NULL, Null
+from app.wire.queues import QueueSpec
 
 __all__ = [
     "NULL",
     "AttributeSpec",
     "JobSpec",
     "PeSpec",
-    "QueueSpec",
     "TaskSpec",
     "ValuesSpec",
     "WhatIfSpec",
@@ -51,14 +51,6 @@ class JobSpec:
     queue_list: str | None = None
     master_queue_list: str | None = None
     soft_queue_list: str | None = None
-
-
-@dataclass(frozen=True)
-class QueueSpec:
-    """A Grid Engine queue instance on a worker."""
-
-    name: str
-    slots: int
 
 
 @dataclass(frozen=True)

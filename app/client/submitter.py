@@ -19,12 +19,12 @@ from app.client.models import (
     JobState,
     ParallelEnvironment,
     PePage,
-    Values,
     Worker,
     WorkerPage,
 )
 from app.client.operations import covers
 from app.client.requests import JobSpec
+from app.wire.values import Values
 
 
 class SubmitterClient(BaseClient):

@@ -38,7 +38,6 @@ from app.matching.debusine.metadata import read_metadata
 from app.matching.debusine.registry import get_task
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.explain import (
-    Clause,
     constraint_clauses,
     inventory_clauses,
     node_count_clauses,
@@ -58,6 +57,7 @@ from app.notations.flux.constraints import Target, parse_constraint
 from app.notations.momotor.resources import Resources
 from app.notations.momotor.strengths import NoMatch
 from app.task_plugins import can_run_on
+from app.wire.explanation import Clause
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,10 @@ def dry_run(session: Session, spec: JobSpec) -> list[Candidate]:
 
 
 @dataclass(frozen=True)
-class WorkerExplanation:
+class StaticExplanation:
+    """One worker against a job's request alone (what it is and offers, not what it runs
+    now): ``eligible`` when no clause fails."""
+
     worker: str
     eligible: bool
     #: The reason code cached in SQL (category_misfits), None when SQL says it fits.
@@ -171,7 +174,7 @@ class WorkerExplanation:
 
 def explain_job(
     session: Session, job: Job, worker_name: str | None = None
-) -> list[WorkerExplanation]:
+) -> list[StaticExplanation]:
     """For each worker (or the one named): every clause that keeps it from running the job."""
     largest = (
         select(func.coalesce(func.max(QueueInstance.slots), 0))
@@ -232,7 +235,7 @@ def explain_job(
         ]
         if job_task is not None:
             clauses += _task_explanation(session, job_task, requirements, worker_id, clauses)
-        explanations.append(WorkerExplanation(name, not clauses, reason, clauses))
+        explanations.append(StaticExplanation(name, not clauses, reason, clauses))
     return explanations
 
 

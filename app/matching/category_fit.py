@@ -25,43 +25,13 @@ from app.db.models import (
     JobState,
     Task,
     Worker,
-    WorkerState,
 )
 from app.matching.errors import NotFoundError
 from app.matching.misfits import REASONS, reasons_now
+from app.wire.categories import CategoryRequest, WorkerFit
 
 #: The Grid Engine request text of a category without hard or soft requests.
 NO_REQUESTS = "NONE"
-
-
-@dataclass(frozen=True)
-class CategoryRequest:
-    """What the jobs of a category ask for, per family in its own notation: Momotor tags
-    (canonical text) and slots; an RFC 31 constraint and an RFC 14 jobspec (JSON); Grid
-    Engine hard and soft ``-l`` lists and a parallel environment with its slot range; a
-    debusine task. None where the jobs ask nothing of that family."""
-
-    resources: str
-    slots: int
-    constraint: Any
-    jobspec: Any
-    hard: str | None
-    soft: str | None
-    pe: str | None
-    pe_slots: str | None
-    task: str | None
-
-
-@dataclass(frozen=True)
-class WorkerFit:
-    """One worker against one category: it fits, or the reason code of the first failing
-    clause (as ``v_category_fit`` has it) and what that code means."""
-
-    worker: str
-    state: WorkerState
-    fits: bool
-    reason: str | None
-    message: str | None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -29,9 +29,11 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
-from app.matching.category_fit import WorkerFit, category_fit
+from app.matching.category_fit import category_fit
 from app.matching.misfits import REASONS, reasons_now
 from app.matching.readiness import DYNAMIC_REASONS
+from app.matching.stats import count_by_state
+from app.wire.categories import WorkerFit
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 
@@ -50,8 +52,13 @@ def reason_words(code: str | None) -> str:
     return REASONS.get(code) or DYNAMIC_REASONS.get(code, code)
 
 
+def _own(submitter: str | None) -> list[ColumnElement[bool]]:
+    """What keeps a submitter's pages to its own jobs (nothing for an admin: None)."""
+    return [] if submitter is None else [Job.submitter == submitter]
+
+
 def _own_jobs(query: SelectT, submitter: str | None) -> SelectT:
-    return query if submitter is None else query.where(Job.submitter == submitter)
+    return query.where(*_own(submitter))
 
 
 @dataclass(frozen=True)
@@ -100,15 +107,8 @@ def _dispatches_per_minute(
 
 
 def overview(session: Session, *, submitter: str | None, now: datetime) -> Overview:
-    workers_by_state = {state.value: 0 for state in WorkerState}
-    for worker_state, count in session.execute(
-        select(Worker.state, func.count()).group_by(Worker.state)
-    ):
-        workers_by_state[worker_state.value] = count
-    jobs_by_state = {state.value: 0 for state in JobState}
-    by_state = _own_jobs(select(Job.state, func.count()), submitter).group_by(Job.state)
-    for state, count in session.execute(by_state):
-        jobs_by_state[state.value] = count
+    workers_by_state = count_by_state(session, Worker.state, WorkerState)
+    jobs_by_state = count_by_state(session, Job.state, JobState, *_own(submitter))
     oldest = session.execute(
         _own_jobs(select(Job.id, Job.category_id, Job.submitted_at), submitter)
         .where(Job.state == JobState.WAITING)

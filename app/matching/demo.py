@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job
 from app.matching import candidates, submission, workers
-from app.matching.candidates import Candidate, WorkerExplanation
+from app.matching.candidates import Candidate, StaticExplanation
 from app.matching.submission import JobSpec
-from app.matching.workers import QueueSpec, WorkerSpec
+from app.matching.workers import WorkerSpec
+from app.wire.queues import QueueSpec
 
 DEMO_WORKERS = [
     WorkerSpec(
@@ -49,7 +50,7 @@ DEMO_JOBS = [
 class DemoJob:
     job: Job
     candidates: list[Candidate]
-    refusals: list[WorkerExplanation]
+    refusals: list[StaticExplanation]
 
 
 def load_demo(session: Session) -> list[DemoJob]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from app.db.models import WorkerState
@@ -28,16 +27,7 @@ from app.notations.flux.constraints import (
 from app.notations.momotor.groups import ResourceGroup
 from app.notations.momotor.items import ResourceItem
 from app.notations.momotor.resources import Resources
-
-
-@dataclass(frozen=True)
-class Clause:
-    """One failing clause: a reason code (as in category_misfits.reason) and a sentence."""
-
-    reason: str
-    message: str
-    group: str | None = None
-    tag: str | None = None
+from app.wire.explanation import Clause
 
 
 def _items(resources: Resources, name: str) -> dict[str, ResourceItem]:

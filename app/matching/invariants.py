@@ -20,6 +20,7 @@ from app.db.models import (
 )
 from app.matching.allocation.invariants import inventory_violations
 from app.matching.gridengine.quotas import quota_violations
+from app.matching.held_bookings import ended_jobs_holding
 
 #: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
 #: may differ from the running total in the last bits without anything being wrong.
@@ -123,13 +124,7 @@ def _consumable_violations(session: Session) -> list[str]:
             )
         if not -TOLERANCE <= used <= capacity + TOLERANCE or nonexclusive < -TOLERANCE:
             problems.append(f"{where} books {used:g} of {capacity:g}")
-    for job_id, state, count in session.execute(
-        select(Job.id, Job.state, func.count(JobBooking.id))
-        .join(JobBooking, JobBooking.job_id == Job.id)
-        .where(Job.state != JobState.RUNNING)
-        .group_by(Job.id, Job.state)
-    ):
-        problems.append(f"job {job_id} is {state.value} but holds {count} consumable bookings")
+    problems += ended_jobs_holding(session, JobBooking.__table__, "consumable bookings")
     return problems
 
 

@@ -29,9 +29,8 @@ from app.db.models import (
 )
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
-from app.matching.candidates import WorkerExplanation, explain_job
+from app.matching.candidates import StaticExplanation, explain_job
 from app.matching.dispatch.pull import category_requests
-from app.matching.explain import Clause
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
 from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.quotas import load_quota_book
@@ -39,6 +38,7 @@ from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
 from app.matching.slots import worker_free_slots
+from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
 
 #: What each dynamic reason code means; the static ones are the misfit codes
 #: (app/matching/misfits.py ``REASONS``).
@@ -168,40 +168,11 @@ class DynamicCheck:
         ]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One worker against one job: ``eligible`` (static fit), ``can_run_now`` (None for
-    a job that does not wait), and the failing clauses, the first one's code in
-    ``reason``."""
-
-    worker: str
-    state: WorkerState
-    eligible: bool
-    can_run_now: bool | None
-    reason: str | None
-    misfit_reason: str | None
-    clauses: list[Clause]
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A waiting job's explanation in one place: how many workers were looked at, how
-    many fit, can run it now, fit but are busy; per reason code, how many workers fail on
-    it first; and the one change that would let the job run soonest, if there is one."""
-
-    workers: int
-    eligible: int
-    can_run_now: int
-    fit_but_busy: int
-    first_failures: dict[str, int]
-    suggestion: str | None
-
-
-def summarise(verdicts: list[Verdict], workers: dict[str, WorkerNow]) -> Summary:
+def summarise(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) -> ExplainSummary:
     failures = Counter(v.reason for v in verdicts if v.reason is not None)
     eligible = [v for v in verdicts if v.eligible]
     ready = [v for v in eligible if v.can_run_now]
-    return Summary(
+    return ExplainSummary(
         workers=len(verdicts),
         eligible=len(eligible),
         can_run_now=len(ready),
@@ -211,7 +182,7 @@ def summarise(verdicts: list[Verdict], workers: dict[str, WorkerNow]) -> Summary
     )
 
 
-def _suggestion(verdicts: list[Verdict], workers: dict[str, WorkerNow]) -> str | None:
+def _suggestion(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) -> str | None:
     """The change that would let the job run soonest: none when a worker can take it at
     its next pull; else resuming a fitting worker that is drained or disabled; else
     waiting for the fitting worker with the fewest running jobs; else the first clause of
@@ -239,7 +210,7 @@ def _suggestion(verdicts: list[Verdict], workers: dict[str, WorkerNow]) -> str |
     return f"on worker {rarest.worker}: {rarest.clauses[0].message}"
 
 
-def _static_clauses(explained: WorkerExplanation, lines: list[str]) -> list[Clause]:
+def _static_clauses(explained: StaticExplanation, lines: list[str]) -> list[Clause]:
     """The static clauses of one worker, the misfit cache's code first; empty when the
     cache says it fits and no task plug-in refuses it. A code the Python clauses do not
     produce (Grid Engine's) gets the code's words and the evaluator's line for the host."""
@@ -259,7 +230,7 @@ def _static_clauses(explained: WorkerExplanation, lines: list[str]) -> list[Clau
 
 def _verdicts(
     session: Session, job: Job, worker_name: str | None, policy: Policy, lines: list[str]
-) -> tuple[Iterator[Verdict], dict[str, WorkerNow]]:
+) -> tuple[Iterator[WorkerExplanation], dict[str, WorkerNow]]:
     """Each worker (or the one named) against the job, judged one by one as the iterator
     is read, so that a caller who needs only the first worker that can run the job stops
     there; and the workers' state of now."""
@@ -270,12 +241,12 @@ def _verdicts(
     assert category is not None
     check = DynamicCheck(session, job, category, policy)
 
-    def judge(e: WorkerExplanation) -> Verdict:
+    def judge(e: StaticExplanation) -> WorkerExplanation:
         static = _static_clauses(e, lines)
         worker = now[e.worker]
         dynamic = check.clauses(worker) if waiting and not static else []
         clauses = static + dynamic
-        return Verdict(
+        return WorkerExplanation(
             worker=e.worker,
             state=worker.state,
             eligible=not static,
@@ -290,7 +261,7 @@ def _verdicts(
 
 def explain_workers(
     session: Session, job: Job, worker_name: str | None, policy: Policy, lines: list[str]
-) -> tuple[list[Verdict], Summary | None]:
+) -> tuple[list[WorkerExplanation], ExplainSummary | None]:
     """Every worker (or the one named) against the job, and for a waiting job the
     summary. ``lines`` are the job's Grid Engine scheduling lines (qstat -j words)."""
     judged, now = _verdicts(session, job, worker_name, policy, lines)

@@ -3,10 +3,12 @@ consumables booked and in total."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+from typing import TypeVar
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.db.models import (
     Attribute,
@@ -17,6 +19,9 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
+
+#: The enumeration of a state column (a job's, a worker's).
+StateT = TypeVar("StateT", bound=enum.StrEnum)
 
 
 @dataclass(frozen=True)
@@ -39,17 +44,27 @@ class Stats:
     consumables: list[ConsumableFigures]
 
 
+def count_by_state(
+    session: Session,
+    column: InstrumentedAttribute[StateT],
+    states: type[StateT],
+    *conditions: ColumnElement[bool],
+) -> dict[str, int]:
+    """How many rows (those meeting ``conditions``) are in each state of ``column``, by
+    the state's value; every state is there, 0 where no row is in it, so an answer names
+    the same states whatever the data. One aggregate query."""
+    counts = {state.value: 0 for state in states}
+    query = select(column, func.count()).where(*conditions).group_by(column)
+    for state, count in session.execute(query):
+        counts[state.value] = count
+    return counts
+
+
 def collect(session: Session) -> Stats:
     """Four aggregate queries, whatever the size of the cluster (one row per state or
     consumable and level)."""
-    jobs = {state.value: 0 for state in JobState}
-    for state, count in session.execute(select(Job.state, func.count()).group_by(Job.state)):
-        jobs[state.value] = count
-    workers = {state.value: 0 for state in WorkerState}
-    for worker_state, count in session.execute(
-        select(Worker.state, func.count()).group_by(Worker.state)
-    ):
-        workers[worker_state.value] = count
+    jobs = count_by_state(session, Job.state, JobState)
+    workers = count_by_state(session, Worker.state, WorkerState)
     total, booked = session.execute(
         select(
             func.coalesce(func.sum(QueueInstance.slots), 0),

@@ -42,7 +42,8 @@ from app.matching.dispatch.pull import (
 )
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.locks import worker_by_name
-from app.matching.workers import DEFAULT_QUEUE, QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import DEFAULT_QUEUE, WorkerSpec, upsert_worker
+from app.wire.queues import QueueSpec
 
 T = TypeVar("T")
 

@@ -29,14 +29,9 @@ from app.matching.momotor.rows import canonical_resources, parse_resources, tag_
 from app.matching.named_rows import rows_by_name
 from app.notations.errors import NotationError
 from app.notations.flux.constraints import validate_property_name
+from app.wire.queues import QueueSpec
 
 DEFAULT_QUEUE = "default"
-
-
-@dataclass(frozen=True)
-class QueueSpec:
-    name: str
-    slots: int
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from app.client import AdminClient, SubmitterClient, WorkerClient, errors, model
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
+from app.wire import categories, explanation, queues, values, whatif
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,11 +119,11 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "AttributeOut": models.Attribute,
     "CandidateOut": models.Candidate,
     "CandidatesOut": models.Candidates,
-    "ClauseOut": models.Clause,
+    "ClauseOut": explanation.Clause,
     "ConstraintOut": models.CompiledConstraint,
     "ExpireOut": models.Expired,
     "ExplanationOut": models.Explanation,
-    "ExplainSummaryOut": models.ExplainSummary,
+    "ExplainSummaryOut": explanation.ExplainSummary,
     "HeartbeatOut": models.Heartbeat,
     "IssuedToken": models.IssuedToken,
     "JobEventOut": models.JobEvent,
@@ -144,7 +145,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "TaskOut": models.Task,
     "TokenOut": models.Token,
     "ValuesOut": models.ValuesChanged,
-    "WorkerExplanationOut": models.WorkerExplanation,
+    "WorkerExplanationOut": explanation.WorkerExplanation,
     "WorkerOut": models.Worker,
     "Page_TaskOut_": models.TaskPage,
     "Page_AttributeOut_": models.AttributePage,
@@ -152,14 +153,14 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "Page_CategoryOut_": models.CategoryPage,
     "CategoryOut": models.CategorySummary,
     "CategoryDetailOut": models.Category,
-    "CategoryRequestOut": models.CategoryRequest,
-    "WorkerFitOut": models.WorkerFit,
-    "ValuesRead": models.Values,
-    "ConsumptionOut": models.Consumption,
+    "CategoryRequestOut": categories.CategoryRequest,
+    "WorkerFitOut": categories.WorkerFit,
+    "ValuesRead": values.Values,
+    "ConsumptionOut": values.Consumption,
     "JobIn": requests.JobSpec,
     "WorkerIn": requests.WorkerSpec,
     "WorkerPatch": requests.WorkerPatch,
-    "QueueIn": requests.QueueSpec,
+    "QueueIn": queues.QueueSpec,
     "TaskIn": requests.TaskSpec,
     "AttributeIn": requests.AttributeSpec,
     "ValuesIn": requests.ValuesSpec,
@@ -175,9 +176,9 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "WorkerChangeIn": requests.WorkerChange,
     "ValuesChangeIn": requests.ValuesChange,
     "WhatIfOut": models.WhatIf,
-    "AddedJobOut": models.AddedJob,
-    "CategoryCountsOut": models.CategoryCounts,
-    "FirstPullOut": models.FirstPull,
+    "AddedJobOut": whatif.AddedJob,
+    "CategoryCountsOut": whatif.CategoryCounts,
+    "FirstPullOut": whatif.FirstPull,
     "CandidatesChangeOut": models.CandidatesChange,
 }
 

@@ -16,7 +16,8 @@ from app.db.models import Worker
 from app.matching.gridengine.admin import set_values
 from app.matching.gridengine.table import create_attribute, definition_from_body
 from app.matching.gridengine.values import Target
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
+from app.wire.queues import QueueSpec
 
 ARCHES = ["lx-amd64", "lx-ia64", "sol-sparc64", "LX-AMD64", "darwin", "[linux"]
 PATTERNS = [

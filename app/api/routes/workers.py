@@ -42,8 +42,9 @@ from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine.values import resolve_target
 from app.matching.locks import worker_by_name
-from app.matching.workers import QueueSpec, WorkerSpec
+from app.matching.workers import WorkerSpec
 from app.settings import Settings
+from app.wire.queues import QueueSpec
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], route_class=RetryingRoute)
 

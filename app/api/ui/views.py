@@ -24,7 +24,7 @@ from app.matching.allocation.allocator import Policy
 from app.matching.candidates import Candidate
 from app.matching.console import reason_words
 from app.matching.gridengine import explain as gridengine_explain
-from app.matching.readiness import Summary, Verdict
+from app.wire.explanation import ExplainSummary, WorkerExplanation
 
 #: Headers of every console page: never cached (they show live state and a CSRF token),
 #: never framed (clickjacking of the admin buttons), no script or style from elsewhere.
@@ -111,9 +111,9 @@ class JobPage:
     #: Ranked best first; None for a job that is not waiting (as GET .../candidates, 409).
     candidates: list[Candidate] | None
     #: Each worker against the job, as GET /v1/jobs/{id}/explain has it.
-    verdicts: list[Verdict]
+    verdicts: list[WorkerExplanation]
     #: The condor_q -better-analyze summary of a waiting job; None for any other.
-    summary: Summary | None
+    summary: ExplainSummary | None
     #: Grid Engine's scheduling lines for the job (qstat -j words).
     scheduling_info: list[str]
     allocation: list[dict[str, object]]

@@ -15,7 +15,6 @@ from __future__ import annotations
 from sqlalchemy import and_, case, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Job, JobState
 from app.db.tables import (
     INVENTORY_BOOKINGS,
     INVENTORY_COUNTS,
@@ -23,6 +22,7 @@ from app.db.tables import (
     WORKER_INVENTORIES,
 )
 from app.matching.allocation.inventory import counts_of_vertices
+from app.matching.held_bookings import ended_jobs_holding
 
 _ACTIVE = INVENTORY_BOOKINGS.c.released_at.is_(None)
 
@@ -170,13 +170,4 @@ def _untouched_violations(session: Session) -> list[str]:
 
 def _ended_job_violations(session: Session) -> list[str]:
     """Only running jobs have active inventory bookings."""
-    booking = INVENTORY_BOOKINGS
-    return [
-        f"job {job_id} is {state.value} but holds {count} inventory bookings"
-        for job_id, state, count in session.execute(
-            select(Job.id, Job.state, func.count())
-            .join(booking, booking.c.job_id == Job.id)
-            .where(_ACTIVE, Job.state != JobState.RUNNING)
-            .group_by(Job.id, Job.state)
-        )
-    ]
+    return ended_jobs_holding(session, INVENTORY_BOOKINGS, "inventory bookings", _ACTIVE)

@@ -34,10 +34,11 @@ from sqlalchemy import bindparam, case, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import Attribute, Job, JobState, QuotaBooking, QuotaLimit, QuotaUsage
+from app.db.models import Attribute, QuotaBooking, QuotaLimit, QuotaUsage
 from app.db.models import QuotaSet as QuotaSetRow
 from app.matching.errors import ConflictError
 from app.matching.gridengine.state import ClusterState, QueueSlot
+from app.matching.held_bookings import ended_jobs_holding
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Consumable
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
@@ -487,11 +488,5 @@ def quota_violations(session: Session, tolerance: float = 1e-6) -> list[str]:
             problems.append(
                 f"quota usage {usage_id} ({key!r}) says {used:g} but jobs hold {holding:g}"
             )
-    for job_id, state, count in session.execute(
-        select(Job.id, Job.state, func.count(QuotaBooking.id))
-        .join(QuotaBooking, QuotaBooking.job_id == Job.id)
-        .where(Job.state != JobState.RUNNING)
-        .group_by(Job.id, Job.state)
-    ):
-        problems.append(f"job {job_id} is {state.value} but holds {count} quota bookings")
+    problems += ended_jobs_holding(session, QuotaBooking.__table__, "quota bookings")
     return problems

@@ -64,8 +64,9 @@ from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.scenarios.cases import ScenarioError
 from app.matching.submission import submit_job
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
 from app.notations.gridengine.definitions import Relop
+from app.wire.queues import QueueSpec
 
 MODEL = "sge62u5-reference-v1"
 

@@ -40,6 +40,7 @@ from app.notations.gridengine.definitions import ComplexDefinition, ComplexError
 from app.notations.gridengine.evaluator import QUEUE_LIMITS, queue_builtins
 from app.notations.gridengine.values import parse_value
 from app.notations.quantities import QuantityError, ValueType
+from app.wire.values import Consumption, Values
 
 KINDS = {"complex_values": "fixed", "load_values": "load", "attributes": "builtin"}
 
@@ -283,26 +284,7 @@ def write_queue_builtins(session: Session, worker: Worker) -> None:
         session.flush()
 
 
-@dataclass(frozen=True)
-class Consumption:
-    """A consumable's capacity at one object and what running jobs book of it now."""
-
-    capacity: float
-    used: float
-
-
-@dataclass(frozen=True)
-class ValuesView:
-    """What one object carries, as ``PUT /v1/values/...`` writes it: the texts of each
-    kind by attribute name, and the consumables' capacities with their bookings."""
-
-    complex_values: dict[str, str]
-    load_values: dict[str, str]
-    attributes: dict[str, str]
-    consumables: dict[str, Consumption]
-
-
-def read_values(session: Session, target: Target) -> ValuesView:
+def read_values(session: Session, target: Target) -> Values:
     """The values at ``target`` (every built-in queue attribute included, not only those an
     admin set), attribute names in order."""
     found: dict[str, dict[str, str]] = {kind: {} for kind in KINDS.values()}
@@ -322,7 +304,7 @@ def read_values(session: Session, target: Target) -> ValuesView:
             .order_by(Attribute.name)
         )
     }
-    return ValuesView(
+    return Values(
         complex_values=found["fixed"],
         load_values=found["load"],
         attributes=found["builtin"],

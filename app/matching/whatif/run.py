@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from app.db.models import JobState, WorkerState
+from app.db.models import WorkerState
 from app.matching import announce, submission
 from app.matching.allocation.allocator import Policy
 from app.matching.candidates import Candidate, job_candidates, require_waiting
@@ -37,40 +37,7 @@ from app.matching.worker_lifecycle import (
     register_worker,
     update_worker,
 )
-
-
-@dataclass(frozen=True)
-class AddedJob:
-    """One of ``add_jobs``, as its submission stored it in the savepoint."""
-
-    index: int
-    #: Provisional: the id the submission got before the rollback.
-    id: int
-    state: JobState
-    category_id: int
-    failure_reason: str | None
-
-
-@dataclass(frozen=True)
-class CategoryCounts:
-    """A category's waiting jobs and how many of them some worker could take now, before
-    and after the change."""
-
-    category_id: int
-    waiting_before: int
-    waiting_after: int
-    runnable_before: int
-    runnable_after: int
-
-
-@dataclass(frozen=True)
-class FirstPull:
-    """The job a worker of the change set would get if it pulled first after the change
-    (None: nothing); ``placed`` when it is a job the scheduler had placed on it."""
-
-    worker: str
-    job: int | None
-    placed: bool
+from app.wire.whatif import AddedJob, CategoryCounts, FirstPull
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,10 @@ from app.db.models import Allocation, Job, JobState, QueueInstance, Worker
 from app.matching import submission, workers
 from app.matching.dispatch import pull as dispatch
 from app.matching.submission import NO_SUITABLE_WORKER, JobSpec
-from app.matching.workers import QueueSpec, WorkerSpec
+from app.matching.workers import WorkerSpec
 from app.notations.momotor.resources import Resources
 from app.notations.momotor.strengths import NoMatch
+from app.wire.queues import QueueSpec
 from tests.support.concurrency_worker import Plan, Report, process_main, run_executor
 
 pytestmark = pytest.mark.db

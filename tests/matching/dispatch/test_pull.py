@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from app.db.engine import Database
 from app.db.models import Allocation, JobState, QueueInstance
 from app.matching.dispatch import pull as dispatch
-from app.matching.workers import QueueSpec
+from app.wire.queues import QueueSpec
 from tests.support.announcements import listening
 from tests.support.pulls import add_worker, pull_job, submit_job
 from tests.support.statements import statements_sent

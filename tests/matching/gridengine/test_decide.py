@@ -14,7 +14,8 @@ from app.matching.gridengine.admin import set_values
 from app.matching.gridengine.decide import has_complex_values
 from app.matching.gridengine.table import load_table
 from app.matching.gridengine.values import Target
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
+from app.wire.queues import QueueSpec
 from tests.support.gridengine_values import evaluator_cluster
 
 

@@ -47,8 +47,9 @@ from app.matching.gridengine.table import (
 from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
 from app.notations.gridengine.attribute_table import ComplexTable
+from app.wire.queues import QueueSpec
 from tests.support.gridengine_values import define_attributes
 
 

@@ -19,7 +19,8 @@ from app.matching.dispatch import pull as dispatch
 from app.matching.errors import ConflictError
 from app.matching.gridengine.quota_sets import create_quota_set
 from app.matching.submission import JobSpec, submit_job
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
+from app.wire.queues import QueueSpec
 
 pytestmark = pytest.mark.db
 

@@ -21,7 +21,8 @@ from app.matching.gridengine.run_bookings import RunBookings
 from app.matching.gridengine.values import Target
 from app.matching.requests import JobSpec
 from app.matching.submission import submit_job
-from app.matching.workers import QueueSpec, WorkerSpec, upsert_worker
+from app.matching.workers import WorkerSpec, upsert_worker
+from app.wire.queues import QueueSpec
 from tests.support.gridengine_values import define_attributes
 
 
