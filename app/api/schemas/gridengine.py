@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import BodyFloat, BodyInt, Name
+from app.matching.gridengine.admin import VALUE_KINDS
 
 #: Most attributes one request may set per kind of value (the default table has 51).
 MAX_VALUES = 1024
@@ -86,6 +87,11 @@ class ValuesIn(BaseModel):
         max_length=MAX_VALUES,
         description="built-in queue attributes such as h_rt or h_vmem",
     )
+
+    def by_kind(self) -> dict[str, dict[str, str] | None]:
+        """Each kind of values (:data:`VALUE_KINDS`) as the body gives it, None where it
+        leaves the kind as it is: what the services apply."""
+        return {kind: getattr(self, kind) for kind in VALUE_KINDS}
 
 
 class ConsumptionOut(BaseModel):
