@@ -150,16 +150,18 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.revocations = revocations
     # The last added runs first: request ids and access logs, then the body limits, then
     # the token gate, all before FastAPI reads a byte of the body; the express lane last.
+    # The gate and the lane look up the same routes: the service's own.
+    routes = service_routes(settings)
     app.add_middleware(
         ExpressLane,
-        routes=service_routes(settings),
+        routes=routes,
         database=database,
         settings=settings,
         loop_connections=loop_connections,
     )
     app.add_middleware(
         TokenGateMiddleware,
-        routes=service_routes(settings),
+        routes=routes,
         database=database,
         settings=settings,
         revocations=revocations,

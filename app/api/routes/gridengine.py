@@ -110,8 +110,7 @@ def _apply(
     session: SessionDep, level: str, host: str | None, queue: str | None, body: ValuesIn
 ) -> ValuesOut:
     target = resolve_target(session, level, host, queue)
-    values = {kind: getattr(body, kind) for kind in gridengine_admin.VALUE_KINDS}
-    return ValuesOut(static_changed=gridengine_admin.apply_values(session, target, values))
+    return ValuesOut(static_changed=gridengine_admin.apply_values(session, target, body.by_kind()))
 
 
 def _read(session: SessionDep, level: str, host: str | None, queue: str | None) -> ValuesRead:

@@ -19,7 +19,6 @@ from app.api.schemas.whatif import (
     WhatIfIn,
     WhatIfOut,
 )
-from app.matching.gridengine import admin as gridengine_admin
 from app.matching.whatif.changes import ChangeSet, ValuesChange, WorkerChange
 from app.matching.whatif.run import Answer, what_if
 from app.settings import Settings
@@ -66,13 +65,7 @@ def _change_set(body: WhatIfIn) -> ChangeSet:
         add_workers=tuple(worker_spec(w) for w in body.add_workers),
         change_workers=tuple(WorkerChange(c.name, patch_changes(c)) for c in body.change_workers),
         set_values=tuple(
-            ValuesChange(
-                v.level,
-                v.host,
-                v.queue,
-                {kind: getattr(v, kind) for kind in gridengine_admin.VALUE_KINDS},
-            )
-            for v in body.set_values
+            ValuesChange(v.level, v.host, v.queue, v.by_kind()) for v in body.set_values
         ),
         add_quota_sets=tuple(q.text for q in body.add_quota_sets),
         replace_quota_sets=tuple(q.text for q in body.replace_quota_sets),

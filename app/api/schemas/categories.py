@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.db.models import WorkerState
+from app.api.schemas.common import WorkerNameField, WorkerStateField
 
 
 class CategoryRequestOut(BaseModel):
@@ -41,8 +41,8 @@ class CategoryOut(BaseModel):
 class WorkerFitOut(BaseModel):
     """One worker against the category, as the SQL view `v_category_fit` has it."""
 
-    worker: str = Field(description="the worker's name")
-    state: WorkerState = Field(description="the worker's state")
+    worker: WorkerNameField
+    state: WorkerStateField
     fits: bool = Field(description="no clause rules the worker out (static fit)")
     reason: str | None = Field(
         description="the reason code of the first failing clause (`category_misfits.reason`)"

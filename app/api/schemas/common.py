@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Path, Query
 from pydantic import BaseModel, Field, Strict
+
+from app.db.models import WorkerState
 
 T = TypeVar("T")
 
@@ -58,6 +61,16 @@ PATTERN_WORDS: dict[str, str] = {
     "with a letter, a digit or '_'",
 }
 OffsetQuery = Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")]
+#: A name in a body that a URL path names too (a host, a queue, an attribute, a quota
+#: set): the rules of NamePath; each field says what it names.
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)]
+
+#: Fields of answers that mean the same wherever they stand, described once.
+JobIdField = Annotated[int, Field(description="the job's id")]
+WorkerNameField = Annotated[str, Field(description="the worker's name")]
+WorkerStateField = Annotated[WorkerState, Field(description="the worker's state")]
+RegisteredAt = Annotated[datetime, Field(description="when it was registered")]
+ChangedAt = Annotated[datetime, Field(description="when it was last changed")]
 
 
 class FieldProblem(BaseModel):

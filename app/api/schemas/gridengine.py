@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import MAX_NAME_LENGTH, NAME_PATTERN, BodyFloat, BodyInt
+from app.api.schemas.common import BodyFloat, BodyInt, Name
+from app.matching.gridengine.admin import VALUE_KINDS
 
 #: Most attributes one request may set per kind of value (the default table has 51).
 MAX_VALUES = 1024
@@ -33,18 +34,8 @@ class AttributeIn(BaseModel):
         },
     )
 
-    name: str = Field(
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="the attribute's name, e.g. `h_vmem`",
-    )
-    shortcut: str = Field(
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="its short name in -l lists, e.g. `h_vmem` or `lic`",
-    )
+    name: Name = Field(description="the attribute's name, e.g. `h_vmem`")
+    shortcut: Name = Field(description="its short name in -l lists, e.g. `h_vmem` or `lic`")
     type: str = Field(description="INT DOUBLE MEMORY TIME BOOL STRING CSTRING RESTRING HOST")
     relop: str = Field(description="== != <= < >= > EXCL")
     requestable: str = Field(default="YES", description="YES, NO or FORCED")
@@ -96,6 +87,11 @@ class ValuesIn(BaseModel):
         max_length=MAX_VALUES,
         description="built-in queue attributes such as h_rt or h_vmem",
     )
+
+    def by_kind(self) -> dict[str, dict[str, str] | None]:
+        """Each kind of values (:data:`VALUE_KINDS`) as the body gives it, None where it
+        leaves the kind as it is: what the services apply."""
+        return {kind: getattr(self, kind) for kind in VALUE_KINDS}
 
 
 class ConsumptionOut(BaseModel):

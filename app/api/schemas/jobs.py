@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from app.api.schemas.common import BodyInt, Text
-from app.db.models import JobEventKind, JobState, WorkerState
+from app.api.schemas.common import BodyInt, JobIdField, Text, WorkerNameField, WorkerStateField
+from app.db.models import JobEventKind, JobState
 from app.matching.submission import JobSpec
 
 #: One realistic job per notation, for the OpenAPI document (tests/api/test_openapi.py
@@ -136,7 +136,7 @@ class JobIn(BaseModel):
 class JobOut(BaseModel):
     """A job as submitted, with its state and, once it ran, how it ended."""
 
-    id: int = Field(description="the job's id")
+    id: JobIdField
     state: JobState = Field(description="waiting, running, or how it ended")
     priority: int = Field(description="higher runs first; equal priorities run oldest first")
     slots: int = Field(description="slots the job takes on its worker")
@@ -178,14 +178,14 @@ class CandidateOut(BaseModel):
 
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
-    worker: str = Field(description="the worker's name")
+    worker: WorkerNameField
     strength: float = Field(description="Momotor match strength, lower is better")
     strength_name: str = Field(
         description="the strength's name: STRONGEST, STRONG, NEUTRAL, WEAK or WEAKEST; "
         "empty for a strength between them"
     )
     free_slots: int = Field(description="the worker's free slots now")
-    state: WorkerState = Field(description="the worker's state")
+    state: WorkerStateField
 
 
 class CandidatesOut(BaseModel):
@@ -207,8 +207,8 @@ class WorkerExplanationOut(BaseModel):
     clauses: the first clause's code is ``reason``, and for a worker that is not eligible
     it is the misfit code of ``v_category_fit``."""
 
-    worker: str = Field(description="the worker's name")
-    state: WorkerState = Field(description="the worker's state")
+    worker: WorkerNameField
+    state: WorkerStateField
     eligible: bool = Field(
         description="static fit: no clause of the request rules the worker out "
         "(the misfit cache, `v_category_fit`, says it fits)"
@@ -269,7 +269,7 @@ class AllocationExplanationOut(BaseModel):
 
 
 class ExplanationOut(BaseModel):
-    job: int = Field(description="the job's id")
+    job: JobIdField
     workers: list[WorkerExplanationOut] = Field(
         description="each worker (or the one asked for), by name"
     )
@@ -298,7 +298,7 @@ class JobEventOut(BaseModel):
 
 
 class JobHistoryOut(BaseModel):
-    job: int = Field(description="the job's id")
+    job: JobIdField
     events: list[JobEventOut] = Field(description="changes of state, oldest first")
 
 
@@ -306,7 +306,7 @@ class AllocationOut(BaseModel):
     """RFC 20-like R of what the job holds: per node its rank, name, the ids of each leaf
     type as an RFC 22 idset and the amounts drawn from pools."""
 
-    job: int = Field(description="the job's id")
+    job: JobIdField
     R_lite: list[dict[str, Any]] = Field(
         description="per node: `rank`, `node` (the worker), `children` (leaf type -> RFC 22 "
         "idset) and `pools` (amounts drawn per type and unit); empty when the job holds nothing"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import BodyInt, Text
+from app.api.schemas.common import BodyInt, JobIdField, Text
 
 
 class OutputChunkIn(BaseModel):
@@ -25,12 +25,12 @@ class OutputChunkIn(BaseModel):
 
 
 class OutputAppended(BaseModel):
-    job: int = Field(description="the job's id")
+    job: JobIdField
     next_offset: int = Field(description="where the next chunk starts")
 
 
 class OutputOut(BaseModel):
-    job: int = Field(description="the job's id")
+    job: JobIdField
     offset: int = Field(description="the offset of the first character of text")
     text: str = Field(description="the output from offset, as far as the server has it")
     next_offset: int = Field(description="the offset to ask for next")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas.common import BodyInt
+from app.api.schemas.common import BodyInt, ChangedAt, RegisteredAt
 
 
 class TaskIn(BaseModel):
@@ -61,5 +60,5 @@ class TaskOut(BaseModel):
         description="the condition on the worker's effective metadata, null for none"
     )
     plugin: str | None = Field(description="the `jobmatch.tasks` entry point, if any")
-    created_at: datetime = Field(description="when it was registered")
-    updated_at: datetime = Field(description="when it was last changed")
+    created_at: RegisteredAt
+    updated_at: ChangedAt

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from app.api.schemas.common import MAX_ID, MAX_NAME_LENGTH, NAME_PATTERN, BodyInt
+from app.api.schemas.common import MAX_ID, BodyInt, Name
 from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
 from app.api.schemas.quotas import QuotaSetIn
@@ -41,15 +41,7 @@ class WorkerChangeIn(WorkerPatch):
     name: WorkerName
 
 
-QuotaSetName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="a resource quota set's name",
-    ),
-]
+QuotaSetName = Annotated[Name, Field(description="a resource quota set's name")]
 
 
 class ValuesChangeIn(ValuesIn):
@@ -70,20 +62,10 @@ class ValuesChangeIn(ValuesIn):
     level: Literal["global", "host", "queue_instance"] = Field(
         description="which object: `global`, `host` or `queue_instance`"
     )
-    host: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="the host (a worker's name) of a `host` or `queue_instance`",
+    host: Name | None = Field(
+        default=None, description="the host (a worker's name) of a `host` or `queue_instance`"
     )
-    queue: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="the queue of a `queue_instance`",
-    )
+    queue: Name | None = Field(default=None, description="the queue of a `queue_instance`")
 
     @model_validator(mode="after")
     def _names_match_the_level(self) -> Self:

@@ -7,7 +7,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.schemas.common import PATTERN_WORDS, BodyInt, Text
+from app.api.schemas.common import (
+    PATTERN_WORDS,
+    BodyInt,
+    ChangedAt,
+    RegisteredAt,
+    Text,
+    WorkerNameField,
+)
 from app.db.models import (
     WorkerState,
 )
@@ -189,7 +196,7 @@ class QueueInstanceOut(BaseModel):
 
 
 class WorkerOut(BaseModel):
-    name: str = Field(description="the worker's name")
+    name: WorkerNameField
     rank: int | None = Field(description="RFC 31 rank, if given")
     state: WorkerState = Field(description="whether it receives work")
     state_reason: str | None = Field(description="why the worker is in its state, if said")
@@ -210,8 +217,8 @@ class WorkerOut(BaseModel):
     last_seen: datetime | None = Field(
         description="when it last pulled, finished or sent a heartbeat"
     )
-    created_at: datetime = Field(description="when it was registered")
-    updated_at: datetime = Field(description="when it was last changed")
+    created_at: RegisteredAt
+    updated_at: ChangedAt
 
 
 class RegisteredWorker(WorkerOut):
@@ -222,7 +229,7 @@ class RegisteredWorker(WorkerOut):
 
 
 class HeartbeatOut(BaseModel):
-    worker: str = Field(description="the worker's name")
+    worker: WorkerNameField
     last_seen: datetime | None = Field(description="the time the heartbeat was recorded")
     refresh_metadata: bool = Field(description="the worker should report its metadata again")
 
@@ -268,7 +275,7 @@ class NamespaceOut(BaseModel):
 
 
 class MetadataOut(BaseModel):
-    worker: str = Field(description="the worker's name")
+    worker: WorkerNameField
     generation: int = Field(description="the worker's generation (see WorkerOut)")
     static: dict[str, Any] = Field(description="flat keys set by the administrator")
     dynamic: dict[str, Any] = Field(description="flat keys of the latest report")
