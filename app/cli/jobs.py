@@ -209,6 +209,12 @@ def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
         raise CommandError(f"not a field of a job: {error}", ExitCode.USAGE) from None
 
 
+def job_field(help: str, *flags: str) -> Any:
+    """The option of a job field given as text: the field is left out of the job unless
+    the option is given (the server's default applies), so its help shows no default."""
+    return typer.Option(*flags, help=help, show_default=False)
+
+
 @remote_command(
     jobs_cli,
     "submit",
@@ -224,46 +230,27 @@ def submit_job(
         list[str] | None,
         typer.Argument(help="the command a task job runs (after --)", show_default=False),
     ] = None,
-    resources: Annotated[str | None, typer.Option(help="Momotor tags", show_default=False)] = None,
-    requires: Annotated[
-        str | None, typer.Option(help="Flux RFC 35 constraint text", show_default=False)
-    ] = None,
-    constraint: Annotated[
-        str | None, typer.Option(help="Flux RFC 31 constraint, as JSON", show_default=False)
-    ] = None,
-    shape: Annotated[str | None, typer.Option(help="Flux RFC 46 shape", show_default=False)] = None,
-    jobspec: Annotated[
-        str | None, typer.Option(help="RFC 14 resources list, as JSON", show_default=False)
-    ] = None,
-    task: Annotated[str | None, typer.Option(help="debusine task type", show_default=False)] = None,
+    resources: Annotated[str | None, job_field("Momotor tags")] = None,
+    requires: Annotated[str | None, job_field("Flux RFC 35 constraint text")] = None,
+    constraint: Annotated[str | None, job_field("Flux RFC 31 constraint, as JSON")] = None,
+    shape: Annotated[str | None, job_field("Flux RFC 46 shape")] = None,
+    jobspec: Annotated[str | None, job_field("RFC 14 resources list, as JSON")] = None,
+    task: Annotated[str | None, job_field("debusine task type")] = None,
     timeout: Annotated[
         int | None, typer.Option(min=1, help="seconds a task job may run", show_default=False)
     ] = None,
-    hard: Annotated[
-        str | None, typer.Option(help="Grid Engine hard -l list", show_default=False)
-    ] = None,
-    soft: Annotated[
-        str | None, typer.Option(help="Grid Engine soft -l list", show_default=False)
-    ] = None,
-    pe: Annotated[
-        str | None, typer.Option(help="Grid Engine parallel environment", show_default=False)
-    ] = None,
-    pe_slots: Annotated[
-        str | None, typer.Option(help="slot range of the PE, e.g. 2-4", show_default=False)
-    ] = None,
+    hard: Annotated[str | None, job_field("Grid Engine hard -l list")] = None,
+    soft: Annotated[str | None, job_field("Grid Engine soft -l list")] = None,
+    pe: Annotated[str | None, job_field("Grid Engine parallel environment")] = None,
+    pe_slots: Annotated[str | None, job_field("slot range of the PE, e.g. 2-4")] = None,
     queue_list: Annotated[
-        str | None,
-        typer.Option(
-            "--queue", "-q", help="Grid Engine hard -q list, e.g. all.q@h*", show_default=False
-        ),
+        str | None, job_field("Grid Engine hard -q list, e.g. all.q@h*", "--queue", "-q")
     ] = None,
     master_queue_list: Annotated[
-        str | None,
-        typer.Option("--masterq", help="Grid Engine -masterq list (with --pe)", show_default=False),
+        str | None, job_field("Grid Engine -masterq list (with --pe)", "--masterq")
     ] = None,
     soft_queue_list: Annotated[
-        str | None,
-        typer.Option("--soft-queue", help="Grid Engine soft -q list", show_default=False),
+        str | None, job_field("Grid Engine soft -q list", "--soft-queue")
     ] = None,
     slots: Annotated[int | None, typer.Option(min=1, help="slots [server default: 1]")] = None,
     priority: Annotated[int | None, typer.Option(help="priority [server default: 0]")] = None,
