@@ -88,3 +88,4 @@ def test_client_and_server_build_the_same_answer_parts() -> None:
     assert client_submitter.Values is gridengine_values.Values is values.Values
     assert gridengine_values.Consumption is values.Consumption
     assert client_requests.QueueSpec is server_workers.QueueSpec is queues.QueueSpec
+    assert client_models.QueueSlots is server_workers.QueueSlots is queues.QueueSlots

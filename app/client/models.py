@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from app.wire.categories import CategoryRequest, WorkerFit
 from app.wire.explanation import ExplainSummary, WorkerExplanation
+from app.wire.queues import QueueSlots
 from app.wire.states import JobEventKind as JobEventKind
 from app.wire.states import JobState as JobState
 from app.wire.states import Role as Role
@@ -59,13 +60,6 @@ class IssuedToken(Token):
 
 
 @dataclass(frozen=True)
-class QueueInstance:
-    queue: str
-    slots: int
-    used_slots: int
-
-
-@dataclass(frozen=True)
 class Worker:
     name: str
     rank: int | None
@@ -78,7 +72,7 @@ class Worker:
     properties: list[str]
     inventory: str | None
     free: dict[str, int]
-    queues: list[QueueInstance]
+    queues: list[QueueSlots]
     last_seen: str | None
     created_at: str
     updated_at: str

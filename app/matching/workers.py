@@ -29,7 +29,7 @@ from app.matching.momotor.rows import canonical_resources, parse_resources, tag_
 from app.matching.named_rows import rows_by_name
 from app.notations.errors import NotationError
 from app.notations.flux.constraints import validate_property_name
-from app.wire.queues import QueueSpec
+from app.wire.queues import QueueSlots, QueueSpec
 
 DEFAULT_QUEUE = "default"
 
@@ -179,15 +179,6 @@ def worker_name(session: Session, worker_id: int) -> str | None:
     None when there is none."""
     worker = session.get(Worker, worker_id)
     return worker.name if worker is not None else None
-
-
-@dataclass(frozen=True)
-class QueueSlots:
-    """A worker's queue instance as an answer shows it."""
-
-    queue: str
-    slots: int
-    used_slots: int
 
 
 @dataclass(frozen=True)

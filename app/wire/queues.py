@@ -1,6 +1,7 @@
-"""A queue instance as a worker's registration names it (``queues`` of ``POST
-/v1/workers`` and ``PATCH /v1/workers/{name}``): the client sends it, the server's worker
-registration takes it as it is."""
+"""A worker's queue instances on the wire: as its registration names them (``queues`` of
+``POST /v1/workers`` and ``PATCH /v1/workers/{name}``), which the client sends and the
+server's worker registration takes as they are, and as a worker's answer shows them, which
+the server builds and the client reads as they are."""
 
 from __future__ import annotations
 
@@ -14,3 +15,13 @@ class QueueSpec:
 
     name: str
     slots: int
+
+
+@dataclass(frozen=True)
+class QueueSlots:
+    """A queue instance as a worker's answer shows it (``QueueInstanceOut``): the cluster
+    queue's name, the instance's slots and how many of them running jobs use."""
+
+    queue: str
+    slots: int
+    used_slots: int

@@ -137,7 +137,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "PeOut": models.ParallelEnvironment,
     "OutputAppended": models.OutputAppended,
     "OutputOut": models.JobOutput,
-    "QueueInstanceOut": models.QueueInstance,
+    "QueueInstanceOut": models.QueueSlots,
     "RegisteredWorker": models.RegisteredWorker,
     "ScheduleOut": models.ScheduleRun,
     "ShapeOut": models.ExpandedShape,
