@@ -7,7 +7,9 @@ with a map that is wrong where it matters, so these tests hold the two together:
 * every module of ``app/`` is named in the part of the map that belongs to its package;
 * every module the map names in a package exists there;
 * every package says in its docstring what it holds, so ``help()`` and an editor tell as
-  much as the map does.
+  much as the map does;
+* every Python file the docs name in backticks exists, so a renamed module leaves no
+  stale name in docs/ or the README.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ ENTRY_COLUMNS = 20
 #: Module files that are no module of their own: a package's body and its ``-m`` entry.
 NOT_ON_THE_MAP = frozenset({"__init__.py", "__main__.py"})
 #: A module name as the map writes it: ``name.py`` or a bare ``name`` of a list.
+#: A Python file named in backticks in a document: ``app/db/engine.py``, ``allocation/r.py``.
+DOC_FILE = re.compile(r"`([A-Za-z0-9_/.]+\.py)`")
+#: Files of upstream projects the docs cite as sources, not files of this repository.
+UPSTREAM_FILES = frozenset(
+    {
+        "debusine/server/scheduler.py",  # debusine's scheduler (docs/scenarios.md)
+        "momotor/shared/resources/item.py",  # Momotor's resource items (docs/scenarios.md)
+    }
+)
 MODULE_WORD = re.compile(r"\b([a-z_][a-z0-9_]*)(?:\.py)?\b")
 
 
@@ -105,3 +116,26 @@ def test_every_package_says_what_it_holds() -> None:
         if not ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
     ]
     assert not silent, "packages without a docstring: " + ", ".join(silent)
+
+
+def _repository_python_files() -> list[str]:
+    return [
+        path.relative_to(ROOT).as_posix()
+        for top in ("app", "tests", "bench", "migrations")
+        for path in (ROOT / top).rglob("*.py")
+    ]
+
+
+def test_every_python_file_the_docs_name_exists() -> None:
+    """A name may be a full path or the tail of one (``allocation/r.py`` stands for
+    ``app/matching/allocation/r.py``); a name starting with ``_`` is a suffix convention
+    (``_pg.py``), not a file."""
+    files = _repository_python_files()
+    stale: list[str] = []
+    for document in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for name in sorted(set(DOC_FILE.findall(document.read_text(encoding="utf-8")))):
+            if name.startswith("_") or name in UPSTREAM_FILES:
+                continue
+            if not any(file == name or file.endswith("/" + name) for file in files):
+                stale.append(f"{document.relative_to(ROOT).as_posix()}: {name}")
+    assert not stale, "documents name Python files that do not exist: " + "; ".join(stale)
