@@ -209,10 +209,10 @@ def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
         raise CommandError(f"not a field of a job: {error}", ExitCode.USAGE) from None
 
 
-def job_field(help: str, *flags: str) -> Any:
+def job_field(help_text: str, *flags: str) -> Any:
     """The option of a job field given as text: the field is left out of the job unless
     the option is given (the server's default applies), so its help shows no default."""
-    return typer.Option(*flags, help=help, show_default=False)
+    return typer.Option(*flags, help=help_text, show_default=False)
 
 
 @remote_command(
