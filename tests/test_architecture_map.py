@@ -27,7 +27,6 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 ENTRY_COLUMNS = 20
 #: Module files that are no module of their own: a package's body and its ``-m`` entry.
 NOT_ON_THE_MAP = frozenset({"__init__.py", "__main__.py"})
-#: A module name as the map writes it: ``name.py`` or a bare ``name`` of a list.
 #: A Python file named in backticks in a document: ``app/db/engine.py``, ``allocation/r.py``.
 DOC_FILE = re.compile(r"`([A-Za-z0-9_/.]+\.py)`")
 #: Files of upstream projects the docs cite as sources, not files of this repository.
@@ -37,6 +36,9 @@ UPSTREAM_FILES = frozenset(
         "momotor/shared/resources/item.py",  # Momotor's resource items (docs/scenarios.md)
     }
 )
+#: A module name as the map writes it: ``name.py`` or a bare ``name`` of a list. Any word of
+#: the package's part counts, so a module whose name is also a word of its prose could slip
+#: through; the map's entries name modules as ``name.py`` or in lists, which keeps that rare.
 MODULE_WORD = re.compile(r"\b([a-z_][a-z0-9_]*)(?:\.py)?\b")
 
 
