@@ -44,20 +44,28 @@ def swagger_assets_dir() -> Path:
     )
 
 
+async def swagger_ui(request: Request) -> HTMLResponse:
+    """The Swagger UI page of the app that serves the request.
+
+    A module-level function, not a closure over the app: FastAPI remembers every endpoint
+    it has classified (a cache of 4,096 entries per kind), so a closure would keep each app
+    built in the process alive with its middleware, connections and state.
+    """
+    app: FastAPI = request.app
+    # Behind a proxy that strips a prefix, every URL of the page carries it.
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    return get_swagger_ui_html(
+        openapi_url=f"{root}{app.openapi_url}",
+        title=f"{app.title} - Swagger UI",
+        swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
+        swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
+        swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon-32x32.png",
+        oauth2_redirect_url=None,
+        swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+    )
+
+
 def install_docs_ui(app: FastAPI) -> None:
     """Serve /docs and its assets; the app must be built with docs_url=None."""
     app.mount(ASSETS_PATH, StaticFiles(directory=swagger_assets_dir()), name="docs-assets")
-
-    @app.get(DOCS_PATH, include_in_schema=False)
-    async def swagger_ui(request: Request) -> HTMLResponse:
-        # Behind a proxy that strips a prefix, every URL of the page carries it.
-        root = str(request.scope.get("root_path", "")).rstrip("/")
-        return get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{root}{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{ASSETS_PATH}/favicon-32x32.png",
-            oauth2_redirect_url=None,
-            swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
-        )
+    app.add_api_route(DOCS_PATH, swagger_ui, methods=["GET"], include_in_schema=False)

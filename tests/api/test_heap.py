@@ -10,10 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from app import heap
 from app.api import app as app_module
-from app.settings import get_settings
+from app.api.app import create_app
+from app.db.engine import Database
+from app.settings import Settings, get_settings
+from tests.conftest import ADMIN_TOKEN
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 @pytest.fixture
@@ -52,3 +58,19 @@ def test_the_served_app_is_built_then_settled(
         get_settings.cache_clear()
     assert settled == [1]
     app.state.database.dispose()
+
+
+@pytest.mark.db
+def test_an_app_that_served_and_stopped_is_freed(settings: Settings, database: Database) -> None:
+    """Nothing process-wide keeps an app once it has stopped. FastAPI caches, per kind, the
+    4,096 last endpoints it classified; /docs was a closure over its app, and the test
+    suite kept every app it built (their middleware, SQLite handles and heaps: 329 open
+    handles and 4.8 GB by the end of a run, and a full collection then took seconds)."""
+    app = create_app(settings, database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/docs").status_code == 200
+        assert client.get("/v1/workers", headers=ADMIN).status_code == 200
+    freed = weakref.ref(app)
+    del app, client
+    gc.collect()
+    assert freed() is None
