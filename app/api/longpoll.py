@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
 
 from app.db import notify
 from app.db.engine import Database
 from app.matching import misfits
-from app.matching.wakeups import WakeupHub
+from app.matching.wakeups import Waiter, WakeupHub
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +105,30 @@ class PullOutcome(Generic[Body]):
 
 
 async def pull_or_wait(
-    hub: WakeupHub, pull_once: Callable[[], PullOutcome[Body]], wait: float
+    hub: WakeupHub,
+    pull_once: Callable[[], PullOutcome[Body]],
+    wait: float,
+    client_gone: Callable[[], Awaitable[None]] | None = None,
 ) -> PullOutcome[Body]:
     """Pull; when nothing came and ``wait`` seconds have not passed, wait for a wake-up
     and pull again. Each attempt runs in the thread pool in a transaction of its own;
     between attempts the request holds neither a thread nor a connection and sends no
     statement. A waiter that loses the race for the job that woke it waits again, until
     its deadline; the answer is then the last attempt's (204). A worker whose metadata
-    falls due for a refresh while it waits is answered then, with the refresh header."""
+    falls due for a refresh while it waits is answered then, with the refresh header.
+
+    ``client_gone`` returns when the client has disconnected: the wait ends then, and no
+    job is taken for nobody. Without it a pull whose worker died waited out its whole
+    deadline, and held the server's exit as long: uvicorn waits for every request task
+    before it stops, and such a task's connection is no longer there to be told."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     waiter = hub.register(loop) if wait > 0 and not hub.closed else None
     refresh_was_due: bool | None = None
+    gone = asyncio.Event()
+    watcher = None
+    if waiter is not None and client_gone is not None:
+        watcher = asyncio.create_task(_wake_when_gone(client_gone, gone, waiter))
     try:
         while True:
             if waiter is not None:
@@ -148,8 +161,25 @@ async def pull_or_wait(
             wait_now = budget if hub.poll_seconds is None else min(hub.poll_seconds, budget)
             polled = wait_now < budget
             woken = await waiter.wait(wait_now)
-            if not woken and not refresh_first and not polled:
+            if gone.is_set() or (not woken and not refresh_first and not polled):
                 return outcome
     finally:
+        if watcher is not None:
+            watcher.cancel()
         if waiter is not None:
             hub.unregister(waiter)
+
+
+async def client_gone(request: Request) -> None:
+    """Return when the request's client has disconnected (past its body, a disconnect is
+    the only message the server can still receive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _wake_when_gone(
+    client_gone: Callable[[], Awaitable[None]], gone: asyncio.Event, waiter: Waiter
+) -> None:
+    await client_gone()
+    gone.set()
+    waiter.wake()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -157,3 +158,28 @@ def test_stopping_the_server_releases_waiting_pulls(servers: Callable[..., LiveS
     # It exited by itself, within 20 s: uvicorn ends a graceful shutdown by raising the
     # signal it caught again (uvicorn.server.Server.capture_signals), hence -SIGTERM.
     assert server.process.wait(timeout=20) == -signal.SIGTERM
+
+
+def test_a_pull_whose_worker_vanished_stops_waiting(servers: Callable[..., LiveServer]) -> None:
+    """A worker killed while its pull waits (its connection closed, nothing sent): the
+    wait ends at once, so a job submitted then is not taken for nobody, and the server
+    still stops at once. Before, the orphaned pull waited out its 60 s, took the next job
+    that fitted (held until its lease ran out) and kept the server from exiting."""
+    server = servers()
+    token = register(server, "w1", "language: ?java")
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    connection.sendall(
+        f"POST /v1/workers/w1/pull?wait=60 HTTP/1.1\r\nHost: test\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n".encode()
+    )
+    until(lambda: waiting(server) == 1, "the pull to wait")
+    connection.close()
+    until(lambda: waiting(server) == 0, "the vanished pull to stop waiting", timeout=5)
+    job = submit(server, JAVA)
+    time.sleep(0.5)
+    assert server.request("GET", f"/v1/jobs/{job['id']}")[1]["state"] == "waiting"
+    stopped_at = time.monotonic()
+    assert server.process is not None
+    server.process.terminate()
+    assert server.process.wait(timeout=20) == -signal.SIGTERM
+    assert time.monotonic() - stopped_at < 5

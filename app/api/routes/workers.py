@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
-from app.api.longpoll import PullOutcome, pull_or_wait
+from app.api.longpoll import PullOutcome, client_gone, pull_or_wait
 from app.api.paging import Paging50Dep
 from app.api.problems import ProblemError
 from app.api.responses import BODY_ERRORS, errors
@@ -311,7 +311,8 @@ async def pull(
     metadata first; ``Jobmatch-Placed: true`` marks a job the scheduler placed on it. 409
     when what it would book was taken by a concurrent pull; pulling again is safe."""
     attempt = partial(pull_once, request.app.state.database, request.app.state.settings, name)
-    outcome = await pull_or_wait(request.app.state.longpoll.hub, attempt, wait)
+    hub = request.app.state.longpoll.hub
+    outcome = await pull_or_wait(hub, attempt, wait, partial(client_gone, request))
     if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
         if outcome.refresh:
