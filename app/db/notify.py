@@ -196,6 +196,8 @@ class PostgresListener:
         self._fileno: int | None = None
         self._stop = threading.Event()
         self._listening = threading.Event()
+        #: Set once the first connection attempt is over, whether it listens or failed.
+        self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
         #: A channel only this listener hears: stop() notifies it, so the thread looks up
         #: at once instead of at its next poll (a server or test app stops in milliseconds).
@@ -203,11 +205,16 @@ class PostgresListener:
 
     def start(self, ready_timeout: float = 10.0) -> None:
         """Start listening; returns once the first LISTEN ran (or ``ready_timeout`` passed),
-        so that waiters registered from now on miss nothing."""
+        so that waiters registered from now on miss nothing. When the first attempt fails
+        it returns at once: a database that refused the connection announces nothing
+        meanwhile, and a server whose database is down should start (and say so on
+        /readyz) instead of waiting out ``ready_timeout`` for each listener."""
         self._stop.clear()
+        self._first_attempt.clear()
         self._thread = threading.Thread(target=self._run, name="jobmatch-listener", daemon=True)
         self._thread.start()
-        if not self._listening.wait(ready_timeout):
+        self._first_attempt.wait(ready_timeout)
+        if not self._listening.is_set():
             log.warning("not listening for %s yet", self.channel)
 
     def stop(self) -> None:
@@ -241,6 +248,7 @@ class PostgresListener:
                     self.backend_pid = connection.info.backend_pid
                     self._fileno = connection.fileno()
                     self._listening.set()
+                    self._first_attempt.set()
                     if not first:
                         self._deliver(EVERYTHING)
                     first = False
@@ -257,6 +265,10 @@ class PostgresListener:
                     error,
                     backoff,
                 )
+                self._first_attempt.set()
+                # Waiters may register while no connection listens: once one does, they
+                # look again, as after a lost connection.
+                first = False
                 self._stop.wait(backoff)
                 backoff = min(self.MAX_BACKOFF_SECONDS, backoff * 2)
 

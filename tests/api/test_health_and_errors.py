@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
@@ -42,10 +44,14 @@ def test_readyz_is_503_when_schema_is_behind(tmp_path) -> None:  # type: ignore[
 
 
 def test_readyz_is_503_when_database_unreachable() -> None:
+    """And the app starts at once: its two PostgreSQL listeners each waited 10 s for a
+    first LISTEN that a refused connection would never run (20 s per start)."""
     url = "postgresql+psycopg://nobody@127.0.0.1:1/none"
     database = Database(url)
     app = create_app(Settings(database_url=url, log_format="text"), database=database)
+    started = time.monotonic()
     with TestClient(app) as client:
+        assert time.monotonic() - started < 5
         assert_problem(client.get("/readyz"), 503)
 
 
