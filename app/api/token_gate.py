@@ -173,6 +173,7 @@ class TokenGateMiddleware:
             await send_problem(scope, send, 401, NO_TOKEN, headers=_CHALLENGE)
             return
         principal = admin_principal(token, self.settings.admin_token)
+        token_hash = None
         if principal is None:
             token_hash = hash_token(token)
             read, principal = self._read_directly(token_hash)
@@ -192,14 +193,16 @@ class TokenGateMiddleware:
             await send_problem(scope, send, 401, detail, headers=_CHALLENGE)
             return
         if self.buckets is not None and not self._passes_unlimited(scope):
-            key = principal.subject if principal.token_id is None else principal.token_id
+            # Per token, by its hash like the use record (app/api/token_use.py): the admin
+            # token has none and counts by its subject.
+            key = principal.subject if token_hash is None else token_hash
             wait = self.buckets.take(key)
             if wait > 0:
                 detail, headers = self.buckets.refusal(wait)
                 await send_problem(scope, send, 429, detail, headers=headers)
                 return
-        if principal.token_id is not None and self.uses.due(principal.token_id):
-            await anyio.to_thread.run_sync(self.uses.record, principal.token_id)
+        if principal.token_id is not None and token_hash is not None and self.uses.due(token_hash):
+            await anyio.to_thread.run_sync(self.uses.record, principal.token_id, token_hash)
         scope[PRINCIPAL_SCOPE_KEY] = principal
         await self.app(scope, receive, send)
 

@@ -32,26 +32,28 @@ class TokenUseRecorder:
     def __init__(self, database: Database, interval_seconds: float) -> None:
         self.database = database
         self.interval = interval_seconds
-        #: token id -> monotonic time from which its next use is written.
-        self._next_write: dict[int, float] = {}
+        #: token hash -> monotonic time from which its next use is written. By hash, not
+        #: by id: a row id can be given again (SQLite reuses the highest once its row is
+        #: gone), and a new token must not inherit an old one's quiet interval.
+        self._next_write: dict[str, float] = {}
 
-    def due(self, token_id: int) -> bool:
+    def due(self, token_hash: str) -> bool:
         """Whether this use should be written; if so, the next one is not for an interval.
         Called from the event loop only, so it needs no lock."""
         now = time.monotonic()
-        next_write = self._next_write.get(token_id)
+        next_write = self._next_write.get(token_hash)
         if next_write is not None and now < next_write:
             return False
         if len(self._next_write) >= self.LIMIT:
             self._next_write.clear()
-        self._next_write[token_id] = now + self.interval
+        self._next_write[token_hash] = now + self.interval
         return True
 
-    def record(self, token_id: int) -> None:
+    def record(self, token_id: int, token_hash: str) -> None:
         """Write the use (in a thread: it is a transaction)."""
         try:
             with self.database.transaction() as session:
                 record_use(session, token_id, utcnow())
         except DBAPIError as error:
-            self._next_write.pop(token_id, None)
+            self._next_write.pop(token_hash, None)
             log.warning("recording the use of token %s failed: %s", token_id, error.orig)

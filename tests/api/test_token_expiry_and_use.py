@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from app.api import token_gate
 from app.api.app import create_app
@@ -141,3 +141,21 @@ def test_with_no_interval_every_use_is_written(
         assert use_every_request.get(SUBMITTER_ROUTE, headers=bearer(issued)).status_code == 200
         used = _last_use(database)
         assert used is not None and used > marker
+
+
+def test_a_new_token_given_a_gone_tokens_id_has_its_first_use_written(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """SQLite gives the highest id again once its row is gone: the interval is remembered
+    per token (its hash), so the new token does not inherit the old one's quiet time."""
+    first = issue(client, admin_headers)
+    assert client.get(SUBMITTER_ROUTE, headers=bearer(first)).status_code == 200
+    with database.transaction() as session:
+        (old_id,) = session.scalars(select(ApiToken.id)).all()
+        session.execute(delete(ApiToken))
+    second = issue(client, admin_headers)
+    if database.dialect_name == "sqlite":  # PostgreSQL's sequence never gives an id again
+        with database.transaction(write=False) as session:
+            assert session.scalars(select(ApiToken.id)).one() == old_id
+    assert client.get(SUBMITTER_ROUTE, headers=bearer(second)).status_code == 200
+    assert _last_use(database) is not None
