@@ -32,6 +32,7 @@ from schemathesis.config import PositiveDataAcceptanceConfig
 from schemathesis.config._checks import NegativeDataRejectionConfig
 
 from tests.conftest import ADMIN_TOKEN
+from tests.support import thoroughness
 
 #: Examples per operation and mode. Invalid requests take schemathesis several times
 #: longer to make than valid ones, hence fewer.
@@ -121,7 +122,7 @@ def test_api_fuzz(
         )
 
         @settings(
-            max_examples=EXAMPLES_PER_OPERATION[mode],
+            max_examples=thoroughness.examples(EXAMPLES_PER_OPERATION[mode]),
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),

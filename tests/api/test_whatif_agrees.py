@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from app.db.engine import Database
 from tests.support.table_digest import empty_tables, table_digest
+from tests.support.thoroughness import examples
 
 OFFERS = ["language: ?java, ?python", "language: ?java", "language: ?python", "language: ?c"]
 ASKS = ["language: java", "language: python", "language: ?java", "", "language: c"]
@@ -157,7 +158,7 @@ def _counts(waiting: dict[int, int], runnable: set[int]) -> dict[int, tuple[int,
 
 
 @settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from app.db.engine import Database
 from app.db.models import Job
 from tests.support.http_api import register
+from tests.support.thoroughness import examples
 
 BIG = 9223372036854775807
 #: Numbers at and past every bound the databases have, and text that only looks numeric.
@@ -151,7 +152,7 @@ def test_issue_probe_64_bit_shape_is_a_422_naming_the_field(
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -32,9 +32,10 @@ from app.notations.gridengine.requests import parse_request_list
 from app.notations.gridengine.strings import parse_expression
 from app.notations.momotor.resources import Resources
 from app.notations.quantities import ValueType, canonical_number, parse_number
+from tests.support.thoroughness import examples
 
 HOSTILE = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=timedelta(milliseconds=500),
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -22,6 +22,7 @@ from app.matching.locks import worker_by_name
 from app.matching.readiness import DYNAMIC_REASONS, explain_workers
 from app.matching.requests import JobSpec
 from app.matching.workers import WorkerSpec, upsert_worker
+from tests.support.thoroughness import examples
 
 TAGS = ("a", "b")
 #: How a worker offers a tag, and how a job asks for it (Momotor's modes; "" absent).
@@ -107,7 +108,7 @@ def _pull_takes(session: Session, worker: str, job_id: int) -> bool:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

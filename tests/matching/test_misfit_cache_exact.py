@@ -36,6 +36,7 @@ from app.matching.worker_lifecycle import (
 )
 from app.matching.workers import WorkerSpec
 from app.notations.momotor.resources import Resources
+from tests.support.thoroughness import examples
 
 TAGS = ("a", "b", "c")
 WORKER_MODES = st.sampled_from(["", "?", "?", "~", "r"])
@@ -163,7 +164,7 @@ def _check(session: Session) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -38,12 +38,13 @@ from app.matching.gridengine.parallel import upsert_pe
 from app.matching.gridengine.run import schedule
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
+from tests.support.thoroughness import examples
 
 #: (slots, cores of its inventory, or None for a worker without an inventory)
 WORKER = st.tuples(st.integers(1, 4), st.one_of(st.none(), st.integers(1, 8)))
 FLEET = st.lists(WORKER, min_size=1, max_size=5)
 PROPERTY = settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

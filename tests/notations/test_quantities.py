@@ -22,6 +22,7 @@ from app.notations.quantities import (
     is_infinity,
     parse_number,
 )
+from tests.support.thoroughness import examples
 from tests.vectors import SGE, sge_rows
 
 VECTORS = SGE
@@ -242,7 +243,7 @@ numeric_types = st.sampled_from(NUMERIC)
 number_like = st.text(alphabet="0123456789.+-eExX:kKmMgGtTaf trueINFYinfy", max_size=16)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(text=st.one_of(st.text(max_size=20), number_like), value_type=numeric_types)
 def test_property_any_text_parses_or_raises_quantity_error(
     text: str, value_type: ValueType
@@ -255,13 +256,13 @@ def test_property_any_text_parses_or_raises_quantity_error(
         assert not math.isnan(value) and not math.isinf(value)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(value=st.one_of(finite, st.integers(-(2**70), 2**70).map(float)), value_type=numeric_types)
 def test_property_canonical_number_round_trips_exactly(value: float, value_type: ValueType) -> None:
     assert parse_number(canonical_number(value, value_type), value_type) == value
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(value=st.floats(min_value=-1e15, max_value=1e15, allow_nan=False))
 def test_property_memory_format_round_trips_within_print_precision(value: float) -> None:
     text = format_memory(value)
@@ -271,13 +272,13 @@ def test_property_memory_format_round_trips_within_print_precision(value: float)
     assert format_memory(back) == text
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(value=st.floats(min_value=0, max_value=1e12, allow_nan=False))
 def test_property_time_format_round_trips_to_whole_seconds(value: float) -> None:
     assert parse_number(format_time(value), ValueType.TIME) == int(value)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(value=st.integers(min_value=-(10**9), max_value=10**9))
 def test_property_negative_and_positive_whole_times_round_trip(value: int) -> None:
     assert parse_number(format_number(value, ValueType.TIME), ValueType.TIME) == value

@@ -17,6 +17,7 @@ from app.matching.debusine.sql import compile_requirement
 from app.matching.locks import worker_by_name
 from app.matching.workers import WorkerSpec
 from app.notations.debusine.metadata import effective, evaluate, parse_requirement
+from tests.support.thoroughness import examples
 
 KEYS = ["ns:a", "ns:b", "ns:c", "other:d"]
 SCALARS = st.sampled_from(["x", "y", "", 0, 1, 1.0, 2.5, -3, True, False])
@@ -63,7 +64,7 @@ REQUIREMENT = st.recursive(
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -39,6 +39,7 @@ from app.notations.gridengine.values import (
     parse_value,
 )
 from app.notations.quantities import INFINITY, QuantityError, ValueType, parse_number
+from tests.support.thoroughness import examples
 from tests.vectors import sge_rows
 
 
@@ -401,7 +402,7 @@ row_strategy = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(row=row_strategy)
 def test_property_definitions_valid_and_round_trip_or_complex_error(row: dict[str, str]) -> None:
     try:

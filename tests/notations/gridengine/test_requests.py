@@ -20,6 +20,7 @@ from app.notations.gridengine.requests import (
     requests_from_pairs,
 )
 from app.notations.quantities import ValueType
+from tests.support.thoroughness import examples
 from tests.vectors import SGE, sge_rows
 
 VECTORS = SGE
@@ -184,7 +185,7 @@ lists = st.tuples(st.lists(items, max_size=4), st.sampled_from([",", " ", ", "])
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(text=st.one_of(lists, st.text(max_size=20)), soft=st.booleans())
 def test_property_lists_parse_and_round_trip_or_raise_request_error(text: str, soft: bool) -> None:
     try:

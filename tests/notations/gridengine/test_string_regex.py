@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from app.notations.gridengine.string_regex import request_regex
 from app.notations.gridengine.strings import StringExpressionError, match_string
 from app.notations.quantities import ValueType
+from tests.support.thoroughness import examples
 from tests.vectors import SGE
 
 VECTORS = SGE / "wildcard.jsonl"
@@ -46,7 +47,7 @@ def test_wildcard_vectors(row: dict[str, object]) -> None:
 ALPHABET = "ab.-*?[]^!\\|&()Az/ é"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     value_type=st.sampled_from([ValueType.STRING, ValueType.CSTRING, ValueType.HOST]),
     pattern=st.text(alphabet=ALPHABET, max_size=8),

@@ -24,6 +24,7 @@ from app.notations.gridengine.strings import (
     parse_expression,
 )
 from app.notations.quantities import ValueType
+from tests.support.thoroughness import examples
 from tests.vectors import sge_rows
 
 WILDCARDS = [
@@ -128,7 +129,7 @@ def test_string_type_required() -> None:
 expression_alphabet = st.text(alphabet="ab*?[]!&|() \\-", max_size=12)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(text=st.one_of(expression_alphabet, st.text(max_size=12)), value=st.text(max_size=6))
 def test_property_any_text_parses_or_raises_expression_error(text: str, value: str) -> None:
     try:
@@ -170,13 +171,13 @@ def _flat(expression: Expression) -> Expression:
     return expression
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(expression=_expressions())
 def test_property_expression_text_round_trip(expression: Expression) -> None:
     assert parse_expression(expression.to_text()) == _flat(expression)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(pattern=st.text(alphabet="ab*?.", max_size=6), value=st.text(alphabet="ab.", max_size=6))
 def test_property_fnmatch_agrees_with_stdlib_without_brackets(pattern: str, value: str) -> None:
     assert fnmatch(pattern, value) is stdlib_fnmatch.fnmatchcase(value, pattern)

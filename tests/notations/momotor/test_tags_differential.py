@@ -20,11 +20,14 @@ from app.notations.momotor.items import Tag
 from app.notations.momotor.resources import Resources
 from app.notations.momotor.scanner import parse_located
 from app.notations.momotor.strengths import NoMatch
+from tests.support.thoroughness import examples
 
 momotor = pytest.importorskip("momotor.shared.resources")
 MomotorNoMatch = momotor.NoMatch
 
-FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # Characters that exercise every scanner rule: separators, quotes, escapes, prefixes, the
 # three kinds of whitespace (space/TAB, Unicode, newline), name punctuation and non-ASCII.
@@ -119,7 +122,7 @@ def _merged(
     return list(merged.items())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(texts, max_size=3))
 def test_iterable_input_matches_momotor(parts: list[str]) -> None:
     theirs = momotor_outcome(lambda: momotor.Resources.from_string(parts))
@@ -130,7 +133,7 @@ def test_iterable_input_matches_momotor(parts: list[str]) -> None:
 item_texts = st.text(alphabet=st.sampled_from(ALPHABET), max_size=10)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from(["a", "b", "a b", ""]), item_texts, max_size=3))
 # Found by this test in CI (2026-11-22): a conflict of modes in one group was reported
 # before an unescaped colon in a later group, or later in the same group; Momotor, which
@@ -164,7 +167,7 @@ def momotor_match(task: str, worker: str) -> object:
         return "NoMatch"
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(definitions, definitions)
 def test_match_matches_momotor(task: str, worker: str) -> None:
     try:
@@ -197,7 +200,7 @@ def test_round_trip_like_momotor(text: str) -> None:
         assert Resources.from_string(ours.as_str(**mode)) == again
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(definitions)
 def test_round_trip_of_plain_definitions_is_exact(text: str) -> None:
     try:

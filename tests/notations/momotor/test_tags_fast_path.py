@@ -22,10 +22,13 @@ from app.notations.momotor.items import ResourceItem, Tag
 from app.notations.momotor.resources import Resources
 from app.notations.momotor.scanner import parse_located
 from app.notations.momotor.strengths import NEUTRAL, NoMatch
+from tests.support.thoroughness import examples
 
 momotor = pytest.importorskip("momotor.shared.resources")
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 NAMES = ["language", "java", "test case", "memory-class", "lib.numpy", "a", "é", "x_1", "a  b"]
 # Characters of values: plain ones, blanks, and every character that needs quoting/escaping.
@@ -181,7 +184,7 @@ def _build(definition: dict[str, list[str]]) -> Resources | None:
         return None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(definitions, definitions)
 def test_set_match_equals_table_walk(
     task_items: dict[str, list[str]], worker_items: dict[str, list[str]]

@@ -23,6 +23,7 @@ from app.notations.momotor.typed_groups import (
     parse_quantity,
 )
 from app.notations.quantities import ValueType
+from tests.support.thoroughness import examples
 
 RAM = {"ram": "memory"}
 
@@ -219,7 +220,7 @@ def test_canonical_text_round_trips() -> None:
     assert hash(typed(text)) == hash(resources)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.tuples(
