@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PIP_INSTALL := $(BIN)/pip install --constraint constraints.txt
 
-.PHONY: run test install lint typecheck contracts pytest bench clean lock
+.PHONY: run test install lint typecheck contracts pytest coverage bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,8 +67,17 @@ typecheck: $(DEV_STAMP)
 contracts: $(DEV_STAMP)
 	$(BIN)/lint-imports
 
+# The tests marked serial first, alone (PgBouncer's, which run a pytest of the concurrency
+# cases of their own); then the rest in parallel (pytest-xdist, one process per core unless
+# PYTEST_WORKERS says otherwise), ending with the 15 slowest tests so that growth shows.
+PYTEST_WORKERS ?= auto
 pytest: $(DEV_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -p no:xdist -m serial --durations=5
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not serial" --durations=15
+
+## The suite with line and branch coverage of app/ (pyproject.toml's [tool.coverage]).
+coverage: $(DEV_STAMP)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --cov --cov-report=term
 
 ## Resolve every runtime and dev dependency afresh (in a scratch venv) and pin the result.
 LOCK_VENV := $(VENV)-lock
@@ -82,4 +91,4 @@ lock:
 	rm -rf $(LOCK_VENV) build
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage .coverage.*

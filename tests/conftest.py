@@ -1,8 +1,9 @@
 """Fixtures shared by every test that touches the database.
 
 Database tests run once per backend: always on SQLite, and on PostgreSQL when
-JOBMATCH_TEST_POSTGRES_URL is set. Each backend gets one database per test session, built
-by the migrations (never create_all); each test starts from empty tables.
+JOBMATCH_TEST_POSTGRES_URL is set. Each backend gets one database per test process (`make
+test` runs several with pytest-xdist), a copy of one built by the migrations once per run
+(never create_all); each test starts from empty tables.
 """
 
 from __future__ import annotations
@@ -14,15 +15,64 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from app import heap
 from app.api.app import create_app
-from app.db import migrate
 from app.db.base import Base
 from app.db.engine import Database
 from app.settings import Settings
-from tests.databases import BACKENDS, fresh_database, postgres_server_url
+from tests.databases import (
+    BACKENDS,
+    drop_templates,
+    migrated_database,
+    postgres_server_url,
+    run_directory,
+)
+from tests.live_server import LiveServer
 from tests.support.table_digest import empty_tables
+from tests.support.thoroughness import register_profiles
 
 ADMIN_TOKEN = "test-admin-token"
+
+register_profiles()
+
+
+#: What runs first: the tests that mostly wait on other processes (servers, agents, the
+#: CLI, pip, a browser), the longest of them first. pytest-xdist hands tests out in this
+#: order, so no long test starts last, and the CPU-bound tests fill the time they wait.
+RUN_FIRST = (
+    "tests/test_readme.py",
+    "tests/api/test_fuzz.py",
+    "tests/test_distribution.py",
+    "tests/hostile/test_extreme_numbers.py",
+    "tests/test_benches.py",
+    "tests/reliability/",
+    "tests/hostile/",
+    "tests/agent/",
+    "tests/cli/",
+    "tests/client/",
+    "tests/api/ui/",
+    "tests/api/test_longpoll_live.py",
+    "tests/api/test_observability_live.py",
+)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Set what every test shares (the modules, the collected tests) aside from the
+    garbage collector, as the serving process does with its start-up heap (app.heap):
+    a full collection then walks only what the tests made, not half a million objects
+    each time (it took seconds late in a run)."""
+    heap.settle()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        for position, prefix in enumerate(RUN_FIRST):
+            if path.startswith(prefix):
+                return position
+        return len(RUN_FIRST)
+
+    items.sort(key=rank)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -39,11 +89,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def database_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A database of the backend, migrated to head once per test session."""
-    with fresh_database(backend, tmp_path_factory.mktemp(backend)) as url:
-        migrate.upgrade(url)
+def database_url(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[str]:
+    """A database of the backend at the migrations' head, one per test process."""
+    shared = run_directory(pytestconfig)
+    with migrated_database(backend, tmp_path_factory.mktemp(backend), shared) as url:
         yield url
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's controlling process (the only one without a worker id) drops the
+    PostgreSQL template the workers copied their databases from."""
+    if not hasattr(session.config, "workerinput"):
+        drop_templates(run_directory(session.config))
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +117,35 @@ def database(_session_database: Database) -> Iterator[Database]:
     """The migrated database, with every non-seeded table empty at the start of the test."""
     empty_tables(_session_database, Base.metadata)
     yield _session_database
+
+
+@pytest.fixture(scope="session")
+def _shared_live_server(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    running = LiveServer(
+        database_url,
+        tmp_path_factory.mktemp("shared-server") / "server.log",
+        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def shared_server(_shared_live_server: LiveServer, database: Database) -> LiveServer:
+    """`jobmatch serve` on the test database, started once per test process and backend
+    for the tests that only talk to a server (the CLI's, the client's, the console's):
+    each starts from empty tables, as every database test does. The server keeps no state
+    of its own that a test could see (its caches are keyed by what they cache, and new
+    workers and jobs are announced to it), and its lease sweep is off, so nothing changes
+    behind a test. Tests that stop, kill or configure a server start their own."""
+    process = _shared_live_server.process
+    assert process is not None and process.poll() is None, (
+        f"the shared server has exited: {_shared_live_server.log.read_text()[-2000:]}"
+    )
+    return _shared_live_server
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ agent, the README walk-through): it starts the server with the test's database, 
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import signal
@@ -22,8 +23,28 @@ from typing import Any
 LIVE_ADMIN_TOKEN = "live-admin-token"
 
 
+#: Ports handed out by :func:`free_port` in a process of a pytest-xdist run: a block of
+#: its own per worker, below Linux's ephemeral range (32768 and up), so that no other
+#: worker and no outgoing connection takes a port between the probe and the server's bind.
+PORT_BLOCK = 400
+FIRST_BLOCK_PORT = 20000
+_next_port = itertools.count()
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+    if index is not None and FIRST_BLOCK_PORT + (index + 1) * PORT_BLOCK <= 32768:
+        first = FIRST_BLOCK_PORT + index * PORT_BLOCK
+        for _ in range(PORT_BLOCK):
+            port = first + next(_next_port) % PORT_BLOCK
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

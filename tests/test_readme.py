@@ -30,8 +30,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from app.db import migrate
-from tests.databases import BACKENDS, fresh_database, postgres_server_url
+from tests.databases import BACKENDS, migrated_database, postgres_server_url, run_directory
 from tests.live_server import LiveServer
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -175,8 +174,7 @@ def readme_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Li
     """`jobmatch serve` on a fresh, migrated database with the README's admin token."""
     if request.param == "postgresql" and postgres_server_url() is None:
         pytest.skip("PostgreSQL not configured (set JOBMATCH_TEST_POSTGRES_URL)")
-    with fresh_database(request.param, tmp_path) as url:
-        migrate.upgrade(url)
+    with migrated_database(request.param, tmp_path, run_directory(request.config)) as url:
         server = LiveServer(url, tmp_path / "server.log", admin_token=README_ADMIN_TOKEN)
         server.start()
         try:

@@ -7,17 +7,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.db.engine import Database
-from tests.live_server import LiveServer
+from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 
-ADMIN = "cli-admin"
+ADMIN = LIVE_ADMIN_TOKEN
 #: Wide enough that no table row is folded in the tests' assertions.
 COLUMNS = "220"
 
@@ -69,16 +66,9 @@ class Jobmatch:
 
 
 @pytest.fixture
-def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
-    running = LiveServer(
-        database_url,
-        tmp_path / "server.log",
-        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
-        admin_token=ADMIN,
-    )
-    running.start()
-    yield running
-    running.stop()
+def server(shared_server: LiveServer) -> LiveServer:
+    """The test process's shared server, its tables empty (tests/conftest.py)."""
+    return shared_server
 
 
 @pytest.fixture

@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from app.client import AdminClient
-from app.db.engine import Database
-from tests.live_server import LiveServer
+from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 
-ADMIN = "client-admin"
+ADMIN = LIVE_ADMIN_TOKEN
 
 
 @pytest.fixture
-def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
-    running = LiveServer(
-        database_url,
-        tmp_path / "server.log",
-        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
-        admin_token=ADMIN,
-    )
-    running.start()
-    yield running
-    running.stop()
+def server(shared_server: LiveServer) -> LiveServer:
+    """The test process's shared server, its tables empty (tests/conftest.py)."""
+    return shared_server
 
 
 @pytest.fixture

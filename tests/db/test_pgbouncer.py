@@ -34,15 +34,22 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from app.db import migrate
 from app.db.connections import ConnectionOptions
 from app.db.engine import Database
 from app.settings import Settings
-from tests.databases import POSTGRES_ENV, fresh_database, postgres_server_url
+from tests.databases import (
+    POSTGRES_ENV,
+    fresh_database,
+    migrated_database,
+    postgres_server_url,
+    run_directory,
+)
 from tests.support import pgbouncer
 from tests.support.announcements import DIRECT_SERVER_ENV
 
 pytestmark = [
+    # Its pytest of the dispatch and concurrency cases brings concurrency of its own.
+    pytest.mark.serial,
     pytest.mark.skipif(
         pgbouncer.EXECUTABLE is None,
         reason="pgbouncer is not installed (apt-get install pgbouncer; CI installs it)",
@@ -74,10 +81,12 @@ def pooler_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def direct_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def direct_url(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[str]:
     """A migrated database of its own, by its direct URL."""
-    with fresh_database("postgresql", tmp_path_factory.mktemp("pg")) as url:
-        migrate.upgrade(url)
+    directory = tmp_path_factory.mktemp("pg")
+    with migrated_database("postgresql", directory, run_directory(pytestconfig)) as url:
         yield url
 
 
@@ -222,7 +231,8 @@ def _run_through_the_pooler(port: int, *cases: str) -> None:
     server = postgres_server_url()
     assert server is not None
     environment = {
-        **os.environ,
+        # Not a worker of this run's pytest-xdist: a run of its own.
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
         POSTGRES_ENV: pgbouncer.pooled_url(server, port),
         "JOBMATCH_DB_POOLER": "pgbouncer",
         "JOBMATCH_DATABASE_LISTEN_URL": "",

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +41,7 @@ from app.notations.quantities import ValueType
 from tests.live_server import LiveServer
 from tests.notations.gridengine.test_string_regex import _vectors
 from tests.support.http_api import assert_problem, register
+from tests.support.thoroughness import examples
 
 HOST = "build-worker-0001.ci.example.com"
 #: The probe of issue 19: 12 "*?" then "*z"; each extra "*?" multiplied the time by 2.6.
@@ -76,7 +75,7 @@ def test_grid_engine_matcher_cases(row: dict[str, object]) -> None:
 ALPHABET = "ab.-*?[]^!\\|&()Az/ é"
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(
     value_type=st.sampled_from(STRING_TYPES),
     pattern=st.text(alphabet=ALPHABET, max_size=12),
@@ -96,7 +95,7 @@ def test_property_automaton_equals_reference(
     assert _automaton_matches(value_type, pattern, value) is expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     pattern=st.text(alphabet="ab*?[]!-", min_size=1, max_size=30),
     value=st.text(alphabet="ab-", max_size=40),
@@ -268,11 +267,9 @@ def test_database_matches_the_probe_quickly(database: Database) -> None:
 
 
 @pytest.fixture
-def server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
-    running = LiveServer(database_url, tmp_path / "server.log")
-    running.start()
-    yield running
-    running.stop()
+def server(shared_server: LiveServer) -> LiveServer:
+    """The test process's shared server, its tables empty (tests/conftest.py)."""
+    return shared_server
 
 
 def test_live_probe_answers_within_a_second_and_healthz_stays_up(server: LiveServer) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.db.engine import Database
-from tests.live_server import LiveServer
+from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
 
 pytestmark = pytest.mark.db
@@ -34,7 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ADMIN = "console-admin"
+ADMIN = LIVE_ADMIN_TOKEN
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -62,18 +62,9 @@ def cluster(database: Database) -> ConsoleCluster:
 
 
 @pytest.fixture
-def server(
-    database_url: str, database: Database, cluster: ConsoleCluster, tmp_path: Path
-) -> Iterator[LiveServer]:
-    running = LiveServer(
-        database_url,
-        tmp_path / "server.log",
-        env={"JOBMATCH_LEASE_SWEEP_SECONDS": "0"},
-        admin_token=ADMIN,
-    )
-    running.start()
-    yield running
-    running.stop()
+def server(shared_server: LiveServer, cluster: ConsoleCluster) -> LiveServer:
+    """The test process's shared server (tests/conftest.py), on the console's cluster."""
+    return shared_server
 
 
 class Screens:
