@@ -31,12 +31,23 @@ POSTGRES_ENV = "JOBMATCH_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgresql")
 
 
+#: Set when POSTGRES_ENV names a pooler in front of the server (tests/db/test_pgbouncer.py
+#: runs cases through PgBouncer): the server itself, where LISTEN connects and where
+#: databases are created, copied and dropped. Through a pooler, the template would still
+#: be held by the pooler's idle connections when it is copied.
+DIRECT_SERVER_ENV = "JOBMATCH_TEST_POSTGRES_DIRECT_URL"
+
+
 def postgres_server_url() -> str | None:
     return os.environ.get(POSTGRES_ENV) or None
 
 
+def _direct_server_url() -> str | None:
+    return os.environ.get(DIRECT_SERVER_ENV) or postgres_server_url()
+
+
 def _admin_execute(statement: str) -> None:
-    server = postgres_server_url()
+    server = _direct_server_url()
     if server is None:
         raise RuntimeError(f"{POSTGRES_ENV} is not set")
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
@@ -47,8 +58,8 @@ def _admin_execute(statement: str) -> None:
         admin.dispose()
 
 
-def _postgres_url(name: str) -> str:
-    server = postgres_server_url()
+def _postgres_url(name: str, *, direct: bool = False) -> str:
+    server = _direct_server_url() if direct else postgres_server_url()
     if server is None:
         raise RuntimeError(f"{POSTGRES_ENV} is not set")
     return make_url(server).set(database=name).render_as_string(hide_password=False)
@@ -100,7 +111,7 @@ def _template(backend: str, shared: Path) -> str:
     else:
         made = f"jobmatch_test_template_{os.getpid()}_{uuid.uuid4().hex[:8]}"
         _admin_execute(f'CREATE DATABASE "{made}"')
-        migrate.upgrade(_postgres_url(made))
+        migrate.upgrade(_postgres_url(made, direct=True))
     record.write_text(made)
     return made
 

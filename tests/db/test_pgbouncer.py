@@ -38,6 +38,7 @@ from app.db.connections import ConnectionOptions
 from app.db.engine import Database
 from app.settings import Settings
 from tests.databases import (
+    DIRECT_SERVER_ENV,
     POSTGRES_ENV,
     fresh_database,
     migrated_database,
@@ -45,7 +46,6 @@ from tests.databases import (
     run_directory,
 )
 from tests.support import pgbouncer
-from tests.support.announcements import DIRECT_SERVER_ENV
 
 pytestmark = [
     # Its pytest of the dispatch and concurrency cases brings concurrency of its own.

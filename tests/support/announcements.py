@@ -11,11 +11,7 @@ from sqlalchemy.engine import URL, make_url
 
 from app.db import notify
 from app.db.engine import Database
-
-#: Set by tests/db/test_pgbouncer.py for the suite cases it runs through PgBouncer: the
-#: PostgreSQL server itself. LISTEN cannot pass a pooler in transaction mode, so a listener
-#: connects there directly, as JOBMATCH_DATABASE_LISTEN_URL makes a deployment's do.
-DIRECT_SERVER_ENV = "JOBMATCH_TEST_POSTGRES_DIRECT_URL"
+from tests.databases import DIRECT_SERVER_ENV
 
 
 class Heard:
@@ -35,7 +31,10 @@ class Heard:
 
 
 def direct_url(database: Database) -> URL:
-    """The database's own URL, or behind the pooler the same database on the server."""
+    """The database's own URL, or behind the pooler the same database on the server
+    (DIRECT_SERVER_ENV, set by tests/db/test_pgbouncer.py for the cases it runs through
+    PgBouncer): LISTEN cannot pass a pooler in transaction mode, so a listener connects
+    there directly, as JOBMATCH_DATABASE_LISTEN_URL makes a deployment's do."""
     url = database.engine.url
     server = os.environ.get(DIRECT_SERVER_ENV)
     if not server:
