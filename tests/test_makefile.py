@@ -73,7 +73,9 @@ def test_make_test_adds_the_dev_tools_and_runs_every_check() -> None:
     # the slowest tests (issue 34).
     serial, parallel = [line for line in commands.splitlines() if "bin/pytest" in line]
     assert "-m serial" in serial and "no:xdist" in serial, serial
-    assert '-m "not serial"' in parallel and "-n auto" in parallel, parallel
+    assert '-m "not serial"' in parallel and f"-n {len(os.sched_getaffinity(0)) + 1}" in parallel, (
+        parallel
+    )
     assert parallel.endswith("--durations=15"), parallel
 
 
