@@ -72,9 +72,13 @@ contracts: $(DEV_STAMP)
 # tests so that growth shows. One process per core and one more: a third of the suite's
 # time is spent waiting on the servers, agents and command lines it starts.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# PYTEST_ARGS reach both runs (e.g. --suite-profile=FILE, docs/testing.md). The serial run
+# collects only the files that mark tests serial (collecting the whole suite takes seconds).
+PYTEST_ARGS ?=
+SERIAL_FILES = $(shell grep -rlE 'pytest\.mark\.serial' tests --include='test_*.py' | sort)
 pytest: $(DEV_STAMP)
-	$(BIN)/pytest -p no:xdist -m serial --durations=5
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not serial" --durations=15
+	$(if $(SERIAL_FILES),$(BIN)/pytest -p no:xdist -m serial --durations=5 $(PYTEST_ARGS) $(SERIAL_FILES))
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not serial" $(PYTEST_ARGS) --durations=15
 
 ## The suite with line and branch coverage of app/ (pyproject.toml's [tool.coverage]).
 coverage: $(DEV_STAMP)

@@ -31,6 +31,9 @@ from tests.live_server import LiveServer
 from tests.support.table_digest import empty_tables
 from tests.support.thoroughness import register_profiles
 
+#: Inert unless asked (--suite-profile=FILE): where the suite's time goes.
+pytest_plugins = ["tests.support.suite_profile"]
+
 ADMIN_TOKEN = "test-admin-token"
 
 register_profiles()

@@ -69,8 +69,8 @@ def test_make_test_adds_the_dev_tools_and_runs_every_check() -> None:
     assert any("'.[dev]'" in line and "--constraint" in line for line in commands.splitlines())
     for tool in ("ruff check", "ruff format --check", "mypy", "lint-imports", "pytest"):
         assert tool in commands, tool
-    # The serial tests alone, then the rest in parallel, a process per core, ending with
-    # the slowest tests (issue 34).
+    # The serial tests alone, then the rest in parallel, a process per core and one more,
+    # ending with the slowest tests (issue 34).
     serial, parallel = [line for line in commands.splitlines() if "bin/pytest" in line]
     assert "-m serial" in serial and "no:xdist" in serial, serial
     assert '-m "not serial"' in parallel and f"-n {len(os.sched_getaffinity(0)) + 1}" in parallel, (

@@ -1,6 +1,7 @@
-"""Where the suite's time goes: an opt-in pytest plugin (issue 34).
+"""Where the suite's time goes: a pytest plugin (tests/conftest.py loads it), inert unless
+asked (issue 34).
 
-    .venv/bin/pytest -n auto -p tests.support.suite_profile --suite-profile=profile.json
+    make test PYTEST_ARGS=--suite-profile=profile.json
     .venv/bin/python -m tests.support.suite_profile profile.json [more.json ...]
 
 Each test is recorded with its wall time (setup, call and teardown together), the CPU it
