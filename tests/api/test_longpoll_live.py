@@ -73,17 +73,29 @@ def waiting(server: LiveServer) -> float:
     return float(found.group(1))
 
 
-def until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+def until(
+    condition: Callable[[], bool],
+    what: str,
+    timeout: float = 20.0,
+    report: Callable[[], str] = lambda: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; {report()}"
         time.sleep(0.05)
 
 
 def sleeping_pull(server: LiveServer, name: str, token: str, wait: float) -> Pull:
     """A pull that waits on ``server`` (past its first attempt)."""
     pull = Pull(server, name, token, wait)
-    until(lambda: waiting(server) == 1, "the pull to wait")
+    # A pull that answered at once never waits: say what it answered, and what the
+    # server logged (a CI run once timed out here, and nothing told why).
+    until(
+        lambda: pull.answer is not None or waiting(server) == 1,
+        "the pull to wait",
+        report=lambda: f"its answer so far: {pull.answer}; log: {server.log.read_text()[-3000:]}",
+    )
+    assert pull.answer is None, f"the pull answered instead of waiting: {pull.answer}"
     time.sleep(0.5)  # its first attempt (a few ms) is over
     return pull
 
@@ -95,7 +107,9 @@ def servers(
     started: list[LiveServer] = []
 
     def start(**env: str) -> LiveServer:
-        server = LiveServer(database_url, tmp_path / f"server{len(started)}.log", env={**env})
+        # Access logs too, for what a failure reports (sleeping_pull).
+        env = {"JOBMATCH_LOG_LEVEL": "INFO", **env}
+        server = LiveServer(database_url, tmp_path / f"server{len(started)}.log", env=env)
         server.start()
         started.append(server)
         return server
