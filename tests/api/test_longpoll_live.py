@@ -50,9 +50,12 @@ class Pull:
         self.started = time.monotonic()
 
         def run() -> None:
-            self.answer = server.request(
-                "POST", f"/v1/workers/{name}/pull?wait={wait}", token=token, timeout=wait + 30
-            )
+            try:
+                self.answer = server.request(
+                    "POST", f"/v1/workers/{name}/pull?wait={wait}", token=token, timeout=wait + 30
+                )
+            except OSError as error:  # said by sleeping_pull, not lost with the thread
+                self.answer = (0, f"{type(error).__name__}: {error}")
             self.ended = time.monotonic()
 
         self.thread = threading.Thread(target=run, daemon=True)
