@@ -7,6 +7,7 @@ agent, the README walk-through): it starts the server with the test's database, 
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import itertools
 import json
@@ -26,17 +27,29 @@ LIVE_ADMIN_TOKEN = "live-admin-token"
 #: Ports handed out by :func:`free_port` in a process of a pytest-xdist run: a block of
 #: its own per worker, below Linux's ephemeral range (32768 and up), so that no other
 #: worker and no outgoing connection takes a port between the probe and the server's bind.
-PORT_BLOCK = 400
+#: Where the run's blocks start depends on the run (its xdist id), so that two runs on one
+#: machine (two clones, a coverage run beside a test run) seldom share a block: they did,
+#: and one run's server answered another's requests.
+PORT_BLOCK = 100
 FIRST_BLOCK_PORT = 20000
+BLOCKS = (32768 - FIRST_BLOCK_PORT) // PORT_BLOCK
 _next_port = itertools.count()
+
+
+def _port_block() -> int | None:
+    """The first port of this process's block, or None outside a pytest-xdist worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit()):
+        return None
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    offset = int(hashlib.sha256(run.encode()).hexdigest(), 16) % BLOCKS
+    return FIRST_BLOCK_PORT + (offset + int(worker[2:])) % BLOCKS * PORT_BLOCK
 
 
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
-    if index is not None and FIRST_BLOCK_PORT + (index + 1) * PORT_BLOCK <= 32768:
-        first = FIRST_BLOCK_PORT + index * PORT_BLOCK
+    first = _port_block()
+    if first is not None:
         for _ in range(PORT_BLOCK):
             port = first + next(_next_port) % PORT_BLOCK
             with socket.socket() as probe:
