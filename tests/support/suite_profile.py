@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +173,14 @@ def report(paths: list[Path], slowest: int = 30) -> str:
     worst = max(rows, key=lambda r: r["gc"], default=None)
     if worst is not None:
         lines += [f"Most time in the garbage collector: {worst['gc']:.2f} s, {worst['test']}", ""]
-    for key, title in ((_directory, "directory"), (lambda t: t, "kind")):
+    grouped_by: tuple[tuple[Callable[[dict[str, Any]], str], str], ...] = (
+        (lambda row: _directory(row["test"]), "directory"),
+        (lambda row: str(row["kind"]), "kind"),
+    )
+    for group_of, title in grouped_by:
         sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
         for row in rows:
-            group = key(row["test"]) if title == "directory" else row["kind"]
-            entry = sums[group]
+            entry = sums[group_of(row)]
             entry[0] += 1
             entry[1] += row["wall"]
             entry[2] += row["cpu"]
