@@ -50,6 +50,8 @@ def explanation_columns(rows: list[Row]) -> tuple[Column, ...]:
     columns.append(Column("ELIGIBLE", field("eligible")))
     if any(row.get("can_run_now") is not None for row in rows):
         columns.append(Column("CAN RUN NOW", field("can_run_now")))
+    if any(row.get("answer") is not None for row in rows):
+        columns.append(Column("ANSWER", field("answer")))
     columns += [
         Column("REASON", reason),
         Column("WHY", why),
@@ -60,6 +62,8 @@ def explanation_columns(rows: list[Row]) -> tuple[Column, ...]:
 
 #: The counts of a summary, in the order `condor_q -better-analyze` reads them.
 SUMMARY_COUNTS = ("workers", "eligible", "can_run_now", "fit_but_busy")
+#: Per answer (issue 35): with can_run_now they add up to the workers.
+ANSWER_COUNTS = ("outranked", "not_now", "never")
 
 
 def summary_lines(summary: Any) -> list[str]:
@@ -71,13 +75,18 @@ def summary_lines(summary: Any) -> list[str]:
         f"{summary[name]} {name.replace('_', ' ')}" for name in SUMMARY_COUNTS if name in summary
     ]
     lines = ["summary: " + ", ".join(counts)] if counts else ["summary:"]
+    answers = [
+        f"{summary[name]} {name.replace('_', ' ')}" for name in ANSWER_COUNTS if name in summary
+    ]
+    if answers and "can_run_now" in summary:
+        lines.append(f"  answers: {summary['can_run_now']} now, " + ", ".join(answers))
     failures = summary.get("first_failures") or {}
     if failures:
         ranked = sorted(failures.items(), key=lambda item: (-item[1], item[0]))
         lines.append("  first failing clause: " + ", ".join(f"{code} {n}" for code, n in ranked))
     if summary.get("suggestion"):
         lines.append(f"  suggestion: {summary['suggestion']}")
-    known = {*SUMMARY_COUNTS, "first_failures", "suggestion"}
+    known = {*SUMMARY_COUNTS, *ANSWER_COUNTS, "first_failures", "suggestion"}
     lines += [
         f"  {name.replace('_', ' ')}: {text(value)}"
         for name, value in summary.items()

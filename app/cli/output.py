@@ -17,6 +17,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 #: The server's largest page (LimitQuery in the API): longer lists take several requests.
 MAX_PAGE = 500
@@ -86,7 +87,8 @@ def print_table(rows: Iterable[Row], columns: Sequence[Column], *, wide: bool) -
     for column in shown:
         table.add_column(column.header, overflow="fold")
     for row in rows:
-        table.add_row(*(text(column.cell(row)) for column in shown))
+        # Text, not str: a cell's words are not rich markup (``node/[core=8]`` stays).
+        table.add_row(*(Text(text(column.cell(row))) for column in shown))
     console().print(table)
 
 

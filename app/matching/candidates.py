@@ -33,14 +33,14 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.categories import accepted_by_plugin, get_or_create_category
-from app.matching.category_fit import current_misfit
+from app.matching.category_fit import current_misfit, too_few_nodes
 from app.matching.debusine.metadata import read_metadata
 from app.matching.debusine.registry import get_task
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.explain import (
+    bare_worker_clauses,
     constraint_clauses,
     inventory_clauses,
-    node_count_clauses,
     plugin_clause,
     slot_clauses,
     state_clauses,
@@ -93,7 +93,8 @@ def _candidates(
         .scalar_subquery()
     )
     category = session.get(Category, category_id)
-    if category is None:
+    if category is None or too_few_nodes(session, category_id) is not None:
+        # No set of registered workers could hold it (issue 35): nobody is a candidate.
         return []
     rows = session.execute(
         select(Worker.id, Worker.name, Worker.resources, Worker.state, free, first_queue).where(
@@ -219,9 +220,14 @@ def explain_job(
         )
     }
     totals = inventory_totals(session, [row[0] for row in rows]) if needs else {}
-    nodes = session.scalar(
-        select(CategoryShape.min_nodes).where(CategoryShape.category_id == job.category_id)
-    )
+    shape = session.execute(
+        select(CategoryShape.min_nodes, CategoryShape.cores_alone).where(
+            CategoryShape.category_id == job.category_id
+        )
+    ).one_or_none()
+    if shape is not None:
+        # Workers without an inventory (they offer node/[core=<slots>], issue 35).
+        totals = totals or inventory_totals(session, [row[0] for row in rows])
     explanations = []
     for worker_id, name, rank, resources, state, largest_slots, reason in rows:
         target = Target(hostname=name, rank=rank, properties=properties.get(worker_id, frozenset()))
@@ -231,7 +237,11 @@ def explain_job(
             *(constraint_clauses(tree, target) if tree is not None else []),
             *slot_clauses(job.slots, int(largest_slots)),
             *inventory_clauses(needs, totals.get(worker_id)),
-            *node_count_clauses(nodes or 0),
+            *(
+                bare_worker_clauses(shape[0], shape[1], int(largest_slots))
+                if shape is not None and worker_id not in totals
+                else []
+            ),
         ]
         if job_task is not None:
             clauses += _task_explanation(session, job_task, requirements, worker_id, clauses)

@@ -20,6 +20,7 @@ from app.db.models import (
     Category,
     CategoryFit,
     CategoryMisfit,
+    CategoryShape,
     CategoryTask,
     Job,
     JobState,
@@ -27,7 +28,7 @@ from app.db.models import (
     Worker,
 )
 from app.matching.errors import NotFoundError
-from app.matching.misfits import REASONS, reasons_now
+from app.matching.misfits import REASONS, fits_category, reasons_now
 from app.wire.categories import CategoryRequest, WorkerFit
 
 #: The Grid Engine request text of a category without hard or soft requests.
@@ -98,7 +99,55 @@ def _fitting_workers() -> Any:
         .correlate(Category)
         .scalar_subquery()
     )
-    return case((Category.lists_fits, with_fit), else_=without_misfit)
+    fitting = case((Category.lists_fits, with_fit), else_=without_misfit)
+    # A job needing more nodes than fit (issue 35) is held by no set of workers: none fits.
+    nodes = (
+        select(func.coalesce(func.max(CategoryShape.min_nodes), 0))
+        .where(CategoryShape.category_id == Category.id)
+        .correlate(Category)
+        .scalar_subquery()
+    )
+    return case((nodes > fitting, 0), else_=fitting)
+
+
+@dataclass(frozen=True)
+class TooFewNodes:
+    """A category whose jobs need more nodes than there are registered workers that fit
+    it (a worker is one node): no set of workers could ever hold one of its jobs."""
+
+    needed: int
+    found: int
+
+    @property
+    def words(self) -> str:
+        return (
+            f"the job needs {self.needed} nodes (one worker is one node) and only "
+            f"{self.found} registered worker(s) could hold a node of it: no set of workers "
+            f"could ever hold it"
+        )
+
+
+def too_few_nodes(session: Session, category_id: int) -> TooFewNodes | None:
+    """The category's :class:`TooFewNodes`, or None when it needs at most one node or
+    enough workers fit it (whatever their state: a drained or disabled worker may come
+    back). What the explanation (``needs-several-nodes``), candidates and the categories'
+    fitting counts all say of such a job (issue 35)."""
+    needed = session.scalar(
+        select(CategoryShape.min_nodes).where(CategoryShape.category_id == category_id)
+    )
+    if needed is None or needed <= 1:
+        return None
+    category = session.get(Category, category_id)
+    assert category is not None
+    found = int(
+        session.scalar(
+            select(func.count(Worker.id)).where(
+                fits_category(category, Worker.id, Worker.generation)
+            )
+        )
+        or 0
+    )
+    return TooFewNodes(needed, found) if found < needed else None
 
 
 def _views(session: Session, *conditions: Any, limit: int, offset: int) -> list[CategoryView]:
@@ -164,6 +213,9 @@ def category_fit(session: Session, category_id: int) -> list[WorkerFit]:
                 .order_by(Worker.name)
             )
         ]
+    short = too_few_nodes(session, category_id)
+    if short is not None:
+        rows = [(name, state, reason or "needs-several-nodes") for name, state, reason in rows]
     return [
         WorkerFit(
             worker=name,

@@ -140,19 +140,38 @@ def inventory_clauses(
     return clauses
 
 
-def node_count_clauses(nodes: int) -> list[Clause]:
-    """A job asking for several nodes (RFC 14 ``node`` vertices) never runs on one worker,
-    which is one node: no pull or Grid Engine run starts it (issue 22)."""
-    if nodes <= 1:
-        return []
-    return [
-        Clause(
-            "needs-several-nodes",
-            f"the job needs {nodes} nodes and one worker is one node: it runs only on "
-            f"{nodes} distinct workers, placed together by POST /v1/jobs/{{id}}/allocate "
-            f"(workers with inventories); until then it waits",
-        )
-    ]
+def bare_worker_clauses(min_nodes: int, cores_alone: int | None, slots: int) -> list[Clause]:
+    """Why a worker without an inventory, which offers ``node/[core=<slots>]`` and nothing
+    else (issue 35), can never hold a job with a shape or jobspec: the job needs several
+    nodes (only an allocation on workers with inventories places those), asks for
+    something other than cores (a GPU, a pool), or for more cores than its slots."""
+    offer = f"node/[core={slots}]"
+    if min_nodes > 1:
+        return [
+            Clause(
+                "needs-several-nodes",
+                f"the job needs {min_nodes} nodes: it runs only on {min_nodes} distinct "
+                f"workers with inventories, placed together by an allocation; this worker "
+                f"has no inventory (it offers {offer}) and takes part in none",
+            )
+        ]
+    if cores_alone is None:
+        return [
+            Clause(
+                "inventory-too-small",
+                f"the job asks for more than cores (a GPU, a pool or another resource); "
+                f"this worker has no inventory and offers {offer} and nothing else",
+            )
+        ]
+    if cores_alone > slots:
+        return [
+            Clause(
+                "inventory-too-small",
+                f"the job needs {cores_alone} cores on one node; this worker has no "
+                f"inventory and offers {offer} (its largest queue instance's slots)",
+            )
+        ]
+    return []
 
 
 def state_clauses(state: WorkerState) -> list[Clause]:

@@ -1,36 +1,50 @@
 """Can a worker run a job now? The dynamic half of an explanation, and its summary.
 
 The static half (app/matching/candidates.py ``explain_job``) says which clauses rule a
-worker out for good: the misfit cache decides it in SQL, explain.py says it in words. What
-changes from minute to minute is checked here the way a pull checks it
-(app/matching/dispatch/pull.py): the worker's state, a queue instance with enough free
-slots, room in the free inventory for a jobspec, and the Grid Engine evaluator on the
-current load values and consumables. The summary counts workers per first failing clause,
-as HTCondor's ``condor_q -better-analyze`` does, and names the one change that would let
-the job run soonest.
+worker out for good: the misfit cache decides it in SQL, explain.py says it in words.
+Whether a worker can run the job *now* is not decided here a second time: a pull by the
+worker is rehearsed in a savepoint that is rolled back (issue 35), for a job on one node
+the pull's own steps for this job (app/matching/dispatch/pull.py ``would_start``) and
+then the whole pull (does it take this job, or another first?), for a job on several
+nodes the decision of ``POST /v1/jobs/{id}/allocate`` (allocate.py ``placement_now``).
+:class:`DynamicCheck` only puts into words why a pull would not start it: the worker's
+state, free slots, free inventory and the Grid Engine evaluator on the current values.
+
+Each worker gets one of four answers: ``now`` (its next pull, or an allocation now,
+starts the job), ``outranked`` (it could start it, but its next pull takes another job
+first), ``not-now`` (room is taken, or the worker is not taking work) and ``never`` (it,
+or the set of registered workers, could never hold the job). The summary counts workers
+per answer, so that every worker is accounted for, and per first failing clause, as
+HTCondor's ``condor_q -better-analyze`` does, and names the one change that would let the
+job run soonest.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import (
     Category,
+    CategoryShape,
     Job,
     JobState,
     Worker,
     WorkerInventory,
     WorkerState,
 )
-from app.matching.allocation import trees
+from app.db.tables import INVENTORY_BOOKINGS
+from app.matching.allocation import allocate, trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.candidates import StaticExplanation, explain_job
-from app.matching.dispatch.pull import category_requests
+from app.matching.category_fit import TooFewNodes, too_few_nodes
+from app.matching.dispatch.pull import category_requests, next_job, would_start
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
 from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.quotas import load_quota_book
@@ -49,13 +63,61 @@ DYNAMIC_REASONS = {
     "no-free-slots": "no queue instance of the worker has enough free slots now",
     "inventory-busy": "the worker's free inventory cannot hold the job now",
     "sge-now": "the Grid Engine values or consumables of now do not admit the job",
+    "outranked": "the worker could start the job now, but its next pull takes another job first",
+    "not-placed": "an allocation now places the job on other workers",
+    "waits-for-nodes": "the job needs several nodes at once, and too few can hold it now",
+    "pull-declines": "a pull by the worker would not start the job now",
 }
+
+#: The answers a waiting job gets from each worker (issue 35): ``now``, ``outranked``
+#: (could run, other jobs go first), ``not-now`` (room is taken, or the worker takes no
+#: work now) and ``never``.
+NOW, OUTRANKED, NOT_NOW, NEVER = "now", "outranked", "not-now", "never"
+
+#: The reasons a fitting worker is not running the job because room is taken.
+BUSY_REASONS = ("no-free-slots", "inventory-busy", "sge-now", "waits-for-nodes")
 
 _STATE_CODES = {
     WorkerState.DRAINING: "worker-draining",
     WorkerState.DISABLED: "worker-disabled",
     WorkerState.OFFLINE: "worker-offline",
 }
+
+
+def state_code(state: WorkerState) -> str | None:
+    """The reason code of a worker state in which it takes no new work (None: active):
+    the three above, and ``worker-<state>`` for any other state of
+    ``UNAVAILABLE_WORKER_STATES``, so that a new one is explained without a change here."""
+    if state is WorkerState.ACTIVE:
+        return None
+    return _STATE_CODES.get(state, f"worker-{state.value}")
+
+
+def _state_clause(worker: WorkerNow) -> list[Clause]:
+    code = state_code(worker.state)
+    if code is None:
+        return []
+    why = f" ({worker.state_reason})" if worker.state_reason else ""
+    words = DYNAMIC_REASONS.get(code, f"the worker is {worker.state.value}")
+    return [Clause(code, words + why)]
+
+
+T = TypeVar("T")
+
+
+def rehearse(session: Session, action: Callable[[], T]) -> T:
+    """Run ``action`` (a pull, or part of one) in a savepoint and roll it back: what it
+    would do, and nothing done. What the action asked to announce or log after the commit
+    is forgotten with it."""
+    saved = {key: copy.copy(value) for key, value in session.info.items()}
+    savepoint = session.begin_nested()
+    try:
+        return action()
+    finally:
+        savepoint.rollback()
+        session.info.clear()
+        session.info.update(saved)
+        session.expire_all()
 
 
 @dataclass(frozen=True)
@@ -109,10 +171,9 @@ class DynamicCheck:
     def clauses(self, worker: WorkerNow) -> list[Clause]:
         """The first dynamic clause that keeps the worker from taking the job now, if any
         (a pull stops at the first, so the explanation does too)."""
-        code = _STATE_CODES.get(worker.state)
-        if code is not None:
-            why = f" ({worker.state_reason})" if worker.state_reason else ""
-            return [Clause(code, DYNAMIC_REASONS[code] + why)]
+        stopped = _state_clause(worker)
+        if stopped:
+            return stopped
         if worker.largest_free < self.job.slots:
             return [
                 Clause(
@@ -160,16 +221,48 @@ class DynamicCheck:
         short = "; ".join(
             f"{s.path}: needs {s.needed}, found at most {s.found}" for s in outcome.shortfalls
         )
+        holders = holding_jobs(self.session, worker.id)
+        if not holders:
+            # Nothing holds any of it: the whole inventory cannot hold the job, now or
+            # ever (the coarse totals let it pass; the shape does not).
+            return [
+                Clause(
+                    "inventory-too-small",
+                    "the worker's inventory cannot hold the job even with nothing running"
+                    + (f": {short}" if short else ""),
+                )
+            ]
         return [
             Clause(
                 "inventory-busy",
-                DYNAMIC_REASONS["inventory-busy"] + (f": {short}" if short else ""),
+                DYNAMIC_REASONS["inventory-busy"]
+                + (f": {short}" if short else "")
+                + f" (held by running job(s) {', '.join(map(str, holders))})",
             )
         ]
 
 
+def holding_jobs(session: Session, worker_id: int) -> list[int]:
+    """The running jobs that hold vertices of the worker's inventory now."""
+    return sorted(
+        session.connection()
+        .execute(
+            select(INVENTORY_BOOKINGS.c.job_id)
+            .where(
+                INVENTORY_BOOKINGS.c.worker_id == worker_id,
+                INVENTORY_BOOKINGS.c.released_at.is_(None),
+            )
+            .distinct()
+        )
+        .scalars()
+    )
+
+
 def summarise(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) -> ExplainSummary:
+    """The counts of a waiting job's explanation: per answer (they add up to the number
+    of workers), eligible and fit-but-busy as before, and per first failing clause."""
     failures = Counter(v.reason for v in verdicts if v.reason is not None)
+    answers = Counter(v.answer for v in verdicts)
     eligible = [v for v in verdicts if v.eligible]
     ready = [v for v in eligible if v.can_run_now]
     return ExplainSummary(
@@ -179,21 +272,28 @@ def summarise(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) 
         fit_but_busy=len(eligible) - len(ready),
         first_failures=dict(sorted(failures.items())),
         suggestion=_suggestion(verdicts, workers),
+        outranked=answers[OUTRANKED],
+        not_now=answers[NOT_NOW],
+        never=answers[NEVER],
     )
 
 
 def _suggestion(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) -> str | None:
     """The change that would let the job run soonest: none when a worker can take it at
-    its next pull; else resuming a fitting worker that is drained or disabled; else
-    waiting for the fitting worker with the fewest running jobs; else the first clause of
-    the worker that fails on the rarest reason (the request asks what few offer)."""
+    its next pull; else waiting for the jobs that go first on a worker that could start
+    it; else resuming a fitting worker that is drained or disabled; else waiting for the
+    fitting worker with the fewest running jobs; else the first clause of the worker that
+    fails on the rarest reason (the request asks what few offer)."""
     if any(v.can_run_now for v in verdicts):
         return None
+    outranked = [v for v in verdicts if v.answer == OUTRANKED]
+    if outranked:
+        return f"wait: on worker {outranked[0].worker}, {outranked[0].clauses[0].message}"
     eligible = [v for v in verdicts if v.eligible]
-    stopped = [v for v in eligible if v.reason in ("worker-draining", "worker-disabled")]
+    stopped = [v for v in eligible if v.reason is not None and v.reason.startswith("worker-")]
     if stopped:
         return f"resume worker {stopped[0].worker} (it is {stopped[0].state.value})"
-    busy = [v for v in eligible if v.reason in ("no-free-slots", "inventory-busy", "sge-now")]
+    busy = [v for v in eligible if v.reason in BUSY_REASONS]
     if busy:
         soonest = min(busy, key=lambda v: (workers[v.worker].running_jobs, v.worker))
         count = workers[soonest.worker].running_jobs
@@ -228,6 +328,127 @@ def _static_clauses(explained: StaticExplanation, lines: list[str]) -> list[Clau
     return first + [c for c in static if c.reason != code]
 
 
+class _Judge:
+    """The answer of each worker for one job, from the rehearsed pull (one node) or
+    allocation (several nodes), with :class:`DynamicCheck`'s words for a refusal."""
+
+    def __init__(self, session: Session, job: Job, policy: Policy, lines: list[str]) -> None:
+        self.session = session
+        self.job = job
+        self.policy = policy
+        self.lines = lines
+        self.waiting = job.state is JobState.WAITING
+        category = session.get(Category, job.category_id)
+        assert category is not None
+        self.category = category
+        self.check = DynamicCheck(session, job, category, policy)
+        self.nodes = int(
+            session.scalar(
+                select(CategoryShape.min_nodes).where(CategoryShape.category_id == category.id)
+            )
+            or 0
+        )
+        self.too_few: TooFewNodes | None = (
+            too_few_nodes(session, category.id) if self.nodes > 1 else None
+        )
+        self._placement: list[int] | None = None
+        self._placed = False
+
+    def verdict(self, e: StaticExplanation, worker: WorkerNow) -> WorkerExplanation:
+        static = _static_clauses(e, self.lines)
+        if not static and self.too_few is not None:
+            static = [Clause("needs-several-nodes", self.too_few.words)]
+        if static or not self.waiting:
+            return self._out(e, worker, static, NEVER if self.waiting else None)
+        clauses, answer = self._several(worker) if self.nodes > 1 else self._one(worker)
+        return self._out(e, worker, clauses, answer)
+
+    def _out(
+        self,
+        e: StaticExplanation,
+        worker: WorkerNow,
+        clauses: list[Clause],
+        answer: str | None,
+    ) -> WorkerExplanation:
+        return WorkerExplanation(
+            worker=e.worker,
+            state=worker.state,
+            eligible=answer != NEVER and not (answer is None and clauses),
+            can_run_now=(answer == NOW) if self.waiting else None,
+            reason=clauses[0].reason if clauses else None,
+            misfit_reason=e.misfit_reason,
+            clauses=clauses,
+            answer=answer,
+        )
+
+    def _one(self, worker: WorkerNow) -> tuple[list[Clause], str]:
+        """A job on one node: the pull's own steps for this job, then the whole pull."""
+        job_id = self.job.id
+        stopped = _state_clause(worker)
+        startable = not stopped and rehearse(
+            self.session, lambda: would_start(self.session, worker.name, job_id, self.policy)
+        )
+        if not startable:
+            said = stopped or self.check.clauses(worker)
+            if not said:
+                said = [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])]
+            return said, NEVER if said[0].reason == "inventory-too-small" else NOT_NOW
+        taken = rehearse(self.session, lambda: _next_job_id(self.session, worker.name, self.policy))
+        if taken == job_id:
+            return [], NOW
+        if taken is None:
+            return [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])], NOT_NOW
+        return [
+            Clause(
+                "outranked",
+                f"the worker could start the job now, but its next pull takes job {taken} "
+                "first (a job it was placed, or one of higher priority or older)",
+            )
+        ], OUTRANKED
+
+    def _several(self, worker: WorkerNow) -> tuple[list[Clause], str]:
+        """A job on several nodes: what ``POST /v1/jobs/{id}/allocate`` would do now."""
+        stopped = _state_clause(worker)
+        if stopped:
+            return stopped, NOT_NOW
+        if not self._placed:
+            self._placement = allocate.placement_now(self.session, self.job, self.policy)
+            self._placed = True
+        placement = self._placement
+        if placement is not None and worker.id in placement:
+            return [], NOW
+        if placement is not None:
+            return [
+                Clause(
+                    "not-placed",
+                    f"an allocation now places the job on {len(placement)} other workers; "
+                    "this one is not needed",
+                )
+            ], NOT_NOW
+        holders = holding_jobs(self.session, worker.id)
+        if holders or worker.largest_free < self.job.slots:
+            held = ", ".join(map(str, holders)) or "its slots"
+            return [
+                Clause(
+                    "inventory-busy",
+                    f"{DYNAMIC_REASONS['inventory-busy']} (held by running job(s) {held}), "
+                    f"and the job needs {self.nodes} nodes at once",
+                )
+            ], NOT_NOW
+        return [
+            Clause(
+                "waits-for-nodes",
+                f"the job needs {self.nodes} nodes at once; this worker could hold its part "
+                "now, but too few others can (they are busy or not taking work)",
+            )
+        ], NOT_NOW
+
+
+def _next_job_id(session: Session, worker_name: str, policy: Policy) -> int | None:
+    job, _puller, _placed = next_job(session, worker_name, policy)
+    return None if job is None else job.id
+
+
 def _verdicts(
     session: Session, job: Job, worker_name: str | None, policy: Policy, lines: list[str]
 ) -> tuple[Iterator[WorkerExplanation], dict[str, WorkerNow]]:
@@ -235,28 +456,9 @@ def _verdicts(
     is read, so that a caller who needs only the first worker that can run the job stops
     there; and the workers' state of now."""
     explained = explain_job(session, job, worker_name)
-    waiting = job.state is JobState.WAITING
     now = workers_now(session, [e.worker for e in explained])
-    category = session.get(Category, job.category_id)
-    assert category is not None
-    check = DynamicCheck(session, job, category, policy)
-
-    def judge(e: StaticExplanation) -> WorkerExplanation:
-        static = _static_clauses(e, lines)
-        worker = now[e.worker]
-        dynamic = check.clauses(worker) if waiting and not static else []
-        clauses = static + dynamic
-        return WorkerExplanation(
-            worker=e.worker,
-            state=worker.state,
-            eligible=not static,
-            can_run_now=(not clauses) if waiting else None,
-            reason=clauses[0].reason if clauses else None,
-            misfit_reason=e.misfit_reason,
-            clauses=clauses,
-        )
-
-    return (judge(e) for e in explained), now
+    judge = _Judge(session, job, policy, lines)
+    return (judge.verdict(e, now[e.worker]) for e in explained), now
 
 
 def explain_workers(
@@ -264,13 +466,15 @@ def explain_workers(
 ) -> tuple[list[WorkerExplanation], ExplainSummary | None]:
     """Every worker (or the one named) against the job, and for a waiting job the
     summary. ``lines`` are the job's Grid Engine scheduling lines (qstat -j words)."""
+    waiting = job.state is JobState.WAITING
     judged, now = _verdicts(session, job, worker_name, policy, lines)
     verdicts = list(judged)
-    return verdicts, summarise(verdicts, now) if job.state is JobState.WAITING else None
+    return verdicts, summarise(verdicts, now) if waiting else None
 
 
 def some_worker_can_run_now(session: Session, job: Job, policy: Policy) -> bool:
-    """Whether the waiting ``job``'s explanation would count a worker that can run it now
-    (its summary's ``can_run_now`` above 0), judging workers only until the first."""
+    """Whether some worker could start the waiting ``job`` now, at its next pull or after
+    the jobs that go first there (an answer ``now`` or ``outranked``: the summary's
+    ``can_run_now`` plus ``outranked`` above 0), judging workers only until the first."""
     judged, _now = _verdicts(session, job, None, policy, [])
-    return any(verdict.can_run_now for verdict in judged)
+    return any(verdict.answer in (NOW, OUTRANKED) for verdict in judged)

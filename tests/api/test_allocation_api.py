@@ -372,17 +372,23 @@ def test_job_larger_than_any_inventory_fails_at_submission(
     six = submit(client, admin_headers, "slot/core=6")
     assert six["state"] == "waiting"
 
-    # A worker without an inventory keeps the old behaviour: jobspecs never rule it out.
+    # A worker without an inventory offers node/[core=<slots>] and nothing else (issue 35,
+    # replacing the old rule that jobspecs never ruled it out): 12 cores exceed its 2 slots.
     client.post("/v1/workers", json={"name": "plain", "slots": 2}, headers=admin_headers)
     big = submit(client, admin_headers, "slot/core=12")
-    assert big["state"] == "waiting"
+    assert big["state"] == "failed" and big["failure_reason"] == "No suitable worker found"
     workers = {
         w["worker"]: w
         for w in client.get(f"/v1/jobs/{big['id']}/explain", headers=admin_headers).json()[
             "workers"
         ]
     }
-    assert workers["plain"]["eligible"] is True and workers["plain"]["misfit_reason"] is None
+    assert workers["plain"]["eligible"] is False
+    assert workers["plain"]["misfit_reason"] == "inventory-too-small"
+    assert "node/[core=2]" in workers["plain"]["clauses"][0]["message"]
+    # Two cores fit its two slots: that job waits, and plain could take it.
+    two = submit(client, admin_headers, "slot/core=2")
+    assert two["state"] == "waiting"
     assert workers["small"]["eligible"] is False
     assert workers["small"]["misfit_reason"] == "inventory-too-small"
     assert [c["reason"] for c in workers["small"]["clauses"]] == ["inventory-too-small"]

@@ -210,13 +210,21 @@ class WorkerExplanationOut(BaseModel):
     worker: WorkerNameField
     state: WorkerStateField
     eligible: bool = Field(
-        description="static fit: no clause of the request rules the worker out "
-        "(the misfit cache, `v_category_fit`, says it fits)"
+        description="static fit: no clause of the request rules the worker out (the "
+        "misfit cache, `v_category_fit`, says it fits) and the registered workers could "
+        "hold the job together (enough nodes for a job on several)"
     )
     can_run_now: bool | None = Field(
-        description="dynamic fit of a waiting job: the worker would get it at its next pull "
-        "were it the only waiting job (state active, free slots, free inventory, Grid "
-        "Engine values of now); null for a job that does not wait"
+        description="a waiting job starts on this worker now: its next pull takes it (a "
+        "pull rehearsed and rolled back), or for a job on several nodes an allocation now "
+        "places it on this worker among others; null for a job that does not wait"
+    )
+    answer: str | None = Field(
+        default=None,
+        description="for a waiting job: `now` (can_run_now), `outranked` (it could start "
+        "the job, but its next pull takes another job first), `not-now` (room is taken, "
+        "or the worker takes no work now) or `never` (it, or the set of registered "
+        "workers, could never hold the job); null for a job that does not wait",
     )
     reason: str | None = Field(
         description="the code of the first failing clause (static or dynamic); null when "
@@ -236,8 +244,21 @@ class ExplainSummaryOut(BaseModel):
     eligible: int = Field(description="workers whose static fit admits the job")
     can_run_now: int = Field(description="workers that would take the job at their next pull")
     fit_but_busy: int = Field(
-        description="eligible workers that cannot take it now (state, slots, inventory, "
-        "Grid Engine values)"
+        description="eligible workers that do not take it now (outranked, or not now: "
+        "state, slots, inventory, Grid Engine values)"
+    )
+    outranked: int = Field(
+        default=0,
+        description="workers that could start the job, but whose next pull takes another job",
+    )
+    not_now: int = Field(
+        default=0,
+        description="workers whose room is taken, or that take no work now",
+    )
+    never: int = Field(
+        default=0,
+        description="workers that could never hold the job (with `can_run_now`, "
+        "`outranked` and `not_now` they add up to `workers`)",
     )
     first_failures: dict[str, int] = Field(
         description="per reason code, how many workers fail on it first"

@@ -146,7 +146,8 @@ class CategoryNodeNeed(Base):
 
 
 class CategoryShape(Base):
-    """Facts of a category's resources used by dispatch: the nodes it needs at least."""
+    """Facts of a category's resources used by dispatch: the nodes it needs at least, and
+    what a worker without an inventory (which offers ``node/[core=<slots>]``) must hold."""
 
     __tablename__ = "category_shapes"
 
@@ -154,3 +155,7 @@ class CategoryShape(Base):
         ForeignKey("categories.id", ondelete="CASCADE"), primary_key=True
     )
     min_nodes: Mapped[int]
+    #: The cores the whole job needs when it asks for nothing but cores on at most one
+    #: node; NULL when it asks for anything else (a GPU, a pool, several nodes), which a
+    #: worker without an inventory never offers (issue 35).
+    cores_alone: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -44,6 +44,7 @@ from app.db.base import utcnow
 from app.db.models import (
     Job,
     JobState,
+    QueueInstance,
     Worker,
     WorkerInventory,
     WorkerState,
@@ -487,6 +488,30 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         if state != JobState.WAITING:
             raise _not_waiting(session, job)
     return start_placed(session, job, plan, leader, one_statement=one_statement, lock=worker_ids)
+
+
+def placement_now(session: Session, job: Job, policy: Policy) -> list[int] | None:
+    """The workers (ids, the leader first) that ``POST /v1/jobs/{id}/allocate`` would
+    start the waiting job on now, or None when it would answer 409: the decision of
+    :func:`schedule_job` (the placement, then a free slot on the leader) without its
+    bookings, for the explanation to say what an allocation does (issue 35)."""
+    attempt = find_placement(session, job, policy)
+    try:
+        placement = attempt.outcome.placement
+        if placement is None:
+            return None
+        worker_ids = [node.place[0] for node in placement.nodes() if node.place is not None]
+    finally:
+        dismantle(attempt.tree)
+    room = session.scalar(
+        select(QueueInstance.id)
+        .where(
+            QueueInstance.worker_id == worker_ids[0],
+            QueueInstance.slots - QueueInstance.used_slots >= job.slots,
+        )
+        .limit(1)
+    )
+    return worker_ids if room is not None else None
 
 
 def _not_waiting(session: Session, job: Job) -> ConflictError:

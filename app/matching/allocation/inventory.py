@@ -37,7 +37,12 @@ from app.db.tables import (
     WORKER_INVENTORIES,
 )
 from app.matching.allocation.spec import Inventory, parse_inventory
-from app.matching.allocation.vertex_requests import VertexRequest, min_nodes, node_needs
+from app.matching.allocation.vertex_requests import (
+    VertexRequest,
+    cores_alone,
+    min_nodes,
+    node_needs,
+)
 from app.matching.errors import InvalidFieldError
 from app.notations.errors import NotationError
 
@@ -205,4 +210,10 @@ def store_category_needs(
                 for (t, u), n in needs.items()
             ],
         )
-    session.add(CategoryShape(category_id=category_id, min_nodes=min_nodes(requests)))
+    session.add(
+        CategoryShape(
+            category_id=category_id,
+            min_nodes=min_nodes(requests),
+            cores_alone=cores_alone(requests),
+        )
+    )

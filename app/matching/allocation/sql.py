@@ -1,21 +1,35 @@
 """The inventory's part of the misfit cache: a worker whose whole inventory could never
 hold, on one node, what a category's jobspec needs per node (totals, not free counts).
 
-Workers without an inventory are not managed: a jobspec never rules them out.
+A worker without an inventory offers ``node/[core=<slots>]`` and nothing else (issue 35),
+``<slots>`` being its largest queue instance's: a jobspec that asks for anything but cores
+(a GPU, a memory pool), for more cores than that, or for several nodes (which only an
+allocation on workers with inventories places) never runs there. Jobs without a jobspec
+are not concerned.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import and_, exists
+from sqlalchemy import and_, exists, func, or_, select
 
-from app.db.models import Category, CategoryNodeNeed, InventoryCount, Worker, WorkerInventory
+from app.db.models import (
+    Category,
+    CategoryNodeNeed,
+    CategoryShape,
+    InventoryCount,
+    QueueInstance,
+    Worker,
+    WorkerInventory,
+)
 from app.matching.reasons import MisfitClauses, MisfitPair, ReasonClause
 
 REASONS = {
+    "needs-several-nodes": "the job needs several nodes: a worker without an inventory takes "
+    "part in no allocation, and fewer workers than it needs could hold a node of it",
     "inventory-too-small": "the worker's whole inventory is smaller than what the job needs "
-    "on one node",
+    "on one node (a worker without an inventory offers node/[core=<slots>] and nothing else)",
 }
 
 
@@ -36,7 +50,28 @@ def _inventory_clauses(category: type[Category], worker: type[Worker]) -> tuple[
             .correlate_except(InventoryCount),
         ),
     )
-    return ((too_small, "inventory-too-small"),)
+    no_inventory = ~exists().where(WorkerInventory.worker_id == worker.id)
+    largest_slots = (
+        select(func.coalesce(func.max(QueueInstance.slots), 0))
+        .where(QueueInstance.worker_id == worker.id)
+        .scalar_subquery()
+    )
+    several_nodes = and_(
+        no_inventory,
+        exists().where(CategoryShape.category_id == category.id, CategoryShape.min_nodes > 1),
+    )
+    beyond_cores = and_(
+        no_inventory,
+        exists().where(
+            CategoryShape.category_id == category.id,
+            or_(CategoryShape.cores_alone.is_(None), CategoryShape.cores_alone > largest_slots),
+        ),
+    )
+    return (
+        (several_nodes, "needs-several-nodes"),
+        (too_small, "inventory-too-small"),
+        (beyond_cores, "inventory-too-small"),
+    )
 
 
 def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:

@@ -149,6 +149,18 @@ def _exclusive_types(request: VertexRequest) -> set[str]:
     return out
 
 
+def cores_alone(requests: Sequence[VertexRequest]) -> int | None:
+    """The cores the whole request needs when it asks for nothing but cores on at most
+    one node, else None: what decides whether a worker without an inventory, which offers
+    ``node/[core=<slots>]`` and nothing else, could ever hold it (issue 35)."""
+    if min_nodes(requests) > 1:
+        return None
+    need = list_need(requests)
+    if any(key not in (("core", None), ("node", None)) for key in need):
+        return None
+    return need.get(("core", None), 0)
+
+
 def min_nodes(requests: Sequence[VertexRequest]) -> int:
     """How many nodes the job needs at least (0 when it names none)."""
     return sum(_min_nodes(request, 1) for request in requests)

@@ -129,6 +129,30 @@ def next_job(
     return _pull(session, puller, now, policy), puller, False
 
 
+def would_start(session: Session, worker_name: str, job_id: int, policy: Policy = "first") -> bool:
+    """Whether a pull by the worker would start this waiting job were it the best job the
+    worker fits: the pull's own steps (the worker's lock and state, the heads query's
+    conditions, the task's plug-in, then the claim, Grid Engine rules, placement and
+    booking of :meth:`_HeadRounds.take`) applied to this one job. It starts the job as a
+    pull would, so the caller runs it in a savepoint that it rolls back
+    (app/matching/readiness.py), as a what-if does with whole pulls."""
+    now = utcnow()
+    puller = lock_puller(session, worker_name, now)
+    if puller is None:
+        raise NotFoundError(f"no worker named {worker_name!r}")
+    if not puller.active or puller.max_free <= 0:
+        return False
+    fit = pull_heads.job_fit(session, puller, job_id)
+    if fit is None:
+        return False
+    task_id, plain = fit
+    rounds = _HeadRounds(session, puller, now, policy)
+    if task_id is not None and not rounds.plugins.accepts(task_id):
+        return False
+    taken = rounds.take_head(job_id, plain)
+    return isinstance(taken, Job) and taken.id == job_id
+
+
 def _note_dispatch(session: Session, job: Job, worker_name: str, now: datetime) -> None:
     """Log the dispatch and count its wait since submission, once the pull commits."""
     domain_events.job_event(session, JobEventKind.DISPATCHED, job.id, worker=worker_name)
@@ -194,7 +218,7 @@ class _HeadRounds:
                     task_id is not None and not self.plugins.accepts(task_id)
                 ):
                     continue
-                taken = self._take_head(job_id, plain)
+                taken = self.take_head(job_id, plain)
                 if taken is not _Next.HEAD:
                     return taken
             if len(self.plugins.refused) == refused_before:
@@ -202,7 +226,7 @@ class _HeadRounds:
                 rounds += 1
         return None
 
-    def _take_head(self, job_id: int, plain: bool) -> Job | Literal[_Next.HEAD] | None:
+    def take_head(self, job_id: int, plain: bool) -> Job | Literal[_Next.HEAD] | None:
         """Claim and start one head: the job, None when the worker has no room left (the
         pull ends), or :attr:`_Next.HEAD`."""
         session, puller = self.session, self.puller

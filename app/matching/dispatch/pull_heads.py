@@ -177,6 +177,35 @@ def _one_head_per_category(
 _cached_heads = lru_cache(maxsize=8)(heads_statement)
 
 
+@lru_cache(maxsize=2)
+def _job_fit_statement(managed: bool) -> Select[int | None, bool]:
+    """The heads query's conditions for one named waiting job (``p_job_id``)."""
+    return (
+        select(CategoryTask.task_id, _plain(managed).label("plain"))
+        .select_from(Job)
+        .join(Category, Category.id == Job.category_id)
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(Job.id == bindparam("p_job_id"), Job.state == WAITING, *_fit(managed, False, BOUND))
+    )
+
+
+def job_fit(session: Session, puller: Puller, job_id: int) -> tuple[int | None, bool] | None:
+    """(task id, plain) of the waiting job when its category meets everything the heads
+    query asks of a category for this worker (:func:`heads` would list it, were it the
+    best job), None otherwise: how the explanation asks the pull's own question about one
+    job (app/matching/readiness.py)."""
+    row = session.execute(
+        _job_fit_statement(puller.managed),
+        {
+            "p_job_id": job_id,
+            "p_worker_id": puller.id,
+            "p_generation": puller.generation,
+            "p_max_free": puller.max_free,
+        },
+    ).one_or_none()
+    return None if row is None else (row[0], bool(row[1]))
+
+
 def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int]) -> Sequence[Any]:
     """(job id, task id, plain) of the best waiting jobs of the categories the worker
     fits, best first, leaving out the tasks whose plug-in already refused the worker.
