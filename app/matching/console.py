@@ -29,7 +29,7 @@ from app.db.models import (
     Worker,
     WorkerState,
 )
-from app.matching.category_fit import category_fit
+from app.matching.category_fit import category_fit, too_few_nodes
 from app.matching.misfits import REASONS, reasons_now
 from app.matching.readiness import DYNAMIC_REASONS
 from app.matching.stats import count_by_state
@@ -274,6 +274,12 @@ def _misfit_reasons(
         for worker_id, reason in reasons_now(session, category_id, worker_ids).items():
             if reason is not None:
                 found[(category_id, worker_id)] = reason
+    for category_id in category_ids:
+        # A job on more nodes than fit is held by no set of workers (issue 35): the
+        # workers that fit one node of it are refused too, as explain refuses them.
+        if too_few_nodes(session, category_id) is not None:
+            for worker_id in worker_ids:
+                found.setdefault((category_id, worker_id), "needs-several-nodes")
     return found
 
 

@@ -386,16 +386,25 @@ def test_job_larger_than_any_inventory_fails_at_submission(
     assert workers["plain"]["eligible"] is False
     assert workers["plain"]["misfit_reason"] == "inventory-too-small"
     assert "node/[core=2]" in workers["plain"]["clauses"][0]["message"]
-    # Two cores fit its two slots: that job waits, and plain could take it.
-    two = submit(client, admin_headers, "slot/core=2")
-    assert two["state"] == "waiting"
+    # One with 16 slots offers node/[core=16]: twelve cores fit, so the job waits, and
+    # that worker is its one candidate (small's inventory has 8 cores in all).
+    client.post("/v1/workers", json={"name": "roomy", "slots": 16}, headers=admin_headers)
+    big = submit(client, admin_headers, "slot/core=12")
+    assert big["state"] == "waiting"
+    workers = {
+        w["worker"]: w
+        for w in client.get(f"/v1/jobs/{big['id']}/explain", headers=admin_headers).json()[
+            "workers"
+        ]
+    }
+    assert workers["roomy"]["eligible"] is True and workers["roomy"]["misfit_reason"] is None
     assert workers["small"]["eligible"] is False
     assert workers["small"]["misfit_reason"] == "inventory-too-small"
     assert [c["reason"] for c in workers["small"]["clauses"]] == ["inventory-too-small"]
     assert "needs 12 core on one node" in workers["small"]["clauses"][0]["message"]
     assert "has 8 in all" in workers["small"]["clauses"][0]["message"]
     candidates = client.get(f"/v1/jobs/{big['id']}/candidates", headers=admin_headers).json()
-    assert [c["worker"] for c in candidates["items"]] == ["plain"]
+    assert [c["worker"] for c in candidates["items"]] == ["roomy"]
 
     # A larger inventory lifts the misfit (the worker's generation changes).
     finished = client.post(

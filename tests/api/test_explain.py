@@ -65,6 +65,10 @@ def test_a_busy_worker_says_why_it_did_not_take_the_job(
         "fit_but_busy": 1,
         "first_failures": {"job-requires-tag": 1, "no-free-slots": 1},
         "suggestion": "wait for one of the 1 running jobs of worker w1 to end",
+        # Every worker accounted for (issue 35): w1 not now, w2 never.
+        "outranked": 0,
+        "not_now": 1,
+        "never": 1,
     }
     # explain of the running job: static fit only, no summary.
     ran = _explain(client, admin_headers, running["id"])

@@ -116,12 +116,16 @@ def _waiting(client: TestClient, admin: dict[str, str]) -> dict[int, int]:
 
 
 def _runnable(client: TestClient, admin: dict[str, str], job_ids: list[int]) -> set[int]:
-    """The waiting jobs whose explanation says some worker can run them now."""
+    """The waiting jobs whose explanation says some worker can run them now, or after the
+    jobs that go first there (issue 35: outranked)."""
+    summaries = [
+        _ok(client.get(f"/v1/jobs/{job_id}/explain", headers=admin))["summary"]
+        for job_id in job_ids
+    ]
     return {
         job_id
-        for job_id in job_ids
-        if _ok(client.get(f"/v1/jobs/{job_id}/explain", headers=admin))["summary"]["can_run_now"]
-        > 0
+        for job_id, summary in zip(job_ids, summaries, strict=True)
+        if summary["can_run_now"] + summary["outranked"] > 0
     }
 
 

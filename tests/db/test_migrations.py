@@ -128,3 +128,78 @@ def test_spans_of_registered_inventories_are_filled_in(empty_url: str) -> None:
         assert spans() == registered
     finally:
         database.dispose()
+
+
+def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled_in(
+    empty_url: str,
+) -> None:
+    """0026 (issue 35) gives the categories stored before it ``cores_alone`` and corrects
+    the cached verdicts the new rule changes: a worker without an inventory offers
+    node/[core=<slots>] and nothing else, so a GPU job and a two-node job misfit it (as
+    registration after 0026 says), while two cores on its two slots still fit."""
+    from sqlalchemy import delete, text
+
+    from app.db.engine import Database
+    from app.db.models import CategoryMisfit, CategoryShape, Worker
+    from app.matching import submission, workers
+    from app.matching.requests import JobSpec
+    from app.matching.workers import WorkerSpec
+
+    migrate.upgrade(empty_url)
+    database = Database(empty_url)
+    shapes = {"gpu": "slot/[core=1;gpu=1]", "two": "node=2/slot/core=1", "cores": "slot/core=2"}
+    try:
+        with database.transaction() as session:
+            workers.upsert_worker(session, WorkerSpec(name="bare", slots=2))
+            workers.upsert_worker(
+                session, WorkerSpec(name="inv", rank=0, slots=8, inventory="node/[core=8;gpu=1]")
+            )
+            categories = {
+                name: submission.submit_job(
+                    session, JobSpec(shape=shape), submitter="t"
+                ).category_id
+                for name, shape in shapes.items()
+            }
+
+        def state() -> tuple[dict[str, int | None], dict[str, str | None]]:
+            with database.transaction(write=False) as session:
+                bare = session.scalar(select(Worker.id).where(Worker.name == "bare"))
+                cores = dict(
+                    session.execute(select(CategoryShape.category_id, CategoryShape.cores_alone))
+                    .tuples()
+                    .all()
+                )
+                misfits = dict(
+                    session.execute(
+                        select(CategoryMisfit.category_id, CategoryMisfit.reason).where(
+                            CategoryMisfit.worker_id == bare
+                        )
+                    )
+                    .tuples()
+                    .all()
+                )
+                return (
+                    {name: cores[c] for name, c in categories.items()},
+                    {name: misfits.get(c) for name, c in categories.items()},
+                )
+
+        expected = (
+            {"gpu": None, "two": None, "cores": 2},
+            {"gpu": "inventory-too-small", "two": "needs-several-nodes", "cores": None},
+        )
+        assert state() == expected
+        migrate.downgrade(empty_url, "0022")
+        with database.transaction() as session:
+            # The cache as it was before 0026: no jobspec ruled out a worker without one.
+            session.execute(
+                delete(CategoryMisfit).where(
+                    CategoryMisfit.worker_id
+                    == select(Worker.id).where(Worker.name == "bare").scalar_subquery()
+                )
+            )
+            # inv fits all three: no misfit row is left.
+            assert session.execute(text("SELECT count(*) FROM category_misfits")).scalar() == 0
+        migrate.upgrade(empty_url)
+        assert state() == expected
+    finally:
+        database.dispose()

@@ -181,7 +181,10 @@ def _ranking(session: Session, job: Job, policy: Policy) -> dict[str, Any]:
     return {
         "candidates": [c.worker for c in ranked],
         "strengths": {c.worker: c.strength_name for c in ranked},
-        "reasons": {v.worker: v.reason for v in verdicts},
+        # A worker that could run it after the jobs that go first (outranked) can run it.
+        "reasons": {
+            v.worker: None if v.answer == readiness.OUTRANKED else v.reason for v in verdicts
+        },
     }
 
 

@@ -1,7 +1,8 @@
 """Which waiting jobs could be dispatched now: per category, as the explanation of a
-waiting job decides it (app/matching/readiness.py: the misfit cache, the worker's state,
-free slots, free inventory and the Grid Engine values of now, checked as a pull checks
-them), so that a what-if and ``GET /v1/jobs/{id}/explain`` cannot disagree.
+waiting job decides it (app/matching/readiness.py: a pull by some worker, rehearsed and
+rolled back, would start it were it that worker's best job; for a job on several nodes,
+an allocation now would place it), so that a what-if and ``GET /v1/jobs/{id}/explain``
+cannot disagree.
 
 Every job of a category asks for the same things (the category is the canonical key of
 the whole request, its slots included), so one job per category is judged; the cost is
@@ -58,7 +59,7 @@ def _waiting_by_category(session: Session) -> dict[int, list[int]]:
 
 def category_runnable(session: Session, job: Job, policy: Policy) -> bool:
     """Whether some worker could take the waiting ``job`` now (and so any job of its
-    category): the explanation's ``can_run_now``."""
+    category): the explanation's answer ``now`` or ``outranked`` for some worker."""
     return some_worker_can_run_now(session, job, policy)
 
 

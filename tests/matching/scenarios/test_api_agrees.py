@@ -58,7 +58,10 @@ def _submit(client: TestClient, admin: dict[str, str], body: dict[str, Any]) -> 
     explained = _ok(client.get(f"/v1/jobs/{job['id']}/explain", headers=admin))["workers"]
     outcome["candidates"] = [c["worker"] for c in ranked]
     outcome["strengths"] = {c["worker"]: c["strength_name"] for c in ranked}
-    outcome["reasons"] = {w["worker"]: w["reason"] for w in explained}
+    # Outranked (issue 35): it could run the job, after the jobs that go first.
+    outcome["reasons"] = {
+        w["worker"]: None if w.get("answer") == "outranked" else w["reason"] for w in explained
+    }
     return outcome
 
 
