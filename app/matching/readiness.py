@@ -384,12 +384,15 @@ class _Judge:
     def _one(self, worker: WorkerNow) -> tuple[list[Clause], str]:
         """A job on one node: the pull's own steps for this job, then the whole pull."""
         job_id = self.job.id
-        stopped = _state_clause(worker)
+        # The pull's first two tests, read off the worker without rehearsing it: an
+        # active worker, and a queue instance with the job's slots free (lock_puller's
+        # state and largest free count; the heads query's ``slots <= max_free``).
+        stopped = _state_clause(worker) or worker.largest_free < self.category.slots
         startable = not stopped and rehearse(
             self.session, lambda: would_start(self.session, worker.name, job_id, self.policy)
         )
         if not startable:
-            said = stopped or self.check.clauses(worker)
+            said = self.check.clauses(worker)
             if not said:
                 said = [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])]
             return said, NEVER if said[0].reason == "inventory-too-small" else NOT_NOW

@@ -47,7 +47,13 @@ def test_jobs_with_shapes_store_vertices(
     admin_headers,  # type: ignore[no-untyped-def]
     database: Database,
 ) -> None:
-    client.post("/v1/workers", json={"name": "w"}, headers=admin_headers)
+    # A worker with an inventory: one without takes part in no job on several nodes, and
+    # the job would fail at submission (issue 35).
+    client.post(
+        "/v1/workers",
+        json={"name": "w", "inventory": "node/socket=2/core=4"},
+        headers=admin_headers,
+    )
     job = client.post(
         "/v1/jobs",
         json={"shape": "slot=4{nodelevel}/node{-x}/socket=2+/core=4+"},
