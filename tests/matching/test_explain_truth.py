@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.db.engine import Database
-from app.db.models import Category, CategoryShape, Job, JobState, Worker
+from app.db.models import Category, CategoryShape, Job, JobState, Worker, WorkerState
 from app.db.tables import INVENTORY_BOOKINGS
 from app.matching import readiness, submission
 from app.matching.allocation import allocate
@@ -26,6 +26,7 @@ from app.matching.errors import ConflictError
 from app.matching.gridengine.admin import set_values
 from app.matching.gridengine.values import resolve_target
 from app.matching.requests import JobSpec
+from app.matching.worker_lifecycle import WorkerChanges, update_worker
 from app.matching.workers import WorkerSpec, upsert_worker
 from tests.support.thoroughness import examples
 
@@ -50,6 +51,7 @@ def workers(draw: st.DrawFn) -> dict[str, Any]:
         "inventory": draw(INVENTORIES),
         "arch": draw(st.sampled_from([None, "lx-amd64"])),
         "busy": draw(st.sampled_from([None, None, "slot/core=4", "slot/gpu=1"])),
+        "state": draw(st.sampled_from([WorkerState.ACTIVE] * 4 + [WorkerState.DRAINING])),
     }
 
 
@@ -91,6 +93,10 @@ def _build(database: Database, fleet: list[dict[str, Any]]) -> None:
             left = session.get(Job, hog_id)
             if left is not None and left.state is JobState.WAITING:
                 submission.cancel_job(session, hog_id)
+    with database.transaction() as session:
+        for index, spec in enumerate(fleet):
+            if spec["state"] is not WorkerState.ACTIVE:
+                update_worker(session, f"w{index}", WorkerChanges(state=spec["state"]), by="t")
 
 
 def _rehearsed_pull(session: Session, worker: str) -> int | None:
@@ -173,6 +179,7 @@ def test_can_run_now_is_what_a_pull_or_an_allocation_does(
                     starts = _rehearsed_pull(session, verdict.worker) == job_id
                     where = "a pull"
                 assert verdict.can_run_now == starts, (where, verdict, fleet, wanted)
+                event(f"{where}: {verdict.answer} ({verdict.reason})")
                 # Busy only where something is held (issue 35).
                 if verdict.reason == "inventory-busy":
                     assert "held by running job" in verdict.clauses[0].message
