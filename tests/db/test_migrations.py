@@ -164,20 +164,20 @@ def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled
         def state() -> tuple[dict[str, int | None], dict[str, str | None]]:
             with database.transaction(write=False) as session:
                 bare = session.scalar(select(Worker.id).where(Worker.name == "bare"))
-                cores = dict(
-                    session.execute(select(CategoryShape.category_id, CategoryShape.cores_alone))
-                    .tuples()
-                    .all()
-                )
-                misfits = dict(
-                    session.execute(
+                cores = {
+                    category_id: amount
+                    for category_id, amount in session.execute(
+                        select(CategoryShape.category_id, CategoryShape.cores_alone)
+                    )
+                }
+                misfits = {
+                    category_id: reason
+                    for category_id, reason in session.execute(
                         select(CategoryMisfit.category_id, CategoryMisfit.reason).where(
                             CategoryMisfit.worker_id == bare
                         )
                     )
-                    .tuples()
-                    .all()
-                )
+                }
                 return (
                     {name: cores[c] for name, c in categories.items()},
                     {name: misfits.get(c) for name, c in categories.items()},

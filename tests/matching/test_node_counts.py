@@ -164,7 +164,7 @@ def test_an_n_node_jobspec_gets_n_distinct_workers_on_every_path(
             # now places it there; a worker without an inventory never takes part.
             job = submission.get_job(session, pulled)
             placed = allocate.placement_now(session, job, "first") or []
-            ids = dict(session.execute(select(Worker.name, Worker.id)).tuples().all())
+            ids = {name: id_ for name, id_ in session.execute(select(Worker.name, Worker.id))}
             verdicts, _summary = readiness.explain_workers(session, job, None, "first", [])
             for verdict in verdicts:
                 assert verdict.can_run_now == (ids[verdict.worker] in placed), verdict
