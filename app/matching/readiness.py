@@ -258,9 +258,14 @@ def holding_jobs(session: Session, worker_id: int) -> list[int]:
     )
 
 
-def summarise(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) -> ExplainSummary:
+def summarise(
+    verdicts: list[WorkerExplanation],
+    workers: dict[str, WorkerNow],
+    short: TooFewNodes | None = None,
+) -> ExplainSummary:
     """The counts of a waiting job's explanation: per answer (they add up to the number
-    of workers), eligible and fit-but-busy as before, and per first failing clause."""
+    of workers), eligible and fit-but-busy as before, and per first failing clause.
+    ``short``: the job needs more nodes than fit (then the suggestion is to add some)."""
     failures = Counter(v.reason for v in verdicts if v.reason is not None)
     answers = Counter(v.answer for v in verdicts)
     eligible = [v for v in verdicts if v.eligible]
@@ -271,7 +276,13 @@ def summarise(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]) 
         can_run_now=len(ready),
         fit_but_busy=len(eligible) - len(ready),
         first_failures=dict(sorted(failures.items())),
-        suggestion=_suggestion(verdicts, workers),
+        suggestion=(
+            f"register {short.needed - short.found} more worker(s) with an inventory that "
+            f"could hold a node of it (it needs {short.needed} nodes; {short.found} could "
+            "hold one)"
+            if short is not None
+            else _suggestion(verdicts, workers)
+        ),
         outranked=answers[OUTRANKED],
         not_now=answers[NOT_NOW],
         never=answers[NEVER],
@@ -472,7 +483,9 @@ def explain_workers(
     waiting = job.state is JobState.WAITING
     judged, now = _verdicts(session, job, worker_name, policy, lines)
     verdicts = list(judged)
-    return verdicts, summarise(verdicts, now) if waiting else None
+    if not waiting:
+        return verdicts, None
+    return verdicts, summarise(verdicts, now, too_few_nodes(session, job.category_id))
 
 
 def some_worker_can_run_now(session: Session, job: Job, policy: Policy) -> bool:
