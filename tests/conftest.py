@@ -8,6 +8,7 @@ test` runs several with pytest-xdist), a copy of one built by the migrations onc
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,8 +78,13 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
     """Every SETTLE_EVERY tests, set aside again what has survived them (the caches of
     compiled statements, parsed notations and Hypothesis' strategies grow to hundreds of
     thousands of objects): one collection now instead of ever longer ones in later tests
-    (one test spent 6 s in the collector). What is garbage now is collected first."""
+    (one test spent 6 s in the collector). What is garbage now is collected first.
+
+    The last settling's heap is thawed before: what was alive then and is garbage now (a
+    module's fixtures, an app in a reference cycle) would otherwise stay frozen, and
+    uncollected, for the rest of the run."""
     if next(_tests_finished) % SETTLE_EVERY == 0:
+        gc.unfreeze()
         heap.settle()
 
 
