@@ -5,10 +5,10 @@ An administrator sets values with ``PUT /v1/values/hosts/{host}`` (``complex_val
 ``load_values`` for a host that reports none itself, as the README sets ``arch``); the
 worker reports with ``PUT /v1/workers/{name}/load``. Each replaces only its own values.
 Which one a match sees follows Grid Engine's within-object rules (the Complex Attribute
-Specification of 2003, section 3 "Overriding attributes": a load value ``arch`` is
-overridden "in the host definition with another value"; ``mem_free``: "custom / load
-report / result: 1 GB / 4 GB / 1 GB"): a fixed value keeps its place beside a report, and
-an administrator's load value stands in for the reported one of its attribute.
+Specification of 2003, section 3, overriding attributes: a host's configured value
+overrides its load value ``arch``; for ``mem_free`` a configured 1 GB beside a reported
+4 GB gives 1 GB): a fixed value keeps its place beside a report, and an administrator's
+load value stands in for the reported one of its attribute.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_a_fixed_value_and_a_report_merge_by_grid_engines_rules(
 ) -> None:
     """complex_values beside a report: for ``==`` (num_proc) the fixed value is the one
     that counts; for ``<=`` (mem_free) both count and the more restrictive decides (the
-    specification's "1 GB / 4 GB / 1 GB")."""
+    specification's configured 1 GB beside a reported 4 GB)."""
     w1 = _worker(client, admin_headers)
     _admin_sets(client, admin_headers, "w1", complex_values={"num_proc": "4", "mem_free": "1G"})
     _report(client, w1, "w1", num_proc="2", mem_free="4096.000000M")
