@@ -153,7 +153,8 @@ class AdminClient(SubmitterClient):
 
     @covers(ops.SET_HOST_VALUES)
     def set_host_values(self, host: str, values: ValuesSpec) -> ValuesChanged:
-        """A host's complex_values and load_values (sge_host_conf(5))."""
+        """A host's complex_values and load_values (sge_host_conf(5)); each kind given
+        replaces the administrator's values of that kind, never the worker's report."""
         return self._call(ValuesChanged, ops.SET_HOST_VALUES, path={"host": host}, body=values)
 
     @covers(ops.SET_QUEUE_VALUES)

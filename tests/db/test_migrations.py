@@ -128,3 +128,66 @@ def test_spans_of_registered_inventories_are_filled_in(empty_url: str) -> None:
         assert spans() == registered
     finally:
         database.dispose()
+
+
+def test_load_values_before_0023_are_taken_for_reports(empty_url: str) -> None:
+    """0023 keeps an administrator's values apart from a worker's report. Going down, the
+    report an administrator's load value hides goes (the old key holds one load row per
+    attribute and object); going up again, the load rows left are taken for reports (who
+    wrote them is not known, and a report is replaced by the next one) and the fixed
+    values stay configuration."""
+    from sqlalchemy import text
+
+    from app.db.engine import Database
+    from app.matching.gridengine.admin import set_values
+    from app.matching.gridengine.values import REPORT, Target
+    from app.matching.workers import WorkerSpec, upsert_worker
+
+    migrate.upgrade(empty_url)
+    database = Database(empty_url)
+    rows = text(
+        "SELECT a.name, v.kind, v.source, v.text FROM attribute_values v"
+        " JOIN attributes a ON a.id = v.attribute_id WHERE v.level = 'host'"
+        " ORDER BY a.name, v.kind, v.source"
+    )
+    try:
+        with database.transaction() as session:
+            worker, _ = upsert_worker(session, WorkerSpec(name="w1", slots=1))
+            host = Target("host", worker.id)
+            set_values(session, host, "complex_values", {"h_vmem": "8G"})
+            set_values(session, host, "load_values", {"arch": "lx-amd64"})
+            set_values(
+                session, host, "load_values", {"arch": "lx-arm64", "num_proc": "2"}, source=REPORT
+            )
+        with database.transaction(write=False) as session:
+            assert [tuple(r) for r in session.execute(rows)] == [
+                ("arch", "load", "admin", "lx-amd64"),
+                ("arch", "load", "report", "lx-arm64"),
+                ("h_vmem", "fixed", "admin", "8G"),
+                ("num_proc", "load", "report", "2"),
+            ]
+        database.dispose()
+        migrate.downgrade(empty_url, "0022")
+        database = Database(empty_url)
+        with database.transaction(write=False) as session:
+            old = text(
+                "SELECT a.name, v.kind, v.text FROM attribute_values v"
+                " JOIN attributes a ON a.id = v.attribute_id WHERE v.level = 'host'"
+                " ORDER BY a.name"
+            )
+            assert [tuple(r) for r in session.execute(old)] == [
+                ("arch", "load", "lx-amd64"),
+                ("h_vmem", "fixed", "8G"),
+                ("num_proc", "load", "2"),
+            ]
+        database.dispose()
+        migrate.upgrade(empty_url)
+        database = Database(empty_url)
+        with database.transaction(write=False) as session:
+            assert [tuple(r) for r in session.execute(rows)] == [
+                ("arch", "load", "report", "lx-amd64"),
+                ("h_vmem", "fixed", "admin", "8G"),
+                ("num_proc", "load", "report", "2"),
+            ]
+    finally:
+        database.dispose()

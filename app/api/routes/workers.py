@@ -40,7 +40,7 @@ from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
-from app.matching.gridengine.values import resolve_target
+from app.matching.gridengine.values import REPORT, resolve_target
 from app.matching.locks import worker_by_name
 from app.matching.workers import WorkerSpec
 from app.settings import Settings
@@ -416,9 +416,13 @@ def report_dynamic_metadata(
 def report_load(
     name: NamePath, body: LoadValuesIn, session: SessionDep, _w: WorkerDep
 ) -> ValuesOut:
-    """The worker reports its host's load values (Grid Engine's execd reports: load_avg,
-    np_load_avg, mem_free, num_proc, ...) with its own token; they replace the host's
-    previous load values, as ``PUT /v1/values/hosts/{host}`` with ``load_values`` would."""
+    """The worker reports its host's load values (Grid Engine's execd reports: arch,
+    num_proc, load_avg, np_load_avg, mem_free, ...) with its own token; they replace its
+    previous report only. What an administrator set (complex values, load values of
+    ``PUT /v1/values/hosts/{host}``) stays, and an administrator's load value of an
+    attribute is the one matching sees (`reported_load_values` of the host's values)."""
     target = resolve_target(session, "host", name, None)
-    changed = gridengine_admin.set_values(session, target, "load_values", body.load_values)
+    changed = gridengine_admin.set_values(
+        session, target, "load_values", body.load_values, source=REPORT
+    )
     return ValuesOut(static_changed=changed)
