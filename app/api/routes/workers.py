@@ -418,7 +418,10 @@ def report_load(
 ) -> ValuesOut:
     """The worker reports its host's load values (Grid Engine's execd reports: load_avg,
     np_load_avg, mem_free, num_proc, ...) with its own token; they replace the host's
-    previous load values, as ``PUT /v1/values/hosts/{host}`` with ``load_values`` would."""
+    previous load values, as ``PUT /v1/values/hosts/{host}`` with ``load_values`` would.
+    A report is a word from the worker, as a heartbeat is (an unknown worker is active
+    again)."""
     target = resolve_target(session, "host", name, None)
+    leases.heartbeat(session, name)
     changed = gridengine_admin.set_values(session, target, "load_values", body.load_values)
     return ValuesOut(static_changed=changed)
