@@ -6,17 +6,21 @@ again, and what an admin set is never overridden either way."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
 
 from app.db.base import utcnow
 from app.db.engine import Database
+from app.db.event_loop import EventLoopConnections
 from app.db.models import Allocation, JobState, QueueInstance, Worker, WorkerState
 from app.matching import candidates, leases, liveness, submission, workers
 from app.matching.debusine.metadata import report_dynamic_metadata
+from app.matching.dispatch import express
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import InvalidFieldError
 from app.matching.readiness import DYNAMIC_REASONS, explain_workers
@@ -250,3 +254,48 @@ def test_the_sweep_logs_each_mark(database: Database, caplog: pytest.LogCaptureF
     (event,) = [r for r in caplog.records if r.name == "app.events"]
     assert event.getMessage() == "worker.state_changed"
     assert (event.previous, event.state, event.by) == ("active", "unknown", "jobmatch")  # type: ignore[attr-defined]
+
+
+def test_the_express_lane_revives_in_its_own_statements(database: Database, backend: str) -> None:
+    """PostgreSQL's express lane (app/matching/dispatch/express.py): a finish on a Core
+    connection or on the event loop's makes an unknown worker active again and says so,
+    for the log after its commit; a pull of an unknown worker is left to the general
+    way, which revives it."""
+    if backend != "postgresql":
+        pytest.skip("the express lane is PostgreSQL's")
+    _register(database, "w")
+    with database.transaction() as session:
+        for _ in range(3):
+            submission.submit_job(session, JobSpec(slots=1), submitter="t")
+    with database.transaction() as session:
+        first = dispatch.pull(session, "w")
+        second = dispatch.pull(session, "w")
+        assert first is not None and second is not None
+    report = SimpleNamespace(outcome="finished", reason=None, exit_code=0, output=None)
+
+    assert _mark(database, after=TIMEOUT + 1) == ["w"]
+    with database.engine.connect() as connection, connection.begin():
+        assert express.pull(connection, "w", utcnow()) is None
+    assert _state(database, "w").state is WorkerState.UNKNOWN
+    with database.engine.connect() as connection, connection.begin():
+        ended = express.finish(connection, first.id, "w", report, utcnow())
+    assert ended is not None and ended.worker_revived
+    assert _state(database, "w").state is WorkerState.ACTIVE
+
+    assert _mark(database, after=TIMEOUT + 1) == ["w"]
+    pool = EventLoopConnections.for_database(database)
+    assert pool is not None
+
+    async def finish_on_loop() -> SimpleNamespace | None:
+        assert pool is not None
+        pool.bind(asyncio.get_running_loop())
+        try:
+            async with pool.transaction() as transaction:
+                return await express.finish_on_loop(transaction, second.id, "w", report, utcnow())
+        finally:
+            await pool.close()
+
+    ended = asyncio.run(finish_on_loop())
+    assert ended is not None and ended.worker_revived
+    worker = _state(database, "w")
+    assert worker.state is WorkerState.ACTIVE and worker.state_set_by == "w"
