@@ -32,6 +32,9 @@ from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: The shortest period a worker timeout alone makes the sweep run at, in seconds.
+MIN_PERIOD = 1.0
+
 
 class LeaseSweeper:
     """Every :meth:`period` seconds, requeue the jobs of silent workers and mark those
@@ -66,11 +69,12 @@ class LeaseSweeper:
     def period(self) -> float:
         """Seconds between sweeps: ``lease_sweep_seconds``, and at most half the worker
         timeout (when there is one), so that marking lags a timeout by half of one at
-        most."""
+        most; a tiny timeout does not make the sweep spin (once a second at most, unless
+        ``lease_sweep_seconds`` asks for more)."""
         timeout = self.settings.worker_timeout_seconds
         if timeout <= 0:
             return self.settings.lease_sweep_seconds
-        return min(self.settings.lease_sweep_seconds, timeout / 2)
+        return min(self.settings.lease_sweep_seconds, max(timeout / 2, MIN_PERIOD))
 
     def in_grace(self) -> bool:
         """Whether less than a lease has passed since this process started sweeping."""

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
 
+from app.api.lease_sweeper import LeaseSweeper
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.event_loop import EventLoopConnections
@@ -27,6 +29,7 @@ from app.matching.readiness import DYNAMIC_REASONS, explain_workers
 from app.matching.submission import JobSpec
 from app.matching.worker_lifecycle import WorkerChanges, update_worker
 from app.matching.workers import WorkerSpec
+from app.settings import Settings
 
 pytestmark = pytest.mark.db
 
@@ -299,3 +302,32 @@ def test_the_express_lane_revives_in_its_own_statements(database: Database, back
     assert ended is not None and ended.worker_revived
     worker = _state(database, "w")
     assert worker.state is WorkerState.ACTIVE and worker.state_set_by == "w"
+
+
+def test_the_sweep_runs_twice_per_timeout_and_waits_one_after_its_start(
+    database: Database, settings: Settings
+) -> None:
+    """Server downtime is not worker silence: a process marks nothing during its first
+    timeout (every worker gets a full one, counted from when it could be heard again);
+    then one sweep marks every silent worker. The sweep's period follows the timeout."""
+    periods = {
+        (30.0, 600.0): 30.0,
+        (30.0, 4.0): 2.0,
+        (30.0, 0.1): 1.0,  # a tiny timeout does not make the sweep spin
+        (0.5, 4.0): 0.5,
+        (30.0, 0.0): 30.0,  # no timeout: the lease sweep's own period
+    }
+    for (sweep, timeout), period in periods.items():
+        update = {"lease_sweep_seconds": sweep, "worker_timeout_seconds": timeout}
+        assert LeaseSweeper(database, settings.model_copy(update=update)).period() == period
+
+    _register(database, "a", "b")
+    quick = settings.model_copy(update={"worker_timeout_seconds": 0.3})
+    sweeper = LeaseSweeper(database, quick)
+    assert sweeper.in_liveness_grace() and sweeper.mark_silent() == 0
+    time.sleep(0.35)
+    assert not sweeper.in_liveness_grace() and sweeper.mark_silent() == 2
+    assert sweeper.mark_silent() == 0
+    assert _state(database, "a").state is WorkerState.UNKNOWN
+    never = LeaseSweeper(database, settings.model_copy(update={"worker_timeout_seconds": 0}))
+    assert never.in_liveness_grace(), "0: workers are never marked"
