@@ -58,6 +58,7 @@ RUN_FIRST = (
     "tests/api/ui/",
     "tests/api/test_longpoll_live.py",
     "tests/api/test_observability_live.py",
+    "tests/api/test_liveness_live.py",
 )
 
 

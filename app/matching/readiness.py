@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -27,6 +28,7 @@ from app.db.models import (
     WorkerInventory,
     WorkerState,
 )
+from app.matching import liveness
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.candidates import StaticExplanation, explain_job
@@ -46,6 +48,7 @@ DYNAMIC_REASONS = {
     "worker-draining": "the worker is draining: it finishes what it runs and gets nothing new",
     "worker-disabled": "an administrator disabled the worker",
     "worker-offline": "the worker is offline",
+    liveness.REASON_CODE: liveness.MEANING,
     "no-free-slots": "no queue instance of the worker has enough free slots now",
     "inventory-busy": "the worker's free inventory cannot hold the job now",
     "sge-now": "the Grid Engine values or consumables of now do not admit the job",
@@ -55,6 +58,7 @@ _STATE_CODES = {
     WorkerState.DRAINING: "worker-draining",
     WorkerState.DISABLED: "worker-disabled",
     WorkerState.OFFLINE: "worker-offline",
+    WorkerState.UNKNOWN: liveness.REASON_CODE,
 }
 
 
@@ -68,6 +72,9 @@ class WorkerNow:
     state_reason: str | None
     largest_free: int
     running_jobs: int
+    #: When it was last heard from, and registered (said of an unknown worker).
+    last_seen: datetime | None = None
+    registered_at: datetime | None = None
 
 
 def workers_now(session: Session, names: list[str]) -> dict[str, WorkerNow]:
@@ -80,12 +87,19 @@ def workers_now(session: Session, names: list[str]) -> dict[str, WorkerNow]:
     )
     rows = session.execute(
         select(
-            Worker.id, Worker.name, Worker.state, Worker.state_reason, largest_free, running
+            Worker.id,
+            Worker.name,
+            Worker.state,
+            Worker.state_reason,
+            largest_free,
+            running,
+            Worker.last_seen,
+            Worker.created_at,
         ).where(Worker.name.in_(names))
     ).all()
     return {
-        name: WorkerNow(id_, name, state, reason, int(free), int(count))
-        for id_, name, state, reason, free, count in rows
+        name: WorkerNow(id_, name, state, reason, int(free), int(count), seen, created)
+        for id_, name, state, reason, free, count, seen, created in rows
     }
 
 
@@ -110,6 +124,9 @@ class DynamicCheck:
         """The first dynamic clause that keeps the worker from taking the job now, if any
         (a pull stops at the first, so the explanation does too)."""
         code = _STATE_CODES.get(worker.state)
+        if code == liveness.REASON_CODE:
+            words = liveness.unknown_words(worker.last_seen, worker.registered_at)
+            return [Clause(code, words)]
         if code is not None:
             why = f" ({worker.state_reason})" if worker.state_reason else ""
             return [Clause(code, DYNAMIC_REASONS[code] + why)]

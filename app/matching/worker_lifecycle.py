@@ -156,10 +156,22 @@ def note_state(
     worker.state_changed_at = utcnow()
 
 
+def _check_state_given(given: WorkerState | Unset, previous: WorkerState | None) -> None:
+    """``unknown`` is the server's word for a silent worker (app/matching/liveness.py):
+    nobody sets it, though a change of other fields of an unknown worker keeps it."""
+    if given is WorkerState.UNKNOWN and previous is not WorkerState.UNKNOWN:
+        raise InvalidFieldError(
+            "state",
+            "`unknown` is set by the server when a worker is not heard from for "
+            "JOBMATCH_WORKER_TIMEOUT_SECONDS; give active, draining, offline or disabled",
+        )
+
+
 def register_worker(session: Session, spec: WorkerSpec, *, by: str) -> tuple[Worker, bool]:
     """``upsert_worker`` (the whole worker replaced), noting who set its state when the
     registration changes it. Returns (worker, created)."""
     previous = session.scalar(select(Worker.state).where(Worker.name == spec.name))
+    _check_state_given(spec.state, previous)
     worker, created = upsert_worker(session, spec)
     note_state(worker, previous or worker.state, by=by)
     domain_events.worker_event(
@@ -179,6 +191,7 @@ def update_worker(session: Session, name: str, changes: WorkerChanges, *, by: st
     A state change alone does not: draining and disabling are read live, not cached."""
     worker = worker_by_name(session, name, lock=True)
     previous = worker.state
+    _check_state_given(changes.state, previous)
     spec = _merged(stored_spec(session, worker), changes)
     worker, _created = upsert_worker(session, spec)
     note_state(worker, previous, reason=changes.reason, by=by)

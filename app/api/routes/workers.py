@@ -420,8 +420,11 @@ def report_load(
     num_proc, load_avg, np_load_avg, mem_free, ...) with its own token; they replace its
     previous report only. What an administrator set (complex values, load values of
     ``PUT /v1/values/hosts/{host}``) stays, and an administrator's load value of an
-    attribute is the one matching sees (`reported_load_values` of the host's values)."""
+    attribute is the one matching sees (`reported_load_values` of the host's values).
+    A report is a word from the worker, as a heartbeat is (an unknown worker is active
+    again)."""
     target = resolve_target(session, "host", name, None)
+    leases.heartbeat(session, name)
     changed = gridengine_admin.set_values(
         session, target, "load_values", body.load_values, source=REPORT
     )
