@@ -57,6 +57,7 @@ RUN_FIRST = (
     "tests/api/ui/",
     "tests/api/test_longpoll_live.py",
     "tests/api/test_observability_live.py",
+    "tests/api/test_schema_gate.py",
 )
 
 
