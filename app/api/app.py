@@ -52,8 +52,9 @@ Every error is an RFC 9457 `application/problem+json` body; a 422 lists each inv
 in `errors`, with the position and the expectation of a notation that did not parse. Each
 operation documents the errors it can return. Besides those, any request may be answered
 408 when its headers arrive too slowly, 503 with `Retry-After` when the server has too
-many open connections, and 404 or 405 for a path or method the API does not have; a 500
-is a bug (logged, without details in the answer).
+many open connections or when the database schema is not at the migration head (naming
+both revisions and `jobmatch db upgrade`; the probes excepted), and 404 or 405 for a path
+or method the API does not have; a 500 is a bug (logged, without details in the answer).
 
 Authenticate with `Authorization: Bearer <token>`: the admin token from
 `JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`. A token
