@@ -59,6 +59,7 @@ RUN_FIRST = (
     "tests/api/test_longpoll_live.py",
     "tests/api/test_observability_live.py",
     "tests/api/test_liveness_live.py",
+    "tests/api/test_schema_gate.py",
 )
 
 

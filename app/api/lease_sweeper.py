@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from app.db.engine import Database
@@ -41,9 +42,17 @@ class LeaseSweeper:
     silent past their timeout unknown. Several server processes may each run one: row
     locks make the sweeps safe to overlap."""
 
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        *,
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         self.database = database
         self.settings = settings
+        #: Whether the database can be swept now (its schema at head); None: always.
+        self.ready = ready
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
@@ -121,6 +130,8 @@ class LeaseSweeper:
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.wait(self.period()):
+            if self.ready is not None and not self.ready():
+                continue  # the gate logged why at start; a sweep would only fail
             try:
                 self.sweep()
             except Exception:  # the sweeper must outlive a failed sweep (e.g. busy database)

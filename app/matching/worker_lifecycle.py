@@ -1,9 +1,10 @@
 """A worker's life after registration: changing some of its fields (drain, disable, resume,
 new slots or resources) without restating the rest, and removing it.
 
-``POST /v1/workers`` replaces a whole worker (app/matching/workers.py ``upsert_worker``);
-the changes here start from what is stored and go through the same function, so that they
-are validated, recached and generation-bumped exactly as a registration is.
+``POST /v1/workers?replace=true`` replaces a whole worker (app/matching/workers.py
+``upsert_worker``); the changes here start from what is stored and go through the same
+function, so that they are validated, recached and generation-bumped exactly as a
+registration is.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from app.matching.dispatch.pull import (
     release_allocations,
     wait_again,
 )
-from app.matching.errors import ConflictError, InvalidFieldError
+from app.matching.errors import ConflictError, InvalidFieldError, WorkerExistsError
 from app.matching.locks import worker_by_name
 from app.matching.workers import DEFAULT_QUEUE, WorkerSpec, upsert_worker
 from app.wire.queues import QueueSpec
@@ -167,11 +168,18 @@ def _check_state_given(given: WorkerState | Unset, previous: WorkerState | None)
         )
 
 
-def register_worker(session: Session, spec: WorkerSpec, *, by: str) -> tuple[Worker, bool]:
+def register_worker(
+    session: Session, spec: WorkerSpec, *, by: str, replace: bool
+) -> tuple[Worker, bool]:
     """``upsert_worker`` (the whole worker replaced), noting who set its state when the
-    registration changes it. Returns (worker, created)."""
+    registration changes it. Returns (worker, created). A worker of that name that exists
+    is replaced only when ``replace`` says so; otherwise :class:`WorkerExistsError` and
+    nothing is changed (a second registration of a name is more often a mistake, a
+    copied command or a clash of host names, than a wish to reset the worker)."""
     previous = session.scalar(select(Worker.state).where(Worker.name == spec.name))
     _check_state_given(spec.state, previous)
+    if previous is not None and not replace:
+        raise WorkerExistsError(spec.name)
     worker, created = upsert_worker(session, spec)
     note_state(worker, previous or worker.state, by=by)
     domain_events.worker_event(

@@ -231,8 +231,14 @@ class WorkerOut(BaseModel):
 
 class RegisteredWorker(WorkerOut):
     token: str | None = Field(
-        description="the worker's bearer token, issued when the worker is created; null on "
-        "an update (issue another with POST /v1/tokens)"
+        description="the worker's new bearer token (shown once): issued when the worker is "
+        "created, and when a replacement finds it without a token that works; null when "
+        "`token_kept` is true"
+    )
+    token_kept: bool = Field(
+        description="true when this registration replaced an existing worker that keeps "
+        "the token it has (one neither revoked nor expired): `token` is then null and the "
+        "worker goes on with its token (issue another with POST /v1/tokens)"
     )
 
 
