@@ -57,8 +57,19 @@ class Settings(BaseSettings):
     lease_seconds: float = 300.0
     #: A job whose lease expired this many times fails instead of being requeued again.
     max_attempts: int = 3
-    #: How often the server looks for expired leases (0 disables the background sweep).
+    #: How often the server looks for expired leases and silent workers (0 disables the
+    #: background sweep). It sweeps at least twice per ``worker_timeout_seconds``, so that a
+    #: silent worker is marked within one and a half timeouts whatever this says.
     lease_sweep_seconds: float = 30.0
+    #: A worker not heard from (pull, finish, return, heartbeat, load or metadata report)
+    #: for this many seconds since its last word, or since its registration if it never
+    #: spoke, is shown as ``unknown`` and gets no new work until it speaks again (0: never).
+    #: 600 is ten of the agent's load reports (every 60 s; app/agent/main.py) and twenty
+    #: of its long-poll pulls (30 s): a live agent speaks many times within it, and a
+    #: server that loses touch with one for ten minutes had better stop sending it work.
+    #: It is longer than ``lease_seconds`` (300), so a silent worker's running jobs have
+    #: gone back to waiting by the time it is marked; marking takes no lease either way.
+    worker_timeout_seconds: float = Field(default=600.0, ge=0)
     #: Seconds a SQLite connection waits for a lock before it reports the database busy.
     sqlite_busy_timeout: float = 30.0
     #: Runs of a request's transaction when it loses a race with another one (deadlock,

@@ -105,14 +105,41 @@ class LiveServer:
             if self.process.poll() is not None:
                 break
             try:
-                if self.request("GET", "/healthz", timeout=2)[0] == 200:
+                # Another process's server on this port (another run's, a leftover) answers
+                # /healthz too, and a test would talk to it: only our own listener counts.
+                # Ours fails to bind and exits, and the loop reports its log.
+                if self.request("GET", "/healthz", timeout=2)[0] == 200 and self._listens():
                     return
             except OSError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         # A server that did not answer in time must not outlive the test that gave up on it:
         # the fixture never reaches its teardown, and a left-over server loads the machine.
         self.stop()
         raise AssertionError(f"server did not start: {self.log.read_text()[-2000:]}")
+
+    def _listens(self) -> bool:
+        """Whether the listening socket on our port is one our server process holds.
+
+        Linux: the socket's inode from /proc/net/tcp, looked up among the process's open
+        files. Elsewhere there is no cheap way to ask, and the answer is yes.
+        """
+        assert self.process is not None
+        table = Path("/proc/net/tcp")
+        if not table.exists():
+            return True
+        local = f"0100007F:{self.port:04X}"
+        inodes = {
+            fields[9]
+            for fields in (line.split() for line in table.read_text().splitlines()[1:])
+            if fields[1] == local and fields[3] == "0A"  # 0A: LISTEN
+        }
+        fds = Path(f"/proc/{self.process.pid}/fd")
+        try:
+            held = {os.readlink(fd) for fd in fds.iterdir()}
+        except OSError:  # the process is gone, or a descriptor closed while we looked
+            return False
+        return any(f"socket:[{inode}]" in held for inode in inodes)
 
     def kill(self) -> None:
         """SIGKILL: the server gets no chance to clean up."""

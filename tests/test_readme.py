@@ -197,6 +197,10 @@ def test_walkthrough_runs_as_written(readme_server: LiveServer, tmp_path: Path) 
     # agent ran the task job, and the scenarios all matched their expectations.
     assert f">>> README.md line {blocks[-1].line}" in result.stdout
     assert '"output": "42\\n"' in result.stdout
+    # Issue 35: after w1's agent reported its load values, what the admin set stays and is
+    # what matching sees, and the MPI job's category still fits w1.
+    assert re.search(r'"arch_seen_from":\s*\[\s*"load_values"\s*\]', result.stdout)
+    assert re.search(r'"mpi_category_fits":\s*\[[^\]]*"w1"', result.stdout)
     differ = re.findall(r"^scenarios: \d+ matched, (\d+) differ", result.stdout, re.MULTILINE)
     assert differ and set(differ) == {"0"}
 

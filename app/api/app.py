@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute
 
@@ -33,6 +34,7 @@ from app.api.routes import (
     whatif,
     workers,
 )
+from app.api.schema_gate import SchemaGateMiddleware, SchemaWatch
 from app.api.token_gate import TokenGateMiddleware
 from app.api.ui import routes as console
 from app.db.connections import ConnectionOptions
@@ -50,8 +52,9 @@ Every error is an RFC 9457 `application/problem+json` body; a 422 lists each inv
 in `errors`, with the position and the expectation of a notation that did not parse. Each
 operation documents the errors it can return. Besides those, any request may be answered
 408 when its headers arrive too slowly, 503 with `Retry-After` when the server has too
-many open connections, and 404 or 405 for a path or method the API does not have; a 500
-is a bug (logged, without details in the answer).
+many open connections or when the database schema is not at the migration head (naming
+both revisions and `jobmatch db upgrade`; the probes excepted), and 404 or 405 for a path
+or method the API does not have; a 500 is a bug (logged, without details in the answer).
 
 Authenticate with `Authorization: Bearer <token>`: the admin token from
 `JOBMATCH_ADMIN_TOKEN`, or a worker or submitter token issued by `POST /v1/tokens`. A token
@@ -109,13 +112,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             options=ConnectionOptions.from_settings(settings),
         )
 
-    sweeper = LeaseSweeper(database, settings)
+    schema = SchemaWatch(database)
+    # No sweep while the schema is not at head: its tables may not exist yet.
+    sweeper = LeaseSweeper(database, settings, ready=schema.ready)
     longpoll = LongPoll(database)
     revocations = RevocationWatch(database)
     loop_connections = EventLoopConnections.for_database(database)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
+        # Logs a schema not at head (a warning: the server answers 503 until it is).
+        await anyio.to_thread.run_sync(schema.check_at_start)
         sweeper.start()
         longpoll.start()
         revocations.start()
@@ -148,8 +155,10 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.lease_sweeper = sweeper
     app.state.longpoll = longpoll
     app.state.revocations = revocations
-    # The last added runs first: request ids and access logs, then the body limits, then
-    # the token gate, all before FastAPI reads a byte of the body; the express lane last.
+    app.state.schema = schema
+    # The last added runs first: request ids and access logs, then the schema gate, the
+    # body limits, then the token gate, all before FastAPI reads a byte of the body; the
+    # express lane last.
     # The gate and the lane look up the same routes: the service's own.
     routes = service_routes(settings)
     app.add_middleware(
@@ -171,6 +180,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         max_bytes=settings.max_body_bytes,
         timeout=settings.body_timeout_seconds,
     )
+    app.add_middleware(SchemaGateMiddleware, watch=schema)
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     install_docs_ui(app)

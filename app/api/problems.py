@@ -21,6 +21,7 @@ from app.matching.errors import (
     ForbiddenError,
     InvalidFieldError,
     NotFoundError,
+    WorkerExistsError,
 )
 from app.notations.errors import NotationError
 
@@ -177,6 +178,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ConflictError)
     async def _conflict(request: Request, exc: ConflictError) -> JSONResponse:
         return problem_response(request, 409, str(exc))
+
+    @app.exception_handler(WorkerExistsError)
+    async def _worker_exists(request: Request, exc: WorkerExistsError) -> JSONResponse:
+        return problem_response(request, 409, str(exc), worker=exc.worker)
 
     @app.exception_handler(ForbiddenError)
     async def _forbidden(request: Request, exc: ForbiddenError) -> JSONResponse:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.types import Scope, Send
 
@@ -23,9 +24,13 @@ async def send_problem(
     *,
     headers: dict[str, str] | None = None,
     close: bool = False,
+    title: str | None = None,
+    **extensions: Any,
 ) -> None:
-    """Answer the request with an application/problem+json body."""
-    body = json.dumps(problem_document(status, detail, scope.get("path", ""))).encode()
+    """Answer the request with an application/problem+json body (``extensions``: members
+    of the document besides the standard ones, RFC 9457 section 3.2)."""
+    document = problem_document(status, detail, scope.get("path", ""), title=title, **extensions)
+    body = json.dumps(document).encode()
     raw_headers = [
         (b"content-type", PROBLEM_JSON.encode()),
         (b"content-length", str(len(body)).encode()),

@@ -31,22 +31,36 @@ VALUE_COLUMNS = (
     Column("ATTRIBUTE", field("attribute")),
     Column("COMPLEX VALUE", field("complex")),
     Column("LOAD VALUE", field("load")),
+    Column("REPORTED", field("reported")),
     Column("QUEUE ATTRIBUTE", field("queue")),
     Column("CAPACITY", field("capacity")),
     Column("USED", field("used")),
+    Column("MATCHING USES", field("uses")),
 )
+
+#: The answer's fields of values, and the column (and the word of MATCHING USES) of each.
+_KINDS = {
+    "complex_values": "complex",
+    "load_values": "load",
+    "reported_load_values": "reported",
+    "attributes": "queue",
+}
 
 
 def value_rows(values: Row) -> list[Row]:
-    """One row per attribute named anywhere in the answer, by name."""
-    kinds = {"complex_values": "complex", "load_values": "load", "attributes": "queue"}
+    """One row per attribute named anywhere in the answer, by name: the administrator's
+    load value (LOAD VALUE) apart from the worker's report (REPORTED), and which of them
+    matching sees (a reported value an administrator's hides is not among them)."""
     rows: dict[str, Row] = {}
-    for key, column in kinds.items():
+    for key, column in _KINDS.items():
         for name, value in (values.get(key) or {}).items():
             rows.setdefault(name, {"attribute": name})[column] = value
     for name, use in (values.get("consumables") or {}).items():
         row = rows.setdefault(name, {"attribute": name})
         row["capacity"], row["used"] = use.get("capacity"), use.get("used")
+    for name, fields in (values.get("matching_uses") or {}).items():
+        words = [_KINDS[f] for f in fields if f in _KINDS]
+        rows.setdefault(name, {"attribute": name})["uses"] = ",".join(words) or None
     return [rows[name] for name in sorted(rows)]
 
 

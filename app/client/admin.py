@@ -78,10 +78,14 @@ class AdminClient(SubmitterClient):
     # -- workers ---------------------------------------------------------------------------
 
     @covers(ops.REGISTER_WORKER)
-    def register_worker(self, worker: WorkerSpec) -> RegisteredWorker:
-        """Register a worker, or replace the whole worker of that name; a new worker's token
-        is in the answer."""
-        return self._call(RegisteredWorker, ops.REGISTER_WORKER, body=worker)
+    def register_worker(self, worker: WorkerSpec, *, replace: bool = False) -> RegisteredWorker:
+        """Register a worker; its token is in the answer. A name that exists is refused
+        (:class:`~app.client.errors.Conflict`, naming the worker) unless ``replace``, which
+        replaces the whole worker of that name: ``token_kept`` then says it goes on with the
+        token it has (``token`` None), or ``token`` holds a new one (its tokens had all been
+        revoked or had expired)."""
+        query = {"replace": "true"} if replace else None
+        return self._call(RegisteredWorker, ops.REGISTER_WORKER, body=worker, query=query)
 
     @covers(ops.UPDATE_WORKER)
     def update_worker(self, name: str, patch: WorkerPatch) -> Worker:
@@ -153,7 +157,8 @@ class AdminClient(SubmitterClient):
 
     @covers(ops.SET_HOST_VALUES)
     def set_host_values(self, host: str, values: ValuesSpec) -> ValuesChanged:
-        """A host's complex_values and load_values (sge_host_conf(5))."""
+        """A host's complex_values and load_values (sge_host_conf(5)); each kind given
+        replaces the administrator's values of that kind, never the worker's report."""
         return self._call(ValuesChanged, ops.SET_HOST_VALUES, path={"host": host}, body=values)
 
     @covers(ops.SET_QUEUE_VALUES)

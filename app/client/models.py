@@ -80,10 +80,12 @@ class Worker:
 
 @dataclass(frozen=True)
 class RegisteredWorker(Worker):
-    """A worker as registered; ``token`` is its new worker token (None when re-registered
-    without a new one)."""
+    """A worker as registered; ``token`` is its new worker token, None when
+    ``token_kept``: a replacement whose worker goes on with the token it has."""
 
     token: str | None
+    #: Missing, so False, in the answer of a server older than the field.
+    token_kept: bool = False
 
 
 @dataclass(frozen=True)

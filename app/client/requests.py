@@ -55,7 +55,8 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """A worker to register; POST /v1/workers replaces a worker of the same name whole."""
+    """A worker to register (POST /v1/workers); with ``replace=True`` it replaces a worker
+    of the same name whole."""
 
     name: str
     resources: str | None = None

@@ -77,7 +77,8 @@ class WorkerClient(BaseClient):
 
     @covers(ops.REPORT_LOAD)
     def report_load(self, load_values: dict[str, str]) -> ValuesChanged:
-        """Report this host's Grid Engine load values (they replace the previous ones)."""
+        """Report this host's Grid Engine load values: they replace this worker's previous
+        report, never the values an administrator set."""
         body = {"load_values": load_values}
         return self._call(ValuesChanged, ops.REPORT_LOAD, path={"name": self.name}, body=body)
 

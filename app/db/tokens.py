@@ -89,6 +89,23 @@ def revoke_token(session: Session, token_id: int) -> ApiToken | None:
     return row
 
 
+def has_usable_token(session: Session, *, role: Role, subject: str) -> bool:
+    """Whether ``subject`` holds a token of ``role`` that works now: not revoked, and not
+    past its expiry."""
+    now = utcnow()
+    found = session.scalar(
+        select(ApiToken.id)
+        .where(
+            ApiToken.role == role,
+            ApiToken.subject == subject,
+            ApiToken.revoked_at.is_(None),
+            or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now),
+        )
+        .limit(1)
+    )
+    return found is not None
+
+
 def list_tokens(session: Session, *, limit: int, offset: int) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id).limit(limit).offset(offset)))
 

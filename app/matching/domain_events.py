@@ -73,9 +73,15 @@ def job_event(
         after_commit(session, emit)
 
 
-def worker_event(session: Session, what: str, name: str, **fields: Any) -> None:
-    """Log ``worker.<what>`` (registered, updated, state_changed, deleted) after commit."""
-    after_commit(session, lambda: _emit(f"worker.{what}", {"worker": name, **fields}))
+def worker_event(session: Session | None, what: str, name: str, **fields: Any) -> None:
+    """Log ``worker.<what>`` (registered, updated, state_changed, deleted) after commit,
+    or at once without a session (a change committed without one, as for
+    :func:`job_event`)."""
+    given = {"worker": name, **fields}
+    if session is None:
+        _emit(f"worker.{what}", given)
+    else:
+        after_commit(session, lambda: _emit(f"worker.{what}", given))
 
 
 @event.listens_for(Session, "after_commit")

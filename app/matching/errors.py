@@ -17,6 +17,19 @@ class ConflictError(MatchingError):
     """The request contradicts the current state (e.g. finishing a job that is not running)."""
 
 
+class WorkerExistsError(ConflictError):
+    """A registration named a worker that exists and did not say it replaces it (Grid
+    Engine's ``qconf -ae`` refuses an existing host the same way); ``worker`` is its name."""
+
+    def __init__(self, worker: str) -> None:
+        super().__init__(
+            f"worker {worker!r} already exists; to replace it whole, send the registration "
+            f"again with ?replace=true (its token keeps working); to change some of its "
+            f"fields only, PATCH /v1/workers/{worker}"
+        )
+        self.worker = worker
+
+
 class ForbiddenError(MatchingError):
     """The caller is authenticated but the resource is not theirs (another worker's job)."""
 

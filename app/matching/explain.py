@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.db.models import WorkerState
+from app.matching import liveness
 from app.notations.debusine.metadata import ALLOWLIST, Requirement, describe_failure, task_allowed
 from app.notations.flux.constraints import (
     And,
@@ -179,6 +180,8 @@ def state_clauses(state: WorkerState) -> list[Clause]:
         return [Clause("worker-offline", "the worker is offline")]
     if state is WorkerState.DISABLED:
         return [Clause("worker-disabled", "an administrator disabled the worker")]
+    if state is WorkerState.UNKNOWN:
+        return [Clause(liveness.REASON_CODE, liveness.MEANING)]
     return []
 
 

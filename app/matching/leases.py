@@ -1,6 +1,9 @@
 """Leases: a running job belongs to its worker for as long as the worker is heard from.
 
 A worker is heard from whenever it pulls, finishes or heartbeats (``workers.last_seen``).
+Being heard from is also what keeps a worker out of the ``unknown`` state
+(app/matching/liveness.py), on a clock of its own: marking a worker unknown takes none of
+its jobs.
 When it has been silent for longer than the lease, each of its running jobs frees what it
 booked and goes back to waiting, or fails once it has used up its attempts. Both outcomes
 are recorded in the job's history.
@@ -22,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job, JobEventKind, JobState, Worker
-from app.matching import announce, domain_events, history
+from app.matching import announce, domain_events, history, liveness
 from app.matching.dispatch.pull import release_allocations, wait_again
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
@@ -112,8 +115,9 @@ def _why(worker: Worker, job: Job) -> str:
 
 
 def heartbeat(session: Session, worker_name: str) -> Worker:
-    """The worker is alive: its lease on its running jobs is renewed."""
+    """The worker is alive: its lease on its running jobs is renewed (and an unknown
+    worker is active again)."""
     worker = worker_by_name(session, worker_name, lock=True)
-    worker.last_seen = utcnow()
+    liveness.heard_from(session, worker)
     session.flush()
     return worker

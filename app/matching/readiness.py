@@ -25,6 +25,7 @@ import copy
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 from sqlalchemy import func, select
@@ -40,6 +41,7 @@ from app.db.models import (
     WorkerState,
 )
 from app.db.tables import INVENTORY_BOOKINGS
+from app.matching import liveness
 from app.matching.allocation import allocate, trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.candidates import StaticExplanation, explain_job
@@ -60,6 +62,7 @@ DYNAMIC_REASONS = {
     "worker-draining": "the worker is draining: it finishes what it runs and gets nothing new",
     "worker-disabled": "an administrator disabled the worker",
     "worker-offline": "the worker is offline",
+    liveness.REASON_CODE: liveness.MEANING,
     "no-free-slots": "no queue instance of the worker has enough free slots now",
     "inventory-busy": "the worker's free inventory cannot hold the job now",
     "sge-now": "the Grid Engine values or consumables of now do not admit the job",
@@ -81,6 +84,7 @@ _STATE_CODES = {
     WorkerState.DRAINING: "worker-draining",
     WorkerState.DISABLED: "worker-disabled",
     WorkerState.OFFLINE: "worker-offline",
+    WorkerState.UNKNOWN: liveness.REASON_CODE,
 }
 
 
@@ -97,6 +101,8 @@ def _state_clause(worker: WorkerNow) -> list[Clause]:
     code = state_code(worker.state)
     if code is None:
         return []
+    if code == liveness.REASON_CODE:
+        return [Clause(code, liveness.unknown_words(worker.last_seen, worker.registered_at))]
     why = f" ({worker.state_reason})" if worker.state_reason else ""
     words = DYNAMIC_REASONS.get(code, f"the worker is {worker.state.value}")
     return [Clause(code, words + why)]
@@ -130,6 +136,9 @@ class WorkerNow:
     state_reason: str | None
     largest_free: int
     running_jobs: int
+    #: When it was last heard from, and registered (said of an unknown worker).
+    last_seen: datetime | None = None
+    registered_at: datetime | None = None
 
 
 def workers_now(session: Session, names: list[str]) -> dict[str, WorkerNow]:
@@ -142,12 +151,19 @@ def workers_now(session: Session, names: list[str]) -> dict[str, WorkerNow]:
     )
     rows = session.execute(
         select(
-            Worker.id, Worker.name, Worker.state, Worker.state_reason, largest_free, running
+            Worker.id,
+            Worker.name,
+            Worker.state,
+            Worker.state_reason,
+            largest_free,
+            running,
+            Worker.last_seen,
+            Worker.created_at,
         ).where(Worker.name.in_(names))
     ).all()
     return {
-        name: WorkerNow(id_, name, state, reason, int(free), int(count))
-        for id_, name, state, reason, free, count in rows
+        name: WorkerNow(id_, name, state, reason, int(free), int(count), seen, created)
+        for id_, name, state, reason, free, count, seen, created in rows
     }
 
 

@@ -1,9 +1,10 @@
 """A worker's life after registration: changing some of its fields (drain, disable, resume,
 new slots or resources) without restating the rest, and removing it.
 
-``POST /v1/workers`` replaces a whole worker (app/matching/workers.py ``upsert_worker``);
-the changes here start from what is stored and go through the same function, so that they
-are validated, recached and generation-bumped exactly as a registration is.
+``POST /v1/workers?replace=true`` replaces a whole worker (app/matching/workers.py
+``upsert_worker``); the changes here start from what is stored and go through the same
+function, so that they are validated, recached and generation-bumped exactly as a
+registration is.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from app.matching.dispatch.pull import (
     release_allocations,
     wait_again,
 )
-from app.matching.errors import ConflictError, InvalidFieldError
+from app.matching.errors import ConflictError, InvalidFieldError, WorkerExistsError
 from app.matching.locks import worker_by_name
 from app.matching.workers import DEFAULT_QUEUE, WorkerSpec, upsert_worker
 from app.wire.queues import QueueSpec
@@ -156,10 +157,29 @@ def note_state(
     worker.state_changed_at = utcnow()
 
 
-def register_worker(session: Session, spec: WorkerSpec, *, by: str) -> tuple[Worker, bool]:
+def _check_state_given(given: WorkerState | Unset, previous: WorkerState | None) -> None:
+    """``unknown`` is the server's word for a silent worker (app/matching/liveness.py):
+    nobody sets it, though a change of other fields of an unknown worker keeps it."""
+    if given is WorkerState.UNKNOWN and previous is not WorkerState.UNKNOWN:
+        raise InvalidFieldError(
+            "state",
+            "`unknown` is set by the server when a worker is not heard from for "
+            "JOBMATCH_WORKER_TIMEOUT_SECONDS; give active, draining, offline or disabled",
+        )
+
+
+def register_worker(
+    session: Session, spec: WorkerSpec, *, by: str, replace: bool
+) -> tuple[Worker, bool]:
     """``upsert_worker`` (the whole worker replaced), noting who set its state when the
-    registration changes it. Returns (worker, created)."""
+    registration changes it. Returns (worker, created). A worker of that name that exists
+    is replaced only when ``replace`` says so; otherwise :class:`WorkerExistsError` and
+    nothing is changed (a second registration of a name is more often a mistake, a
+    copied command or a clash of host names, than a wish to reset the worker)."""
     previous = session.scalar(select(Worker.state).where(Worker.name == spec.name))
+    _check_state_given(spec.state, previous)
+    if previous is not None and not replace:
+        raise WorkerExistsError(spec.name)
     worker, created = upsert_worker(session, spec)
     note_state(worker, previous or worker.state, by=by)
     domain_events.worker_event(
@@ -179,6 +199,7 @@ def update_worker(session: Session, name: str, changes: WorkerChanges, *, by: st
     A state change alone does not: draining and disabling are read live, not cached."""
     worker = worker_by_name(session, name, lock=True)
     previous = worker.state
+    _check_state_given(changes.state, previous)
     spec = _merged(stored_spec(session, worker), changes)
     worker, _created = upsert_worker(session, spec)
     note_state(worker, previous, reason=changes.reason, by=by)

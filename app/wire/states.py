@@ -17,13 +17,17 @@ class Role(enum.StrEnum):
 
 class WorkerState(enum.StrEnum):
     """``active`` workers receive work; ``draining`` ones finish what they hold and get
-    nothing new; ``offline`` and ``disabled`` ones (``disabled``: set by an admin) are known
-    but neither receive work nor count as able to run anything."""
+    nothing new; ``offline`` and ``disabled`` ones (set by an admin) are known but neither
+    receive work nor count as able to run anything. ``unknown`` is set by the server, never
+    by an admin: the worker has not been heard from for JOBMATCH_WORKER_TIMEOUT_SECONDS
+    (Grid Engine's qhost/qstat show such a host as ``u``, unknown); it gets no work, its
+    running jobs keep their leases, and its next word makes it ``active`` again."""
 
     ACTIVE = "active"
     DRAINING = "draining"
     OFFLINE = "offline"
     DISABLED = "disabled"
+    UNKNOWN = "unknown"
 
 
 class JobState(enum.StrEnum):

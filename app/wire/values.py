@@ -1,10 +1,11 @@
 """The Grid Engine values of one object (``GET /v1/values/...``) as the server builds them
-and the client reads them: the texts of each kind by attribute name, and each
-consumable's capacity with what running jobs book of it."""
+and the client reads them: the texts of each kind by attribute name (the worker's reported
+load values apart), which of them matching sees, and each consumable's capacity with what
+running jobs book of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,9 @@ class Values:
     load_values: dict[str, str]
     attributes: dict[str, str]
     consumables: dict[str, Consumption]
+    #: The worker's own load report (``PUT /v1/workers/{name}/load``), kept apart from the
+    #: administrator's ``load_values``; empty from a server that does not tell them apart.
+    reported_load_values: dict[str, str] = field(default_factory=dict)
+    #: Per attribute, the fields whose values matching sees here (Grid Engine's
+    #: within-object rules; an administrator's load value hides the reported one).
+    matching_uses: dict[str, list[str]] = field(default_factory=dict)

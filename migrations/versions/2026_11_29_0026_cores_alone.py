@@ -1,7 +1,7 @@
 """category_shapes.cores_alone: what a worker without an inventory must hold
 
 Revision ID: 0026
-Revises: 0022
+Revises: 0023
 Create Date: 2026-11-29
 
 A worker without an inventory offers ``node/[core=<slots>]`` and nothing else (issue 35):
@@ -23,7 +23,7 @@ from app.matching.allocation.vertex_requests import build_requests, cores_alone
 from app.notations.flux.jobspec import validate_resources
 
 revision: str = "0026"
-down_revision: str | None = "0022"
+down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

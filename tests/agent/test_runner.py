@@ -138,23 +138,28 @@ def test_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:
 
 
 def test_load_values_use_grid_engine_names_and_units(tmp_path: Path) -> None:
-    """complex(5) host load values: load_avg is the 5-minute average, np_* divided by
-    num_proc, memory in bytes; /proc/meminfo counts kB."""
+    """complex(5) host load values as Son of Grid Engine 8.1.9's execd forms them
+    (source/daemons/execd/load_avg.c, sge_get_loadavg()): load_avg is the 5-minute
+    average, np_* divided by num_proc, all as %f; memory in MiB as %fM, free memory
+    counting Buffers and Cached (source/libs/uti/sge_loadmem.c, sge_loadmem());
+    /proc/meminfo counts kB."""
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(
-        "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 400 kB\n"
-        "SwapTotal: 200 kB\nSwapFree: 50 kB\n"
+        "MemTotal: 1024000 kB\nMemFree: 102400 kB\nMemAvailable: 409600 kB\n"
+        "Buffers: 51200 kB\nCached: 256000 kB\nSwapCached: 0 kB\n"
+        "SwapTotal: 204800 kB\nSwapFree: 51200 kB\n"
     )
-    values = load_values(meminfo)
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("3.00 1.50 0.75 2/345 6789\n")
+    values = load_values(meminfo, loadavg)
     processors = int(values["num_proc"])
+    assert (values["load_avg"], values["load_short"]) == ("1.500000", "3.000000")
     assert values["load_avg"] == values["load_medium"]
-    assert float(values["np_load_avg"]) == pytest.approx(
-        float(values["load_avg"]) / processors, abs=0.01
-    )
+    assert values["np_load_avg"] == f"{1.5 / processors:f}"
     assert (values["mem_total"], values["mem_free"], values["mem_used"]) == (
-        "1024000",
-        "409600",
-        "614400",
+        "1000.000000M",
+        "400.000000M",
+        "600.000000M",
     )
-    assert (values["swap_used"], values["virtual_free"]) == ("153600", "460800")
-    assert "mem_free" not in load_values(tmp_path / "absent")
+    assert (values["swap_used"], values["virtual_free"]) == ("150.000000M", "450.000000M")
+    assert "mem_free" not in load_values(tmp_path / "absent", loadavg)

@@ -102,15 +102,18 @@ def test_inventory_as_shape_or_rfc14_gives_the_same_vertices(
     socket1 = [r for r in rows["shaped"] if r.type == "socket"][1]
     inside = [r.logical_id for r in rows["shaped"] if r.parent_position == socket1.position]
     assert inside == [4, 5, 6, 7, 1]  # cores 4-7, then gpu 1
-    # Re-registering with another inventory replaces it; with none, it is dropped.
+    # Re-registering with another inventory (replace=true) replaces it; with none, it is
+    # dropped.
     register_again = client.post(
-        "/v1/workers",
+        "/v1/workers?replace=true",
         json={"name": "shaped", "slots": 8, "inventory": "node/core=2"},
         headers=admin_headers,
     )
     assert register_again.status_code == 200, register_again.text
     assert register_again.json()["free"] == {"node": 1, "core": 2}
-    dropped = client.post("/v1/workers", json={"name": "shaped", "slots": 8}, headers=admin_headers)
+    dropped = client.post(
+        "/v1/workers?replace=true", json={"name": "shaped", "slots": 8}, headers=admin_headers
+    )
     assert dropped.json()["inventory"] is None and dropped.json()["free"] == {}
 
 
@@ -147,11 +150,13 @@ def test_bad_inventory_is_a_422_naming_the_field_and_stores_nothing(
     if message is not None:
         assert message in body["errors"][0]["message"], body
     assert_problem(client.get("/v1/workers/w", headers=admin_headers), 404)
-    # An existing worker keeps its inventory when an update brings a bad one.
+    # An existing worker keeps its inventory when a replacement brings a bad one.
     register(client, admin_headers, "kept", NODE)
     assert_problem(
         client.post(
-            "/v1/workers", json={"name": "kept", "inventory": inventory}, headers=admin_headers
+            "/v1/workers?replace=true",
+            json={"name": "kept", "inventory": inventory},
+            headers=admin_headers,
         ),
         422,
     )
@@ -412,7 +417,7 @@ def test_job_larger_than_any_inventory_fails_at_submission(
     )
     assert finished.status_code == 200
     bigger = client.post(
-        "/v1/workers",
+        "/v1/workers?replace=true",
         json={"name": "small", "rank": 0, "slots": 8, "inventory": "node/core=16"},
         headers=admin_headers,
     )

@@ -209,7 +209,7 @@ def test_a_change_of_the_worker_wakes_it(
     pending = waiting_pull(client, database, "w1", worker, wait=WOKEN_DEADLINE)
     changed_at = time.monotonic()
     update = client.post(
-        "/v1/workers",
+        "/v1/workers?replace=true",
         json={"name": "w1", "resources": "language: ?java; python: ?3", "slots": 1},
         headers=admin_headers,
     )

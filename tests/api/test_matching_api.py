@@ -56,10 +56,13 @@ def test_registration_and_update(client: TestClient, admin_headers) -> None:  # 
     assert created.json()["token"].startswith("jm_")
     assert created.json()["queues"] == [{"queue": "default", "slots": 2, "used_slots": 0}]
     updated = client.post(
-        "/v1/workers", json={"name": "w1", "resources": "a: ?y", "slots": 2}, headers=admin_headers
+        "/v1/workers?replace=true",
+        json={"name": "w1", "resources": "a: ?y", "slots": 2},
+        headers=admin_headers,
     )
     assert updated.status_code == 200
-    assert updated.json()["token"] is None and updated.json()["generation"] == 2
+    assert updated.json()["token"] is None and updated.json()["token_kept"] is True
+    assert updated.json()["generation"] == 2
     page = client.get("/v1/workers", headers=admin_headers).json()
     assert [w["name"] for w in page["items"]] == ["w1"]
     assert client.get("/v1/workers/w1", headers=admin_headers).json()["resources"] == "a: ?y"
@@ -222,6 +225,8 @@ def test_a_rank_belongs_to_one_worker(client: TestClient, admin_headers) -> None
     )
     assert "rank 3 belongs to worker 'a'" in problem["detail"]
     assert (
-        client.post("/v1/workers", json={"name": "a", "rank": 3}, headers=admin_headers).status_code
+        client.post(
+            "/v1/workers?replace=true", json={"name": "a", "rank": 3}, headers=admin_headers
+        ).status_code
         == 200
     )

@@ -136,8 +136,9 @@ def _apply(
     added jobs and the tokens of the added workers."""
     tokens = {}
     for worker in changes["add_workers"]:
+        # The what-if replaces a worker of an existing name whole, as replace=true does.
         tokens[worker["name"]] = _ok(
-            client.post("/v1/workers", json=worker, headers=admin), 200, 201
+            client.post("/v1/workers?replace=true", json=worker, headers=admin), 200, 201
         )["token"]
     for change in changes["change_workers"]:
         body = {k: v for k, v in change.items() if k != "name"}

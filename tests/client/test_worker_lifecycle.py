@@ -68,3 +68,21 @@ def test_update_and_delete_a_worker(server: LiveServer, admin: AdminClient) -> N
     assert admin.get_job(job.id).state is JobState.WAITING
     with pytest.raises(NotFound):
         admin.get_worker("w1")
+
+
+def test_registering_an_existing_name_is_a_conflict_unless_it_replaces(
+    server: LiveServer, admin: AdminClient
+) -> None:
+    """As Grid Engine's ``qconf -ae`` answers "already exists" for a host that exists."""
+    first = admin.register_worker(WorkerSpec(name="w1", resources="language: ?java", slots=2))
+    assert first.token is not None and first.token_kept is False
+    with pytest.raises(Conflict) as refused:
+        admin.register_worker(WorkerSpec(name="w1", slots=8))
+    assert refused.value.status == 409 and "'w1' already exists" in str(refused.value)
+    assert admin.get_worker("w1").queues[0].slots == 2
+
+    replaced = admin.register_worker(WorkerSpec(name="w1", slots=8), replace=True)
+    assert replaced.token is None and replaced.token_kept is True
+    assert replaced.queues[0].slots == 8 and replaced.resources == ""
+    with WorkerClient(server.base_url, first.token, "w1") as worker:
+        assert worker.heartbeat().worker == "w1"

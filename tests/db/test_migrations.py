@@ -188,7 +188,12 @@ def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled
             {"gpu": "inventory-too-small", "two": "needs-several-nodes", "cores": None},
         )
         assert state() == expected
-        migrate.downgrade(empty_url, "0022")
+        # The revision before 0026, wherever the chain puts it.
+        before = ScriptDirectory.from_config(migrate.alembic_config("sqlite://")).get_revision(
+            "0026"
+        )
+        assert before is not None and isinstance(before.down_revision, str)
+        migrate.downgrade(empty_url, before.down_revision)
         with database.transaction() as session:
             # The cache as it was before 0026: no jobspec ruled out a worker without one.
             session.execute(
@@ -201,5 +206,68 @@ def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled
             assert session.execute(text("SELECT count(*) FROM category_misfits")).scalar() == 0
         migrate.upgrade(empty_url)
         assert state() == expected
+    finally:
+        database.dispose()
+
+
+def test_load_values_before_0023_are_taken_for_reports(empty_url: str) -> None:
+    """0023 keeps an administrator's values apart from a worker's report. Going down, the
+    report an administrator's load value hides goes (the old key holds one load row per
+    attribute and object); going up again, the load rows left are taken for reports (who
+    wrote them is not known, and a report is replaced by the next one) and the fixed
+    values stay configuration."""
+    from sqlalchemy import text
+
+    from app.db.engine import Database
+    from app.matching.gridengine.admin import set_values
+    from app.matching.gridengine.values import REPORT, Target
+    from app.matching.workers import WorkerSpec, upsert_worker
+
+    migrate.upgrade(empty_url)
+    database = Database(empty_url)
+    rows = text(
+        "SELECT a.name, v.kind, v.source, v.text FROM attribute_values v"
+        " JOIN attributes a ON a.id = v.attribute_id WHERE v.level = 'host'"
+        " ORDER BY a.name, v.kind, v.source"
+    )
+    try:
+        with database.transaction() as session:
+            worker, _ = upsert_worker(session, WorkerSpec(name="w1", slots=1))
+            host = Target("host", worker.id)
+            set_values(session, host, "complex_values", {"h_vmem": "8G"})
+            set_values(session, host, "load_values", {"arch": "lx-amd64"})
+            set_values(
+                session, host, "load_values", {"arch": "lx-arm64", "num_proc": "2"}, source=REPORT
+            )
+        with database.transaction(write=False) as session:
+            assert [tuple(r) for r in session.execute(rows)] == [
+                ("arch", "load", "admin", "lx-amd64"),
+                ("arch", "load", "report", "lx-arm64"),
+                ("h_vmem", "fixed", "admin", "8G"),
+                ("num_proc", "load", "report", "2"),
+            ]
+        database.dispose()
+        migrate.downgrade(empty_url, "0022")
+        database = Database(empty_url)
+        with database.transaction(write=False) as session:
+            old = text(
+                "SELECT a.name, v.kind, v.text FROM attribute_values v"
+                " JOIN attributes a ON a.id = v.attribute_id WHERE v.level = 'host'"
+                " ORDER BY a.name"
+            )
+            assert [tuple(r) for r in session.execute(old)] == [
+                ("arch", "load", "lx-amd64"),
+                ("h_vmem", "fixed", "8G"),
+                ("num_proc", "load", "2"),
+            ]
+        database.dispose()
+        migrate.upgrade(empty_url)
+        database = Database(empty_url)
+        with database.transaction(write=False) as session:
+            assert [tuple(r) for r in session.execute(rows)] == [
+                ("arch", "load", "report", "lx-amd64"),
+                ("h_vmem", "fixed", "admin", "8G"),
+                ("num_proc", "load", "report", "2"),
+            ]
     finally:
         database.dispose()

@@ -38,7 +38,9 @@ def test_a_job_s_life_is_logged_after_each_commit(
 ) -> None:
     caplog.set_level("INFO", logger="app.events")
     with database.transaction() as session:
-        worker_lifecycle.register_worker(session, WorkerSpec(name="w", slots=1), by="admin")
+        worker_lifecycle.register_worker(
+            session, WorkerSpec(name="w", slots=1), by="admin", replace=False
+        )
         job_id = submission.submit_job(session, JobSpec(slots=1), submitter="t").id
     with database.transaction() as session:
         assert dispatch.pull(session, "w") is not None

@@ -78,7 +78,9 @@ def _apply(session: Session, operation: tuple[Any, ...]) -> None:
     exists = session.scalar(select(Worker.id).where(Worker.name == name)) is not None
     if kind == "register":
         _, _, resources, slots = operation
-        register_worker(session, WorkerSpec(name=name, resources=resources, slots=slots), by="t")
+        # A name that exists is replaced whole (POST /v1/workers?replace=true).
+        spec = WorkerSpec(name=name, resources=resources, slots=slots)
+        register_worker(session, spec, by="t", replace=True)
     elif not exists:
         return
     elif kind == "retag":

@@ -118,11 +118,13 @@ def _read(session: SessionDep, level: str, host: str | None, queue: str | None) 
     return ValuesRead(
         complex_values=view.complex_values,
         load_values=view.load_values,
+        reported_load_values=view.reported_load_values,
         attributes=view.attributes,
         consumables={
             name: ConsumptionOut(capacity=c.capacity, used=c.used)
             for name, c in view.consumables.items()
         },
+        matching_uses=view.matching_uses,
     )
 
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from app import __version__
 from app.api.deps import DatabaseDep
 from app.api.schemas.common import Problem
-from app.db.migrate import current_revisions, head_revisions
+from app.db.schema_state import read_schema_state
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
@@ -43,17 +43,14 @@ def readyz(database: DatabaseDep) -> JSONResponse:
     otherwise, saying which."""
     try:
         database.ping()
-        current = current_revisions(database.engine)
-        heads = head_revisions()
+        state = read_schema_state(database.engine)
     except Exception as error:  # any failure to reach the database means "not ready"
         log.warning("readiness check failed: %s", error)
         return _not_ready("database unreachable")
-    if current != heads:
-        return _not_ready(
-            f"schema at {sorted(current) or 'nothing'}, head is {sorted(heads)}; "
-            "run `jobmatch db upgrade`"
-        )
-    return JSONResponse({"status": "ready", "schema": sorted(current)})
+    if not state.at_head:
+        # The words of the schema gate's 503 (app/api/schema_gate.py).
+        return _not_ready(state.describe())
+    return JSONResponse({"status": "ready", "schema": sorted(state.current)})
 
 
 def _not_ready(detail: str) -> JSONResponse:

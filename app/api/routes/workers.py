@@ -40,7 +40,7 @@ from app.matching.debusine import metadata as debusine_metadata
 from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
-from app.matching.gridengine.values import resolve_target
+from app.matching.gridengine.values import REPORT, resolve_target
 from app.matching.locks import worker_by_name
 from app.matching.workers import WorkerSpec
 from app.settings import Settings
@@ -97,33 +97,51 @@ def worker_spec(body: WorkerIn) -> WorkerSpec:
     "",
     status_code=status.HTTP_201_CREATED,
     operation_id="register_worker",
-    summary="Register a worker, or replace the one of that name",
+    summary="Register a worker, or with replace=true replace the one of that name",
     responses={
         200: {
             "model": RegisteredWorker,
-            "description": "An existing worker was replaced whole by this registration",
+            "description": "An existing worker was replaced whole by this registration "
+            "(replace=true); `token_kept` says whether its token still works",
         },
         201: {"description": "A new worker was registered; the answer holds its token"},
         **errors(401, 403, 409, 503, *BODY_ERRORS),
     },
 )
 def register_worker(
-    body: WorkerIn, session: SessionDep, admin: AdminDep, response: Response
+    body: WorkerIn,
+    session: SessionDep,
+    admin: AdminDep,
+    response: Response,
+    replace: bool = Query(
+        default=False,
+        description="replace the whole worker of that name if it exists (without it, an "
+        "existing name is refused with 409)",
+    ),
 ) -> RegisteredWorker:
-    """Register a worker (201, with its token), or replace the whole worker of that name
+    """Register a worker (201, with its token). A name that exists is refused with 409
+    naming the worker, unless `replace=true` asks to replace the whole worker of that name
     (200): every field left out takes its default again (no resources, one slot, no rank,
-    no properties, no inventory, state `active`). To change some fields only, such as
-    draining a worker, use `PATCH /v1/workers/{name}`. 409 when another worker holds the
+    no properties, no inventory, state `active`). A replaced worker keeps its token when it
+    has one that works (`token: null`, `token_kept: true`); one whose tokens were all
+    revoked or expired gets a new one in `token`. So an answer always holds a token that
+    works or says that the old one still does. To change some fields only, such as draining
+    a worker, use `PATCH /v1/workers/{name}`. 409 also when another worker holds the
     rank."""
     spec = worker_spec(body)
-    worker, created = worker_lifecycle.register_worker(session, spec, by=admin.subject)
+    worker, created = worker_lifecycle.register_worker(
+        session, spec, by=admin.subject, replace=replace
+    )
     token = None
-    if created:
+    kept = not created and tokens.has_usable_token(session, role=Role.WORKER, subject=worker.name)
+    if not kept:
         _row, token = tokens.issue_token(session, role=Role.WORKER, subject=worker.name)
-    else:
+    if not created:
         response.status_code = status.HTTP_200_OK
     session.refresh(worker)
-    return RegisteredWorker(token=token, **worker_out(session, worker).model_dump())
+    return RegisteredWorker(
+        token=token, token_kept=kept, **worker_out(session, worker).model_dump()
+    )
 
 
 T = TypeVar("T")
@@ -416,9 +434,16 @@ def report_dynamic_metadata(
 def report_load(
     name: NamePath, body: LoadValuesIn, session: SessionDep, _w: WorkerDep
 ) -> ValuesOut:
-    """The worker reports its host's load values (Grid Engine's execd reports: load_avg,
-    np_load_avg, mem_free, num_proc, ...) with its own token; they replace the host's
-    previous load values, as ``PUT /v1/values/hosts/{host}`` with ``load_values`` would."""
+    """The worker reports its host's load values (Grid Engine's execd reports: arch,
+    num_proc, load_avg, np_load_avg, mem_free, ...) with its own token; they replace its
+    previous report only. What an administrator set (complex values, load values of
+    ``PUT /v1/values/hosts/{host}``) stays, and an administrator's load value of an
+    attribute is the one matching sees (`reported_load_values` of the host's values).
+    A report is a word from the worker, as a heartbeat is (an unknown worker is active
+    again)."""
     target = resolve_target(session, "host", name, None)
-    changed = gridengine_admin.set_values(session, target, "load_values", body.load_values)
+    leases.heartbeat(session, name)
+    changed = gridengine_admin.set_values(
+        session, target, "load_values", body.load_values, source=REPORT
+    )
     return ValuesOut(static_changed=changed)

@@ -64,7 +64,7 @@ class ValuesIn(BaseModel):
             "examples": [
                 # PUT /v1/values/global: 4 licenses for the whole cluster.
                 {"complex_values": {"lic": "4"}},
-                # PUT /v1/values/hosts/{host}: memory capacity and the reported architecture.
+                # PUT /v1/values/hosts/{host}: memory capacity and the host's architecture.
                 {"complex_values": {"h_vmem": "8G"}, "load_values": {"arch": "lx-amd64"}},
                 # PUT /v1/values/queues/{queue}/{host}: the queue instance's run-time limit.
                 {"attributes": {"h_rt": "3600"}},
@@ -80,7 +80,9 @@ class ValuesIn(BaseModel):
     load_values: dict[str, str] | None = Field(
         default=None,
         max_length=MAX_VALUES,
-        description="reported load values (global and host level)",
+        description="load values set by the administrator (global and host level); they "
+        "replace the administrator's earlier ones only, never the worker's reported ones, "
+        "and matching sees them instead of a reported value of the same attribute",
     )
     attributes: dict[str, str] | None = Field(
         default=None,
@@ -104,10 +106,23 @@ class ValuesRead(BaseModel):
     queue attributes include those every queue instance gets (qname, hostname, limits)."""
 
     complex_values: dict[str, str] = Field(description="fixed values and capacities")
-    load_values: dict[str, str] = Field(description="reported load values")
+    load_values: dict[str, str] = Field(
+        description="load values an administrator set (`PUT /v1/values/...`)"
+    )
+    reported_load_values: dict[str, str] = Field(
+        description="the worker's own latest load report (`PUT /v1/workers/{name}/load`); "
+        "a report replaces these only, and an administrator's load value of the same "
+        "attribute hides the reported one"
+    )
     attributes: dict[str, str] = Field(description="built-in queue attributes")
     consumables: dict[str, ConsumptionOut] = Field(
         description="consumables with a capacity here, and what is booked of them"
+    )
+    matching_uses: dict[str, list[str]] = Field(
+        description="per attribute, the fields above whose values matching sees here: for "
+        "relops == and != the first of complex_values, attributes, load_values, "
+        "reported_load_values; for the others each of them (the most restrictive decides), "
+        "except a reported load value an administrator's load value hides"
     )
 
 

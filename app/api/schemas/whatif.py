@@ -107,8 +107,8 @@ WHATIF_EXAMPLES: list[JsonValue] = [
 
 class WhatIfIn(BaseModel):
     """A change set. It is applied in this order, each item by the service of its own
-    route: `add_workers` (as `POST /v1/workers`: an existing name is replaced whole),
-    `change_workers` (as `PATCH /v1/workers/{name}`), `set_values` (as `PUT
+    route: `add_workers` (as `POST /v1/workers?replace=true`: an existing name is replaced
+    whole), `change_workers` (as `PATCH /v1/workers/{name}`), `set_values` (as `PUT
     /v1/values/...`), `add_quota_sets` (as `POST /v1/quotas`), `replace_quota_sets` (as
     `PUT /v1/quotas/{name}`, the set named in the text), `remove_quota_sets` (as `DELETE
     /v1/quotas/{name}`), `drain_workers` (state `draining`),

@@ -123,7 +123,8 @@ class WorkerIn(BaseModel):
     state: WorkerState = Field(
         default=WorkerState.ACTIVE,
         description="`active` receives work; `draining` finishes what it runs and gets "
-        "nothing new; `offline` and `disabled` neither",
+        "nothing new; `offline` and `disabled` neither (`unknown` is the server's, for a "
+        "worker not heard from for JOBMATCH_WORKER_TIMEOUT_SECONDS)",
     )
     queues: Queues | None = Field(
         default=None, description="the worker's queue instances; without them one `default` queue"
@@ -198,10 +199,16 @@ class QueueInstanceOut(BaseModel):
 class WorkerOut(BaseModel):
     name: WorkerNameField
     rank: int | None = Field(description="RFC 31 rank, if given")
-    state: WorkerState = Field(description="whether it receives work")
+    state: WorkerState = Field(
+        description="whether it receives work; `unknown`: set by the server, the worker was "
+        "not heard from for JOBMATCH_WORKER_TIMEOUT_SECONDS, and its next word makes it "
+        "`active` again"
+    )
     state_reason: str | None = Field(description="why the worker is in its state, if said")
     state_set_by: str | None = Field(
-        description="who set the state: `admin`, or the subject of the token"
+        description="who set the state: `admin`, or the subject of the token (the worker "
+        "itself when its word ended `unknown`), or `jobmatch` when the server marked it "
+        "`unknown`"
     )
     state_changed_at: datetime | None = Field(description="when the state was last set")
     generation: int = Field(
@@ -215,7 +222,8 @@ class WorkerOut(BaseModel):
     )
     queues: list[QueueInstanceOut] = Field(description="its queue instances, in queue order")
     last_seen: datetime | None = Field(
-        description="when it last pulled, finished or sent a heartbeat"
+        description="when it was last heard from: a pull, finish, return, heartbeat, load "
+        "or metadata report"
     )
     created_at: RegisteredAt
     updated_at: ChangedAt
@@ -223,8 +231,14 @@ class WorkerOut(BaseModel):
 
 class RegisteredWorker(WorkerOut):
     token: str | None = Field(
-        description="the worker's bearer token, issued when the worker is created; null on "
-        "an update (issue another with POST /v1/tokens)"
+        description="the worker's new bearer token (shown once): issued when the worker is "
+        "created, and when a replacement finds it without a token that works; null when "
+        "`token_kept` is true"
+    )
+    token_kept: bool = Field(
+        description="true when this registration replaced an existing worker that keeps "
+        "the token it has (one neither revoked nor expired): `token` is then null and the "
+        "worker goes on with its token (issue another with POST /v1/tokens)"
     )
 
 

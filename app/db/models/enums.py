@@ -11,8 +11,10 @@ from app.wire.states import JobState as JobState
 from app.wire.states import WorkerState as WorkerState
 
 #: Workers in these states run nothing: no candidates, and no help for a new job that only
-#: they could run. A draining worker still counts; it gets work again once active.
-UNAVAILABLE_WORKER_STATES = (WorkerState.OFFLINE, WorkerState.DISABLED)
+#: they could run. A draining worker still counts; it gets work again once active. An
+#: ``unknown`` one (silent past JOBMATCH_WORKER_TIMEOUT_SECONDS) counts as gone until it
+#: speaks again (app/matching/liveness.py).
+UNAVAILABLE_WORKER_STATES = (WorkerState.OFFLINE, WorkerState.DISABLED, WorkerState.UNKNOWN)
 
 
 class TagMode(enum.StrEnum):

@@ -85,20 +85,29 @@ class _AttributeAtObject:
 
 class AttributeValue(_AttributeAtObject, Base):
     """A value of an attribute at one object: ``fixed`` (``complex_values``; for a
-    consumable its capacity), ``load`` (reported by the host) or ``builtin`` (a queue
-    instance's built-in attribute such as ``qname`` or ``h_rt``).
+    consumable its capacity), ``load`` (a load value) or ``builtin`` (a queue instance's
+    built-in attribute such as ``qname`` or ``h_rt``).
 
-    ``effective`` is False for a row that the within-object merge ignores: for relops
-    ``==``/``!=`` only the first of fixed, builtin, load counts (gridengine.md); for the other
-    relops every row counts, and checking each is the same as checking the most
-    restrictive one.
+    ``source`` says who wrote the row: ``admin`` (every fixed and built-in value, and load
+    values set through ``PUT /v1/values/...``) or ``report`` (the worker's own load report,
+    ``PUT /v1/workers/{name}/load``). Each replaces only its own rows, so a report never
+    erases what an administrator set; an admin's load value of an attribute hides the
+    reported one at the same object (docs/notations/gridengine.md).
+
+    ``effective`` is False for a row that matching does not see: a reported load value an
+    admin's load value hides, and for relops ``==``/``!=`` every row but the first of
+    fixed, builtin, admin load, reported load (gridengine.md); for the other relops every
+    other row counts, and checking each is the same as checking the most restrictive one.
     """
 
     __tablename__ = "attribute_values"
     __table_args__ = (
-        UniqueConstraint("attribute_id", "level", "object_key", "kind"),
+        UniqueConstraint("attribute_id", "level", "object_key", "kind", "source"),
         CheckConstraint(_LEVEL_CHECK, name="level_known"),
         CheckConstraint("kind IN ('fixed', 'load', 'builtin')", name="kind_known"),
+        CheckConstraint("source IN ('admin', 'report')", name="source_known"),
+        # Only load values are reported; the rest is configuration.
+        CheckConstraint("source = 'admin' OR kind = 'load'", name="only_loads_reported"),
         CheckConstraint(_OBJECT_CHECK, name="object_matches_level"),
         Index("ix_attribute_values_object", "level", "object_key", "attribute_id"),
         Index("ix_attribute_values_worker", "worker_id"),
@@ -109,6 +118,7 @@ class AttributeValue(_AttributeAtObject, Base):
     number: Mapped[float | None] = mapped_column(Float, default=None)
     string: Mapped[str | None] = mapped_column(Text, default=None)
     effective: Mapped[bool] = mapped_column(Boolean, default=True)
+    source: Mapped[str] = mapped_column(String(8), default="admin", server_default="admin")
 
 
 class ConsumableUsage(_AttributeAtObject, Base):

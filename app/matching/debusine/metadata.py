@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Worker, WorkerMetadata, WorkerMetadataNamespace
-from app.matching import announce
+from app.matching import announce, liveness
 from app.matching.errors import InvalidFieldError
 from app.matching.locks import worker_by_name
 from app.matching.misfits import recache_worker_misfits
@@ -207,7 +207,7 @@ def report_dynamic_metadata(session: Session, worker_name: str, data: object) ->
         raise InvalidFieldError("metadata", str(error), error) from error
     worker = worker_by_name(session, worker_name, lock=True)
     now = utcnow()
-    worker.last_seen = now
+    liveness.heard_from(session, worker, now)
     static = _side(session, worker.id, STATIC)
     _store(session, worker, static, flatten_dynamic(namespaces), namespaces, dynamic_at=now)
     return worker

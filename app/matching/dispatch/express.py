@@ -49,6 +49,7 @@ from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_second
 from app.matching.dispatch.pull_plain import TAKE_BEST_BY_NAME, TAKE_BEST_CORE
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
 from app.matching.domain_events import job_event
+from app.matching.liveness import REVIVE_PREBUILT, note_revived
 from app.matching.wakeups import job_taken, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
@@ -56,6 +57,7 @@ _LOCK_PULLER = Prebuilt(LOCK_PULLER)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
 _TAKE_BY_NAME = Prebuilt(TAKE_BEST_BY_NAME)
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
+_REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
@@ -145,6 +147,10 @@ def _after_take(
     if not locked:
         return None
     puller = puller_of(locked[0], worker_name)
+    if puller.unknown:
+        # The take by name served nothing (the worker is not active); the general way
+        # makes it active again and logs it (app/matching/liveness.py).
+        return None
     ((*served, eligible),) = taken
     if eligible is not None:
         return _started(tuple(served), puller)
@@ -209,7 +215,12 @@ def finish(
     locked, ended = rows_together(
         connection, (_LOCK_REPORTER, params), (_END_BY_NAME[report.outcome == "failed"], params)
     )
-    return _ended(connection, locked, ended)
+    job = _ended(connection, locked, ended)
+    if job is not None and locked[0][2]:
+        # The worker was unknown: its report is a word, which makes it active again (an
+        # unended job goes the general way, which does it there).
+        job.worker_revived = bool(_REVIVE.rows(connection, _revive_params(params)))
+    return job
 
 
 async def finish_on_loop(
@@ -230,7 +241,17 @@ async def finish_on_loop(
         (_LOCK_REPORTER, params),
         (_END_BY_NAME[report.outcome == "failed"], params),
     )
-    return _ended(transaction, locked, ended)
+    job = _ended(transaction, locked, ended)
+    if job is not None and locked[0][2]:
+        (revived,) = await rows_together_async(
+            transaction.connection, transaction.dialect, (_REVIVE, _revive_params(params))
+        )
+        job.worker_revived = bool(revived)
+    return job
+
+
+def _revive_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {"p_name": params["p_name"], "p_now": params["p_now"]}
 
 
 def _finish_params(
@@ -263,6 +284,8 @@ def _ended(
     if not locked or locked[0][1] or not ended:
         return None
     job = _job(ended[0][: len(_JOB_COLUMNS)])
+    #: Whether the report made an unknown worker active again (:func:`finish`).
+    job.worker_revived = False
     notify.sent_by_statement(holder, room_changed(locked[0][0]))
     if job.hard is not None or job.pe is not None:
         # It may have held global consumables, which any worker's next job may need:
@@ -275,6 +298,8 @@ def note_finish(job: SimpleNamespace, worker_name: str, report: EndReport) -> No
     """After the commit: log the end as :func:`.pull.finish` does."""
     kind = JobEventKind.FINISHED if report.outcome == "finished" else JobEventKind.FAILED
     job_event(None, kind, job.id, worker=worker_name, detail=report.reason)
+    if job.worker_revived:
+        note_revived(None, worker_name)
 
 
 def _job(values: tuple[Any, ...]) -> SimpleNamespace:

@@ -27,8 +27,10 @@ from app.db.models import (
     JobEventKind,
     JobState,
     QuotaBooking,
+    WorkerState,
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
+from app.matching import liveness
 from app.matching.dispatch.finish_parts import (
     end_values,
     give_back_slots,
@@ -76,7 +78,9 @@ LOCK_REPORTER = (
     update(WORKERS)
     .where(_REPORTER, WORKERS.c.id == _IN_ORDER.c.id)
     .values(last_seen=_NOW, updated_at=_NOW)
-    .returning(WORKERS.c.id, _holds_vertices())
+    # Whether the worker was unknown: the report is a word from it, which makes it
+    # active again (app/matching/liveness.py).
+    .returning(WORKERS.c.id, _holds_vertices(), WORKERS.c.state == WorkerState.UNKNOWN)
 )
 
 
@@ -209,6 +213,8 @@ def finish_slots_only(
     this worker), in which case nothing was changed but the worker's ``last_seen``."""
     row = session.execute(LOCK_REPORTER, {"p_name": worker_name, "p_now": now, "p_job_id": job_id})
     locked = row.one_or_none()
+    if locked is not None and locked[2]:
+        liveness.revive(session, worker_name, now)
     if locked is None or locked[1]:
         return None
     ending = {

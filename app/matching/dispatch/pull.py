@@ -37,7 +37,7 @@ from app.db.models import (
     Worker,
 )
 from app.db.tables import INVENTORY_BOOKINGS, QUEUE_INSTANCES
-from app.matching import announce, domain_events, history, late_reports
+from app.matching import announce, domain_events, history, late_reports, liveness
 from app.matching.allocation import bookings as vertex_bookings
 from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
@@ -498,7 +498,7 @@ def _finish(
     if outcome == "failed":
         job.failure_reason = reason or "the worker reported failure"
     history.record(session, job, kind, worker=worker.name, detail=reason)
-    worker.last_seen = utcnow()
+    liveness.heard_from(session, worker)
     session.flush()
     return job
 
@@ -518,6 +518,6 @@ def return_job(session: Session, job_id: int, worker_name: str, reason: str | No
         worker=worker.name,
         detail=reason or "the worker gave the job back unfinished",
     )
-    worker.last_seen = utcnow()
+    liveness.heard_from(session, worker)
     session.flush()
     return job

@@ -5,7 +5,7 @@ time than PostgreSQL spent running it; SQLAlchemy's compiled cache then serves t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import AttributeValue, JobState, QueueInstance, WorkerInventory, WorkerState
 from app.db.tables import JOBS, WORKERS
+from app.matching import liveness
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class Puller:
     #: The scheduler placed a job on the worker that it has not received yet: this pull
     #: delivers it (app/matching/dispatch/record.py) instead of looking for new work.
     placed_waiting: bool = False
+    #: The worker was ``unknown`` (silent past its timeout) when this pull locked it: the
+    #: pull is a word from it, which makes it active again (app/matching/liveness.py).
+    unknown: bool = False
 
 
 def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
@@ -97,6 +101,7 @@ LOCK_PULLER = (
         _complex_values_exist(_PULLER_ID),
         WORKERS.c.metadata_reported_at,
         _placed_waiting(_PULLER_ID),
+        WORKERS.c.state == WorkerState.UNKNOWN,
     )
 )
 
@@ -129,14 +134,30 @@ def lock_puller(session: Session, worker_name: str, now: datetime) -> Puller | N
     slot count, and whether it has an inventory or Grid Engine values: one round trip
     instead of five. None when there is no such worker. The free count may predate a pull
     that committed while this one waited for the lock; booking is conditional, so a stale
-    count only costs that pull its job."""
+    count only costs that pull its job. A worker that was ``unknown`` is made active
+    again first: the pull is a word from it."""
     row = session.execute(LOCK_PULLER, {"p_name": worker_name, "p_now": now}).one_or_none()
-    return None if row is None else puller_of(tuple(row), worker_name)
+    if row is None:
+        return None
+    puller = puller_of(tuple(row), worker_name)
+    if puller.unknown and liveness.revive(session, worker_name, now):
+        puller = replace(puller, active=True, unknown=False)
+    return puller
 
 
 def puller_of(row: tuple[Any, ...], worker_name: str) -> Puller:
     """The :class:`Puller` of a row :data:`LOCK_PULLER` returned."""
-    worker_id, generation, active, max_free, managed, complex_cluster, reported_at, placed = row
+    (
+        worker_id,
+        generation,
+        active,
+        max_free,
+        managed,
+        complex_cluster,
+        reported_at,
+        placed,
+        unknown,
+    ) = row
     return Puller(
         worker_id,
         worker_name,
@@ -147,4 +168,5 @@ def puller_of(row: tuple[Any, ...], worker_name: str) -> Puller:
         bool(complex_cluster),
         reported_at,
         bool(placed),
+        bool(unknown),
     )

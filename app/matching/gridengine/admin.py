@@ -17,6 +17,7 @@ from app.db.models import Attribute, AttributeValue, CategoryRequest, Worker
 from app.matching import announce
 from app.matching.gridengine.table import update_attribute
 from app.matching.gridengine.values import (
+    ADMIN,
     Target,
     refresh_effective,
     replace_values,
@@ -82,11 +83,13 @@ def set_values(
     values: Mapping[str, str],
     *,
     recache: bool = True,
+    source: str = ADMIN,
 ) -> bool:
     """Replace the values of one kind (``complex_values``, ``load_values`` or
-    ``attributes``) at ``target``. Returns whether the static picture changed (and the
-    misfit rows were recomputed when ``recache``)."""
-    static_changed = replace_values(session, target, field, values)
+    ``attributes``) that ``source`` (an administrator, or the worker's load report) wrote
+    at ``target``. Returns whether the static picture changed (and the misfit rows were
+    recomputed when ``recache``)."""
+    static_changed = replace_values(session, target, field, values, source=source)
     if static_changed and recache:
         bump_and_recache(session, target)
     # Load values and consumable capacities change what fits now, static or not.

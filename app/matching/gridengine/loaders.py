@@ -43,14 +43,26 @@ def _queue_rows() -> Select[int, int, int, int, str, int, str]:
     ).join(Queue, Queue.id == QueueInstance.queue_id)
 
 
+def _seen_by_matching() -> ColumnElement[bool]:
+    """The value rows decisions read: the effective ones. A reported load value that an
+    administrator's load value of the attribute hides is left out, so that an object has
+    one load value per attribute; the rows a configured value beats for ``==``/``!=``
+    (the only other ineffective ones) the evaluator's merge would ignore anyway."""
+    return AttributeValue.effective.expression
+
+
 def _value_rows() -> Select[str, int, str, str, str]:
-    return select(
-        AttributeValue.level,
-        AttributeValue.object_key,
-        AttributeValue.kind,
-        AttributeValue.text,
-        Attribute.name,
-    ).join(Attribute, Attribute.id == AttributeValue.attribute_id)
+    return (
+        select(
+            AttributeValue.level,
+            AttributeValue.object_key,
+            AttributeValue.kind,
+            AttributeValue.text,
+            Attribute.name,
+        )
+        .join(Attribute, Attribute.id == AttributeValue.attribute_id)
+        .where(_seen_by_matching())
+    )
 
 
 def _usage_rows() -> Select[int, str, int, float, float, str]:
@@ -164,7 +176,7 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
         worker_ids,
         s2=cast(AttributeValue.kind, Text()),
         s3=AttributeValue.text,
-    )
+    ).where(_seen_by_matching())
     usage = _rows_at_objects(
         2,
         ConsumableUsage,

@@ -4,7 +4,12 @@ Three kinds, as Grid Engine has them (docs/notations/gridengine.md#levels-and-th
 
 * ``complex_values`` (kind ``fixed``): at every level; for a consumable, its capacity,
   which also gets a ``consumable_usage`` row that bookings count against;
-* ``load_values`` (kind ``load``): reported values, global and host level only;
+* ``load_values`` (kind ``load``): load values, global and host level only. The worker
+  reports its own (``PUT /v1/workers/{name}/load``, source ``report``); an administrator
+  may set some too (``PUT /v1/values/...``, source ``admin``). Each writer replaces only
+  its own rows, so a report never erases what an administrator set; where both give a
+  value of one attribute at one object, the administrator's is the one matching sees
+  (the report is kept, and shown, but not ``effective``);
 * ``attributes`` (kind ``builtin``): the built-in queue attributes of a queue instance
   (``qname``, ``hostname``, ``seq_no``, the limits ``h_rt``, ``h_vmem``, ...). Every
   queue instance gets them when it is created (limits INFINITY); an admin may override
@@ -14,7 +19,9 @@ Static values (fixed, builtin, and string load values) are what the misfit cache
 computed from, so changing them bumps the worker's generation (all workers' for the
 global level) and recomputes its misfit rows. Numeric load values are dynamic: they are
 checked at dispatch time, so reporting a new number changes no generation; a load value
-that appears or disappears does (it decides whether an attribute is present).
+that appears or disappears does (it decides whether an attribute is present), and so does
+an administrator's load value that appears or disappears over a reported one (it decides
+which of the two matching sees).
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ from app.wire.values import Consumption, Values
 
 KINDS = {"complex_values": "fixed", "load_values": "load", "attributes": "builtin"}
 
+#: Who writes a row: an administrator, or the worker's own load report.
+ADMIN, REPORT = "admin", "report"
+
 #: Built-in queue attributes an admin may set (qname, hostname and slots come from the
 #: queue instance itself).
 QUEUE_ATTRIBUTES = frozenset(
@@ -51,8 +61,9 @@ QUEUE_ATTRIBUTES = frozenset(
 )
 
 #: Precedence within one object for relops == and != (docs/notations/gridengine.md): the
-#: administrator's value beats the built-in, which beats the load report.
-_PRECEDENCE = {"fixed": 0, "builtin": 1, "load": 2}
+#: administrator's value beats the built-in, which beats a load value; an administrator's
+#: load value beats the reported one (which it hides whatever the relop).
+_PRECEDENCE = {("fixed", ADMIN): 0, ("builtin", ADMIN): 1, ("load", ADMIN): 2, ("load", REPORT): 3}
 
 
 def string_subject(value_type: ValueType, text: str) -> str:
@@ -105,7 +116,12 @@ def resolve_target(session: Session, level: str, host: str | None, queue: str | 
 
 
 def _row(
-    definition: ComplexDefinition, attribute_id: int, target: Target, kind: str, text: str
+    definition: ComplexDefinition,
+    attribute_id: int,
+    target: Target,
+    kind: str,
+    text: str,
+    source: str = ADMIN,
 ) -> dict[str, object]:
     role = "capacity" if kind == "fixed" else "load"
     value = parse_value(definition, text, role=role)
@@ -120,14 +136,26 @@ def _row(
         "number": value if isinstance(value, float) else None,
         "string": string_subject(definition.type, value) if isinstance(value, str) else None,
         "effective": True,
+        "source": source,
     }
 
 
-def replace_values(session: Session, target: Target, field: str, values: Mapping[str, str]) -> bool:
+def replace_values(
+    session: Session,
+    target: Target,
+    field: str,
+    values: Mapping[str, str],
+    *,
+    source: str = ADMIN,
+) -> bool:
     """Replace the values of one kind (``complex_values``, ``load_values`` or
-    ``attributes``) at ``target``. Returns whether the static picture changed, which
+    ``attributes``) that ``source`` wrote at ``target``: an administrator's leave the
+    worker's reported load values alone, a report (``load_values`` of a host only) leaves
+    the administrator's alone. Returns whether the static picture changed, which
     app/matching/gridengine/admin.py turns into new misfit rows."""
     kind = KINDS[field]
+    if source == REPORT and (kind != "load" or target.level != "host"):
+        raise InvalidFieldError(field, "a worker reports the load values of its own host only")
     if kind == "load" and target.level == "queue_instance":
         raise InvalidFieldError(field, "load values live on the global or host level only")
     if kind == "builtin" and target.level != "queue_instance":
@@ -149,12 +177,16 @@ def replace_values(session: Session, target: Target, field: str, values: Mapping
                 f"{field}.{key}", "a queue instance's slots are set with the worker's queues"
             )
         try:
-            row = _row(definition, ids[definition.name], target, kind, str(text))
+            row = _row(definition, ids[definition.name], target, kind, str(text), source)
         except (QuantityError, ComplexError) as error:
             raise InvalidFieldError(f"{field}.{key}", error.message, error) from error
         rows[ids[definition.name]] = row
         definitions[ids[definition.name]] = definition
-    replaced = (*target.rows_of(AttributeValue), AttributeValue.kind == kind)
+    replaced = (
+        *target.rows_of(AttributeValue),
+        AttributeValue.kind == kind,
+        AttributeValue.source == source,
+    )
     old = {
         value.attribute_id: value
         for value in session.scalars(select(AttributeValue).where(*replaced))
@@ -236,8 +268,10 @@ def _sync_capacities(
 
 
 def refresh_effective(session: Session, attribute_id: int, target: Target | None = None) -> None:
-    """Recompute which rows count for ``==``/``!=`` attributes: per object, only the one of
-    highest precedence (fixed, then builtin, then load)."""
+    """Recompute which rows matching sees: per object, a reported load value is hidden
+    by an administrator's load value of the attribute; for ``==``/``!=`` attributes only
+    the row of highest precedence counts (fixed, then builtin, then load: the
+    administrator's, then the reported one)."""
     relop = session.scalar(select(Attribute.relop).where(Attribute.id == attribute_id))
     query = select(AttributeValue).where(AttributeValue.attribute_id == attribute_id)
     if target is not None:
@@ -246,9 +280,11 @@ def refresh_effective(session: Session, attribute_id: int, target: Target | None
     for value in session.scalars(query):
         by_object.setdefault((value.level, value.object_key), []).append(value)
     for values in by_object.values():
-        values.sort(key=lambda v: _PRECEDENCE[v.kind])
+        values.sort(key=lambda v: _PRECEDENCE[v.kind, v.source])
+        admin_load = any(v.kind == "load" and v.source == ADMIN for v in values)
         for index, value in enumerate(values):
-            value.effective = relop not in ("==", "!=") or index == 0
+            hidden = admin_load and value.source == REPORT
+            value.effective = not hidden and (relop not in ("==", "!=") or index == 0)
     session.flush()
 
 
@@ -284,17 +320,36 @@ def write_queue_builtins(session: Session, worker: Worker) -> None:
         session.flush()
 
 
+#: The field of the values API that shows a row of each kind and source.
+FIELDS = {
+    ("fixed", ADMIN): "complex_values",
+    ("builtin", ADMIN): "attributes",
+    ("load", ADMIN): "load_values",
+    ("load", REPORT): "reported_load_values",
+}
+
+
 def read_values(session: Session, target: Target) -> Values:
     """The values at ``target`` (every built-in queue attribute included, not only those an
-    admin set), attribute names in order."""
-    found: dict[str, dict[str, str]] = {kind: {} for kind in KINDS.values()}
-    for name, kind, text in session.execute(
-        select(Attribute.name, AttributeValue.kind, AttributeValue.text)
+    admin set), attribute names in order, the worker's reported load values apart from
+    the administrator's, and per attribute the fields whose values matching sees."""
+    found: dict[str, dict[str, str]] = {field: {} for field in FIELDS.values()}
+    seen: dict[str, list[str]] = {}
+    for name, kind, source, text, effective in session.execute(
+        select(
+            Attribute.name,
+            AttributeValue.kind,
+            AttributeValue.source,
+            AttributeValue.text,
+            AttributeValue.effective,
+        )
         .join(Attribute, Attribute.id == AttributeValue.attribute_id)
         .where(*target.rows_of(AttributeValue))
         .order_by(Attribute.name)
     ):
-        found[kind][name] = text
+        found[FIELDS[kind, source]][name] = text
+        if effective:
+            seen.setdefault(name, []).append(FIELDS[kind, source])
     consumables = {
         name: Consumption(capacity, used)
         for name, capacity, used in session.execute(
@@ -304,9 +359,12 @@ def read_values(session: Session, target: Target) -> Values:
             .order_by(Attribute.name)
         )
     }
+    order = list(FIELDS.values())
     return Values(
-        complex_values=found["fixed"],
-        load_values=found["load"],
-        attributes=found["builtin"],
+        complex_values=found["complex_values"],
+        load_values=found["load_values"],
+        attributes=found["attributes"],
         consumables=consumables,
+        reported_load_values=found["reported_load_values"],
+        matching_uses={name: sorted(fields, key=order.index) for name, fields in seen.items()},
     )

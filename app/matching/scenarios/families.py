@@ -146,7 +146,8 @@ def _setup(session: Session, case: Mapping[str, Any]) -> None:
             upsert_task(session, task_spec(body))
         for entry in cluster["workers"]:
             body = {k: v for k, v in entry.items() if not k.endswith("_metadata")}
-            worker_lifecycle.register_worker(session, worker_spec(body), by="admin")
+            # As POST /v1/workers without ?replace: a name listed twice is refused.
+            worker_lifecycle.register_worker(session, worker_spec(body), by="admin", replace=False)
             if "static_metadata" in entry:
                 debusine_metadata.set_static_metadata(
                     session, body["name"], entry["static_metadata"]

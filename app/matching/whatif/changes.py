@@ -35,9 +35,9 @@ class ValuesChange:
 @dataclass(frozen=True)
 class ChangeSet:
     """What a what-if applies, in this order: registrations (a name that exists is
-    replaced, as ``POST /v1/workers`` does), changes of some fields, Grid Engine values,
-    resource quota sets added, replaced and removed, drains, removals (with the removed
-    workers' running jobs returned to the queue), then submissions."""
+    replaced, as ``POST /v1/workers?replace=true`` does), changes of some fields, Grid
+    Engine values, resource quota sets added, replaced and removed, drains, removals (with
+    the removed workers' running jobs returned to the queue), then submissions."""
 
     add_workers: tuple[WorkerSpec, ...] = ()
     change_workers: tuple[WorkerChange, ...] = ()

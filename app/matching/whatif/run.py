@@ -97,7 +97,9 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
     (the caller rolls them back)."""
     for index, spec in enumerate(changes.add_workers):
         with _item(f"add_workers.{index}"):
-            register_worker(session, spec, by=by)
+            # A what-if asks what the cluster would do with this worker: an existing
+            # name is replaced whole (POST /v1/workers?replace=true), not refused.
+            register_worker(session, spec, by=by, replace=True)
     for index, change in enumerate(changes.change_workers):
         with _item(f"change_workers.{index}"):
             update_worker(session, change.name, change.changes, by=by)
