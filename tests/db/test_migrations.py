@@ -133,10 +133,10 @@ def test_spans_of_registered_inventories_are_filled_in(empty_url: str) -> None:
 def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled_in(
     empty_url: str,
 ) -> None:
-    """0026 (issue 35) gives the categories stored before it ``cores_alone`` and corrects
+    """0024 (issue 35) gives the categories stored before it ``cores_alone`` and corrects
     the cached verdicts the new rule changes: a worker without an inventory offers
     node/[core=<slots>] and nothing else, so a GPU job and a two-node job misfit it (as
-    registration after 0026 says), while two cores on its two slots still fit."""
+    registration after 0024 says), while two cores on its two slots still fit."""
     from sqlalchemy import delete, text
 
     from app.db.engine import Database
@@ -188,14 +188,14 @@ def test_cores_alone_and_the_verdicts_of_workers_without_an_inventory_are_filled
             {"gpu": "inventory-too-small", "two": "needs-several-nodes", "cores": None},
         )
         assert state() == expected
-        # The revision before 0026, wherever the chain puts it.
+        # The revision before 0024, wherever the chain puts it.
         before = ScriptDirectory.from_config(migrate.alembic_config("sqlite://")).get_revision(
-            "0026"
+            "0024"
         )
         assert before is not None and isinstance(before.down_revision, str)
         migrate.downgrade(empty_url, before.down_revision)
         with database.transaction() as session:
-            # The cache as it was before 0026: no jobspec ruled out a worker without one.
+            # The cache as it was before 0024: no jobspec ruled out a worker without one.
             session.execute(
                 delete(CategoryMisfit).where(
                     CategoryMisfit.worker_id

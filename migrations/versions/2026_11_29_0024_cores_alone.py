@@ -1,6 +1,6 @@
 """category_shapes.cores_alone: what a worker without an inventory must hold
 
-Revision ID: 0026
+Revision ID: 0024
 Revises: 0023
 Create Date: 2026-11-29
 
@@ -22,7 +22,7 @@ from alembic import context, op
 from app.matching.allocation.vertex_requests import build_requests, cores_alone
 from app.notations.flux.jobspec import validate_resources
 
-revision: str = "0026"
+revision: str = "0024"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
