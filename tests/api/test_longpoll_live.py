@@ -88,15 +88,40 @@ def until(
         time.sleep(0.05)
 
 
-def sleeping_pull(server: LiveServer, name: str, token: str, wait: float) -> Pull:
+def _sessions(database: Database | None) -> str:
+    """What every session of the test's PostgreSQL database is doing and waiting on."""
+    if database is None or database.engine.dialect.name != "postgresql":
+        return ""
+    with database.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT pid, application_name, state, wait_event_type, wait_event,"
+            " now() - xact_start, left(query, 300) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).all()
+    return "\n".join(" | ".join(str(value) for value in row) for row in rows)
+
+
+def _report(server: LiveServer, pull: Pull, database: Database | None) -> str:
+    """A stuck pull's story: its answer, the server's log but the polling of /metrics,
+    and the database's sessions (two CI runs timed out here, and nothing told why)."""
+    log = [line for line in server.log.read_text().splitlines() if "/metrics" not in line]
+    return (
+        f"its answer so far: {pull.answer}; log:\n"
+        + "\n".join(log[-40:])
+        + f"\nsessions:\n{_sessions(database)}"
+    )
+
+
+def sleeping_pull(
+    server: LiveServer, name: str, token: str, wait: float, database: Database | None = None
+) -> Pull:
     """A pull that waits on ``server`` (past its first attempt)."""
     pull = Pull(server, name, token, wait)
-    # A pull that answered at once never waits: say what it answered, and what the
-    # server logged (a CI run once timed out here, and nothing told why).
+    # A pull that answered at once never waits: say what it answered, and why not.
     until(
         lambda: pull.answer is not None or waiting(server) == 1,
         "the pull to wait",
-        report=lambda: f"its answer so far: {pull.answer}; log: {server.log.read_text()[-3000:]}",
+        report=lambda: _report(server, pull, database),
     )
     assert pull.answer is None, f"the pull answered instead of waiting: {pull.answer}"
     time.sleep(0.5)  # its first attempt (a few ms) is over
@@ -125,13 +150,13 @@ def servers(
 
 
 def test_two_api_processes_on_postgresql_wake_each_others_waiters(
-    backend: str, servers: Callable[..., LiveServer]
+    backend: str, servers: Callable[..., LiveServer], database: Database
 ) -> None:
     if backend != "postgresql":
         pytest.skip("SQLite's wake-ups stay in their process (docs/architecture.md)")
     first, second = servers(), servers()
     token = register(first, "w1", "language: ?java")
-    pull = sleeping_pull(first, "w1", token, wait=20)
+    pull = sleeping_pull(first, "w1", token, wait=20, database=database)
     submitted_at = time.monotonic()
     job = submit(second, JAVA)
     status, body = pull.result()
@@ -141,7 +166,7 @@ def test_two_api_processes_on_postgresql_wake_each_others_waiters(
 
     # And the other way round, on the same two processes.
     token2 = register(second, "w2", "language: ?python")
-    pull = sleeping_pull(second, "w2", token2, wait=20)
+    pull = sleeping_pull(second, "w2", token2, wait=20, database=database)
     submitted_at = time.monotonic()
     job = submit(first, "language: python")
     status, body = pull.result()
