@@ -89,8 +89,12 @@ class LiveServer:
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and return once `/healthz` answers 200."""
+        # Each server counts its metrics in a directory of its own (`serve` makes one)
+        # unless the test gives one: a directory inherited from the test process would be
+        # shared with, and emptied by, every other server it starts.
+        inherited = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
         env = {
-            **os.environ,
+            **inherited,
             "JOBMATCH_DATABASE_URL": self.database_url,
             "JOBMATCH_ADMIN_TOKEN": self.admin_token,
             "JOBMATCH_LOG_LEVEL": "WARNING",

@@ -15,6 +15,16 @@ from app.settings import get_settings
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def own_metrics_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve` exports PROMETHEUS_MULTIPROC_DIR into its process's environment, here the
+    test process's: every server a later test of the process started inherited it, and
+    each emptied it at its start. Of two servers of one test, the second wiped the
+    first's metrics files, and the first's long-poll gauge stayed at 0 for good (CI
+    failed so in tests/api/test_longpoll_live.py). The test's own directory, undone after."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
+
+
 @pytest.fixture
 def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
