@@ -23,9 +23,14 @@ too-few-slots      (slots)                      no queue instance has enough slo
 sge-global         (SGE hard requests)          the global host rejects the job
 sge-host           (SGE hard requests)          the execution host rejects the job
 sge-queue          (SGE hard requests)          no queue instance of the worker fits
-inventory-too-     (issue 9)                    the worker has an inventory, and one
-small                                           node of it could never hold what the
-                                                job needs per node (totals, not free)
+needs-several-     (issue 35)                   the worker has no inventory and the
+nodes                                           job needs several nodes (a worker
+                                                without one takes part in no
+                                                allocation)
+inventory-too-     (issues 9, 35)               one node of the worker's inventory
+small                                           could never hold what the job needs
+                                                per node (totals, not free); a worker
+                                                without one offers node/[core=<slots>]
 =================  ===========================  =====================================
 
 Each family compiles its own clauses (its ``sql.py``; the slot clause in

@@ -95,5 +95,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("category_shapes") as batch:
-        batch.drop_column("cores_alone")
+    # Not in batch mode: SQLite (3.35 and later) drops a column without constraints itself,
+    # and batch mode needs a live database to copy the table from, which
+    # `jobmatch db downgrade --sql` has not.
+    op.drop_column("category_shapes", "cores_alone")

@@ -128,7 +128,13 @@ def test_a_change_of_a_worker_announces_it_and_a_global_change_everything(
     register(client, admin_headers, "w1", "language: ?java")
     w1 = worker_token(database, "w1")
     announced.clear()
-    register(client, admin_headers, "w1", "language: ?java; python: ?3")
+    # A registration again replaces the worker (and keeps its token) when it says so.
+    replaced = client.post(
+        "/v1/workers?replace=true",
+        json={"name": "w1", "resources": "language: ?java; python: ?3", "slots": 1},
+        headers=admin_headers,
+    )
+    assert replaced.status_code == 200 and replaced.json()["token_kept"], replaced.text
     assert announced == [{w1}]
     announced.clear()
     metadata = client.put(

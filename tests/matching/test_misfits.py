@@ -25,6 +25,7 @@ DOCUMENTED_ORDER = [
     "sge-global",
     "sge-host",
     "sge-queue",
+    "needs-several-nodes",
     "inventory-too-small",
 ]
 

@@ -67,10 +67,10 @@ def _inventory_clauses(category: type[Category], worker: type[Worker]) -> tuple[
             or_(CategoryShape.cores_alone.is_(None), CategoryShape.cores_alone > largest_slots),
         ),
     )
+    # One clause per code: a provider declares each code it emits once (test_misfits).
     return (
         (several_nodes, "needs-several-nodes"),
-        (too_small, "inventory-too-small"),
-        (beyond_cores, "inventory-too-small"),
+        (or_(too_small, beyond_cores), "inventory-too-small"),
     )
 
 
