@@ -21,7 +21,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _process_state() -> dict[str, Any]:
     """The test process at its end: its open handles on database files, its resident
-    memory now and at its peak (MB), and the objects the collector tracks."""
+    memory now and at its peak (MB), and the objects the collector tracks. The handles
+    are counted after a collection (garbage still holding a connection is not a leak) and
+    listed by file, whose directory names the test that opened it."""
+    gc.collect()
     handles = []
     for fd in Path("/proc/self/fd").iterdir():
         try:
@@ -150,8 +153,12 @@ def _process_state() -> dict[str, Any]:
         for key in ("VmRSS", "VmHWM")
         if line.startswith(key + ":")
     }
-    gc.collect()
-    return {"database_handles": len(handles), **memory, "objects": len(gc.get_objects())}
+    return {
+        "database_handles": len(handles),
+        **memory,
+        "objects": len(gc.get_objects()),
+        "handle_files": dict(Counter(handles)),
+    }
 
 
 def _directory(test: str) -> str:
