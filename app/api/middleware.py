@@ -52,21 +52,35 @@ class RequestIdMiddleware:
         rid = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
         token = request_id.set(rid)
         started = time.perf_counter()
-        status: dict[str, Any] = {"code": 500}
+        status: dict[str, Any] = {"code": 500, "observed": False}
+
+        def observe_latency() -> None:
+            if not status["observed"]:
+                status["observed"] = True
+                route = getattr(scope.get("route"), "path", "unmatched")
+                REQUEST_LATENCY.labels(scope["method"], route, str(status["code"])).observe(
+                    time.perf_counter() - started
+                )
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                # Counted before the last byte leaves: a client that has its answer may
+                # ask /metrics (of any process) next, and must find it counted. Counted
+                # after, a scrape right after a scrape missed the first (CI, three
+                # processes).
+                observe_latency()
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            observe_latency()  # a request that ended without a complete answer
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
-            REQUEST_LATENCY.labels(scope["method"], route, str(status["code"])).observe(elapsed)
             log.log(
                 access_level(scope["path"], status["code"]),
                 "%s %s %s",
