@@ -13,7 +13,9 @@ Three kinds, as Grid Engine has them (docs/notations/gridengine.md#levels-and-th
 * ``attributes`` (kind ``builtin``): the built-in queue attributes of a queue instance
   (``qname``, ``hostname``, ``seq_no``, the limits ``h_rt``, ``h_vmem``, ...). Every
   queue instance gets them when it is created (limits INFINITY); an admin may override
-  them. ``slots`` stays on ``queue_instances``.
+  them, each on its own: the admin's ``attributes`` replace the earlier overrides, and
+  every built-in they do not name keeps (or gets back) its created value, so ``qname``
+  and ``hostname`` are never lost. ``slots`` stays on ``queue_instances``.
 
 Static values (fixed, builtin, and string load values) are what the misfit cache is
 computed from, so changing them bumps the worker's generation (all workers' for the
@@ -43,6 +45,7 @@ from app.db.models import (
 )
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.table import load_table
+from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import ComplexDefinition, ComplexError
 from app.notations.gridengine.evaluator import QUEUE_LIMITS, queue_builtins
 from app.notations.gridengine.values import parse_value
@@ -182,6 +185,14 @@ def replace_values(
             raise InvalidFieldError(f"{field}.{key}", error.message, error) from error
         rows[ids[definition.name]] = row
         definitions[ids[definition.name]] = definition
+    if kind == "builtin":
+        # Each built-in queue attribute is its own setting of queue_conf(5): the
+        # administrator's list overrides the ones it names and every other built-in keeps
+        # the value the instance was created with (qname and hostname above all, which
+        # -l q= and -l hostname= match; rows of one kind and source are replaced as a
+        # whole, so the kept ones are written again).
+        for attribute_id, row in _creation_builtins(session, target, table, ids).items():
+            rows.setdefault(attribute_id, row)
     replaced = (
         *target.rows_of(AttributeValue),
         AttributeValue.kind == kind,
@@ -288,6 +299,23 @@ def refresh_effective(session: Session, attribute_id: int, target: Target | None
     session.flush()
 
 
+def _creation_builtins(
+    session: Session, target: Target, table: ComplexTable, ids: Mapping[str, int]
+) -> dict[int, dict[str, object]]:
+    """The built-in rows a queue instance is created with (``slots`` stays on
+    ``queue_instances``), by attribute id."""
+    qi = session.get(QueueInstance, target.queue_instance_id)
+    assert qi is not None
+    values = queue_builtins(
+        f"{qi.queue.name}@{qi.worker.name}", slots=qi.slots, seq_no=qi.queue.seq_no
+    )
+    return {
+        ids[name]: _row(table[name], ids[name], target, "builtin", text)
+        for name, text in values.items()
+        if name != "slots" and name in ids
+    }
+
+
 def write_queue_builtins(session: Session, worker: Worker) -> None:
     """Give every queue instance of the worker that lacks them its built-in attributes:
     ``qname``, ``hostname``, ``seq_no`` and the rest as Grid Engine creates them."""
@@ -307,13 +335,7 @@ def write_queue_builtins(session: Session, worker: Worker) -> None:
         if qi.id in have:
             continue
         target = Target("queue_instance", worker.id, qi.id)
-        values = queue_builtins(
-            f"{qi.queue.name}@{worker.name}", slots=qi.slots, seq_no=qi.queue.seq_no
-        )
-        for name, text in values.items():
-            if name == "slots" or name not in ids:
-                continue
-            rows.append(_row(table[name], ids[name], target, "builtin", text))
+        rows.extend(_creation_builtins(session, target, table, ids).values())
     if rows:
         # A new queue instance has no other values yet, so every built-in row counts.
         session.add_all(AttributeValue(**row) for row in rows)
