@@ -216,8 +216,8 @@ def _place(
     not_master: Mapping[int, QueueFit],
     master_only: frozenset[int],
 ) -> tuple[dict[int, int], int] | None:
-    """The assignment of a parallel job and its master: the rule's spread, whose first
-    master-capable instance is the master; when that fails (only instances that cannot
+    """The assignment of a parallel job and its master: the rule's spread, whose master
+    Grid Engine's way picks (:func:`choose_master`); when that fails (only instances that cannot
     be master got slots, or an instance only ``-masterq`` names got a slave task), the
     slots are handed out again with the first instance that can be master in front and
     the other master-only instances left out."""
@@ -225,7 +225,7 @@ def _place(
     capable = frozenset(q for q in order_ids if q not in not_master)
     assignment = spread_slots(pe_rule, offers, low, high, limit)
     if assignment:
-        master = choose_master(assignment, order_ids, capable)
+        master = choose_master(assignment, offers, capable, pe_rule)
         if master is not None and not (set(assignment) & master_only) - {master}:
             return assignment, master
     reordered = master_first(order_ids, capable)
@@ -233,8 +233,9 @@ def _place(
         return None
     by_id = {o.queue_instance_id: o for o in offers}
     kept = [q for q in reordered if q == reordered[0] or q not in master_only]
-    assignment = spread_slots(pe_rule, [by_id[q] for q in kept], low, high, limit)
-    master = None if not assignment else choose_master(assignment, kept, capable)
+    kept_offers = [by_id[q] for q in kept]
+    assignment = spread_slots(pe_rule, kept_offers, low, high, limit)
+    master = None if not assignment else choose_master(assignment, kept_offers, capable, pe_rule)
     if not assignment or master is None or (set(assignment) & master_only) - {master}:
         return None
     return assignment, master

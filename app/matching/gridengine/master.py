@@ -17,8 +17,9 @@ master for any other attribute is refused as slave too and is not judged again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from app.matching.gridengine.parallel import Offered
 from app.matching.gridengine.state import ClusterState, QueueSlot
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Consumable, Relop
@@ -111,12 +112,50 @@ def slave_only(
 
 
 def choose_master(
-    assignment: dict[int, int], order: Sequence[int], capable: frozenset[int]
+    assignment: Mapping[int, int],
+    offers: Sequence[Offered],
+    capable: frozenset[int],
+    rule: str,
 ) -> int | None:
-    """The master of an assignment: the first instance in queue order that received slots
-    and can be master (Grid Engine's master is the first queue of the allocation; an
-    instance refused a JOB consumable is passed over)."""
-    return next((q for q in order if q in assignment and q in capable), None)
+    """The master of an assignment, as Grid Engine picks it (6.2u5 and 8.1.9
+    source/libs/sched/sge_select_queue.c, parallel_tag_queues_suitable4job()): hosts are
+    visited in order of their first instance; on each, every instance that gets slots is
+    added to the granted list in queue order, and one that can be master is moved to the
+    front while no earlier host visit gave the job a master. So the master is on the first
+    host visit that gives slots to an instance that can be master, and it is the *last*
+    such instance of that visit, not the first. Under ``$round_robin`` a host is visited
+    once per round and adds at most one new instance each time; a visit that only adds
+    slots to an instance already granted moves nothing."""
+    visits: dict[tuple[int, int], list[int]] = {}
+    for key, qi_id in _grants(assignment, offers, rule):
+        visits.setdefault(key, []).append(qi_id)
+    for key in sorted(visits):
+        masters = [q for q in visits[key] if q in capable]
+        if masters:
+            return masters[-1]
+    return None
+
+
+def _grants(
+    assignment: Mapping[int, int], offers: Sequence[Offered], rule: str
+) -> list[tuple[tuple[int, int], int]]:
+    """Each assigned instance with the visit that first grants it slots: (round, host's
+    position), in queue order. Only ``$round_robin`` has rounds after the first: an
+    instance whose host gave ``k`` slots to the instances before it is first granted in
+    round ``k`` (within a host the instances are filled in order)."""
+    hosts: dict[str, int] = {}
+    given: dict[str, int] = {}
+    grants = []
+    for offer in offers:
+        host = hosts.setdefault(offer.host, len(hosts))
+        slots = assignment.get(offer.queue_instance_id, 0)
+        if slots <= 0:
+            continue
+        before = given.get(offer.host, 0)
+        given[offer.host] = before + slots
+        round_ = before if rule == "$round_robin" else 0
+        grants.append(((round_, host), offer.queue_instance_id))
+    return grants
 
 
 def master_first(order: Sequence[int], capable: frozenset[int]) -> list[int] | None:

@@ -12,8 +12,8 @@ first queue instance. The allocation rule decides how many slots each host gives
 * an integer ``k``: exactly ``k`` slots per host (hosts with fewer are skipped), so the
   slot count must be a multiple of ``k``.
 
-Within a host, queue instances are filled in order. The first queue instance that gets
-slots is the master queue. A slot range ``lo-hi`` takes the largest count that fits.
+Within a host, queue instances are filled in order. Which instance is the master queue is
+app/matching/gridengine/master.py's choose_master(). A slot range ``lo-hi`` takes the largest count that fits.
 """
 
 from __future__ import annotations
