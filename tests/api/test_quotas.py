@@ -106,29 +106,29 @@ def test_pull_holds_each_user_to_the_limit_and_finish_gives_it_back(
     worker = register(client, admin_headers, "h1", slots=4)
     first = submit(client, admin_headers, **GE_JOB)
     second = submit(client, admin_headers, **GE_JOB)
-    pulled = client.post("/v1/workers/h1/pull", headers=worker)
+    pulled = client.post("/v1/workers/h1/pull/", headers=worker)
     assert pulled.status_code == 200 and pulled.json()["id"] == first["id"]
-    assert _used(database) == [("admin////", 1.0)]
-    assert client.post("/v1/workers/h1/pull", headers=worker).status_code == 204
+    assert _used(database) == [("admin/////", 1.0)]
+    assert client.post("/v1/workers/h1/pull/", headers=worker).status_code == 204
     explain = client.get(f"/v1/jobs/{second['id']}/explain", headers=admin_headers).json()
     assert explain["scheduling_info"] == [
-        'cannot run because it exceeds limit "admin////" in rule "per_user/1"'
+        'cannot run because it exceeds limit "admin/////" in rule "per_user/1"'
     ]
     shown = client.get("/v1/quotas/per_user", headers=admin_headers).json()
     assert shown["usage"] == [
-        {"rule": "per_user/1", "key": "admin////", "attribute": "slots", "used": 1.0, "limit": "1"}
+        {"rule": "per_user/1", "key": "admin/////", "attribute": "slots", "used": 1.0, "limit": "1"}
     ]
     done = client.post(
         f"/v1/jobs/{first['id']}/finish", json={"outcome": "finished"}, headers=worker
     )
     assert done.status_code == 200, done.text
-    assert _used(database) == [("admin////", 0.0)]
-    again = client.post("/v1/workers/h1/pull", headers=worker)
+    assert _used(database) == [("admin/////", 0.0)]
+    again = client.post("/v1/workers/h1/pull/", headers=worker)
     assert again.status_code == 200 and again.json()["id"] == second["id"]
     # Returning the job (a requeue) gives its slot back too.
     returned = client.post(f"/v1/jobs/{second['id']}/return", json={}, headers=worker)
     assert returned.status_code == 200, returned.text
-    assert _used(database) == [("admin////", 0.0)]
+    assert _used(database) == [("admin/////", 0.0)]
     with database.transaction() as session:
         assert session.scalars(select(QuotaBooking)).all() == []
         assert violations(session) == []
@@ -142,17 +142,17 @@ def test_lease_expiry_and_a_new_set_count_running_jobs(
     worker = register(client, admin_headers, "h1", slots=4)
     jobs = [submit(client, admin_headers, **GE_JOB) for _ in range(3)]
     for _ in range(2):
-        assert client.post("/v1/workers/h1/pull", headers=worker).status_code == 200
+        assert client.post("/v1/workers/h1/pull/", headers=worker).status_code == 200
     assert (
         client.post("/v1/quotas", json={"text": PER_USER}, headers=admin_headers).status_code == 201
     )
-    assert _used(database) == [("admin////", 2.0)]
-    assert client.post("/v1/workers/h1/pull", headers=worker).status_code == 204
+    assert _used(database) == [("admin/////", 2.0)]
+    assert client.post("/v1/workers/h1/pull/", headers=worker).status_code == 204
     with database.transaction() as session:
         session.execute(update(Worker).values(last_seen=utcnow() - timedelta(hours=1)))
     with database.transaction() as session:
         expire_leases(session, lease=timedelta(seconds=60), max_attempts=5)
-    assert _used(database) == [("admin////", 0.0)]
+    assert _used(database) == [("admin/////", 0.0)]
     states = {
         client.get(f"/v1/jobs/{j['id']}", headers=admin_headers).json()["state"] for j in jobs
     }
@@ -184,7 +184,7 @@ def test_scheduling_run_books_quotas_and_other_users_go_on(
         for job in [*mine, theirs.json()]
     }
     assert list(state.values()) == ["running", "waiting", "running"]
-    assert _used(database) == [("admin////", 1.0), ("bob////", 1.0)]
+    assert _used(database) == [("admin/////", 1.0), ("bob/////", 1.0)]
     with database.transaction() as session:
         assert violations(session) == []
         # A book that disagrees with what jobs hold is reported (jobmatch db check).

@@ -23,7 +23,7 @@ def test_add_show_replace_list_delete(jobmatch: Jobmatch, tmp_path: Path) -> Non
     shown = jobmatch("quotas", "show", "per_user")
     assert shown.code == 0, shown.stderr
     usage = [line.split() for line in shown.stdout.splitlines() if "per_user/1" in line]
-    assert usage == [["per_user/1", "admin////", "slots", "1.0", "1"]]
+    assert usage == [["per_user/1", "admin/////", "slots", "1.0", "1"]]
     assert jobmatch("quotas", "show", "per_user", "-o", "json").json() == jobmatch.api(
         "GET", "/v1/quotas/per_user"
     )

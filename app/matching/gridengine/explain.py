@@ -3,7 +3,7 @@
 one line per queue instance that cannot take the job, from the reference evaluator on the
 current values and bookings, ``cannot run in queue "all.q@h1" because it is not contained
 in its hard queue list (-q)`` for an instance the job's ``-q`` list leaves out, and
-``cannot run because it exceeds limit "alice////" in rule
+``cannot run because it exceeds limit "alice/////" in rule
 "max_u_slots/1"`` where a resource quota leaves it nothing."""
 
 from __future__ import annotations

@@ -275,8 +275,8 @@ class JobQuotas:
     def _limit_value(self, number: float | None, limit: Limit, slot: QueueSlot) -> float:
         if not limit.dynamic:
             return -1.0 if number is None else number
+        # A host without a value the limit names gets ERROR_LOAD_VAL (value_for()).
         value = limit.value_for(_host_numbers(self._state, slot.worker_id))
-        # A dynamic limit whose host lacks a value: Grid Engine drops the job there.
         return -1.0 if value is None else value
 
     def _remaining(self, amount: QuotaAmount) -> float:

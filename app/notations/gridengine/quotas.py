@@ -100,6 +100,11 @@ class Filter:
         return "{" + body + "}" if self.expand else body
 
 
+#: What Grid Engine's scaled_mixed_load() returns for a formula it cannot evaluate, e.g. a
+#: host without a value the formula names (source/libs/sched/sort_hosts.h ERROR_LOAD_VAL).
+ERROR_LOAD_VAL = 9999.0
+
+
 @dataclass(frozen=True)
 class Term:
     """One term of a dynamic limit: ``weight`` times the host's value of ``attribute``
@@ -134,9 +139,11 @@ class Limit:
         return bool(self.terms)
 
     def value_for(self, host_values: dict[str, float]) -> float | None:
-        """The limit's value: the static number, or the dynamic sum over the host's values
-        (None when the host lacks a value a term needs: Grid Engine then drops the job
-        for this host, "invalid dynamical limit")."""
+        """The limit's value: the static number, or the dynamic sum over the host's values.
+        When the host lacks a value a term needs, the whole limit is
+        :data:`ERROR_LOAD_VAL`, as in Grid Engine 6.2u5 and 8.1.9: rqs_set_dynamical_limit()
+        takes scaled_mixed_load()'s result, which is ERROR_LOAD_VAL for a formula it cannot
+        evaluate (source/libs/sched/sort_hosts.c), and the rule still applies."""
         if not self.terms:
             return self.number
         total = 0.0
@@ -146,7 +153,7 @@ class Limit:
             else:
                 found = host_values.get(term.attribute)
                 if found is None:
-                    return None
+                    return ERROR_LOAD_VAL
                 part = term.weight * found
             total += term.sign * part
         return total
@@ -187,9 +194,11 @@ class QuotaRule:
     def usage_key(
         self, user: str, project: str | None, pe: str | None, queue: str, host: str
     ) -> str:
-        """The name of the usage entry a job debits (``rqs_get_rue_string``): the values of
-        the expanded filters in the order user/project/pe/queue/host, empty for filters
-        that count everything together; e.g. ``alice////`` for ``users {*}``."""
+        """The name of the usage entry a job debits (``rqs_get_rue_string()`` of Grid Engine
+        6.2u5 and 8.1.9, source/libs/sgeobj/sge_resource_quota.c): the values of the
+        expanded filters in the order user/project/pe/queue/host, empty for filters that
+        count everything together, each followed by ``/``; e.g. ``alice/////`` for
+        ``users {*}``, ``alice////h1/`` with ``hosts {*}`` too, ``/////`` for none."""
         values = {"users": user, "projects": project, "pes": pe, "queues": queue, "hosts": host}
         parts = []
         for kind in _KEY_ORDER:
@@ -199,7 +208,8 @@ class QuotaRule:
                 parts.append(value.lower() if kind == "hosts" else value)
             else:
                 parts.append("")
-        return "/".join(parts)
+        # rqs_get_rue_string() appends "/" after each of the five fields, the last too.
+        return "".join(f"{part}/" for part in parts)
 
     def to_text(self) -> str:
         words = []

@@ -83,9 +83,9 @@ def test_concurrent_pulls_hold_every_set(database: Database) -> None:
         usage = {
             key: used for key, used in session.execute(select(QuotaUsage.key, QuotaUsage.used))
         }
-        assert usage["////"] == 7.0
-        assert {k: v for k, v in usage.items() if k != "////"} == {
-            f"{user}////": float(count) for user, count in per_user.items()
+        assert usage["/////"] == 7.0
+        assert {k: v for k, v in usage.items() if k != "/////"} == {
+            f"{user}/////": float(count) for user, count in per_user.items()
         }
         booked = session.scalar(select(func.sum(QuotaBooking.amount)))
         assert booked == 14.0  # each running job holds one slot of each set

@@ -14,7 +14,7 @@ from app.notations.gridengine.attribute_table import ComplexTable, default_table
 from app.notations.gridengine.definitions import Consumable
 from app.notations.gridengine.quota_check import check_quota_set
 from app.notations.gridengine.quota_parser import parse_quota_set, parse_quota_sets
-from app.notations.gridengine.quotas import Filter, FilterItem, QuotaError
+from app.notations.gridengine.quotas import ERROR_LOAD_VAL, Filter, FilterItem, QuotaError
 
 # The three EXAMPLES of sge_resource_quota(5), as the man page prints them (host group
 # written as a pattern: jobmatch has no host groups).
@@ -159,7 +159,9 @@ def test_dynamic_limits_take_int_or_double_attributes_only() -> None:
     )
     limit = ok.rules[0].limits[0]
     assert limit.value_for({"num_proc": 4.0}) == 9.0
-    assert limit.value_for({}) is None
+    # Grid Engine 6.2u5 and 8.1.9 source/libs/sched/sort_hosts.c scaled_mixed_load():
+    # ERROR_LOAD_VAL (9999) when the host lacks a value the formula names.
+    assert limit.value_for({}) == ERROR_LOAD_VAL == 9999.0
 
 
 def test_filters_match_as_rqs_filter_match() -> None:
@@ -186,9 +188,9 @@ def test_filters_match_as_rqs_filter_match() -> None:
 def test_usage_keys_hold_the_expanded_filters_only() -> None:
     """rqs_get_rue_string: user/project/pe/queue/host, empty for filters counted together."""
     rule = parse_quota_set("name r\nlimit users {*} queues all.q hosts {*} to slots=1").rules[0]
-    assert rule.usage_key("alice", None, None, "all.q", "H1") == "alice////h1"
+    assert rule.usage_key("alice", None, None, "all.q", "H1") == "alice////h1/"
     together = parse_quota_set("name r\nlimit users * to slots=1").rules[0]
-    assert together.usage_key("alice", None, "mpi", "all.q", "h1") == "////"
+    assert together.usage_key("alice", None, "mpi", "all.q", "h1") == "/////"
 
 
 @given(st.text(max_size=200))
