@@ -172,6 +172,8 @@ def _decide_parallel(
     each may take under its queue, host and global caps, placed by the PE's rule."""
     # First: an instance that may take slave tasks only gets its slave verdict in ``fits``.
     not_master = _not_master(state, fits, hard, soft, queues)
+    if quotas is not None:
+        _quota_not_master(fits, quotas, not_master)
     master_only = frozenset(
         slot.id for slot, fit in fits if fit.fits and queues.master_only(*instance_parts(slot.name))
     )
@@ -258,6 +260,18 @@ def _not_master(
             if fit.fits and slot.id not in not_master and not capable:
                 not_master[slot.id] = not_master_queue(slot.name)
     return not_master
+
+
+def _quota_not_master(
+    fits: list[tuple[QueueSlot, QueueFit]], quotas: JobQuotas, not_master: dict[int, QueueFit]
+) -> None:
+    """Add to ``not_master`` the fitting instances a per-job consumable's quota keeps from
+    being the master (they may still take slave tasks: JobQuotas.master_refusal)."""
+    for slot, fit in fits:
+        if fit.fits and slot.id not in not_master:
+            refusal = quotas.master_refusal(slot)
+            if refusal is not None:
+                not_master[slot.id] = refusal
 
 
 def _slot_cap(slots: int | None) -> int:

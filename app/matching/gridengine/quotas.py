@@ -4,9 +4,10 @@ instance, how much of each limit the job would take, and the books.
 
 For every queue instance a job could get, each enabled set contributes its first rule
 whose filters match the job's user, project and PE and the instance's queue and host; the
-rule's limits then cap the instance (``floor(remaining / per-slot amount)`` slots), and a
-chosen assignment must fit every limit with the amounts of all its instances summed per
-usage key. A job's amount of a limit is, per instance: its slots for ``slots``, its
+rule's limits then cap the instance (``floor(remaining / per-slot amount)`` slots; for a
+parallel job a per-job consumable's limit caps no slots and, used up, only keeps the
+instance from being the master), and a chosen assignment must fit every limit with the
+amounts of all its instances summed per usage key. A job's amount of a limit is, per instance: its slots for ``slots``, its
 request (or the attribute's default) times its slots for a per-slot consumable, the
 request once on the master queue for a per-job (``JOB``) consumable.
 
@@ -282,12 +283,43 @@ class JobQuotas:
     def _remaining(self, amount: QuotaAmount) -> float:
         return amount.limit - self._book.used.get((amount.limit_id, amount.key), 0.0)
 
+    def _caps_slots(self, amount: QuotaAmount) -> bool:
+        """Whether a limit caps the slots an instance gives. A per-job (JOB) consumable's
+        does not for a parallel job: Grid Engine 6.2u5 and 8.1.9 ri_slots_by_time()
+        (source/libs/sched/sge_select_queue.c) answers INT_MAX slots for CONSUMABLE_JOB
+        below the global layer, and the quota layer is below it; a used-up limit only
+        keeps the instance from being the master (:meth:`master_refusal`). A sequential
+        job's one instance is its master, so there the limit caps it as any other."""
+        if self.pe is None or amount.attribute == "slots":
+            return True
+        return not self._per_slot(self._state.table, amount.attribute)[1]
+
+    def master_refusal(self, slot: QueueSlot) -> QueueFit | None:
+        """A parallel job's refusal of the instance as master when a per-job (JOB)
+        consumable's limit cannot take the job's request there (the job's request is
+        debited once, at the master: rqs_debit_rule_usage()), else None. Grid Engine
+        6.2u5 and 8.1.9 parallel_rc_slots_by_time() untags such an instance as master
+        (QU_tagged4schedule) and lets it take slave tasks."""
+        if self.pe is None:
+            return None
+        for amount in self.amounts({slot.id: 1}, slot.id):
+            if self._caps_slots(amount) or amount.amount <= 0:
+                continue
+            if amount.amount > self._remaining(amount) + 1e-9:
+                self.refusal = _message(amount)
+                return QueueFit(
+                    slot.name, False, Level.QUEUE, FitCode.QUOTA_EXCEEDED, None, self.refusal
+                )
+        return None
+
     def _cap(self, slot: QueueSlot) -> tuple[float, QuotaAmount | None]:
         """How many slots the applying limits leave on the instance, and the tightest
         limit."""
         cap = math.inf
         tightest = None
         for amount in self.amounts({slot.id: 1}, slot.id):
+            if not self._caps_slots(amount):
+                continue
             remaining = self._remaining(amount)
             if amount.amount <= 0:
                 allowed = math.inf if remaining >= 0 else 0.0
