@@ -5,16 +5,20 @@ Grid Engine 6.2u5 drops such an instance before it matches any job
 (``sge_load_alarm()`` and ``load_check_alarm()`` in source/libs/sched/sge_select_queue.c)
 and says so in ``qstat -j``: ``queue instance "all.q@h1" dropped because it is
 overloaded: np_load_avg=1.500000 (no load adjustment) >= 1.0``
-(MSG_SCHEDD_INFO_QUEUEOVERLOADED_SS and MSG_SCHEDD_WHYEXCEEDFLOATVALUE_SFSSS). The load
-value is the host's, else the global host's. Load values change by the minute, so the
-check is made at dispatch, never in the misfit cache.
+(MSG_SCHEDD_INFO_QUEUEOVERLOADED_SS and MSG_SCHEDD_WHYEXCEEDFLOATVALUE_SFSSS). The value
+is the host's load value, else the global host's, else the queue instance's configured
+``complex_values`` (an administrator drains a queue by configuring, say, ``load_avg=99``
+there). Load values change by the minute, so the check is made at dispatch, never in the
+misfit cache.
 
 A host that reports ``load_avg`` (``load_short``, ...) and ``num_proc`` but no ``np_``
 variant gets it computed as Grid Engine's execution daemon reports it: the load divided by
-the processors. Not modelled: load adjustments (``job_load_adjustments`` and
-``load_adjustment_decay_time`` of sched_conf(5)), so the load is taken as reported; and a
-threshold without a load value at the host or global level is not checked (6.2u5 puts the
-instance in alarm, "no value for complex attribute").
+the processors, a value of the host (before the global host's). Not modelled: load
+adjustments (``job_load_adjustments`` and ``load_adjustment_decay_time`` of
+sched_conf(5)), so the load is taken as reported; and a threshold without a value at any
+of the three is not checked (6.2u5 and 8.1.9 put the instance in alarm, "no value for
+complex attribute": a worker that reports no load would never run a job under the default
+``np_load_avg=1.75``).
 """
 
 from __future__ import annotations
@@ -58,28 +62,54 @@ def _number(definition: ComplexDefinition, text: str) -> float | None:
 
 
 def _load(
-    table: ComplexTable, objects: tuple[ObjectState, ...], definition: ComplexDefinition
+    table: ComplexTable,
+    host: ObjectState,
+    global_host: ObjectState,
+    queue: ObjectState,
+    definition: ComplexDefinition,
 ) -> tuple[float, str] | None:
-    """The load value the threshold is compared with, and how it was found: the host's,
-    else the global host's; an ``np_`` value computed from the plain one and
-    ``num_proc`` where it was not reported."""
-    for obj in objects:
-        text = obj.load_values.get(definition.name)
-        if text is not None:
-            value = _number(definition, text)
-            return None if value is None else (value, "no load adjustment")
+    """The value the threshold is compared with, and how it was found, in the order of
+    Grid Engine 6.2u5 and 8.1.9 sge_load_alarm() (source/libs/sched/sge_select_queue.c):
+    the host's load value, where an ``np_`` value the host did not report is computed
+    from its plain one and ``num_proc`` (the execution daemon puts it in the host's own
+    report, sge_build_load_report(), so it shadows a global one); else the global host's;
+    else the queue instance's configured ``complex_values`` ("no load value")."""
+    for found in (_reported(host, definition), _per_processor(table, host, definition)):
+        if found is not None:
+            return found
+    found = _reported(global_host, definition)
+    if found is not None:
+        return found
+    text = queue.complex_values.get(definition.name)
+    if text is None:
+        return None
+    value = _number(definition, text)
+    return None if value is None else (value, "no load value")
+
+
+def _reported(obj: ObjectState, definition: ComplexDefinition) -> tuple[float, str] | None:
+    text = obj.load_values.get(definition.name)
+    if text is None:
+        return None
+    value = _number(definition, text)
+    return None if value is None else (value, "no load adjustment")
+
+
+def _per_processor(
+    table: ComplexTable, host: ObjectState, definition: ComplexDefinition
+) -> tuple[float, str] | None:
+    """A host's ``np_`` value computed as its execution daemon reports it: the plain
+    load divided by ``num_proc`` (load_avg.c)."""
     base = table.lookup(definition.name[3:]) if definition.name.startswith("np_") else None
     if base is None:
         return None
-    for obj in objects:
-        plain, processors = obj.load_values.get(base.name), obj.load_values.get("num_proc")
-        if plain is None or processors is None:
-            continue
-        load, count = _number(base, plain), _number(table["num_proc"], processors)
-        if load is None or count is None or count < 1:
-            return None
-        return load / count, f"= {base.name} {load:f} / {int(count)} processors"
-    return None
+    plain, processors = host.load_values.get(base.name), host.load_values.get("num_proc")
+    if plain is None or processors is None:
+        return None
+    load, count = _number(base, plain), _number(table["num_proc"], processors)
+    if load is None or count is None or count < 1:
+        return None
+    return load / count, f"= {base.name} {load:f} / {int(count)} processors"
 
 
 def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
@@ -90,9 +120,9 @@ def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
     reason: str | None = thresholds if isinstance(thresholds, str) else None
     attribute = None
     if isinstance(thresholds, LoadThresholds):
-        objects = (state.hosts[slot.worker_id], state.global_host)
+        host, queue = state.hosts[slot.worker_id], state.queues[slot.id]
         for threshold in thresholds:
-            found = _load(state.table, objects, threshold.definition)
+            found = _load(state.table, host, state.global_host, queue, threshold.definition)
             if found is not None and threshold.exceeded(found[0]):
                 attribute = threshold.definition.name
                 relop = threshold.definition.relop.value
