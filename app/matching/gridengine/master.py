@@ -10,7 +10,9 @@ the master), so this module only changes how parallel jobs are decided.
 
 An instance is judged twice when it is refused for a JOB consumable: as master (every
 check, what :meth:`ClusterState.evaluate` does) and as slave (the same checks without the
-JOB consumables, neither their requests nor their defaults nor their capacities). Every
+JOB consumables the job requests, neither their requests nor their capacities; an
+unrequested one's non-zero default is checked as for the master, as Grid Engine's
+default-request loop does, so such an instance is refused outright). Every
 check of the slave judgement is also a check of the master one, so an instance refused as
 master for any other attribute is refused as slave too and is not judged again.
 """
@@ -71,9 +73,13 @@ def slave_fit(
     state: ClusterState, slot: QueueSlot, hard: RequestList, soft: RequestList
 ) -> QueueFit:
     """Whether the instance can take slave tasks of the job: every check but those of
-    the JOB consumables, at its three levels."""
+    the JOB consumables the job requests, at its three levels. An unrequested JOB
+    consumable's default is still checked: Grid Engine 6.2u5 and 8.1.9
+    parallel_rc_slots_by_time() (source/libs/sched/sge_select_queue.c) has no
+    CONSUMABLE_JOB exception in its default-request loop, so an instance (or host) that
+    cannot supply a non-zero default is refused outright, as slave too."""
     table = state.table
-    names = job_consumables(table)
+    names = job_consumables(table) & {request.name for request in hard.requests}
     slave = slave_requests(table, hard)
     objects = (state.global_host, state.hosts[slot.worker_id], state.queues[slot.id])
     views = tuple(
