@@ -271,3 +271,37 @@ def test_load_values_before_0023_are_taken_for_reports(empty_url: str) -> None:
             ]
     finally:
         database.dispose()
+
+
+def test_quota_usage_keys_gain_their_last_slash(empty_url: str) -> None:
+    """0027 (issue 36): Grid Engine's rqs_get_rue_string() (6.2u5 and 8.1.9,
+    source/libs/sgeobj/sge_resource_quota.c) writes a "/" after each of the five fields;
+    usage rows written before keep their amounts under the new key, and going down
+    takes the slash off again."""
+    from sqlalchemy import text
+
+    from app.db.engine import Database
+    from app.db.models import QuotaLimit, QuotaUsage
+    from app.matching.gridengine.quota_sets import create_quota_set
+
+    migrate.upgrade(empty_url)
+    database = Database(empty_url)
+    keys = text("SELECT key, used FROM quota_usage ORDER BY key")
+    try:
+        with database.transaction() as session:
+            create_quota_set(session, "name per_user\nlimit users {*} to slots=4")
+            limit_id = session.scalar(select(QuotaLimit.id))
+            assert limit_id is not None
+            session.add(QuotaUsage(limit_id=limit_id, key="alice/////", used=2.0))
+        before = ScriptDirectory.from_config(migrate.alembic_config("sqlite://")).get_revision(
+            "0027"
+        )
+        assert before is not None and isinstance(before.down_revision, str)
+        migrate.downgrade(empty_url, before.down_revision)
+        with database.transaction(write=False) as session:
+            assert session.execute(keys).all() == [("alice////", 2.0)]
+        migrate.upgrade(empty_url)
+        with database.transaction(write=False) as session:
+            assert session.execute(keys).all() == [("alice/////", 2.0)]
+    finally:
+        database.dispose()

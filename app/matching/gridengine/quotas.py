@@ -179,12 +179,16 @@ def loaded_set(session: Session, set_id: int, name: str, definition: QuotaSet) -
 
 def _host_numbers(state: ClusterState, worker_id: int) -> dict[str, float]:
     """A host's numeric values for dynamic limits: load values, then fixed values (the
-    configured value wins, as in the within-object merge)."""
+    configured value wins, as in the within-object merge), over the global host's (Grid
+    Engine 6.2u5 and 8.1.9 get_load_value() in source/libs/sched/sort_hosts.c looks the
+    attribute up with get_attribute_by_name(global, host, ...), so a value only the global
+    host has counts too)."""
     host = state.hosts.get(worker_id)
     numbers: dict[str, float] = {}
     if host is None:
         return numbers
-    for source in (host.load_values, host.complex_values):
+    glob = state.global_host
+    for source in (glob.load_values, glob.complex_values, host.load_values, host.complex_values):
         for name, text in source.items():
             try:
                 numbers[state.table[name].name] = float(text)
