@@ -13,7 +13,8 @@ from tests.support.http_api import register, submit
 def _values(client: TestClient, headers: dict[str, str]) -> dict[str, object]:
     got = client.get("/v1/values/queues/default/h1", headers=headers)
     assert got.status_code == 200, got.text
-    return got.json()
+    body: dict[str, object] = got.json()
+    return body
 
 
 def _runs(client: TestClient, headers: dict[str, str], hard: str) -> bool:

@@ -13,7 +13,8 @@ first queue instance. The allocation rule decides how many slots each host gives
   slot count must be a multiple of ``k``.
 
 Within a host, queue instances are filled in order. Which instance is the master queue is
-app/matching/gridengine/master.py's choose_master(). A slot range ``lo-hi`` takes the largest count that fits.
+app/matching/gridengine/master.py's choose_master(). A slot range ``lo-hi`` takes the
+largest count that fits.
 """
 
 from __future__ import annotations

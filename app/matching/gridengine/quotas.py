@@ -7,9 +7,10 @@ whose filters match the job's user, project and PE and the instance's queue and 
 rule's limits then cap the instance (``floor(remaining / per-slot amount)`` slots; for a
 parallel job a per-job consumable's limit caps no slots and, used up, only keeps the
 instance from being the master), and a chosen assignment must fit every limit with the
-amounts of all its instances summed per usage key. A job's amount of a limit is, per instance: its slots for ``slots``, its
-request (or the attribute's default) times its slots for a per-slot consumable, the
-request once on the master queue for a per-job (``JOB``) consumable.
+amounts of all its instances summed per usage key. A job's amount of a limit is, per
+instance: its slots for ``slots``, its request (or the attribute's default) times its
+slots for a per-slot consumable, the request once on the master queue for a per-job
+(``JOB``) consumable.
 
 The books are rows of ``quota_usage`` (one per limit and usage key, made when first
 needed) and ``quota_bookings`` (what each running job holds). A dispatch writes them with

@@ -330,7 +330,7 @@ def write_queue_builtins(session: Session, worker: Worker) -> None:
     )
     table = load_table(session)
     ids = {name: id_ for id_, name in session.execute(select(Attribute.id, Attribute.name))}
-    rows = []
+    rows: list[dict[str, object]] = []
     for qi in worker.queue_instances:
         if qi.id in have:
             continue
