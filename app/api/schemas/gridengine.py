@@ -87,7 +87,10 @@ class ValuesIn(BaseModel):
     attributes: dict[str, str] | None = Field(
         default=None,
         max_length=MAX_VALUES,
-        description="built-in queue attributes such as h_rt or h_vmem",
+        description="built-in queue attributes such as h_rt or h_vmem (queue instances "
+        "only): they override the built-ins they name and replace the administrator's "
+        "earlier overrides; every built-in they do not name keeps the value the queue "
+        "instance was created with (qname and hostname always)",
     )
 
     def by_kind(self) -> dict[str, dict[str, str] | None]:
