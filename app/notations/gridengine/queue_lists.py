@@ -252,7 +252,7 @@ def parse_queue_list(text: str, *, option: str = "-q") -> QueueList:
             )
         _checked_part(queue, text, offset, option, "cluster queue")
         if at and host.startswith("@"):
-            _checked_part(host[1:], text, offset + len(queue) + 2, option, "host group after '@@'")
+            _checked_part(host[1:], text, offset + len(queue) + 2, option, "host group")
         elif at:
             _checked_part(host, text, offset + len(queue) + 1, option, "host")
         references.append(QueueReference(queue, host if at else None))
