@@ -22,6 +22,7 @@ from app.api.schemas.groups import (
     AccessListOut,
     HostGroupIn,
     HostGroupOut,
+    HostGroupPath,
     MembersIn,
     ProjectIn,
     ProjectOut,
@@ -89,7 +90,7 @@ def list_host_groups(
     summary="Read one host group",
     responses=errors(401, 403, 404, 422, 503),
 )
-def get_host_group(name: NamePath, session: SessionDep, _admin: AdminDep) -> HostGroupOut:
+def get_host_group(name: HostGroupPath, session: SessionDep, _admin: AdminDep) -> HostGroupOut:
     """A group (``qconf -shgrp``) with the hosts it resolves to."""
     return _host_group(session, groups.get_host_group(session, name))
 
@@ -101,7 +102,7 @@ def get_host_group(name: NamePath, session: SessionDep, _admin: AdminDep) -> Hos
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),
 )
 def replace_host_group(
-    name: NamePath, body: MembersIn, session: SessionDep, _admin: AdminDep
+    name: HostGroupPath, body: MembersIn, session: SessionDep, _admin: AdminDep
 ) -> HostGroupOut:
     """The group's new hostlist (``qconf -mhgrp``), checked as on creation."""
     return _host_group(session, groups.replace_host_group(session, name, body.members))
@@ -114,7 +115,7 @@ def replace_host_group(
     summary="Delete a host group",
     responses=errors(401, 403, 404, 409, 422, 503),
 )
-def delete_host_group(name: NamePath, session: SessionDep, _admin: AdminDep) -> Response:
+def delete_host_group(name: HostGroupPath, session: SessionDep, _admin: AdminDep) -> Response:
     """Delete a group (``qconf -dhgrp``); 409 while another group contains it."""
     groups.delete_host_group(session, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

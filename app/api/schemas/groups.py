@@ -3,7 +3,27 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.schemas.common import PATTERN_WORDS
+
+#: A host group's name in a path: ``@`` and a name (hostgroup(5)).
+HOST_GROUP_PATTERN = r"^@[A-Za-z0-9_.-]+$"
+PATTERN_WORDS[HOST_GROUP_PATTERN] = (
+    "'@' and a name of letters, digits, '_', '.', '-' (a host group, hostgroup(5))"
+)
+HostGroupPath = Annotated[
+    str,
+    Path(
+        min_length=2,
+        max_length=256,
+        pattern=HOST_GROUP_PATTERN,
+        description="a host group's name with its `@`, e.g. `@linux`",
+    ),
+]
 
 #: Members one host group or access list may hold in a body (the service checks the
 #: same bound, app/notations/gridengine/groups.py).
