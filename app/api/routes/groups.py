@@ -217,6 +217,7 @@ def list_projects(session: SessionDep, _admin: AdminDep, paging: Paging100Dep) -
     responses=errors(401, 403, 404, 422, 503),
 )
 def get_project(name: NamePath, session: SessionDep, _admin: AdminDep) -> ProjectOut:
+    """A project (``qconf -sprj name``)."""
     return _project(groups.get_project(session, name))
 
 

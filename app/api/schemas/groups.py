@@ -53,7 +53,9 @@ class HostGroupIn(BaseModel):
 class MembersIn(BaseModel):
     """A host group's or access list's new members (``qconf -mhgrp``, ``-mu``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"members": ["h1", "h3"]}]}
+    )
 
     members: list[str] = Field(max_length=MAX_MEMBERS, description="the members, in order")
 

@@ -29,14 +29,14 @@ JOB_EXAMPLES: list[JsonValue] = [
         ],
         "requires": "host:node[0-3] ssd",
     },
-    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4 -q all.q,gpu.q@node*
-    # -masterq all.q.
+    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4 -q all.q,long.q@exec*
+    # -masterq all.q (each item names a queue the example workers have).
     {
         "hard": "h_vmem=2G,arch=lx*",
         "soft": "cpu=2",
         "pe": "mpi",
         "pe_slots": "2-4",
-        "queue_list": "all.q,gpu.q@node*",
+        "queue_list": "all.q,long.q@exec*",
         "master_queue_list": "all.q",
     },
     # debusine: a registered task and the command the worker agent runs.
