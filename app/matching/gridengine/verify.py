@@ -47,8 +47,10 @@ def check_queues_exist(session: Session, queues: QueueLists) -> None:
         .join(QueueInstance, QueueInstance.queue_id == Queue.id)
         .join(Worker, Worker.id == QueueInstance.worker_id)
     ).all()
-    groups = load_groups(session).host_groups
-    resolved = queues.resolved(groups)
+    lists = (queues.hard, queues.master, queues.soft)
+    named = any(items.names_host_groups() for items in lists)
+    # The groups are read only for a list that names one (most lists name none).
+    resolved = queues.resolved(load_groups(session).host_groups) if named else queues
     for field_name, items in (
         ("queue_list", resolved.hard),
         ("soft_queue_list", resolved.soft),
