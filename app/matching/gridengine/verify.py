@@ -4,7 +4,9 @@
 * every item of ``-q``, ``-soft -q`` and ``-masterq`` must name an existing queue
   instance, whatever ``-w`` says: ``qref_list_is_valid()`` (source/libs/sgeobj/sge_qref.c,
   called from source/daemons/qmaster/sge_job_verify.c for the three lists) refuses the job
-  with MSG_QREF_QUNKNOWN_S, ``Job was rejected because job requests unknown queue "x"``;
+  with MSG_QREF_QUNKNOWN_S, ``Job was rejected because job requests unknown queue "x"``
+  (the same calls in Son of Grid Engine 8.1.9's sge_job_verify.c: the check does not
+  depend on ``-w``);
 * ``qsub -w e``: the job must be able to run somewhere in an empty cluster, ignoring load
   values (qsub(1) ``-w``: "load values are not taken into account with the verification
   since they are assumed to be too volatile"); otherwise ``verify_suitable_queues()``
