@@ -22,6 +22,7 @@ from app.api.routes import (
     categories,
     flux,
     gridengine,
+    groups,
     health,
     jobs,
     leases,
@@ -78,6 +79,7 @@ ROUTERS = (
     tasks.router,
     gridengine.router,
     quotas.router,
+    groups.router,
     queues.router,
     whatif.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.

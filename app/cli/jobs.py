@@ -32,7 +32,7 @@ JobArgument = Annotated[
 #: The fields that carry what a job asks for, in every notation, in the order shown.
 REQUEST_FIELDS = (
     *("resources", "constraint", "shape", "jobspec", "task", "hard", "soft", "pe"),
-    *("queue_list", "master_queue_list", "soft_queue_list"),
+    *("queue_list", "master_queue_list", "soft_queue_list", "project"),
 )
 
 
@@ -252,6 +252,13 @@ def submit_job(
     soft_queue_list: Annotated[
         str | None, job_field("Grid Engine soft -q list", "--soft-queue")
     ] = None,
+    project: Annotated[
+        str | None, job_field("Grid Engine project (qsub -P; must exist)", "--project", "-P")
+    ] = None,
+    verify: Annotated[
+        str | None,
+        job_field("Grid Engine qsub -w: e refuses a job that could run nowhere", "--verify", "-w"),
+    ] = None,
     slots: Annotated[int | None, typer.Option(min=1, help="slots [server default: 1]")] = None,
     priority: Annotated[int | None, typer.Option(help="priority [server default: 0]")] = None,
     file: Annotated[
@@ -276,6 +283,8 @@ def submit_job(
         "queue_list": queue_list,
         "master_queue_list": master_queue_list,
         "soft_queue_list": soft_queue_list,
+        "project": project,
+        "verify": verify,
         "slots": slots,
         "priority": priority,
     }

@@ -13,6 +13,7 @@ from app.cli.catalog import attributes_cli, tasks_cli
 from app.cli.categories import categories_cli
 from app.cli.database import db_cli
 from app.cli.errors import EXIT_CODES_HELP, ExitCode
+from app.cli.groups import acls_cli, hostgroups_cli, projects_cli
 from app.cli.help import examples
 from app.cli.jobs import jobs_cli
 from app.cli.local import local_cli
@@ -36,6 +37,9 @@ REMOTE_COMMANDS = (
     "attributes",
     "values",
     "quotas",
+    "hostgroups",
+    "acls",
+    "projects",
     "whatif",
     "tokens",
 )
@@ -68,6 +72,9 @@ cli.add_typer(tasks_cli, name="tasks")
 cli.add_typer(attributes_cli, name="attributes")
 cli.add_typer(values_cli, name="values")
 cli.add_typer(quotas_cli, name="quotas")
+cli.add_typer(hostgroups_cli, name="hostgroups")
+cli.add_typer(acls_cli, name="acls")
+cli.add_typer(projects_cli, name="projects")
 cli.add_typer(tokens_cli, name="tokens")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(scenario_cli, name="scenario")

@@ -7,11 +7,17 @@ from typing import Any
 
 from app.client import operations as ops
 from app.client.models import (
+    AccessList,
+    AccessListPage,
     Attribute,
     Expired,
+    HostGroup,
+    HostGroupPage,
     IssuedToken,
     Job,
     ParallelEnvironment,
+    Project,
+    ProjectPage,
     QueueConf,
     QuotaSet,
     QuotaSetPage,
@@ -203,6 +209,79 @@ class AdminClient(SubmitterClient):
     @covers(ops.DELETE_QUOTA_SET)
     def delete_quota_set(self, name: str) -> None:
         self._send(ops.DELETE_QUOTA_SET, path={"name": name})
+
+    # -- host groups, user access lists, projects --------------------------------------
+
+    @covers(ops.CREATE_HOST_GROUP)
+    def create_host_group(self, name: str, members: list[str]) -> HostGroup:
+        """Add a host group (``qconf -ahgrp``): ``name`` with its ``@``, hosts and
+        ``@sub`` groups as members."""
+        body = {"name": name, "members": members}
+        return self._call(HostGroup, ops.CREATE_HOST_GROUP, body=body)
+
+    @covers(ops.LIST_HOST_GROUPS)
+    def list_host_groups(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> HostGroupPage:
+        return self._page(HostGroupPage, ops.LIST_HOST_GROUPS, limit, offset)
+
+    @covers(ops.GET_HOST_GROUP)
+    def get_host_group(self, name: str) -> HostGroup:
+        return self._call(HostGroup, ops.GET_HOST_GROUP, path={"name": name})
+
+    @covers(ops.REPLACE_HOST_GROUP)
+    def replace_host_group(self, name: str, members: list[str]) -> HostGroup:
+        """The group's new hostlist (``qconf -mhgrp``)."""
+        return self._call(
+            HostGroup, ops.REPLACE_HOST_GROUP, path={"name": name}, body={"members": members}
+        )
+
+    @covers(ops.DELETE_HOST_GROUP)
+    def delete_host_group(self, name: str) -> None:
+        self._send(ops.DELETE_HOST_GROUP, path={"name": name})
+
+    @covers(ops.CREATE_ACCESS_LIST)
+    def create_access_list(self, name: str, members: list[str]) -> AccessList:
+        """Add a user access list (``qconf -au``)."""
+        body = {"name": name, "members": members}
+        return self._call(AccessList, ops.CREATE_ACCESS_LIST, body=body)
+
+    @covers(ops.LIST_ACCESS_LISTS)
+    def list_access_lists(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> AccessListPage:
+        return self._page(AccessListPage, ops.LIST_ACCESS_LISTS, limit, offset)
+
+    @covers(ops.GET_ACCESS_LIST)
+    def get_access_list(self, name: str) -> AccessList:
+        return self._call(AccessList, ops.GET_ACCESS_LIST, path={"name": name})
+
+    @covers(ops.REPLACE_ACCESS_LIST)
+    def replace_access_list(self, name: str, members: list[str]) -> AccessList:
+        return self._call(
+            AccessList, ops.REPLACE_ACCESS_LIST, path={"name": name}, body={"members": members}
+        )
+
+    @covers(ops.DELETE_ACCESS_LIST)
+    def delete_access_list(self, name: str) -> None:
+        self._send(ops.DELETE_ACCESS_LIST, path={"name": name})
+
+    @covers(ops.CREATE_PROJECT)
+    def create_project(self, name: str) -> Project:
+        """Add a project (``qconf -aprj``) jobs may name with ``project``."""
+        return self._call(Project, ops.CREATE_PROJECT, body={"name": name})
+
+    @covers(ops.LIST_PROJECTS)
+    def list_projects(self, *, limit: int | None = None, offset: int | None = None) -> ProjectPage:
+        return self._page(ProjectPage, ops.LIST_PROJECTS, limit, offset)
+
+    @covers(ops.GET_PROJECT)
+    def get_project(self, name: str) -> Project:
+        return self._call(Project, ops.GET_PROJECT, path={"name": name})
+
+    @covers(ops.DELETE_PROJECT)
+    def delete_project(self, name: str) -> None:
+        self._send(ops.DELETE_PROJECT, path={"name": name})
 
     # -- cluster queues --------------------------------------------------------------------
 

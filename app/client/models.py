@@ -148,6 +148,8 @@ class Job:
     queue_list: str | None = None
     master_queue_list: str | None = None
     soft_queue_list: str | None = None
+    #: Grid Engine project (qsub -P; absent from servers before it).
+    project: str | None = None
 
 
 class JobPage(Page[Job]):
@@ -380,6 +382,43 @@ class QueueConf:
 
 class QuotaSetPage(Page[QuotaSet]):
     """A page of resource quota sets."""
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """A Grid Engine host group (hostgroup(5)): its hostlist as given and the hosts it
+    resolves to, sub-groups included."""
+
+    name: str
+    members: list[str]
+    hosts: list[str]
+
+
+class HostGroupPage(Page[HostGroup]):
+    """A page of host groups."""
+
+
+@dataclass(frozen=True)
+class AccessList:
+    """A Grid Engine user access list (access_list(5))."""
+
+    name: str
+    members: list[str]
+
+
+class AccessListPage(Page[AccessList]):
+    """A page of user access lists."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """A Grid Engine project (project(5)), which jobs name with ``qsub -P``."""
+
+    name: str
+
+
+class ProjectPage(Page[Project]):
+    """A page of projects."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ class JobSpec:
     """A job to submit (or to match with /v1/match) in any of the supported notations:
     Momotor tags (``resources``), Flux (``constraint``, ``requires``, ``shape``,
     ``jobspec``), debusine (``task``) and Grid Engine (``hard``, ``soft``, ``pe``,
-    ``queue_list``, ``master_queue_list``, ``soft_queue_list``)."""
+    ``queue_list``, ``master_queue_list``, ``soft_queue_list``, ``project`` and
+    ``verify``, qsub's ``-P`` and ``-w``)."""
 
     resources: str | None = None
     priority: int | None = None
@@ -51,6 +52,8 @@ class JobSpec:
     queue_list: str | None = None
     master_queue_list: str | None = None
     soft_queue_list: str | None = None
+    project: str | None = None
+    verify: str | None = None
 
 
 @dataclass(frozen=True)

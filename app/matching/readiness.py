@@ -48,6 +48,7 @@ from app.matching.candidates import StaticExplanation, explain_job
 from app.matching.category_fit import TooFewNodes, too_few_nodes
 from app.matching.dispatch.pull import category_requests, next_job, would_start
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
+from app.matching.gridengine.groups import load_groups
 from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
@@ -206,6 +207,7 @@ class DynamicCheck:
     def _grid_engine(self, worker: WorkerNow) -> list[Clause]:
         if self._state is None:
             self._state = load_state(self.session, load_table(self.session))
+            self._state.groups = load_groups(self.session)
         state = self._state
         decision, _bookings = plan_job(
             state,
@@ -215,6 +217,7 @@ class DynamicCheck:
             trace=True,
             quota_book=load_quota_book(self.session),
             user=self.job.submitter,
+            project=self.job.project,
         )
         if decision.assignment is not None:
             return []

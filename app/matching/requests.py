@@ -60,6 +60,11 @@ class JobSpec:
     queue_list: str = ""
     master_queue_list: str = ""
     soft_queue_list: str = ""
+    #: Grid Engine ``qsub -P``: a project that must exist (project(5)).
+    project: str | None = None
+    #: Grid Engine ``qsub -w``: ``e`` refuses a job that could run nowhere even in an
+    #: empty cluster; ``w`` and ``n`` (the default) accept it (jobmatch shows no warning).
+    verify: str = "n"
 
 
 @dataclass(frozen=True)

@@ -13,25 +13,47 @@ from app.matching import announce, history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.debusine.registry import get_task
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
-from app.matching.errors import ConflictError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
+from app.matching.gridengine.groups import check_project
 from app.matching.gridengine.parallel import check_pe_exists
 from app.matching.gridengine.table import load_table
+from app.matching.gridengine.verify import (
+    NO_SUITABLE_QUEUES,
+    check_queues_exist,
+    runs_in_empty_cluster,
+)
 from app.matching.requests import JobSpec, parse_request
 
 __all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
 
 NO_SUITABLE_WORKER = "No suitable worker found"
+#: qsub -w levels a submission may give (``p`` and ``v`` print a report instead of
+#: submitting: not a submission).
+VERIFY_LEVELS = ("e", "w", "n")
 
 
 def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     """Store a job: waiting when some registered worker could ever run it, otherwise
     failed at once with "No suitable worker found" (debusine's rule, debusine issue #8). A job
-    with Grid Engine requests (hard/soft ``-l``, ``-q``, ``-pe``) waits in either case."""
+    with Grid Engine requests (hard/soft ``-l``, ``-q``, ``-pe``) waits in either case. Grid
+    Engine's submission checks refuse a job (nothing stored): a ``-P`` project that does
+    not exist, a queue list item that names no queue instance, and with ``-w e`` a job
+    that could run nowhere (app/matching/gridengine/verify.py)."""
     request = parse_request(spec, load_table(session))
+    if spec.verify not in VERIFY_LEVELS:
+        raise InvalidFieldError(
+            "verify", f"unknown qsub -w level {spec.verify!r}; expected one of e, w, n"
+        )
     if request.pe is not None:
         check_pe_exists(session, request.pe)
+    project = check_project(session, spec.project)
+    check_queues_exist(session, request.queues)
     task = get_task(session, spec.task, field="task") if spec.task is not None else None
     category = get_or_create_category(session, request, task.id if task else None)
+    if spec.verify == "e" and not runs_in_empty_cluster(
+        session, category, user=submitter, project=project
+    ):
+        raise InvalidFieldError("verify", NO_SUITABLE_QUEUES)
     job = Job(
         resources=spec.resources,
         constraint=json.dumps(spec.constraint) if spec.constraint is not None else spec.requires,
@@ -51,6 +73,7 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         queue_list=spec.queue_list or None,
         master_queue_list=spec.master_queue_list or None,
         soft_queue_list=spec.soft_queue_list or None,
+        project=project,
         category_id=category.id,
         submitter=submitter,
         submitted_at=utcnow(),

@@ -35,7 +35,7 @@ def test_a_malformed_list_is_a_422_naming_the_option_and_the_position(
         6,
     )
     assert error["expected"] == "a queue, queue@host or a wildcard pattern"
-    soft = client.post("/v1/jobs", json={"soft_queue_list": "a@@grp"}, headers=admin_headers)
+    soft = client.post("/v1/jobs", json={"soft_queue_list": "@grp"}, headers=admin_headers)
     assert assert_problem(soft, 422)["errors"][0]["notation"] == "qsub -soft -q"
     # -masterq names a parallel job's master queue: without -pe it is refused.
     master = client.post("/v1/jobs", json={"master_queue_list": "a.q"}, headers=admin_headers)
@@ -67,14 +67,26 @@ def test_hard_q_keeps_the_job_off_other_instances_in_sql_pull_and_explain(
     assert {q["queue"]: q["used_slots"] for q in queues} == {"all.q": 0, "gpu.q": 1}
 
 
-def test_a_job_whose_hard_list_names_no_instance_waits(
+def test_a_job_whose_list_names_no_instance_is_refused_in_grid_engine_words(
     client: TestClient, admin_headers: dict[str, str]
 ) -> None:
+    """qsub checks every -q, -soft -q and -masterq item against the existing queue
+    instances whatever -w says (qref_list_is_valid() in source/libs/sgeobj/sge_qref.c,
+    called by source/daemons/qmaster/sge_job_verify.c; MSG_QREF_QUNKNOWN_S)."""
     _worker(client, admin_headers, "h1", "all.q")
-    job = submit(client, admin_headers, queue_list="nosuch.q")
-    # Grid Engine keeps such a job pending; so does jobmatch, as for -l requests.
+    response = client.post("/v1/jobs", json={"queue_list": "nosuch.q"}, headers=admin_headers)
+    (error,) = assert_problem(response, 422)["errors"]
+    assert error["field"] == "body.queue_list"
+    assert error["message"] == 'Job was rejected because job requests unknown queue "nosuch.q"'
+    soft = client.post(
+        "/v1/jobs", json={"soft_queue_list": "all.q,gpu.q@h1"}, headers=admin_headers
+    )
+    assert assert_problem(soft, 422)["errors"][0]["field"] == "body.soft_queue_list"
+    assert client.get("/v1/jobs", headers=admin_headers).json()["items"] == []
+    # A list that names an existing instance, even one that cannot run the job now, is
+    # accepted and waits.
+    job = submit(client, admin_headers, queue_list="all.q@h1", hard="h_rt=60")
     assert job["state"] == "waiting"
-    assert client.post("/v1/schedule", headers=admin_headers).json()["dispatched"] == 0
 
 
 def test_soft_q_prefers_the_named_instance(

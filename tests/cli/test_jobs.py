@@ -121,8 +121,10 @@ def test_mine_keeps_the_jobs_this_token_submitted(jobmatch: Jobmatch) -> None:
 def test_grid_engine_queue_lists_are_submitted_shown_and_refused_with_their_position(
     jobmatch: Jobmatch,
 ) -> None:
-    """qsub(1) -q, -masterq and -soft -q as `jobmatch jobs submit -q/--masterq/--soft-queue`."""
-    jobmatch.api("POST", "/v1/workers", {"name": "h1", "queues": [{"name": "all.q", "slots": 2}]})
+    """qsub(1) -q, -masterq and -soft -q as `jobmatch jobs submit -q/--masterq/--soft-queue`
+    (each item must name an existing queue instance: qref_list_is_valid())."""
+    queues = [{"name": "all.q", "slots": 2}, {"name": "fast.q", "slots": 1}]
+    jobmatch.api("POST", "/v1/workers", {"name": "h1", "queues": queues})
     jobmatch.api("PUT", "/v1/pes/mpi", {"allocation_rule": "$fill_up"})
     shown = jobmatch(
         "jobs",

@@ -76,6 +76,8 @@ def job_body(job: Job | SimpleNamespace, worker_name: str | None) -> JobOut:
         queue_list=job.queue_list,
         master_queue_list=job.master_queue_list,
         soft_queue_list=job.soft_queue_list,
+        # The express lane's rows may lack it (a pulled job's columns).
+        project=getattr(job, "project", None),
         submitter=job.submitter,
         worker=worker_name if job.worker_id is not None else None,
         failure_reason=job.failure_reason,

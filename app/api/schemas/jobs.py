@@ -29,14 +29,14 @@ JOB_EXAMPLES: list[JsonValue] = [
         ],
         "requires": "host:node[0-3] ssd",
     },
-    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4 -q all.q,gpu.q@node*
-    # -masterq all.q.
+    # Grid Engine: qsub -l h_vmem=2G,arch=lx* -soft -l cpu=2 -pe mpi 2-4 -q all.q,long.q@exec*
+    # -masterq all.q (each item names a queue the example workers have).
     {
         "hard": "h_vmem=2G,arch=lx*",
         "soft": "cpu=2",
         "pe": "mpi",
         "pe_slots": "2-4",
-        "queue_list": "all.q,gpu.q@node*",
+        "queue_list": "all.q,long.q@exec*",
         "master_queue_list": "all.q",
     },
     # debusine: a registered task and the command the worker agent runs.
@@ -127,6 +127,16 @@ class JobIn(BaseModel):
         max_length=65_536,
         description="Grid Engine soft -q list: instances it names are preferred",
     )
+    project: Text | None = Field(
+        default=None,
+        max_length=255,
+        description="Grid Engine project (qsub -P); it must exist (GET /v1/projects)",
+    )
+    verify: Literal["e", "w", "n"] = Field(
+        default="n",
+        description="Grid Engine qsub -w: `e` refuses (422) a job that could run nowhere "
+        "even in an empty cluster; `w` and `n` accept it",
+    )
 
     def spec(self) -> JobSpec:
         """The submission as the services take it: JobSpec has the body's fields, by name."""
@@ -158,6 +168,7 @@ class JobOut(BaseModel):
     queue_list: str | None = Field(description="Grid Engine hard -q list as given")
     master_queue_list: str | None = Field(description="Grid Engine -masterq list as given")
     soft_queue_list: str | None = Field(description="Grid Engine soft -q list as given")
+    project: str | None = Field(default=None, description="Grid Engine project (qsub -P)")
     submitter: str = Field(description="who submitted it: `admin` or the submitter token's subject")
     worker: str | None = Field(description="the worker it runs or ran on; null while waiting")
     failure_reason: str | None = Field(

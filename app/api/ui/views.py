@@ -148,6 +148,7 @@ def request_lines(job: Job) -> list[tuple[str, str]]:
         ("hard -q (Grid Engine)", job.queue_list),
         ("-masterq (Grid Engine)", job.master_queue_list),
         ("soft -q (Grid Engine)", job.soft_queue_list),
+        ("-P project (Grid Engine)", job.project),
         ("command", " ".join(json.loads(job.command)) if job.command else None),
     ]
     shown = [(label, text) for label, text in fields if text]

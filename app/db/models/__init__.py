@@ -28,6 +28,13 @@ from app.db.models.gridengine import (
     JobBooking,
     ParallelEnvironment,
 )
+from app.db.models.groups import (
+    AccessList,
+    AccessListMember,
+    HostGroup,
+    HostGroupMember,
+    Project,
+)
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
 from app.db.models.jobs import Allocation, Category, CategoryFit, CategoryMisfit, Job
@@ -38,6 +45,8 @@ from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
     "UNAVAILABLE_WORKER_STATES",
+    "AccessList",
+    "AccessListMember",
     "Allocation",
     "ApiToken",
     "Attribute",
@@ -55,6 +64,8 @@ __all__ = [
     "ConstraintProperty",
     "ConstraintRankRun",
     "ConsumableUsage",
+    "HostGroup",
+    "HostGroupMember",
     "IdempotencyKey",
     "InventoryBooking",
     "InventoryCount",
@@ -66,6 +77,7 @@ __all__ = [
     "JobOutput",
     "JobState",
     "ParallelEnvironment",
+    "Project",
     "Queue",
     "QueueInstance",
     "QuotaBooking",

@@ -158,6 +158,8 @@ class Job(Base):
     queue_list: Mapped[str | None] = mapped_column(Text, default=None)
     master_queue_list: Mapped[str | None] = mapped_column(Text, default=None)
     soft_queue_list: Mapped[str | None] = mapped_column(Text, default=None)
+    #: Grid Engine ``qsub -P``: a project that existed when the job was submitted.
+    project: Mapped[str | None] = mapped_column(String(255), default=None)
     submitter: Mapped[str] = mapped_column(String(255), default="admin")
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     worker_id: Mapped[int | None] = mapped_column(

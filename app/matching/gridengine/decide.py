@@ -33,6 +33,7 @@ from app.matching.gridengine.bookings import (
     bookings_for,
     write_bookings,
 )
+from app.matching.gridengine.groups import ensure_groups
 from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import choose_master, master_first, slave_only
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
@@ -412,13 +413,20 @@ def plan_job(
     trace: bool = False,
     quota_book: QuotaBook | None = None,
     user: str = "",
+    project: str | None = None,
 ) -> tuple[Decision, list[ConsumableBooking]]:
     """Decide a job of the category on the given queue instances and what it would book
     (nothing when it does not fit). ``trace`` evaluates every instance (for scenarios and
-    explanations). With a ``quota_book`` the job's ``user`` is held to the enabled
-    resource quota sets."""
+    explanations). With a ``quota_book`` the job's ``user`` and ``project`` are held to
+    the enabled resource quota sets. Host group items of the queue lists match the hosts
+    of ``state.groups`` (none when the caller did not load them: ``ensure_groups``)."""
     hard, soft = category_lists(state.table, category.hard, category.soft)
-    quotas = None if quota_book is None else quota_book.for_job(state, user, category.pe, hard)
+    quotas = (
+        None
+        if quota_book is None
+        else quota_book.for_job(state, user, category.pe, hard, project=project)
+    )
+    groups = state.groups.host_groups if state.groups is not None else {}
     rule, limit = None, UNLIMITED
     if category.pe is not None:
         pe = pe_lookup(category.pe)
@@ -438,7 +446,7 @@ def plan_job(
         quotas=quotas,
         queues=category_queue_lists(
             category.queue_list, category.master_queue_list, category.soft_queue_list
-        ),
+        ).resolved(groups),
     )
     if decision.assignment is None or decision.master is None:
         return decision, []
@@ -457,6 +465,14 @@ def dispatch_on(
     """Decide and book the job on the given queue instances: the decision and whether it
     was booked. ``trace`` evaluates every instance (for scenarios and explanations)."""
     quota_book = load_quota_book(session)
+    ensure_groups(
+        session,
+        state,
+        category.queue_list,
+        category.master_queue_list,
+        category.soft_queue_list,
+        quotas=quota_book,
+    )
     decision, bookings = plan_job(
         state,
         category,
@@ -465,6 +481,7 @@ def dispatch_on(
         trace=trace,
         quota_book=quota_book,
         user=job.submitter,
+        project=job.project,
     )
     if decision.assignment is None or decision.master is None:
         return decision, False

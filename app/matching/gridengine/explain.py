@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Category, Job, JobState
 from app.matching.gridengine.decide import category_lists, has_complex_values
+from app.matching.gridengine.groups import load_groups
 from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import refused_for_job_consumable, slave_fit
 from app.matching.gridengine.queue_conf import any_load_thresholds
@@ -42,10 +43,14 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
         return []
     table = load_table(session)
     state = load_state(session, table)
+    state.groups = load_groups(session)
+    queues = queues.resolved(state.groups.host_groups)
     hard, soft = category_lists(table, category.hard, category.soft)
     quota_book = load_quota_book(session)
     quotas = (
-        None if quota_book is None else quota_book.for_job(state, job.submitter, category.pe, hard)
+        None
+        if quota_book is None
+        else quota_book.for_job(state, job.submitter, category.pe, hard, project=job.project)
     )
     lines: list[str] = []
     for slot in state.queue_order():

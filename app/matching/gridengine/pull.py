@@ -76,6 +76,7 @@ from app.matching.dispatch.record import (
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import ConsumableBooking, write_bookings
 from app.matching.gridengine.decide import pe_from_database, plan_job
+from app.matching.gridengine.groups import ensure_groups
 from app.matching.gridengine.loaders import row_columns, table_parameters, worker_row_parts
 from app.matching.gridengine.quotas import QuotaBook, book_quotas, load_quota_book
 from app.matching.gridengine.state import ClusterState, state_of_rows
@@ -207,18 +208,29 @@ class GridEnginePull:
         if self._quotas is False:
             self._quotas = load_quota_book(self._session)
         quota_book = self._quotas if isinstance(self._quotas, QuotaBook) else None
-        user = ""
+        user, project = "", None
         if quota_book is not None:
-            user = (
-                self._session.scalar(select(JOBS.c.submitter).where(JOBS.c.id == claimed.id)) or ""
-            )
+            owner = self._session.execute(
+                select(JOBS.c.submitter, JOBS.c.project).where(JOBS.c.id == claimed.id)
+            ).one_or_none()
+            if owner is not None:
+                user, project = owner.submitter or "", owner.project
+        ensure_groups(
+            self._session,
+            state,
+            claimed.queue_list,
+            claimed.master_queue_list,
+            claimed.soft_queue_list,
+            quotas=quota_book,
+        )
         decision, bookings = plan_job(
             state,
             claimed,
             state.queue_order(),
             pe_from_database(self._session),
             quota_book=quota_book,
-            user=user or "",
+            user=user,
+            project=project,
         )
         if decision.assignment is None or decision.master is None:
             return None

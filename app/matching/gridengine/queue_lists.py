@@ -12,6 +12,11 @@ Grid Engine 6.2u5 (source/libs/sched/sge_select_queue.c):
   ``-q`` is given one slot, the master task's;
 * ``compute_soft_violations()``: each item of a soft ``-q`` list that does not name the
   instance is one soft violation.
+
+A host group item (``cq@@grp``) names the hosts of the groups its pattern matches when a
+decision resolves the lists (``QueueLists.resolved``); the SQL filter of the misfit cache
+lets every host through for it (a superset: groups change without the category, and the
+cache must never rule out a worker that fits).
 """
 
 from __future__ import annotations
@@ -52,9 +57,14 @@ def store_queue_refs(session: Session, category_id: int, queues: QueueLists) -> 
             "queue_text": reference.queue,
             "queue_regex": request_regex(ValueType.STRING, reference.queue),
             "host_text": reference.host,
+            # A host group item: its hosts are not known to SQL (the groups change
+            # without the category), so the SQL filter lets every host through and the
+            # evaluator decides; the regex is "any host".
             "host_regex": None
             if reference.host is None
-            else request_regex(ValueType.HOST, reference.host),
+            else request_regex(
+                ValueType.HOST, "*" if reference.host_group is not None else reference.host
+            ),
         }
         for name, items in (("hard", queues.hard), ("master", queues.master), ("soft", queues.soft))
         for position, reference in enumerate(items)
@@ -80,6 +90,7 @@ def _named_by(
             string_request_match(queue.name, ref.queue_text, false(), ref.queue_regex),
             or_(
                 ref.host_text.is_(None),
+                ref.host_text.startswith("@"),
                 string_request_match(
                     func.lower(host.name),
                     func.coalesce(ref.host_text, ""),

@@ -24,6 +24,7 @@ from app.db.models import QuotaSet as QuotaSetRow
 from app.matching import announce
 from app.matching.errors import ConflictError, InvalidFieldError
 from app.matching.gridengine.decide import category_lists
+from app.matching.gridengine.groups import load_groups
 from app.matching.gridengine.quotas import QuotaAmount, QuotaBook, book_quotas, loaded_set
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
@@ -145,6 +146,7 @@ def _count_running_jobs(session: Session, row: QuotaSetRow, quota_set: QuotaSet)
         select(
             Job.id,
             Job.submitter,
+            Job.project,
             Job.pe,
             Category.hard,
             Category.soft,
@@ -161,17 +163,19 @@ def _count_running_jobs(session: Session, row: QuotaSetRow, quota_set: QuotaSet)
         return
     table = load_table(session)
     state = load_state(session, table)
+    state.groups = load_groups(session)
     book = QuotaBook([loaded_set(session, row.id, row.name, quota_set)])
-    jobs: dict[int, tuple[str, str | None, str, str, dict[int, int], int]] = {}
-    for job_id, user, pe, hard, soft, _allocation, qi_id, slots in holdings:
+    jobs: dict[int, tuple[str, str | None, str | None, str, str, dict[int, int], int]] = {}
+    for job_id, user, project, pe, hard, soft, _allocation, qi_id, slots in holdings:
         if qi_id not in state.slots:
             continue
-        entry = jobs.setdefault(job_id, (user, pe, hard, soft, {}, qi_id))
-        entry[4][qi_id] = entry[4].get(qi_id, 0) + slots
+        entry = jobs.setdefault(job_id, (user, project, pe, hard, soft, {}, qi_id))
+        entry[5][qi_id] = entry[5].get(qi_id, 0) + slots
     booked: list[tuple[int, list[QuotaAmount]]] = []
-    for job_id, (user, pe, hard, soft, assignment, master) in jobs.items():
+    for job_id, (user, project, pe, hard, soft, assignment, master) in jobs.items():
         hard_list, _soft = category_lists(table, hard, soft)
-        amounts = book.for_job(state, user, pe, hard_list).amounts(assignment, master)
+        quotas = book.for_job(state, user, pe, hard_list, project=project)
+        amounts = quotas.amounts(assignment, master)
         booked.append((job_id, [a for a in amounts if a.amount > 0]))
     book_quotas(session, booked, force=True)
 

@@ -20,9 +20,10 @@ PostgreSQL cannot overbook a quota; a guard that fails undoes the dispatch. The 
 job (finish, cancel, requeue, lease expiry) gives its amounts back with its consumables
 (:func:`release_quota_bookings`, called by ``release_bookings``).
 
-What jobmatch has no object for: projects (a job has none, so a ``projects`` filter
-matches as for a job without ``-P``: ``!*`` and exclusions match, names and ``*`` do
-not), access lists and host groups (refused when a set is written).
+A job's project is its ``qsub -P`` (None without: a ``projects`` filter then matches as
+for a job without ``-P``, ``!*`` and exclusions match, names and ``*`` do not); ``@``
+items of ``users`` and ``hosts`` name the access lists and host groups of
+``state.groups`` (app/matching/gridengine/groups.py loads them when a set names one).
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Consumable
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
 from app.notations.gridengine.quota_parser import parse_quota_set
-from app.notations.gridengine.quotas import Limit, QuotaSet
+from app.notations.gridengine.quotas import Limit, QuotaGroups, QuotaSet
 from app.notations.gridengine.requests import RequestList
 
 #: What a job of no project presents to a ``projects`` filter.
 NO_PROJECT: str | None = None
+#: Matching without loaded groups (no ``@`` item names any).
+_NO_GROUPS = QuotaGroups()
 
 
 @lru_cache(maxsize=256)
@@ -106,17 +109,28 @@ class QuotaBook:
     #: (limit id, key) -> amount booked in memory by a scheduling run, not written yet
     pending: dict[tuple[int, str], float] = field(default_factory=dict)
     pending_jobs: list[tuple[int, list[QuotaAmount]]] = field(default_factory=list)
-    #: (owner, PE, queue instance id) -> the limits that apply there: the first matching
-    #: rule of every set, worked out once per book (a run asks for every job).
-    applying: dict[tuple[str, str | None, int], tuple[_Applying, ...]] = field(default_factory=dict)
-    #: Instances a quota left nothing, per (owner or None for everyone, PE, request list,
-    #: queue instance id): usage only grows during a pull or a run, so they stay so.
-    blocked: dict[tuple[str | None, str | None, int, int], QueueFit] = field(default_factory=dict)
+    #: (owner, project, PE, queue instance id) -> the limits that apply there: the first
+    #: matching rule of every set, worked out once per book (a run asks for every job).
+    applying: dict[tuple[str, str | None, str | None, int], tuple[_Applying, ...]] = field(
+        default_factory=dict
+    )
+    #: Instances a quota left nothing, per ((owner, project) or None for everyone, PE,
+    #: request list, queue instance id): usage only grows during a pull or a run, so they
+    #: stay so.
+    blocked: dict[tuple[tuple[str, str | None] | None, str | None, int, int], QueueFit] = field(
+        default_factory=dict
+    )
 
     def for_job(
-        self, state: ClusterState, user: str, pe: str | None, hard: RequestList
+        self,
+        state: ClusterState,
+        user: str,
+        pe: str | None,
+        hard: RequestList,
+        *,
+        project: str | None = NO_PROJECT,
     ) -> JobQuotas:
-        return JobQuotas(self, state, user, pe, hard)
+        return JobQuotas(self, state, user, pe, hard, project)
 
     def apply(self, amounts: Iterable[QuotaAmount], sign: float = 1.0) -> None:
         for amount in amounts:
@@ -203,11 +217,18 @@ class JobQuotas:
     assignment, and the amounts it would book."""
 
     def __init__(
-        self, book: QuotaBook, state: ClusterState, user: str, pe: str | None, hard: RequestList
+        self,
+        book: QuotaBook,
+        state: ClusterState,
+        user: str,
+        pe: str | None,
+        hard: RequestList,
+        project: str | None = NO_PROJECT,
     ) -> None:
         self._book = book
         self._state = state
         self.user = user
+        self.project = project
         self.pe = pe
         self._hard = hard
         self._per_slot_amounts: dict[str, tuple[float, bool]] = {}
@@ -215,16 +236,17 @@ class JobQuotas:
         self.refusal: str | None = None
 
     def _applying(self, slot: QueueSlot) -> tuple[_Applying, ...]:
-        cache_key = (self.user, self.pe, slot.id)
+        cache_key = (self.user, self.project, self.pe, slot.id)
         found = self._book.applying.get(cache_key)
         if found is None:
             queue = slot.name.partition("@")[0]
+            groups = self._groups()
             entries = []
             for loaded in self._book.sets:
                 for index, rule in enumerate(loaded.definition.rules):
-                    if not rule.matches(self.user, NO_PROJECT, self.pe, queue, slot.host):
+                    if not rule.matches(self.user, self.project, self.pe, queue, slot.host, groups):
                         continue
-                    key = rule.usage_key(self.user, NO_PROJECT, self.pe, queue, slot.host)
+                    key = rule.usage_key(self.user, self.project, self.pe, queue, slot.host)
                     label = loaded.definition.rule_label(index)
                     for limit in rule.limits:
                         number = loaded.numbers.get((index, limit.attribute))
@@ -235,12 +257,16 @@ class JobQuotas:
                                 limit.attribute,
                                 self._limit_value(number, limit, slot),
                                 label,
-                                index == 0 and rule.users is None,
+                                index == 0 and rule.users is None and rule.projects is None,
                             )
                         )
                     break  # the first matching rule of a set is the one that applies
             found = self._book.applying[cache_key] = tuple(entries)
         return found
+
+    def _groups(self) -> QuotaGroups:
+        groups = self._state.groups
+        return _NO_GROUPS if groups is None else groups.for_quotas()
 
     def _per_slot(self, table: ComplexTable, attribute: str) -> tuple[float, bool]:
         """(amount, per job) of an attribute the job takes per slot, or once when per job."""
@@ -339,7 +365,8 @@ class JobQuotas:
         only needs a verdict skips evaluating its values then."""
         cache = self._book.blocked
         hard = id(self._hard)
-        for owner in (None, self.user):
+        mine = (self.user, self.project)
+        for owner in (None, mine):
             found = cache.get((owner, self.pe, hard, slot.id))
             if found is not None:
                 self.refusal = found.message
@@ -352,7 +379,7 @@ class JobQuotas:
         shared = any(
             entry.shared and entry.limit_id == tightest.limit_id for entry in self._applying(slot)
         )
-        cache[None if shared else self.user, self.pe, hard, slot.id] = fit
+        cache[None if shared else mine, self.pe, hard, slot.id] = fit
         return fit
 
     def limit_fit(self, slot: QueueSlot, fit: QueueFit) -> QueueFit:

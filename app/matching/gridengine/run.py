@@ -27,6 +27,7 @@ from app.matching.allocation.vertex_requests import min_nodes
 from app.matching.dispatch.pull import category_requests
 from app.matching.dispatch.record import record_placements
 from app.matching.gridengine.decide import Decision
+from app.matching.gridengine.groups import load_groups
 from app.matching.gridengine.quotas import load_quota_book, write_run_quotas
 from app.matching.gridengine.run_bookings import RunBookings, book_in_run
 from app.matching.gridengine.state import ClusterState, QueueSlot, load_state
@@ -87,13 +88,15 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     at the end (app/matching/gridengine/run_bookings.py)."""
     session.scalars(select(Worker.id).order_by(Worker.id).with_for_update()).all()
     state = load_state(session, load_table(session))
+    # Once per run: a job's -q list or a quota filter may name a group.
+    state.groups = load_groups(session)
     quota_book = load_quota_book(session)
     jobs = session.execute(
-        select(Job.id, Job.category_id, Job.submitter)
+        select(Job.id, Job.category_id, Job.submitter, Job.project)
         .where(Job.state == JobState.WAITING)
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
     ).all()
-    categories = _categories(session, {category_id for _job_id, category_id, _user in jobs})
+    categories = _categories(session, {row.category_id for row in jobs})
     memos: dict[int, _CategoryMemo] = {}
     report = ScheduleReport()
     run = RunBookings()
@@ -101,16 +104,17 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     now = utcnow()
     locked: set[int] = set()
     locked_until = 0
-    #: (category, user) pairs a resource quota stopped this run: Grid Engine adds the
-    #: owner to the category when quotas name users, so other users' jobs go on.
-    quota_stopped: set[tuple[int, str]] = set()
-    for index, (job_id, category_id, user) in enumerate(jobs):
+    #: (category, user, project) a resource quota stopped this run: Grid Engine adds the
+    #: owner and the project to the category when quotas name them, so other users' (and
+    #: other projects') jobs go on.
+    quota_stopped: set[tuple[int, str, str | None]] = set()
+    for index, (job_id, category_id, user, project) in enumerate(jobs):
         memo = memos.get(category_id)
         if memo is None:
             memo = memos[category_id] = _memo(session, state, categories[category_id], trace)
             if memo.rejected:
                 report.rejected_categories += 1
-        if memo.rejected or (category_id, user) in quota_stopped:
+        if memo.rejected or (category_id, user, project) in quota_stopped:
             continue
         report.considered += 1
         if index >= locked_until:
@@ -129,12 +133,13 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             trace=trace,
             quota_book=quota_book,
             user=user,
+            project=project,
         )
         if trace:
             report.decisions.append((job_id, decision, booked))
             report.sql_excluded[job_id] = memo.sql_excluded
         if not booked and stopped_by_quota(decision):
-            quota_stopped.add((category_id, user))
+            quota_stopped.add((category_id, user, project))
             continue
         if not booked:
             memo.rejected = True
@@ -178,12 +183,14 @@ def _categories(session: Session, ids: set[int]) -> dict[int, Category]:
 
 
 def _lock_waiting(
-    session: Session, upcoming: Sequence[Row[int, int, str]], memos: dict[int, _CategoryMemo]
+    session: Session,
+    upcoming: Sequence[Row[int, int, str, str | None]],
+    memos: dict[int, _CategoryMemo],
 ) -> set[int]:
     """Lock the upcoming jobs of categories not rejected yet; the ids still waiting."""
     wanted = [
         job_id
-        for job_id, category_id, _user in upcoming
+        for job_id, category_id, _user, _project in upcoming
         if category_id not in memos or not memos[category_id].rejected
     ]
     if not wanted:

@@ -279,11 +279,19 @@ def book_in_run(
     trace: bool = False,
     quota_book: QuotaBook | None = None,
     user: str = "",
+    project: str | None = None,
 ) -> tuple[Decision, bool]:
     """Decide a job and book it in memory: the decision and whether it was booked. The
     quotas it takes are kept in ``quota_book`` until the run writes them."""
     decision, bookings = plan_job(
-        state, category, order, lookup, trace=trace, quota_book=quota_book, user=user
+        state,
+        category,
+        order,
+        lookup,
+        trace=trace,
+        quota_book=quota_book,
+        user=user,
+        project=project,
     )
     if decision.assignment is None or decision.master is None:
         return decision, False

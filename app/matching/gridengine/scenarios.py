@@ -31,13 +31,28 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   ``not_in_master_queue_list``; soft ``-q`` items add to ``soft_violations``;
 * a queue instance's ``load_thresholds`` (queue_conf(5), text as ``qconf -sq`` shows it)
   sets its cluster queue's; an instance in alarm has the ``code`` ``overloaded``;
+* ``cluster.host_groups`` (``{"@linux": ["h1", "@sub"]}``, hostgroup(5), ``qconf
+  -Ahgrp``: members are hosts and other groups, a cycle is an error) are named in queue
+  lists (``all.q@@linux``, ``*@@lin*``) and in the ``hosts`` filter of quota rules
+  (``hosts {@linux}``, ``hosts !@linux``); ``cluster.access_lists`` (``{"staff":
+  ["alice"]}``, access_list(5), ``qconf -au``) in their ``users`` filter (``users
+  @staff``, ``users {@staff}``: one usage entry per member); ``cluster.projects``
+  (``["p1"]``, project(5), ``qconf -Aprj``) are the projects a job may name with its
+  ``"project"`` (``qsub -P``; an unknown one is rejected, ``job rejected: the requested
+  project "p9" does not exist``) and quota rules filter with ``projects``;
+* a job's ``"verify": "e"`` is ``qsub -w e``: a job that could run nowhere in the empty
+  cluster is rejected (``reject_reason`` ``error: no suitable queues``); with or without
+  it a queue list item that names no queue instance is rejected (``Job was rejected
+  because job requests unknown queue "x"``);
 * ``remaining`` after all jobs: capacity minus booking of every consumable that has a
   capacity, ``{"global": {...}, "hosts": {h: {...}}, "queues": {qi: {...}}}`` (``slots``
   included); EXCL attributes show ``{"exclusive": n, "nonexclusive": n}``.
 
-A case matches when every key of its ``expected`` equals the outcome, compared as
-app/matching/scenarios/compare.py says (``message`` keys are informative and not
-compared); app/matching/scenarios/run.py reads the files and runs the cases. The
+A case whose cluster cannot be set up (a quota set, host group or attribute the engine
+refuses) gets the outcome ``{"error": message}`` and does not match; the other cases of
+the file still run. A case matches when every key of its ``expected`` equals the
+outcome, compared as app/matching/scenarios/compare.py says (``message`` keys are
+informative and not compared); app/matching/scenarios/run.py reads the files and runs the cases. The
 engine's SQL filter is checked against the evaluator on the way: a queue instance of a
 worker the misfit cache ruled out must not fit (``sql_disagrees`` lists any that do).
 """
@@ -56,6 +71,12 @@ from app.matching.errors import MatchingError
 from app.matching.gridengine import table as gridengine_table
 from app.matching.gridengine.admin import change_attribute, set_values
 from app.matching.gridengine.decide import Decision
+from app.matching.gridengine.groups import (
+    create_access_list,
+    create_host_group,
+    create_project,
+    replace_host_group,
+)
 from app.matching.gridengine.parallel import upsert_pe
 from app.matching.gridengine.queue_conf import set_load_thresholds
 from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets, usage_lines
@@ -65,6 +86,7 @@ from app.matching.requests import JobSpec
 from app.matching.scenarios.cases import ScenarioError
 from app.matching.submission import submit_job
 from app.matching.workers import WorkerSpec, upsert_worker
+from app.notations.errors import NotationError
 from app.notations.gridengine.definitions import Relop
 from app.wire.queues import QueueSpec
 
@@ -221,6 +243,8 @@ def _submit(
         queue_list=_queue_list_text(spec.get("hard_queue_list", [])),
         master_queue_list=_queue_list_text(spec.get("master_queue_list", [])),
         soft_queue_list=_queue_list_text(spec.get("soft_queue_list", [])),
+        project=spec.get("project"),
+        verify=str(spec.get("verify", "n")),
     )
     savepoint = session.begin_nested()
     try:
@@ -365,13 +389,51 @@ def _quota_usage(session: Session) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
-    """The outcome of one case, in the shape of its ``expected``."""
-    with database.transaction() as session:
-        _setup_table(session, case)
-        names_by_queue = _setup_cluster(session, case["cluster"])
-        for text in case.get("quota_sets", []):
+def _setup_groups(session: Session, cluster: Mapping[str, Any]) -> None:
+    """Host groups (each made empty first, then given its members, so that sub-groups
+    may come in any order and a cycle is refused in Grid Engine's words), access lists and
+    projects."""
+    host_groups = cluster.get("host_groups") or {}
+    for name in host_groups:
+        create_host_group(session, name, [])
+    for name, members in host_groups.items():
+        replace_host_group(session, name, list(members))
+    for name, users in (cluster.get("access_lists") or {}).items():
+        create_access_list(session, name, list(users))
+    for name in cluster.get("projects") or []:
+        create_project(session, name)
+
+
+def _setup(session: Session, case: Mapping[str, Any]) -> dict[str, int]:
+    """The case's cluster; queue instance name -> id."""
+    _setup_table(session, case)
+    names_by_queue = _setup_cluster(session, case["cluster"])
+    _setup_groups(session, case["cluster"])
+    for index, text in enumerate(case.get("quota_sets", [])):
+        try:
             create_quota_set(session, text)
+        except MatchingError as error:
+            message = getattr(error, "message", str(error))
+            raise _SetupError(f"quota_sets[{index}]: {message}") from None
+    return names_by_queue
+
+
+class _SetupError(Exception):
+    """A case's cluster could not be set up: the message names what the engine refused."""
+
+
+def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
+    """The outcome of one case, in the shape of its ``expected``; ``{"error": ...}`` when
+    its cluster cannot be set up."""
+    with database.transaction() as session:
+        try:
+            names_by_queue = _setup(session, case)
+        except _SetupError as error:
+            session.rollback()
+            return {"error": str(error)}
+        except (MatchingError, NotationError) as error:
+            session.rollback()
+            return {"error": f"cluster: {getattr(error, 'message', str(error))}"}
         names = {qi_id: name for name, qi_id in names_by_queue.items()}
         submitted: list[tuple[int | None, dict[str, Any]]] = [
             _submit(session, spec, index) for index, spec in enumerate(_jobs(case))

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Worker
+from app.matching.gridengine.groups import ClusterGroups
 from app.matching.gridengine.loaders import (
     _queue_rows,
     _table_of_parts,
@@ -271,6 +272,9 @@ class ClusterState:
     queues: dict[int, ObjectState]
     slots: dict[int, QueueSlot]
     _order: list[QueueSlot] | None = field(default=None, repr=False)
+    #: Host groups and access lists (app/matching/gridengine/groups.py), loaded only
+    #: when a decision needs them (``ensure_groups``); None until then.
+    groups: ClusterGroups | None = field(default=None, repr=False)
 
     def queue_order(self, worker_ids: Iterable[int] | None = None) -> list[QueueSlot]:
         """Queue instances in queue sort order (seq_no, then creation)."""

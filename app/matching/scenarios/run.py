@@ -56,8 +56,9 @@ def read_scenarios(path: Path) -> list[dict[str, Any]]:
 def result_of(case: Mapping[str, Any], outcome: dict[str, Any]) -> CaseResult:
     expected = case.get("expected")
     matched = None if expected is None else matches(expected, outcome)
-    if "sql_disagrees" in outcome:
-        # The engine's SQL filter and its evaluator disagreed (Grid Engine cases).
+    if "sql_disagrees" in outcome or "error" in outcome:
+        # The engine's SQL filter and its evaluator disagreed, or the case's cluster could
+        # not be set up (Grid Engine cases): the case fails, with or without expected.
         matched = False
     return CaseResult(str(case["id"]), str(case.get("title", "")), outcome, matched)
 

@@ -9,14 +9,21 @@ queue part as a case-sensitive string and the host part as a host name, ignoring
 (``qref_cq_rejected`` in source/libs/sgeobj/sge_qref.c: ``sge_eval_expression(TYPE_STR,
 ...)`` and ``TYPE_HOST``). A list accepts a queue instance when one of its items does.
 
-Host groups (``@@name``, ``queue@@name``) are refused: jobmatch has no host groups, as its
-resource quota sets refuse them too.
+A host part that starts with ``@`` is a wc_hostgroup: a wildcard expression over host
+group names (without their ``@``, matched as hosts are, ignoring case), and the item
+names the instances on every host of every matching group, sub-groups included
+(``qref_list_host_rejected()`` in source/libs/sgeobj/sge_qref.c). A parsed list knows only
+the pattern; :meth:`QueueLists.resolved` gives it the cluster's groups
+(app/notations/gridengine/groups.py resolves them). A host group item without groups
+resolved names nothing. An item that starts with ``@`` has no cluster queue part and is
+refused, as qconf refuses it ("Queue names may not begin with @. Perhaps you mean
+"*@name"?", MSG_CQUEUE_NAMENOTCORRECT_SS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 
 from app.notations.errors import NotationError
 from app.notations.gridengine.strings import (
@@ -42,9 +49,9 @@ MAX_QUEUE_REFERENCES = 256
 
 
 class QueueListError(NotationError):
-    """A ``-q`` or ``-masterq`` list is empty, has an empty item, names a host group or
-    holds a malformed wildcard expression. ``notation`` names the option
-    (``qsub -q``, ``qsub -soft -q``, ``qsub -masterq``)."""
+    """A ``-q`` or ``-masterq`` list is empty, has an empty item, an item without a
+    cluster queue part (``@name``) or holds a malformed wildcard expression. ``notation``
+    names the option (``qsub -q``, ``qsub -soft -q``, ``qsub -masterq``)."""
 
     def __init__(
         self,
@@ -62,18 +69,41 @@ class QueueListError(NotationError):
 @dataclass(frozen=True)
 class QueueReference:
     """One item: a cluster queue pattern and, after ``@``, a host pattern (None: any
-    host)."""
+    host) or ``@`` and a host group pattern. ``group_hosts`` are the (lower-case) hosts of
+    the groups the pattern matches, once :meth:`resolved`; None before."""
 
     queue: str
     host: str | None = None
+    group_hosts: frozenset[str] | None = None
+
+    @property
+    def host_group(self) -> str | None:
+        """The wc_hostgroup pattern (without its ``@``), None for a host or no host part."""
+        if self.host is not None and self.host.startswith("@"):
+            return self.host[1:]
+        return None
 
     def to_text(self) -> str:
         return self.queue if self.host is None else f"{self.queue}@{self.host}"
+
+    def resolved(self, groups: Mapping[str, frozenset[str]]) -> QueueReference:
+        """The item with the hosts of every group its wc_hostgroup matches (group names
+        with their ``@``, as stored); itself when it names no host group."""
+        pattern = self.host_group
+        if pattern is None:
+            return self
+        hosts: set[str] = set()
+        for name, members in groups.items():
+            if match_string(ValueType.HOST, pattern, name[1:]):
+                hosts |= members
+        return replace(self, group_hosts=frozenset(hosts))
 
     def matches(self, queue: str, host: str) -> bool:
         """Whether the queue instance ``queue@host`` is one this item names."""
         if not match_string(ValueType.STRING, self.queue, queue):
             return False
+        if self.host_group is not None:
+            return self.group_hosts is not None and host.lower() in self.group_hosts
         return self.host is None or match_string(ValueType.HOST, self.host, host)
 
 
@@ -88,6 +118,12 @@ class QueueList:
 
     def __bool__(self) -> bool:
         return bool(self.references)
+
+    def names_host_groups(self) -> bool:
+        return any(reference.host_group is not None for reference in self.references)
+
+    def resolved(self, groups: Mapping[str, frozenset[str]]) -> QueueList:
+        return QueueList(tuple(reference.resolved(groups) for reference in self.references))
 
     def contains(self, queue: str, host: str) -> bool:
         """Some item names the queue instance (qref_list_cq_rejected() is false)."""
@@ -117,6 +153,16 @@ class QueueLists:
 
     def __bool__(self) -> bool:
         return bool(self.hard or self.master or self.soft)
+
+    def resolved(self, groups: Mapping[str, frozenset[str]]) -> QueueLists:
+        """The lists with their host group items resolved against the cluster's groups
+        (name with ``@`` -> lower-case hosts, sub-groups included); the lists themselves
+        when no item names a host group."""
+        if not any(items.names_host_groups() for items in (self.hard, self.master, self.soft)):
+            return self
+        return QueueLists(
+            self.hard.resolved(groups), self.master.resolved(groups), self.soft.resolved(groups)
+        )
 
     def allows(self, queue: str, host: str) -> bool:
         """Whether the instance may take tasks of the job at all. Grid Engine 6.2u5 skips
@@ -196,16 +242,18 @@ def parse_queue_list(text: str, *, option: str = "-q") -> QueueList:
                 expected="',' between items, no blanks inside one",
             )
         queue, at, host = stripped.partition("@")
-        _checked_part(queue, text, offset, option, "cluster queue")
-        if at and host.startswith("@"):
+        if not queue and at:
             raise QueueListError(
-                "host groups are not modelled",
+                f'the queue name "{stripped}" is not correct: queue names may not begin with @',
                 option=option,
                 text=text,
-                position=offset + len(queue) + 1,
-                expected="a host name or wildcard pattern after '@'",
+                position=offset,
+                expected=f"a cluster queue before '@', e.g. \"*{stripped}\"",
             )
-        if at:
+        _checked_part(queue, text, offset, option, "cluster queue")
+        if at and host.startswith("@"):
+            _checked_part(host[1:], text, offset + len(queue) + 2, option, "host group")
+        elif at:
             _checked_part(host, text, offset + len(queue) + 1, option, "host")
         references.append(QueueReference(queue, host if at else None))
         start += len(item) + 1

@@ -300,19 +300,24 @@ def _parse_filter(text: str, kind: str, argument: str, at: int) -> Filter:
         negated = part.startswith("!")
         pattern = part[1:] if negated else part
         if pattern.startswith("@"):
-            what = (
-                "access lists"
-                if kind == "users"
-                else "host groups"
-                if kind == "hosts"
-                else "groups"
-            )
-            raise _fail(
-                text,
-                item_at,
-                f"{kind} item {part!r} names a group; jobmatch has no {what}",
-                f"{kind} names or patterns",
-            )
+            if kind not in ("users", "hosts"):
+                raise _fail(
+                    text,
+                    item_at,
+                    f"{kind} item {part!r} names a group; only users (access lists) and "
+                    "hosts (host groups) take '@' items",
+                    f"{kind} names or patterns",
+                )
+            if not _ITEM.fullmatch(pattern[1:]):
+                what = "access list" if kind == "users" else "host group"
+                raise _fail(
+                    text,
+                    item_at,
+                    f"invalid {kind} item {part!r}",
+                    f"'@' and a {what} name or pattern",
+                )
+            items.append(FilterItem(pattern, negated))
+            continue
         if not _ITEM.fullmatch(pattern):
             raise _fail(
                 text,

@@ -20,8 +20,15 @@ instead of for all of them together. A backslash before a newline joins two line
 ``sge_resource_quota(5)`` says. Within a set the first rule whose filters match a job (and
 a queue instance) is the one that applies; every enabled set applies.
 
-Where jobmatch's Grid Engine model has no such object the item is refused with a 422
-rather than matched wrongly: ``@`` access lists (users) and ``@`` host groups (hosts).
+An item that starts with ``@`` names a group: an access list in ``users`` (its member
+users), a host group in ``hosts`` (its hosts, sub-groups included); the name after the
+``@`` may be a pattern, and groups that do not exist match nothing (sge_resource_quota(5):
+"The defined user or ACL names need not exist"; Grid Engine 6.2u5
+``rqs_match_user_host_scope()`` in source/libs/sgeobj/sge_resource_quota.c). In an
+expanded list a group counts each member separately (``users {@staff}`` keeps one usage
+entry per member). Matching takes the groups as :class:`QuotaGroups`. ``@`` items in the
+other filters are refused (Grid Engine matches them as names there, and no project, PE
+or cluster queue name holds an ``@``).
 Dynamic limits (``slots=$num_proc*2``) are parsed and checked as the man page and
 qconf require (host-specific rules only, INT or DOUBLE attributes); app/matching evaluates
 them against each host's value.
@@ -30,7 +37,8 @@ them against each host's value.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from app.notations.errors import NotationError
 
@@ -40,6 +48,7 @@ __all__ = [
     "FilterItem",
     "Limit",
     "QuotaError",
+    "QuotaGroups",
     "QuotaRule",
     "QuotaSet",
     "Term",
@@ -54,26 +63,54 @@ _KEY_ORDER = ("users", "projects", "pes", "queues", "hosts")
 class QuotaError(NotationError):
     """A resource quota set's text breaks the ``sge_resource_quota(5)`` format (an unknown
     keyword, a malformed filter or limit, a duplicate rule name, a missing ``to``) or names
-    something jobmatch cannot enforce (an access list, a host group, a non-consumable)."""
+    something jobmatch cannot enforce (a group outside ``users`` and ``hosts``, a
+    non-consumable)."""
 
     notation = "sge-resource-quota"
 
 
 @dataclass(frozen=True)
+class QuotaGroups:
+    """The groups ``@`` items name: access lists (name without ``@`` -> member users) and
+    host groups (name with its ``@`` -> lower-case hosts, sub-groups resolved)."""
+
+    access_lists: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    host_groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+_NO_GROUPS = QuotaGroups()
+
+
+@dataclass(frozen=True)
 class FilterItem:
-    """One item of a filter list: a name or pattern, maybe excluded with ``!``."""
+    """One item of a filter list: a name or pattern (``@`` and a group's name or pattern
+    in ``users`` and ``hosts``), maybe excluded with ``!``."""
 
     pattern: str
     negated: bool = False
 
-    def matches(self, value: str | None, *, fold_case: bool = False) -> bool:
+    def matches(
+        self,
+        value: str | None,
+        *,
+        fold_case: bool = False,
+        groups: Mapping[str, frozenset[str]] | None = None,
+    ) -> bool:
         """Whether the value matches the pattern; no pattern matches a missing value (a job
-        without a project or PE), so ``*`` means "any project" and ``!*`` "no project"."""
+        without a project or PE), so ``*`` means "any project" and ``!*`` "no project".
+        A group item matches a member of any group (of ``groups``, keyed by the name the
+        item's pattern is matched against) whose name matches it."""
         if value is None:
             return False
-        if fold_case:
-            return fnmatch.fnmatchcase(value.lower(), self.pattern.lower())
-        return fnmatch.fnmatchcase(value, self.pattern)
+        if self.pattern.startswith("@") and groups is not None:
+            wanted = self.pattern[1:]
+            member = value.lower() if fold_case else value
+            for name, members in groups.items():
+                key = name[1:] if name.startswith("@") else name
+                if _fnmatch(key, wanted, fold_case) and member in members:
+                    return True
+            return False
+        return _fnmatch(value, self.pattern, fold_case)
 
     def to_text(self) -> str:
         return ("!" if self.negated else "") + self.pattern
@@ -87,13 +124,22 @@ class Filter:
     items: tuple[FilterItem, ...]
     expand: bool = False
 
-    def matches(self, value: str | None, *, fold_case: bool = False) -> bool:
+    def matches(
+        self,
+        value: str | None,
+        *,
+        fold_case: bool = False,
+        groups: Mapping[str, frozenset[str]] | None = None,
+    ) -> bool:
         """Grid Engine's ``rqs_filter_match``: an excluded item that matches rejects; else
         the value must match one of the other items, if there are any."""
         positive = [item for item in self.items if not item.negated]
-        if any(item.matches(value, fold_case=fold_case) for item in self.items if item.negated):
+        excluded = (item for item in self.items if item.negated)
+        if any(item.matches(value, fold_case=fold_case, groups=groups) for item in excluded):
             return False
-        return not positive or any(item.matches(value, fold_case=fold_case) for item in positive)
+        return not positive or any(
+            item.matches(value, fold_case=fold_case, groups=groups) for item in positive
+        )
 
     def to_text(self) -> str:
         body = ",".join(item.to_text() for item in self.items)
@@ -180,14 +226,24 @@ class QuotaRule:
         return found
 
     def matches(
-        self, user: str, project: str | None, pe: str | None, queue: str, host: str
+        self,
+        user: str,
+        project: str | None,
+        pe: str | None,
+        queue: str,
+        host: str,
+        groups: QuotaGroups = _NO_GROUPS,
     ) -> bool:
         """Whether the rule's filters all match a job of ``user`` (with its project and
-        PE, None without) on queue instance ``queue@host``."""
+        PE, None without) on queue instance ``queue@host``; ``@`` items of ``users`` and
+        ``hosts`` name the ``groups``."""
         values = {"users": user, "projects": project, "pes": pe, "queues": queue, "hosts": host}
+        named = {"users": groups.access_lists, "hosts": groups.host_groups}
         for kind in FILTER_KINDS:
             found = self.filter(kind)
-            if found is not None and not found.matches(values[kind], fold_case=kind == "hosts"):
+            if found is not None and not found.matches(
+                values[kind], fold_case=kind == "hosts", groups=named.get(kind)
+            ):
                 return False
         return True
 
@@ -252,6 +308,12 @@ class QuotaSet:
         lines += [f"   {'limit':<13}{rule.to_text()}" for rule in self.rules]
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+
+def _fnmatch(value: str, pattern: str, fold_case: bool) -> bool:
+    if fold_case:
+        return fnmatch.fnmatchcase(value.lower(), pattern.lower())
+    return fnmatch.fnmatchcase(value, pattern)
 
 
 def _number_text(value: float) -> str:

@@ -89,9 +89,10 @@ def test_masterq_instances_pass_the_hard_list_and_take_the_master_task_only() ->
     [
         ("all.q,,b.q", "-q", 6, "a queue, queue@host or a wildcard pattern"),
         ("all.q, ", "-q", 7, "a queue, queue@host or a wildcard pattern"),
-        ("@h1", "-masterq", 0, "a cluster queue or wildcard pattern"),
+        ("@h1", "-masterq", 0, "a cluster queue before '@', e.g. \"*@h1\""),
         ("all.q@", "-q", 6, "a host or wildcard pattern"),
-        ("all.q@@linux", "-q", 6, "a host name or wildcard pattern after '@'"),
+        ("all.q@@", "-q", 7, "a host group or wildcard pattern"),
+        ("a.q,@@linux", "-q", 4, "a cluster queue before '@', e.g. \"*@@linux\""),
         ("a.q,b.q@(h1", "-soft -q", 11, "')'"),
         ("a.q,a b", "-q", 5, "',' between items, no blanks inside one"),
     ],

@@ -17,7 +17,7 @@ from app.notations.gridengine.quota_parser import parse_quota_set, parse_quota_s
 from app.notations.gridengine.quotas import ERROR_LOAD_VAL, Filter, FilterItem, QuotaError
 
 # The three EXAMPLES of sge_resource_quota(5), as the man page prints them (host group
-# written as a pattern: jobmatch has no host groups).
+# written as a pattern).
 MAN_PAGE_EXAMPLES = """{
    name         max_u_slots
    description  "All users max use of 100 slots"
@@ -102,8 +102,9 @@ def test_backslash_newline_joins_lines() -> None:
         ("name r\nlimit users a", "", "no limits"),
         ("name r\nlimit owners a to slots=1", "owners", "unknown rule keyword"),
         ("name r\nlimit users a users b to slots=1", "users b", "given twice"),
-        ("name r\nlimit users @staff to slots=1", "@staff", "no access lists"),
-        ("name r\nlimit hosts {@lx} to slots=1", "@lx", "no host groups"),
+        ("name r\nlimit projects @staff to slots=1", "@staff", "names a group"),
+        ("name r\nlimit queues {@lx} to slots=1", "@lx", "names a group"),
+        ("name r\nlimit hosts !@l/x to slots=1", "!@l/x", "invalid hosts item"),
         ("name r\nlimit to slots", "slots", "not attr=value"),
         ("name r\nlimit to slots=1 extra", "extra", "after the limits"),
         ("name r\nlimit to slots=$num_proc", "slots=$", "not host-specific"),
