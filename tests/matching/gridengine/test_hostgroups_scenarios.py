@@ -134,7 +134,7 @@ def test_a_set_written_while_jobs_run_counts_their_projects(database: Database) 
         assert [r.name for r in list_quota_sets(session, limit=10, offset=0)] == ["late"]
         session.rollback()
     # Two p1 jobs run (no quota yet), so its key is over the new limit; p2 holds one.
-    assert used == {"/p1///": 2.0, "/p2///": 1.0}
+    assert used == {"/p1////": 2.0, "/p2////": 1.0}
 
 
 CONFORMANCE = (

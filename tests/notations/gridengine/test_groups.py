@@ -137,4 +137,4 @@ def test_expanded_groups_key_the_usage_by_member_and_projects_by_name() -> None:
     groups = QuotaGroups(access_lists={"st*": frozenset({"x"}), "staff": frozenset({"alice"})})
     assert rule.matches("alice", "p1", None, "q", "h", groups)
     assert not rule.matches("alice", None, None, "q", "h", groups)  # {*}: a project needed
-    assert rule.usage_key("alice", "p1", None, "q", "h") == "alice/p1///"
+    assert rule.usage_key("alice", "p1", None, "q", "h") == "alice/p1////"
