@@ -19,13 +19,13 @@ instance in alarm, "no value for complex attribute").
 
 from __future__ import annotations
 
+from app.matching.gridengine.queue_sort import reported_load
 from app.matching.gridengine.state import ClusterState, ObjectState, QueueSlot
 from app.notations.errors import NotationError
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
 from app.notations.gridengine.load_thresholds import LoadThresholds, parse_load_thresholds
-from app.notations.gridengine.values import parse_value
 
 __all__ = ["load_alarm"]
 
@@ -49,41 +49,18 @@ def _thresholds(table: ComplexTable, text: str) -> LoadThresholds | str:
     return known[1]
 
 
-def _number(definition: ComplexDefinition, text: str) -> float | None:
-    try:
-        value = parse_value(definition, text, role="load")
-    except NotationError:
-        return None
-    return value if isinstance(value, float) else None
-
-
 def _load(
     table: ComplexTable, objects: tuple[ObjectState, ...], definition: ComplexDefinition
 ) -> tuple[float, str] | None:
     """The load value the threshold is compared with, and how it was found: the host's,
     else the global host's; an ``np_`` value computed from the plain one and
     ``num_proc`` where it was not reported."""
-    for obj in objects:
-        text = obj.load_values.get(definition.name)
-        if text is not None:
-            value = _number(definition, text)
-            return None if value is None else (value, "no load adjustment")
-    base = table.lookup(definition.name[3:]) if definition.name.startswith("np_") else None
-    if base is None:
-        return None
-    for obj in objects:
-        plain, processors = obj.load_values.get(base.name), obj.load_values.get("num_proc")
-        if plain is None or processors is None:
-            continue
-        load, count = _number(base, plain), _number(table["num_proc"], processors)
-        if load is None or count is None or count < 1:
-            return None
-        return load / count, f"= {base.name} {load:f} / {int(count)} processors"
-    return None
+    return reported_load(table, [obj.load_values for obj in objects], definition)
 
 
 def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
-    """The instance's refusal when its queue's thresholds put it in alarm, else None."""
+    """The instance's refusal when its thresholds (its own, else its cluster queue's) put
+    it in alarm, else None."""
     if slot.thresholds == "NONE":
         return None
     thresholds = _thresholds(state.table, slot.thresholds)

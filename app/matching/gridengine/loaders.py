@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     Select,
     Text,
+    and_,
     bindparam,
     case,
     cast,
@@ -31,15 +32,37 @@ from app.matching.gridengine.table import table_of_rows, table_rows
 from app.notations.gridengine.attribute_table import ComplexTable
 
 
-def _queue_rows() -> Select[int, int, int, int, str, int, str]:
+def _instance_seq_no() -> ColumnElement[int]:
+    """The instance's seq_no: its own (a per-host value), else its cluster queue's."""
+    return func.coalesce(QueueInstance.seq_no, Queue.seq_no)
+
+
+def _instance_thresholds() -> ColumnElement[str]:
+    """The instance's load_thresholds: its own (a per-host value), else its queue's."""
+    return func.coalesce(QueueInstance.load_thresholds, Queue.load_thresholds)
+
+
+def _instance_states() -> ColumnElement[str]:
+    """The instance's ``qmod`` states as qstat's letters: ``d`` disabled, ``s``
+    suspended, both, or the empty string."""
+    return case(
+        (and_(QueueInstance.disabled, QueueInstance.suspended), literal("ds", Text())),
+        (QueueInstance.disabled, literal("d", Text())),
+        (QueueInstance.suspended, literal("s", Text())),
+        else_=literal("", Text()),
+    )
+
+
+def _queue_rows() -> Select[int, int, int, int, str, int, str, str]:
     return select(
         QueueInstance.id,
         QueueInstance.worker_id,
         QueueInstance.slots,
         QueueInstance.used_slots,
         Queue.name,
-        Queue.seq_no,
-        Queue.load_thresholds,
+        _instance_seq_no(),
+        _instance_thresholds(),
+        _instance_states(),
     ).join(Queue, Queue.id == QueueInstance.queue_id)
 
 
@@ -162,9 +185,10 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
                 i2=QueueInstance.worker_id,
                 i3=QueueInstance.slots,
                 i4=QueueInstance.used_slots,
-                i5=Queue.seq_no,
+                i5=_instance_seq_no(),
                 s1=cast(Queue.name, Text()),
-                s2=Queue.load_thresholds,
+                s2=_instance_thresholds(),
+                s3=_instance_states(),
             ),
         )
         .join(Queue, Queue.id == QueueInstance.queue_id)
