@@ -47,6 +47,7 @@ __all__ = [
     "get_scheduler_config",
     "load_queue_sort",
     "reported_load",
+    "reset_scheduler_config",
     "set_scheduler_config",
 ]
 
