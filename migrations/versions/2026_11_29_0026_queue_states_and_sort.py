@@ -22,15 +22,15 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("queue_instances") as batch:
-        batch.add_column(
-            sa.Column("disabled", sa.Boolean(), server_default=sa.false(), nullable=False)
+    # Plain ADD COLUMNs (a constant default, no constraint): SQLite needs no table copy,
+    # and `jobmatch db upgrade --sql` can print them without a database to reflect.
+    for name in ("disabled", "suspended"):
+        op.add_column(
+            "queue_instances",
+            sa.Column(name, sa.Boolean(), server_default=sa.false(), nullable=False),
         )
-        batch.add_column(
-            sa.Column("suspended", sa.Boolean(), server_default=sa.false(), nullable=False)
-        )
-        batch.add_column(sa.Column("seq_no", sa.Integer(), nullable=True))
-        batch.add_column(sa.Column("load_thresholds", sa.Text(), nullable=True))
+    op.add_column("queue_instances", sa.Column("seq_no", sa.Integer(), nullable=True))
+    op.add_column("queue_instances", sa.Column("load_thresholds", sa.Text(), nullable=True))
     op.create_table(
         "scheduler_config",
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
