@@ -125,6 +125,11 @@ REPLACE_QUOTA_SET = Operation("PUT", "/v1/quotas/{name}")
 DELETE_QUOTA_SET = Operation("DELETE", "/v1/quotas/{name}")
 GET_QUEUE = Operation("GET", "/v1/queues/{name}")
 CONFIGURE_QUEUE = Operation("PUT", "/v1/queues/{name}")
+GET_QUEUE_INSTANCE = Operation("GET", "/v1/queues/{name}/instances/{host}")
+UPDATE_QUEUE_INSTANCE = Operation("PATCH", "/v1/queues/{name}/instances/{host}")
+GET_SCHEDULER = Operation("GET", "/v1/scheduler")
+CONFIGURE_SCHEDULER = Operation("PUT", "/v1/scheduler")
+RESET_SCHEDULER = Operation("DELETE", "/v1/scheduler")
 #: A what-if stores nothing (its changes are rolled back), so it is safe to send again.
 WHAT_IF = Operation("POST", "/v1/whatif", pure=True)
 

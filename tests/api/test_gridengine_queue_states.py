@@ -50,7 +50,9 @@ def test_a_disabled_instance_gets_no_job_and_explain_says_why(
     assert candidates.status_code == 200, candidates.text
     assert candidates.json()["items"] == []
     explain = client.get(f"/v1/jobs/{job['id']}/explain", headers=admin_headers).json()
-    assert explain["scheduling_info"] == ['queue instance "all.q@h1" dropped because it is disabled']
+    assert explain["scheduling_info"] == [
+        'queue instance "all.q@h1" dropped because it is disabled'
+    ]
     (worker,) = explain["workers"]
     assert (worker["misfit_reason"], worker["reason"]) == (
         "sge-queue-unavailable",
@@ -75,7 +77,12 @@ def test_a_suspended_instance_gets_no_job_the_other_host_does(
     assert explain["scheduling_info"] == [
         'queue instance "all.q@h1" dropped because it is temporarily not available'
     ]
-    names = [c["worker"] for c in client.get(f"/v1/jobs/{job['id']}/candidates", headers=admin_headers).json()["items"]]
+    names = [
+        c["worker"]
+        for c in client.get(f"/v1/jobs/{job['id']}/candidates", headers=admin_headers).json()[
+            "items"
+        ]
+    ]
     assert names == ["h2"]
     assert client.post("/v1/schedule", headers=admin_headers).json()["dispatched"] == 1
     assert client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()["worker"] == "h2"
@@ -85,7 +92,9 @@ def test_per_host_values_are_set_read_and_cleared(
     client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     assert_problem(
-        client.patch("/v1/queues/all.q/instances/h1", json={"disabled": True}, headers=admin_headers),
+        client.patch(
+            "/v1/queues/all.q/instances/h1", json={"disabled": True}, headers=admin_headers
+        ),
         404,
     )
     _worker(client, admin_headers, "h1")
@@ -95,14 +104,20 @@ def test_per_host_values_are_set_read_and_cleared(
         headers=admin_headers,
     )
     (error,) = assert_problem(bad, 422)["errors"]
-    assert (error["field"], error["notation"]) == ("body.load_thresholds", "queue_conf load_thresholds")
+    assert (error["field"], error["notation"]) == (
+        "body.load_thresholds",
+        "queue_conf load_thresholds",
+    )
     read = client.get("/v1/queues/all.q/instances/h1", headers=admin_headers).json()
     assert read["disabled"] is False  # nothing was stored
     put = client.put("/v1/queues/all.q", json={"seq_no": 7}, headers=admin_headers)
     assert put.status_code == 200 and put.json()["seq_no"] == 7
     out = _patch(client, admin_headers, "h1", seq_no=2, load_thresholds="nla=1.5")
     assert (out["own_seq_no"], out["seq_no"]) == (2, 2)
-    assert (out["own_load_thresholds"], out["load_thresholds"]) == ("np_load_avg=1.5", "np_load_avg=1.5")
+    assert (out["own_load_thresholds"], out["load_thresholds"]) == (
+        "np_load_avg=1.5",
+        "np_load_avg=1.5",
+    )
     out = _patch(client, admin_headers, "h1", seq_no=None, load_thresholds=None)
     assert (out["own_seq_no"], out["seq_no"], out["load_thresholds"]) == (None, 7, "NONE")
     assert_problem(
@@ -115,9 +130,16 @@ def test_a_per_host_load_threshold_alarms_only_its_instance(
     client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     h1 = _worker(client, admin_headers, "h1")
-    response = client.put("/v1/workers/h1/load", json={"load_values": {"np_load_avg": "1.0"}}, headers=h1)
+    response = client.put(
+        "/v1/workers/h1/load", json={"load_values": {"np_load_avg": "1.0"}}, headers=h1
+    )
     assert response.status_code == 200, response.text
-    assert client.put("/v1/queues/all.q", json={"load_thresholds": "np_load_avg=2"}, headers=admin_headers).status_code == 200
+    assert (
+        client.put(
+            "/v1/queues/all.q", json={"load_thresholds": "np_load_avg=2"}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     _patch(client, admin_headers, "h1", load_thresholds="np_load_avg=0.5")
     job = _ge_job(client, admin_headers)
     assert client.post("/v1/workers/h1/pull", headers=h1).status_code == 204
@@ -160,9 +182,15 @@ def test_the_scheduler_configuration_is_checked_stored_and_sorts_by_load(
         )
         assert response.status_code == 200, response.text
     put = client.put(
-        "/v1/scheduler", json={"queue_sort_method": "load", "load_formula": "nla"}, headers=admin_headers
+        "/v1/scheduler",
+        json={"queue_sort_method": "load", "load_formula": "nla"},
+        headers=admin_headers,
     )
-    assert put.json() == {"configured": True, "queue_sort_method": "load", "load_formula": "np_load_avg"}
+    assert put.json() == {
+        "configured": True,
+        "queue_sort_method": "load",
+        "load_formula": "np_load_avg",
+    }
     job = _ge_job(client, admin_headers)
     assert client.post("/v1/schedule", headers=admin_headers).json()["dispatched"] == 1
     assert client.get(f"/v1/jobs/{job['id']}", headers=admin_headers).json()["worker"] == "h2"

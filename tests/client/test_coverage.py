@@ -167,6 +167,9 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "PeIn": requests.PeSpec,
     "QuotaSetOut": models.QuotaSet,
     "QueueConfOut": models.QueueConf,
+    "QueueInstanceConfOut": models.QueueInstanceConf,
+    "QueueInstanceConfIn": requests.QueueInstancePatch,
+    "SchedulerConfOut": models.SchedulerConf,
     "QuotaRuleOut": models.QuotaRule,
     "QuotaLimitOut": models.QuotaLimit,
     "QuotaUsageOut": models.QuotaUsage,
@@ -228,6 +231,7 @@ KEYWORD_BODIES = {
     "OutputChunkIn": "WorkerClient.append_output",
     "QuotaSetIn": "AdminClient.create_quota_set",
     "QueueConfIn": "AdminClient.configure_queue",
+    "SchedulerConfIn": "AdminClient.configure_scheduler",
     "Problem": "app.client.errors.error_for_response",
 }
 

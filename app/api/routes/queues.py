@@ -15,8 +15,8 @@ from app.api.schemas.common import NamePath
 from app.api.schemas.queues import (
     QueueConfIn,
     QueueConfOut,
-    QueueInstanceIn,
-    QueueInstanceOut,
+    QueueInstanceConfIn,
+    QueueInstanceConfOut,
     SchedulerConfIn,
     SchedulerConfOut,
 )
@@ -66,10 +66,10 @@ def configure_queue(
     return _out(queue)
 
 
-def _instance_out(session: SessionDep, instance: QueueInstance) -> QueueInstanceOut:
+def _instance_out(session: SessionDep, instance: QueueInstance) -> QueueInstanceConfOut:
     queue = session.get(Queue, instance.queue_id)
     assert queue is not None
-    return QueueInstanceOut(
+    return QueueInstanceConfOut(
         name=f"{queue.name}@{instance.worker.name}",
         slots=instance.slots,
         used_slots=instance.used_slots,
@@ -86,14 +86,14 @@ def _instance_out(session: SessionDep, instance: QueueInstance) -> QueueInstance
 
 @router.get(
     "/queues/{name}/instances/{host}",
-    response_model=QueueInstanceOut,
+    response_model=QueueInstanceConfOut,
     operation_id="get_queue_instance",
     summary="Read a queue instance",
     responses=errors(401, 403, 404, 422, 503),
 )
 def get_queue_instance(
     name: NamePath, host: NamePath, session: SessionDep, _admin: AdminDep
-) -> QueueInstanceOut:
+) -> QueueInstanceConfOut:
     """The instance ``name@host`` (``qstat -f``'s states, ``qconf -sq``'s per-host
     values); 404 when the worker offers no such queue."""
     return _instance_out(session, queue_conf.get_instance(session, name, host))
@@ -101,14 +101,14 @@ def get_queue_instance(
 
 @router.patch(
     "/queues/{name}/instances/{host}",
-    response_model=QueueInstanceOut,
+    response_model=QueueInstanceConfOut,
     operation_id="update_queue_instance",
     summary="Disable, suspend or resume a queue instance, or set its own values",
     responses=errors(401, 403, 404, 503, *BODY_ERRORS),
 )
 def update_queue_instance(
-    name: NamePath, host: NamePath, body: QueueInstanceIn, session: SessionDep, _admin: AdminDep
-) -> QueueInstanceOut:
+    name: NamePath, host: NamePath, body: QueueInstanceConfIn, session: SessionDep, _admin: AdminDep
+) -> QueueInstanceConfOut:
     """Change only the fields given (JSON merge patch): ``{"disabled": true}`` is ``qmod
     -d name@host``, ``{"suspended": true}`` ``qmod -s``; either takes no new job (jobs it
     runs go on), and explain says so in qstat -j's words. ``seq_no`` and

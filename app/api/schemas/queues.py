@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import BodyInt, Text
 
+
 class QueueConfIn(BaseModel):
     """What an admin sets of a cluster queue (``qconf -mattr queue ...``): a field left
     out stays as it is."""
@@ -45,7 +46,7 @@ class QueueConfOut(BaseModel):
     load_thresholds: str = Field(description="its load thresholds, `NONE` for none")
 
 
-class QueueInstanceIn(BaseModel):
+class QueueInstanceConfIn(BaseModel):
     """A change of a queue instance (JSON merge patch, RFC 7396): a field left out stays;
     ``null`` clears a per-host value (the cluster queue's applies again)."""
 
@@ -75,7 +76,7 @@ class QueueInstanceIn(BaseModel):
     )
 
 
-class QueueInstanceOut(BaseModel):
+class QueueInstanceConfOut(BaseModel):
     """A queue instance: its states and its values, own and effective."""
 
     name: str = Field(description="`queue@host`")

@@ -72,7 +72,8 @@ class QueueInstance(Base):
     slots: Mapped[int] = mapped_column(default=1)
     used_slots: Mapped[int] = mapped_column(default=0)
     #: ``qmod -d`` / ``qmod -s`` (qstat states ``d`` and ``s``; independent of each other):
-    #: a disabled or suspended instance takes no new job (docs/notations/gridengine.md#queue-instance-states).
+    #: a disabled or suspended instance takes no new job
+    #: (docs/notations/gridengine.md#queue-instance-states).
     disabled: Mapped[bool] = mapped_column(default=False, server_default=false())
     suspended: Mapped[bool] = mapped_column(default=False, server_default=false())
     #: Per-host values of the cluster queue's attributes (queue_conf(5) ``seq_no

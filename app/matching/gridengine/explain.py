@@ -2,8 +2,9 @@
 ``(-l LIST) cannot run at host "H" because it offers only hl:arch=sol-amd64`` and the like,
 one line per queue instance that cannot take the job, from the reference evaluator on the
 current values and bookings, ``queue instance "all.q@h1" dropped because it is disabled``
-(or suspended, or overloaded) for an instance the scheduler drops before any job, ``cannot run in queue "all.q@h1" because it is not contained
-in its hard queue list (-q)`` for an instance the job's ``-q`` list leaves out, and
+(or suspended, or overloaded) for an instance the scheduler drops before any job,
+``cannot run in queue "all.q@h1" because it is not contained in its hard queue list
+(-q)`` for an instance the job's ``-q`` list leaves out, and
 ``cannot run because it exceeds limit "alice////" in rule
 "max_u_slots/1"`` where a resource quota leaves it nothing."""
 

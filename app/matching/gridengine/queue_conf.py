@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from app.db.models import Queue, QueueInstance, Worker
 from app.matching import announce
 from app.matching.errors import InvalidFieldError, NotFoundError
-from app.matching.misfits import recache_worker_misfits
 from app.matching.gridengine.table import load_table
+from app.matching.misfits import recache_worker_misfits
 from app.notations.errors import NotationError
 from app.notations.gridengine.load_thresholds import parse_load_thresholds
 
@@ -83,7 +83,9 @@ def get_instance(session: Session, queue: str, host: str) -> QueueInstance:
         .where(Queue.name == queue, Worker.name == host)
     )
     if instance is None:
-        raise NotFoundError(f"queue instance {queue}@{host} not found (worker {host!r} offers no {queue!r})")
+        raise NotFoundError(
+            f"queue instance {queue}@{host} not found (worker {host!r} offers no {queue!r})"
+        )
     return instance
 
 
@@ -101,8 +103,8 @@ class InstanceChanges:
 
     disabled: bool | Unset = UNSET
     suspended: bool | Unset = UNSET
-    seq_no: int | None | Unset = UNSET
-    load_thresholds: str | None | Unset = UNSET
+    seq_no: int | Unset | None = UNSET
+    load_thresholds: str | Unset | None = UNSET
 
 
 def change_instance(

@@ -1,5 +1,6 @@
 """The order in which the scheduler tries queue instances: sched_conf(5)
-``queue_sort_method`` and ``load_formula`` (docs/notations/gridengine.md#queue-sort-and-load-formula).
+``queue_sort_method`` and ``load_formula``
+(docs/notations/gridengine.md#queue-sort-and-load-formula).
 
 Grid Engine 6.2u5 computes each host's value of the load formula once per scheduling run
 (``sort_host_list()`` and ``scaled_mixed_load()`` in source/libs/sched/sort_hosts.c), ranks
@@ -29,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import SchedulerConfig

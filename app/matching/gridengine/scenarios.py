@@ -4,7 +4,8 @@ the engine, one fresh database each.
 A case is loaded the way an admin would set the cluster up: the attribute table
 (``complex_mod`` merged into built-in rows, ``complex_add`` new rows) through the attribute
 service, hosts as workers, queue instances in list order (queue sort is ``seq_no``, then
-list order, unless the case gives ``scheduler``), values per level through the values service, current bookings as usage.
+list order, unless the case gives ``scheduler``), values per level through the values
+service, current bookings as usage.
 The jobs are submitted in order and one scheduling run dispatches them, each seeing the
 bookings of the ones before. The outcome has the shape of ``expected``:
 
@@ -221,8 +222,7 @@ def _states(queue: Mapping[str, Any]) -> tuple[str, ...]:
     unknown = [state for state in states if state not in ("disabled", "suspended")]
     if unknown:
         raise ScenarioError(
-            f"queue instance {queue['name']}: state {unknown[0]!r} is not 'disabled' or "
-            "'suspended'"
+            f"queue instance {queue['name']}: state {unknown[0]!r} is not 'disabled' or 'suspended'"
         )
     return states
 

@@ -178,7 +178,7 @@ class _Parser:
             raise self.error("a weighting factor must be a number", "a number")
         weight = self.number()
         if self.peek() == "*":
-                # validate_load_formula(): MSG_MULTIPLEWEIGHTFACT_S.
+            # validate_load_formula(): MSG_MULTIPLEWEIGHTFACT_S.
             raise self.error(
                 "a term has one weighting factor at most", "'+', '-' or the end of the formula"
             )
@@ -210,8 +210,7 @@ class _Parser:
         if definition.type.is_string:
             # validate_load_formula(): MSG_WRONGTYPE_ATTRIBUTE_SS.
             raise self.error(
-                f"attribute {definition.name!r} is of type {definition.type.value}, "
-                "not a number",
+                f"attribute {definition.name!r} is of type {definition.type.value}, not a number",
                 "a numeric attribute",
                 name_start,
             )

@@ -50,9 +50,11 @@ def test_case_matches_its_expected_on_this_database(
 
 def _expected_assignments(case: dict[str, Any]) -> list[dict[str, int] | None]:
     expected = case["expected"]
-    return [job["assignment"] for job in expected["jobs"]] if "jobs" in expected else [
-        expected["assignment"]
-    ]
+    return (
+        [job["assignment"] for job in expected["jobs"]]
+        if "jobs" in expected
+        else [expected["assignment"]]
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: str(case["id"]))
@@ -83,7 +85,7 @@ def test_an_untraced_run_books_what_the_traced_one_expects(
 
 
 def _two_queue_cluster(database: Database, **instance: Any) -> None:
-    case = {
+    case: dict[str, Any] = {
         "id": "pull",
         "cluster": {
             "hosts": [{"name": "h1"}],
@@ -125,7 +127,7 @@ def test_the_pull_skips_a_disabled_instance_for_the_next_by_seq_no(database: Dat
 def test_the_pull_takes_the_instance_with_the_lowest_own_seq_no(database: Database) -> None:
     # a.q's cluster queue has seq_no 0 (its first instance); here its instance on h1 has
     # its own 5, after b.q's 1.
-    case = {
+    case: dict[str, Any] = {
         "id": "pull",
         "cluster": {
             "hosts": [{"name": "h1"}, {"name": "h0"}],
@@ -177,7 +179,9 @@ def test_a_change_of_state_recomputes_the_workers_misfit_rows(database: Database
         ("seqno", [(0.5, 1, 2), (0.5, 2, 1), (0.1, 9, 3)]),
     ],
 )
-def test_the_sort_keys_follow_the_method(method: str, expected: list[tuple[float, int, int]]) -> None:
+def test_the_sort_keys_follow_the_method(
+    method: str, expected: list[tuple[float, int, int]]
+) -> None:
     sort = QueueSort(method, parse_load_formula("np_load_avg", default_table()))
     instances = [(0.5, 2, 1), (0.5, 1, 2), (0.1, 9, 3)]  # (host value, seq_no, id)
     ordered = sorted(instances, key=lambda i: sort.key(i[1], i[0], i[2]))

@@ -39,15 +39,24 @@ def test_the_default_formula_is_np_load_avg() -> None:
 @pytest.mark.parametrize(
     ("text", "stored", "values", "expected"),
     [
-        ("np_load_avg*2+mem_used", "np_load_avg*2+mem_used", {"np_load_avg": 0.5, "mem_used": 3.0}, 4.0),
+        (
+            "np_load_avg*2+mem_used",
+            "np_load_avg*2+mem_used",
+            {"np_load_avg": 0.5, "mem_used": 3.0},
+            4.0,
+        ),
         ("-nla+10", "-np_load_avg+10", {"np_load_avg": 0.5}, 9.5),
         ("load_avg-num_proc*0.5", "load_avg-num_proc*0.5", {"load_avg": 3.0, "num_proc": 4.0}, 1.0),
         ("$load_avg", "load_avg", {"load_avg": 1.5}, 1.5),
         ("2", "2", {}, 2.0),
         ("1.5*2-load_avg", "1.5*2-load_avg", {"load_avg": 1.0}, 2.0),
         # Left to right: a-b-c is (a-b)-c.
-        ("load_avg-load_short-load_medium", "load_avg-load_short-load_medium",
-         {"load_avg": 10.0, "load_short": 3.0, "load_medium": 2.0}, 5.0),
+        (
+            "load_avg-load_short-load_medium",
+            "load_avg-load_short-load_medium",
+            {"load_avg": 10.0, "load_short": 3.0, "load_medium": 2.0},
+            5.0,
+        ),
     ],
 )
 def test_terms_are_weighted_and_summed_left_to_right(
