@@ -1,4 +1,4 @@
-"""queue_instances: disabled, suspended (qmod -d/-s) and per-host seq_no and
+"""queue_instances: states (qmod -d/-s as qstat's letters d, s) and per-host seq_no and
 load_thresholds; scheduler_config: queue_sort_method and load_formula (sched_conf(5))
 
 Revision ID: 0026
@@ -24,11 +24,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     # Plain ADD COLUMNs (a constant default, no constraint): SQLite needs no table copy,
     # and `jobmatch db upgrade --sql` can print them without a database to reflect.
-    for name in ("disabled", "suspended"):
-        op.add_column(
-            "queue_instances",
-            sa.Column(name, sa.Boolean(), server_default=sa.false(), nullable=False),
-        )
+    op.add_column(
+        "queue_instances",
+        sa.Column("states", sa.String(length=2), server_default="", nullable=False),
+    )
     op.add_column("queue_instances", sa.Column("seq_no", sa.Integer(), nullable=True))
     op.add_column("queue_instances", sa.Column("load_thresholds", sa.Text(), nullable=True))
     op.create_table(
@@ -48,5 +47,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("scheduler_config")
     with op.batch_alter_table("queue_instances") as batch:
-        for column in ("load_thresholds", "seq_no", "suspended", "disabled"):
+        for column in ("load_thresholds", "seq_no", "states"):
             batch.drop_column(column)

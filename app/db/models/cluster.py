@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, String, Text, UniqueConstraint, false
+from sqlalchemy import CheckConstraint, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, utcnow
@@ -71,11 +71,11 @@ class QueueInstance(Base):
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"), index=True)
     slots: Mapped[int] = mapped_column(default=1)
     used_slots: Mapped[int] = mapped_column(default=0)
-    #: ``qmod -d`` / ``qmod -s`` (qstat states ``d`` and ``s``; independent of each other):
-    #: a disabled or suspended instance takes no new job
-    #: (docs/notations/gridengine.md#queue-instance-states).
-    disabled: Mapped[bool] = mapped_column(default=False, server_default=false())
-    suspended: Mapped[bool] = mapped_column(default=False, server_default=false())
+    #: ``qmod -d`` / ``qmod -s`` as qstat's state letters: ``d`` disabled, ``s``
+    #: suspended, ``ds`` both, empty for neither (one short column: the pull's state
+    #: statement must stay under psycopg's 4,096 characters). A disabled or suspended
+    #: instance takes no new job (docs/notations/gridengine.md#queue-instance-states).
+    states: Mapped[str] = mapped_column(String(2), default="", server_default="")
     #: Per-host values of the cluster queue's attributes (queue_conf(5) ``seq_no
     #: 0,[h2=1]``): NULL takes the cluster queue's.
     seq_no: Mapped[int | None] = mapped_column(default=None)
@@ -83,6 +83,17 @@ class QueueInstance(Base):
 
     worker: Mapped[Worker] = relationship(back_populates="queue_instances")
     queue: Mapped[Queue] = relationship()
+
+    @property
+    def disabled(self) -> bool:
+        return "d" in self.states
+
+    @property
+    def suspended(self) -> bool:
+        return "s" in self.states
+
+    def set_states(self, *, disabled: bool, suspended: bool) -> None:
+        self.states = ("d" if disabled else "") + ("s" if suspended else "")
 
 
 class SchedulerConfig(Base):

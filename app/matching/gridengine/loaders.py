@@ -15,7 +15,6 @@ from sqlalchemy import (
     Integer,
     Select,
     Text,
-    and_,
     bindparam,
     case,
     cast,
@@ -26,31 +25,25 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy.orm import aliased
 
 from app.db.models import Attribute, AttributeValue, ConsumableUsage, Queue, QueueInstance
 from app.matching.gridengine.table import table_of_rows, table_rows
 from app.notations.gridengine.attribute_table import ComplexTable
 
 
-def _instance_seq_no() -> ColumnElement[int]:
+def _instance_seq_no(
+    qi: type[QueueInstance] = QueueInstance, queue: type[Queue] = Queue
+) -> ColumnElement[int]:
     """The instance's seq_no: its own (a per-host value), else its cluster queue's."""
-    return func.coalesce(QueueInstance.seq_no, Queue.seq_no)
+    return func.coalesce(qi.seq_no, queue.seq_no)
 
 
-def _instance_thresholds() -> ColumnElement[str]:
+def _instance_thresholds(
+    qi: type[QueueInstance] = QueueInstance, queue: type[Queue] = Queue
+) -> ColumnElement[str]:
     """The instance's load_thresholds: its own (a per-host value), else its queue's."""
-    return func.coalesce(QueueInstance.load_thresholds, Queue.load_thresholds)
-
-
-def _instance_states() -> ColumnElement[str]:
-    """The instance's ``qmod`` states as qstat's letters: ``d`` disabled, ``s``
-    suspended, both, or the empty string."""
-    return case(
-        (and_(QueueInstance.disabled, QueueInstance.suspended), literal("ds", Text())),
-        (QueueInstance.disabled, literal("d", Text())),
-        (QueueInstance.suspended, literal("s", Text())),
-        else_=literal("", Text()),
-    )
+    return func.coalesce(qi.load_thresholds, queue.load_thresholds)
 
 
 def _queue_rows() -> Select[int, int, int, int, str, int, str, str]:
@@ -62,7 +55,7 @@ def _queue_rows() -> Select[int, int, int, int, str, int, str, str]:
         Queue.name,
         _instance_seq_no(),
         _instance_thresholds(),
-        _instance_states(),
+        cast(QueueInstance.states, Text()),
     ).join(Queue, Queue.id == QueueInstance.queue_id)
 
 
@@ -177,22 +170,24 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7 (see
     :func:`row_columns`). Built once (building it cost more than a pull's evaluation)."""
     worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
+    # Short aliases: the pull's statement must stay under psycopg's 4,096 characters.
+    qi, queue = aliased(QueueInstance, name="qi"), aliased(Queue, name="q")
     queues = (
         select(
             literal(0).label("part"),
             *_first_row_columns(
-                i1=QueueInstance.id,
-                i2=QueueInstance.worker_id,
-                i3=QueueInstance.slots,
-                i4=QueueInstance.used_slots,
-                i5=_instance_seq_no(),
-                s1=cast(Queue.name, Text()),
-                s2=_instance_thresholds(),
-                s3=_instance_states(),
+                i1=qi.id,
+                i2=qi.worker_id,
+                i3=qi.slots,
+                i4=qi.used_slots,
+                i5=_instance_seq_no(qi, queue),
+                s1=cast(queue.name, Text()),
+                s2=_instance_thresholds(qi, queue),
+                s3=qi.states,
             ),
         )
-        .join(Queue, Queue.id == QueueInstance.queue_id)
-        .where(QueueInstance.worker_id.in_(worker_ids))
+        .join(queue, queue.id == qi.queue_id)
+        .where(qi.worker_id.in_(worker_ids))
     )
     values = _rows_at_objects(
         1,

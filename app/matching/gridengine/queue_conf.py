@@ -31,8 +31,7 @@ def any_queue_conf(session: Session) -> bool:
                 QueueInstance.load_thresholds.is_not(None),
                 QueueInstance.load_thresholds != "NONE",
             ),
-            QueueInstance.disabled,
-            QueueInstance.suspended,
+            QueueInstance.states != "",
         )
     )
     return bool(session.scalar(select(or_(queues, instances))))
@@ -118,13 +117,14 @@ def change_instance(
     thresholds = changes.load_thresholds
     if isinstance(thresholds, str):
         thresholds = _thresholds_text(session, thresholds)
-    states_changed = False
-    if not isinstance(changes.disabled, Unset) and changes.disabled != instance.disabled:
-        instance.disabled = changes.disabled
-        states_changed = True
-    if not isinstance(changes.suspended, Unset) and changes.suspended != instance.suspended:
-        instance.suspended = changes.suspended
-        states_changed = True
+    before = instance.states
+    instance.set_states(
+        disabled=instance.disabled if isinstance(changes.disabled, Unset) else changes.disabled,
+        suspended=(
+            instance.suspended if isinstance(changes.suspended, Unset) else changes.suspended
+        ),
+    )
+    states_changed = instance.states != before
     if not isinstance(changes.seq_no, Unset):
         instance.seq_no = changes.seq_no
     if not isinstance(thresholds, Unset):

@@ -284,7 +284,7 @@ def fitting_queue_hosts(kind: str, *, available: bool = False) -> Select[int, in
     )
     narrow = [c.id == _scope_id()] if kind == "category" else [qi.worker_id == _scope_id()]
     if available:
-        narrow += [not_(qi.disabled), not_(qi.suspended)]
+        narrow.append(qi.states == "")
     return select(c.id, qi.worker_id).where(
         qi.slots >= c.slots,
         *narrow,
