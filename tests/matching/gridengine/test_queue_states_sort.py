@@ -27,8 +27,10 @@ from app.matching.gridengine.queue_conf import InstanceChanges, change_instance
 from app.matching.gridengine.queue_sort import QueueSort
 from app.matching.gridengine.run import schedule
 from app.matching.misfits import fitting_workers
+from app.matching.requests import JobSpec
 from app.matching.scenarios.compare import differences
 from app.matching.scenarios.run import read_scenarios
+from app.matching.submission import submit_job
 from app.notations.gridengine.attribute_table import default_table
 from app.notations.gridengine.load_formula import parse_load_formula
 
@@ -219,3 +221,51 @@ def test_the_referee_cases_are_the_scenarios_without_expected() -> None:
         assert '"used"' not in text and '"used_nonexclusive"' not in text, case["id"]
         jobs = case["jobs"] if "jobs" in case else [case["job"]]
         assert {job["user"] for job in jobs} <= {"alice", "bob", "carol", "dave"}, case["id"]
+
+
+def _plain_pull(database: Database, queues: list[dict[str, Any]], slots: int = 1) -> str | None:
+    """A worker without Grid Engine values and a job without Grid Engine requests: the
+    plain pull (app/matching/dispatch/pull_plain.py) books the first room in queue order."""
+    case: dict[str, Any] = {"id": "plain", "cluster": {"hosts": [{"name": "h1"}], "queues": queues}}
+    with database.transaction() as session:
+        scenarios._setup_cluster(session, case["cluster"])
+        submit_job(session, JobSpec(slots=slots), submitter="alice")
+    return _pulled_queue(database)
+
+
+def test_the_plain_pull_books_no_disabled_or_suspended_instance(database: Database) -> None:
+    queues = [
+        {"name": "a.q@h1", "host": "h1", "slots": 4, "seq_no": 0, "state": "disabled"},
+        {"name": "b.q@h1", "host": "h1", "slots": 4, "seq_no": 1, "state": "suspended"},
+        {"name": "c.q@h1", "host": "h1", "slots": 1, "seq_no": 2},
+    ]
+    assert _plain_pull(database, queues) == "c.q@h1"
+
+
+def test_the_plain_pull_follows_an_instances_own_seq_no(database: Database) -> None:
+    queues = [
+        {"name": "a.q@h1", "host": "h1", "slots": 1, "seq_no": 0},
+        {"name": "b.q@h1", "host": "h1", "slots": 1, "seq_no": 1},
+        # a.q's cluster queue keeps seq_no 0; this instance of it has its own 3.
+        {"name": "a.q@h2", "host": "h2", "slots": 1, "seq_no": 0},
+    ]
+    with database.transaction() as session:
+        scenarios._setup_cluster(
+            session, {"hosts": [{"name": "h1"}, {"name": "h2"}], "queues": queues}
+        )
+        change_instance(session, "a.q", "h1", InstanceChanges(seq_no=3))
+        submit_job(session, JobSpec(slots=1), submitter="alice")
+    assert _pulled_queue(database) == "b.q@h1"
+
+
+def test_a_plain_job_larger_than_every_available_instance_is_a_misfit(
+    database: Database,
+) -> None:
+    queues = [
+        {"name": "a.q@h1", "host": "h1", "slots": 4, "state": "disabled"},
+        {"name": "b.q@h1", "host": "h1", "slots": 1},
+    ]
+    assert _plain_pull(database, queues, slots=2) is None
+    with database.transaction() as session:
+        reason = session.scalar(select(CategoryMisfit.reason))
+        assert reason == "sge-queue-unavailable"
