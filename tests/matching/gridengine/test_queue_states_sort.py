@@ -202,7 +202,8 @@ REFEREE_CASES = (
 def test_the_referee_cases_are_the_scenarios_without_expected() -> None:
     """The real Grid Engine gives the truth of these later: the same cases without
     ``expected``, on logical hosts h1 and h2, users alice to dave, no ``used`` key, and
-    load values only of attributes the case defines (a load sensor reports them)."""
+    load values only of attributes the case defines (a load sensor reports them); a
+    ``state`` is one word of the shared vocabulary (QS04's list of both stays here)."""
     referee = read_scenarios(REFEREE_CASES)
     assert len(referee) >= 12
     ours = {case["id"]: case for case in CASES}
@@ -217,6 +218,8 @@ def test_the_referee_cases_are_the_scenarios_without_expected() -> None:
         defined = {row["name"] for row in case.get("complex_add", [])}
         for host in cluster.get("hosts", []):
             assert set(host.get("load_values", {})) <= defined, case["id"]
+        for queue in cluster["queues"]:
+            assert queue.get("state", "disabled") in ("disabled", "suspended"), case["id"]
         text = json.dumps(case)
         assert '"used"' not in text and '"used_nonexclusive"' not in text, case["id"]
         jobs = case["jobs"] if "jobs" in case else [case["job"]]
