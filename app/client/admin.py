@@ -19,10 +19,12 @@ from app.client.models import (
     Project,
     ProjectPage,
     QueueConf,
+    QueueInstanceConf,
     QuotaSet,
     QuotaSetPage,
     RegisteredWorker,
     Role,
+    SchedulerConf,
     ScheduleRun,
     Task,
     Token,
@@ -37,6 +39,7 @@ from app.client.parsing import without_none
 from app.client.requests import (
     AttributeSpec,
     PeSpec,
+    QueueInstancePatch,
     TaskSpec,
     ValuesSpec,
     WhatIfSpec,
@@ -290,15 +293,53 @@ class AdminClient(SubmitterClient):
         return self._call(QueueConf, ops.GET_QUEUE, path={"name": name})
 
     @covers(ops.CONFIGURE_QUEUE)
-    def configure_queue(self, name: str, load_thresholds: str) -> QueueConf:
+    def configure_queue(
+        self, name: str, load_thresholds: str | None = None, *, seq_no: int | None = None
+    ) -> QueueConf:
         """Set the queue's ``load_thresholds`` (``NONE`` for none), e.g.
-        ``np_load_avg=1.75``: an instance whose host exceeds one takes no new job."""
+        ``np_load_avg=1.75``: an instance whose host exceeds one takes no new job; and its
+        ``seq_no``. A value left at None stays."""
+        body = without_none({"load_thresholds": load_thresholds, "seq_no": seq_no})
+        return self._call(QueueConf, ops.CONFIGURE_QUEUE, path={"name": name}, body=body)
+
+    @covers(ops.GET_QUEUE_INSTANCE)
+    def get_queue_instance(self, name: str, host: str) -> QueueInstanceConf:
         return self._call(
-            QueueConf,
-            ops.CONFIGURE_QUEUE,
-            path={"name": name},
-            body={"load_thresholds": load_thresholds},
+            QueueInstanceConf, ops.GET_QUEUE_INSTANCE, path={"name": name, "host": host}
         )
+
+    @covers(ops.UPDATE_QUEUE_INSTANCE)
+    def update_queue_instance(
+        self, name: str, host: str, patch: QueueInstancePatch
+    ) -> QueueInstanceConf:
+        """Disable or suspend the instance ``name@host`` (``qmod -d``/``-s``; False
+        resumes it) or set its own seq_no and load_thresholds."""
+        return self._call(
+            QueueInstanceConf,
+            ops.UPDATE_QUEUE_INSTANCE,
+            path={"name": name, "host": host},
+            body=patch,
+        )
+
+    # -- scheduler configuration -----------------------------------------------------------
+
+    @covers(ops.GET_SCHEDULER)
+    def get_scheduler(self) -> SchedulerConf:
+        return self._call(SchedulerConf, ops.GET_SCHEDULER)
+
+    @covers(ops.CONFIGURE_SCHEDULER)
+    def configure_scheduler(
+        self, queue_sort_method: str, load_formula: str = "np_load_avg"
+    ) -> SchedulerConf:
+        """Set sched_conf(5)'s ``queue_sort_method`` (``load`` or ``seqno``) and
+        ``load_formula``."""
+        body = {"queue_sort_method": queue_sort_method, "load_formula": load_formula}
+        return self._call(SchedulerConf, ops.CONFIGURE_SCHEDULER, body=body)
+
+    @covers(ops.RESET_SCHEDULER)
+    def reset_scheduler(self) -> SchedulerConf:
+        """Remove the configuration: queue instances sort by seq_no, then creation."""
+        return self._call(SchedulerConf, ops.RESET_SCHEDULER)
 
     # -- what-if ---------------------------------------------------------------------------
 

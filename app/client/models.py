@@ -380,6 +380,32 @@ class QueueConf:
     load_thresholds: str
 
 
+@dataclass(frozen=True)
+class QueueInstanceConf:
+    """A queue instance's states (``qmod -d``, ``-s``) and values: its own (None: the
+    cluster queue's) and those it is sorted and checked by."""
+
+    name: str
+    slots: int
+    used_slots: int
+    disabled: bool
+    suspended: bool
+    own_seq_no: int | None
+    seq_no: int
+    own_load_thresholds: str | None
+    load_thresholds: str
+
+
+@dataclass(frozen=True)
+class SchedulerConf:
+    """The scheduler configuration (sched_conf(5) queue_sort_method, load_formula);
+    ``configured`` False when none is stored (seq_no order)."""
+
+    configured: bool
+    queue_sort_method: str | None
+    load_formula: str | None
+
+
 class QuotaSetPage(Page[QuotaSet]):
     """A page of resource quota sets."""
 

@@ -140,6 +140,11 @@ GET_PROJECT = Operation("GET", "/v1/projects/{name}")
 DELETE_PROJECT = Operation("DELETE", "/v1/projects/{name}")
 GET_QUEUE = Operation("GET", "/v1/queues/{name}")
 CONFIGURE_QUEUE = Operation("PUT", "/v1/queues/{name}")
+GET_QUEUE_INSTANCE = Operation("GET", "/v1/queues/{name}/instances/{host}")
+UPDATE_QUEUE_INSTANCE = Operation("PATCH", "/v1/queues/{name}/instances/{host}")
+GET_SCHEDULER = Operation("GET", "/v1/scheduler")
+CONFIGURE_SCHEDULER = Operation("PUT", "/v1/scheduler")
+RESET_SCHEDULER = Operation("DELETE", "/v1/scheduler")
 #: A what-if stores nothing (its changes are rolled back), so it is safe to send again.
 WHAT_IF = Operation("POST", "/v1/whatif", pure=True)
 

@@ -18,6 +18,7 @@ __all__ = [
     "AttributeSpec",
     "JobSpec",
     "PeSpec",
+    "QueueInstancePatch",
     "TaskSpec",
     "ValuesSpec",
     "WhatIfSpec",
@@ -86,6 +87,19 @@ class WorkerPatch:
     queues: list[QueueSpec] | None = None
     properties: list[str] | None = None
     inventory: str | list[Any] | Null | None = None
+
+
+@dataclass(frozen=True)
+class QueueInstancePatch:
+    """A change of a queue instance (PATCH /v1/queues/{name}/instances/{host}): fields left
+    at None stay; :data:`NULL` gives ``seq_no`` or ``load_thresholds`` the cluster queue's
+    again. ``QueueInstancePatch(disabled=True)`` is ``qmod -d``, ``suspended=True`` is
+    ``qmod -s``."""
+
+    disabled: bool | None = None
+    suspended: bool | None = None
+    seq_no: int | Null | None = None
+    load_thresholds: str | Null | None = None
 
 
 @dataclass(frozen=True)

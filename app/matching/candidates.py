@@ -86,8 +86,10 @@ def _candidates(
     session: Session, category_id: int, resources: str, job_task: Task | None = None
 ) -> list[Candidate]:
     free = worker_free_slots(func.sum)
+    # A queue instance's own seq_no (a per-host value), else its cluster queue's.
     first_queue = (
-        select(func.min(Queue.seq_no))
+        select(func.min(func.coalesce(QueueInstance.seq_no, Queue.seq_no)))
+        .select_from(Queue)
         .join(QueueInstance, QueueInstance.queue_id == Queue.id)
         .where(QueueInstance.worker_id == Worker.id)
         .scalar_subquery()

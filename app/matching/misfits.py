@@ -23,6 +23,8 @@ too-few-slots      (slots)                      no queue instance has enough slo
 sge-global         (SGE hard requests)          the global host rejects the job
 sge-host           (SGE hard requests)          the execution host rejects the job
 sge-queue          (SGE hard requests)          no queue instance of the worker fits
+sge-queue-         (qmod -d, -s)                every queue instance of the worker
+unavailable                                     that fits is disabled or suspended
 needs-several-     (issue 35)                   the worker has no inventory and the
 nodes                                           job needs several nodes (a worker
                                                 without one takes part in no

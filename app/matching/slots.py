@@ -55,9 +55,10 @@ MISFITS = MisfitClauses(REASONS, _misfit_clauses)
 
 
 def book_room_statement(slots: Any, worker_id: Any = None) -> Update:
-    """Add ``slots`` to the worker's first queue instance, in queue order, with room for
-    them (``worker_id``, the parameter ``p_worker_id`` unless given); conditional, so it
-    books nothing when none has room.
+    """Add ``slots`` to the worker's first queue instance, in queue order (its own seq_no,
+    else its queue's, then creation), that is neither disabled nor suspended and has room
+    for them (``worker_id``, the parameter ``p_worker_id`` unless given); conditional, so
+    it books nothing when none has room (app/matching/gridengine/queue_states.py).
 
     Shared by the pull's statements (app/matching/dispatch/pull_claim.py) and the
     scheduler's one-statement start (app/matching/allocation/book_pg.py), which embeds
@@ -70,8 +71,9 @@ def book_room_statement(slots: Any, worker_id: Any = None) -> Update:
         .where(
             candidate.c.worker_id == (bindparam("p_worker_id") if worker_id is None else worker_id),
             candidate.c.used_slots + slots <= candidate.c.slots,
+            candidate.c.states == literal_column("''"),
         )
-        .order_by(QUEUES.c.seq_no, candidate.c.id)
+        .order_by(func.coalesce(candidate.c.seq_no, QUEUES.c.seq_no), candidate.c.id)
         .limit(literal_column("1"))
         .scalar_subquery()
     )

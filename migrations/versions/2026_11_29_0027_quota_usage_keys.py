@@ -1,7 +1,7 @@
 """quota_usage.key: a "/" after the last field too, as Grid Engine writes it
 
 Revision ID: 0027
-Revises: 0024
+Revises: 0026
 Create Date: 2026-11-29
 
 Grid Engine's ``rqs_get_rue_string()`` (6.2u5 and 8.1.9, source/libs/sgeobj/
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0027"
-down_revision: str | None = "0025"
+down_revision: str | None = "0026"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -173,6 +173,9 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "ProjectOut": models.Project,
     "Page_ProjectOut_": models.ProjectPage,
     "QueueConfOut": models.QueueConf,
+    "QueueInstanceConfOut": models.QueueInstanceConf,
+    "QueueInstanceConfIn": requests.QueueInstancePatch,
+    "SchedulerConfOut": models.SchedulerConf,
     "QuotaRuleOut": models.QuotaRule,
     "QuotaLimitOut": models.QuotaLimit,
     "QuotaUsageOut": models.QuotaUsage,
@@ -238,6 +241,7 @@ KEYWORD_BODIES = {
     "AccessListIn": "AdminClient.create_access_list",
     "ProjectIn": "AdminClient.create_project",
     "QueueConfIn": "AdminClient.configure_queue",
+    "SchedulerConfIn": "AdminClient.configure_scheduler",
     "Problem": "app.client.errors.error_for_response",
 }
 

@@ -25,6 +25,7 @@ DOCUMENTED_ORDER = [
     "sge-global",
     "sge-host",
     "sge-queue",
+    "sge-queue-unavailable",
     "needs-several-nodes",
     "inventory-too-small",
 ]

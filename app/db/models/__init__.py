@@ -8,7 +8,7 @@ from app.db.models.allocation import (
     InventoryVertex,
     WorkerInventory,
 )
-from app.db.models.cluster import Queue, QueueInstance, Worker
+from app.db.models.cluster import Queue, QueueInstance, SchedulerConfig, Worker
 from app.db.models.debusine import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.enums import UNAVAILABLE_WORKER_STATES, JobState, TagMode, WorkerState
 from app.db.models.flux import (
@@ -86,6 +86,7 @@ __all__ = [
     "QuotaUsage",
     "ResourceVertex",
     "Role",
+    "SchedulerConfig",
     "TagMode",
     "Task",
     "Worker",

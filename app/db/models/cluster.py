@@ -71,6 +71,42 @@ class QueueInstance(Base):
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"), index=True)
     slots: Mapped[int] = mapped_column(default=1)
     used_slots: Mapped[int] = mapped_column(default=0)
+    #: ``qmod -d`` / ``qmod -s`` as qstat's state letters: ``d`` disabled, ``s``
+    #: suspended, ``ds`` both, empty for neither (one short column: the pull's state
+    #: statement must stay under psycopg's 4,096 characters). A disabled or suspended
+    #: instance takes no new job (docs/notations/gridengine.md#queue-instance-states).
+    states: Mapped[str] = mapped_column(String(2), default="", server_default="")
+    #: Per-host values of the cluster queue's attributes (queue_conf(5) ``seq_no
+    #: 0,[h2=1]``): NULL takes the cluster queue's.
+    seq_no: Mapped[int | None] = mapped_column(default=None)
+    load_thresholds: Mapped[str | None] = mapped_column(Text, default=None)
 
     worker: Mapped[Worker] = relationship(back_populates="queue_instances")
     queue: Mapped[Queue] = relationship()
+
+    @property
+    def disabled(self) -> bool:
+        return "d" in self.states
+
+    @property
+    def suspended(self) -> bool:
+        return "s" in self.states
+
+    def set_states(self, *, disabled: bool, suspended: bool) -> None:
+        self.states = ("d" if disabled else "") + ("s" if suspended else "")
+
+
+class SchedulerConfig(Base):
+    """The scheduler configuration jobmatch models (sched_conf(5) ``queue_sort_method`` and
+    ``load_formula``): one row at most (``id`` 1); without it queue instances sort by
+    seq_no, then creation (docs/notations/gridengine.md#queue-sort-and-load-formula)."""
+
+    __tablename__ = "scheduler_config"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="single_row"),
+        CheckConstraint("queue_sort_method IN ('load', 'seqno')", name="sort_method_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    queue_sort_method: Mapped[str] = mapped_column(String(8))
+    load_formula: Mapped[str] = mapped_column(Text)

@@ -20,7 +20,7 @@ from enum import Enum, auto
 from functools import lru_cache
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -76,7 +76,7 @@ def free_slots(session: Session, worker_id: int) -> list[FreeSlots]:
         select(QueueInstance.id, Queue.name, QueueInstance.slots - QueueInstance.used_slots)
         .join(Queue, Queue.id == QueueInstance.queue_id)
         .where(QueueInstance.worker_id == worker_id)
-        .order_by(Queue.seq_no, QueueInstance.id)
+        .order_by(func.coalesce(QueueInstance.seq_no, Queue.seq_no), QueueInstance.id)
     ).all()
     return [FreeSlots(qi, queue, free) for qi, queue, free in rows]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, bindparam, func, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.models import AttributeValue, JobState, QueueInstance, WorkerInventory, WorkerState
@@ -64,10 +64,11 @@ _PULLER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).s
 
 
 def _max_free(worker_id: ColumnElement[int]) -> ColumnElement[int]:
-    """The most free slots of one of the worker's queue instances."""
+    """The most free slots of one of the worker's queue instances that takes jobs
+    (neither disabled nor suspended: app/matching/gridengine/queue_states.py)."""
     return (
         select(func.max(QueueInstance.slots - QueueInstance.used_slots))
-        .where(QueueInstance.worker_id == worker_id)
+        .where(QueueInstance.worker_id == worker_id, QueueInstance.states == literal_column("''"))
         .scalar_subquery()
     )
 

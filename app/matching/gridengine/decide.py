@@ -34,7 +34,6 @@ from app.matching.gridengine.bookings import (
     write_bookings,
 )
 from app.matching.gridengine.groups import ensure_groups
-from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import choose_master, master_first, slave_only
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.queue_lists import (
@@ -44,6 +43,7 @@ from app.matching.gridengine.queue_lists import (
     not_master_queue,
     with_soft_queue_violations,
 )
+from app.matching.gridengine.queue_states import dropped
 from app.matching.gridengine.quotas import (
     JobQuotas,
     QuotaAmount,
@@ -121,15 +121,17 @@ def _instance_fits(
     pe_rule: str | None,
     first_only: bool,
 ) -> list[tuple[QueueSlot, QueueFit]]:
-    """Each instance's verdict in queue order, cheap refusals first (a load alarm, the
+    """Each instance's verdict in queue order, cheap refusals first (a suspended or
+    disabled instance or one in load alarm, the
     job's queue lists, and with ``first_only`` a full instance or an exhausted quota);
     with ``first_only`` a sequential job without soft requests stops at the first fit."""
     fits: list[tuple[QueueSlot, QueueFit]] = []
     for slot in order:
-        alarm = load_alarm(state, slot)
-        if alarm is not None:
-            # Dropped before any job is matched, as 6.2u5's scheduler drops it.
-            fits.append((slot, alarm))
+        unavailable = dropped(state, slot)
+        if unavailable is not None:
+            # Suspended, in load alarm or disabled: dropped before any job is matched, as
+            # 6.2u5's scheduler drops it (app/matching/gridengine/queue_states.py).
+            fits.append((slot, unavailable))
             continue
         queue, host = instance_parts(slot.name)
         if not queues.allows(queue, host):

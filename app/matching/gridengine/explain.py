@@ -1,8 +1,10 @@
 """Explanations of Grid Engine jobs in the words of ``qstat -j`` (docs/notations/gridengine.md):
 ``(-l LIST) cannot run at host "H" because it offers only hl:arch=sol-amd64`` and the like,
 one line per queue instance that cannot take the job, from the reference evaluator on the
-current values and bookings, ``cannot run in queue "all.q@h1" because it is not contained
-in its hard queue list (-q)`` for an instance the job's ``-q`` list leaves out, and
+current values and bookings, ``queue instance "all.q@h1" dropped because it is disabled``
+(or suspended, or overloaded) for an instance the scheduler drops before any job,
+``cannot run in queue "all.q@h1" because it is not contained in its hard queue list
+(-q)`` for an instance the job's ``-q`` list leaves out, and
 ``cannot run because it exceeds limit "alice/////" in rule
 "max_u_slots/1"`` where a resource quota leaves it nothing."""
 
@@ -13,15 +15,15 @@ from sqlalchemy.orm import Session
 from app.db.models import Category, Job, JobState
 from app.matching.gridengine.decide import category_lists, has_complex_values
 from app.matching.gridengine.groups import load_groups
-from app.matching.gridengine.load_alarm import load_alarm
 from app.matching.gridengine.master import refused_for_job_consumable, slave_fit
-from app.matching.gridengine.queue_conf import any_load_thresholds
+from app.matching.gridengine.queue_conf import any_queue_conf
 from app.matching.gridengine.queue_lists import (
     category_queue_lists,
     instance_parts,
     not_in_hard_list,
     not_master_queue,
 )
+from app.matching.gridengine.queue_states import dropped
 from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import load_state
 from app.matching.gridengine.table import load_table
@@ -39,7 +41,7 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
     plain = (
         category.hard == "NONE" and category.soft == "NONE" and category.pe is None and not queues
     )
-    if plain and not has_complex_values(session, 0) and not any_load_thresholds(session):
+    if plain and not has_complex_values(session, 0) and not any_queue_conf(session):
         return []
     table = load_table(session)
     state = load_state(session, table)
@@ -54,9 +56,9 @@ def scheduling_info(session: Session, job: Job) -> list[str]:
     )
     lines: list[str] = []
     for slot in state.queue_order():
-        alarm = load_alarm(state, slot)
-        if alarm is not None:
-            _add(lines, alarm.message)
+        unavailable = dropped(state, slot)
+        if unavailable is not None:
+            _add(lines, unavailable.message)
             continue
         queue, host = instance_parts(slot.name)
         if not queues.allows(queue, host):

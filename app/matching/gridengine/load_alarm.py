@@ -23,13 +23,13 @@ complex attribute": a worker that reports no load would never run a job under th
 
 from __future__ import annotations
 
+from app.matching.gridengine.queue_sort import load_number, reported_load
 from app.matching.gridengine.state import ClusterState, ObjectState, QueueSlot
 from app.notations.errors import NotationError
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import ComplexDefinition
 from app.notations.gridengine.evaluator import FitCode, Level, QueueFit
 from app.notations.gridengine.load_thresholds import LoadThresholds, parse_load_thresholds
-from app.notations.gridengine.values import parse_value
 
 __all__ = ["load_alarm"]
 
@@ -53,14 +53,6 @@ def _thresholds(table: ComplexTable, text: str) -> LoadThresholds | str:
     return known[1]
 
 
-def _number(definition: ComplexDefinition, text: str) -> float | None:
-    try:
-        value = parse_value(definition, text, role="load")
-    except NotationError:
-        return None
-    return value if isinstance(value, float) else None
-
-
 def _load(
     table: ComplexTable,
     host: ObjectState,
@@ -70,50 +62,22 @@ def _load(
 ) -> tuple[float, str] | None:
     """The value the threshold is compared with, and how it was found, in the order of
     Grid Engine 6.2u5 and 8.1.9 sge_load_alarm() (source/libs/sched/sge_select_queue.c):
-    the host's load value, where an ``np_`` value the host did not report is computed
-    from its plain one and ``num_proc`` (the execution daemon puts it in the host's own
-    report, sge_build_load_report(), so it shadows a global one); else the global host's;
-    else the queue instance's configured ``complex_values`` ("no load value")."""
-    for found in (_reported(host, definition), _per_processor(table, host, definition)):
-        if found is not None:
-            return found
-    found = _reported(global_host, definition)
+    the host's load value (an ``np_`` value computed from the host's own report shadows a
+    global one); else the global host's; else the queue instance's configured
+    ``complex_values`` ("no load value")."""
+    found = reported_load(table, (host.load_values, global_host.load_values), definition)
     if found is not None:
         return found
     text = queue.complex_values.get(definition.name)
     if text is None:
         return None
-    value = _number(definition, text)
+    value = load_number(definition, text)
     return None if value is None else (value, "no load value")
 
 
-def _reported(obj: ObjectState, definition: ComplexDefinition) -> tuple[float, str] | None:
-    text = obj.load_values.get(definition.name)
-    if text is None:
-        return None
-    value = _number(definition, text)
-    return None if value is None else (value, "no load adjustment")
-
-
-def _per_processor(
-    table: ComplexTable, host: ObjectState, definition: ComplexDefinition
-) -> tuple[float, str] | None:
-    """A host's ``np_`` value computed as its execution daemon reports it: the plain
-    load divided by ``num_proc`` (load_avg.c)."""
-    base = table.lookup(definition.name[3:]) if definition.name.startswith("np_") else None
-    if base is None:
-        return None
-    plain, processors = host.load_values.get(base.name), host.load_values.get("num_proc")
-    if plain is None or processors is None:
-        return None
-    load, count = _number(base, plain), _number(table["num_proc"], processors)
-    if load is None or count is None or count < 1:
-        return None
-    return load / count, f"= {base.name} {load:f} / {int(count)} processors"
-
-
 def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
-    """The instance's refusal when its queue's thresholds put it in alarm, else None."""
+    """The instance's refusal when its thresholds (its own, else its cluster queue's) put
+    it in alarm, else None."""
     if slot.thresholds == "NONE":
         return None
     thresholds = _thresholds(state.table, slot.thresholds)

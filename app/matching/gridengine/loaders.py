@@ -25,21 +25,37 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy.orm import aliased
 
 from app.db.models import Attribute, AttributeValue, ConsumableUsage, Queue, QueueInstance
 from app.matching.gridengine.table import table_of_rows, table_rows
 from app.notations.gridengine.attribute_table import ComplexTable
 
 
-def _queue_rows() -> Select[int, int, int, int, str, int, str]:
+def _instance_seq_no(
+    qi: type[QueueInstance] = QueueInstance, queue: type[Queue] = Queue
+) -> ColumnElement[int]:
+    """The instance's seq_no: its own (a per-host value), else its cluster queue's."""
+    return func.coalesce(qi.seq_no, queue.seq_no)
+
+
+def _instance_thresholds(
+    qi: type[QueueInstance] = QueueInstance, queue: type[Queue] = Queue
+) -> ColumnElement[str]:
+    """The instance's load_thresholds: its own (a per-host value), else its queue's."""
+    return func.coalesce(qi.load_thresholds, queue.load_thresholds)
+
+
+def _queue_rows() -> Select[int, int, int, int, str, int, str, str]:
     return select(
         QueueInstance.id,
         QueueInstance.worker_id,
         QueueInstance.slots,
         QueueInstance.used_slots,
         Queue.name,
-        Queue.seq_no,
-        Queue.load_thresholds,
+        _instance_seq_no(),
+        _instance_thresholds(),
+        cast(QueueInstance.states, Text()),
     ).join(Queue, Queue.id == QueueInstance.queue_id)
 
 
@@ -154,21 +170,24 @@ def worker_row_parts(*, with_table: bool) -> tuple[Select[Any], ...]:
     with typed NULLs in the unused columns: part, i1..i5, f1, f2, s1..s7 (see
     :func:`row_columns`). Built once (building it cost more than a pull's evaluation)."""
     worker_ids: BindParameter[int] = bindparam("sge_worker_ids", expanding=True)
+    # Short aliases: the pull's statement must stay under psycopg's 4,096 characters.
+    qi, queue = aliased(QueueInstance, name="qi"), aliased(Queue, name="q")
     queues = (
         select(
             literal(0).label("part"),
             *_first_row_columns(
-                i1=QueueInstance.id,
-                i2=QueueInstance.worker_id,
-                i3=QueueInstance.slots,
-                i4=QueueInstance.used_slots,
-                i5=Queue.seq_no,
-                s1=cast(Queue.name, Text()),
-                s2=Queue.load_thresholds,
+                i1=qi.id,
+                i2=qi.worker_id,
+                i3=qi.slots,
+                i4=qi.used_slots,
+                i5=_instance_seq_no(qi, queue),
+                s1=cast(queue.name, Text()),
+                s2=_instance_thresholds(qi, queue),
+                s3=qi.states,
             ),
         )
-        .join(Queue, Queue.id == QueueInstance.queue_id)
-        .where(QueueInstance.worker_id.in_(worker_ids))
+        .join(queue, queue.id == qi.queue_id)
+        .where(qi.worker_id.in_(worker_ids))
     )
     values = _rows_at_objects(
         1,

@@ -4,7 +4,8 @@ the engine, one fresh database each.
 A case is loaded the way an admin would set the cluster up: the attribute table
 (``complex_mod`` merged into built-in rows, ``complex_add`` new rows) through the attribute
 service, hosts as workers, queue instances in list order (queue sort is ``seq_no``, then
-list order), values per level through the values service, current bookings as usage.
+list order, unless the case gives ``scheduler``), values per level through the values
+service, current bookings as usage.
 The jobs are submitted in order and one scheduling run dispatches them, each seeing the
 bookings of the ones before. The outcome has the shape of ``expected``:
 
@@ -30,7 +31,19 @@ bookings of the ones before. The outcome has the shape of ``expected``:
   ``-masterq`` names ``"master": false`` with ``master_refusal`` code
   ``not_in_master_queue_list``; soft ``-q`` items add to ``soft_violations``;
 * a queue instance's ``load_thresholds`` (queue_conf(5), text as ``qconf -sq`` shows it)
-  sets its cluster queue's; an instance in alarm has the ``code`` ``overloaded``;
+  and ``seq_no``: the first instance of a cluster queue that gives one sets the cluster
+  queue's value; an instance that gives a different value has a per-host value
+  (``seq_no 0,[h2=1]``), one that gives none takes the cluster queue's. An instance in
+  alarm has the ``code`` ``overloaded``;
+* a queue instance's ``state``: ``"disabled"`` (``qmod -d``), ``"suspended"``
+  (``qmod -s``) or a list of both: the scheduler drops it before any job, with the
+  ``code`` ``disabled`` or ``suspended`` (``suspended`` first, then ``overloaded``, then
+  ``disabled``, as Grid Engine 6.2u5 drops them);
+* the case's top-level ``scheduler``: ``{"queue_sort_method": "load"|"seqno",
+  "load_formula": "np_load_avg"}`` (sched_conf(5); left out: ``load`` and
+  ``np_load_avg``, Grid Engine's defaults). With ``load`` queue instances sort by their
+  host's load formula value, then seq_no; with ``seqno`` by seq_no, then the value; then
+  list order. Without the key they sort by seq_no, then list order, and read no load;
 * ``cluster.host_groups`` (``{"@linux": ["h1", "@sub"]}``, hostgroup(5), ``qconf
   -Ahgrp``: members are hosts and other groups, a cycle is an error) are named in queue
   lists (``all.q@@linux``, ``*@@lin*``) and in the ``hosts`` filter of quota rules
@@ -78,7 +91,13 @@ from app.matching.gridengine.groups import (
     replace_host_group,
 )
 from app.matching.gridengine.parallel import upsert_pe
-from app.matching.gridengine.queue_conf import set_load_thresholds
+from app.matching.gridengine.queue_conf import (
+    UNSET,
+    InstanceChanges,
+    change_instance,
+    set_load_thresholds,
+)
+from app.matching.gridengine.queue_sort import set_scheduler_config
 from app.matching.gridengine.quota_sets import create_quota_set, list_quota_sets, usage_lines
 from app.matching.gridengine.run import schedule
 from app.matching.gridengine.values import Target
@@ -88,6 +107,7 @@ from app.matching.submission import submit_job
 from app.matching.workers import WorkerSpec, upsert_worker
 from app.notations.errors import NotationError
 from app.notations.gridengine.definitions import Relop
+from app.notations.gridengine.load_formula import DEFAULT_LOAD_FORMULA
 from app.wire.queues import QueueSpec
 
 MODEL = "sge62u5-reference-v1"
@@ -143,17 +163,21 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
     for queue in queues:
         if queue["host"] not in hosts:
             hosts.append(queue["host"])
+    # A cluster queue's seq_no and load_thresholds are those of its first instance that
+    # gives them; an instance that gives another value has a per-host value (queue_conf(5)
+    # ``seq_no 0,[h2=1]``), one that gives none takes the cluster queue's.
     seq: dict[str, int] = {}
+    thresholds: dict[str, str] = {}
     for queue in queues:
         cq = queue["name"].partition("@")[0]
         seq.setdefault(cq, int(queue.get("seq_no", 0)))
+        if "load_thresholds" in queue:
+            thresholds.setdefault(cq, queue["load_thresholds"])
     for cq, seq_no in seq.items():
         session.add(Queue(name=cq, seq_no=seq_no))
     session.flush()
-    for queue in queues:
-        if "load_thresholds" in queue:
-            # A cluster queue's attribute: the last instance that gives it sets it.
-            set_load_thresholds(session, queue["name"].partition("@")[0], queue["load_thresholds"])
+    for cq, text in thresholds.items():
+        set_load_thresholds(session, cq, text)
     specs: dict[str, list[QueueSpec]] = {host: [] for host in hosts}
     # One upsert per queue instance, so that instance ids follow the list order (the
     # queue sort's tie-break).
@@ -175,6 +199,25 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
         )
     }
     worker_ids = dict(session.execute(select(Worker.name, Worker.id)).all())
+    for queue in queues:
+        cq, host = queue["name"].partition("@")[0], queue["host"]
+        own_seq = int(queue["seq_no"]) if "seq_no" in queue else None
+        own_thresholds = queue.get("load_thresholds")
+        change_instance(
+            session,
+            cq,
+            host,
+            InstanceChanges(
+                disabled="disabled" in _states(queue),
+                suspended="suspended" in _states(queue),
+                seq_no=own_seq if own_seq is not None and own_seq != seq[cq] else UNSET,
+                load_thresholds=(
+                    own_thresholds
+                    if own_thresholds is not None and own_thresholds != thresholds.get(cq)
+                    else UNSET
+                ),
+            ),
+        )
     targets: list[tuple[Target, Mapping[str, Any]]] = []
     if "global" in cluster:
         targets.append((Target("global"), cluster["global"]))
@@ -190,6 +233,33 @@ def _setup_cluster(session: Session, cluster: Mapping[str, Any]) -> dict[str, in
                 set_values(session, target, field, values)
         _set_used(session, target, spec.get("used") or {}, spec.get("used_nonexclusive") or {})
     return names
+
+
+def _states(queue: Mapping[str, Any]) -> tuple[str, ...]:
+    """A queue instance's ``state``: ``disabled``, ``suspended`` or a list of both."""
+    given = queue.get("state")
+    if given is None:
+        return ()
+    states = (given,) if isinstance(given, str) else tuple(given)
+    unknown = [state for state in states if state not in ("disabled", "suspended")]
+    if unknown:
+        raise ScenarioError(
+            f"queue instance {queue['name']}: state {unknown[0]!r} is not 'disabled' or 'suspended'"
+        )
+    return states
+
+
+def _setup_scheduler(session: Session, case: Mapping[str, Any]) -> None:
+    """The case's ``scheduler`` configuration (sched_conf(5)), if it gives one."""
+    given = case.get("scheduler")
+    if given is None:
+        return
+    set_scheduler_config(
+        session,
+        str(given.get("queue_sort_method", "load")),
+        str(given.get("load_formula", DEFAULT_LOAD_FORMULA)),
+        gridengine_table.load_table(session),
+    )
 
 
 def _set_used(
@@ -409,6 +479,7 @@ def _setup(session: Session, case: Mapping[str, Any]) -> dict[str, int]:
     _setup_table(session, case)
     names_by_queue = _setup_cluster(session, case["cluster"])
     _setup_groups(session, case["cluster"])
+    _setup_scheduler(session, case)
     for index, text in enumerate(case.get("quota_sets", [])):
         try:
             create_quota_set(session, text)

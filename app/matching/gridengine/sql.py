@@ -26,6 +26,9 @@ sge-global  the global host rejects the job: no worker can take it
 sge-host    the worker (execution host) rejects it
 sge-queue   every queue instance of the worker rejects it (or it has none), by its
             values or by the job's ``-q`` list
+sge-queue-  some queue instance of the worker would take it, but every such one is
+unavailable disabled or suspended (``qmod -d``/``-s``; app/matching/gridengine/
+            queue_states.py)
 ==========  ============================================================================
 
 Numeric load values are left out: they change all the time and are checked at dispatch
@@ -72,6 +75,9 @@ REASONS = {
     "sge-global": "a hard request does not fit the global host",
     "sge-host": "a hard request does not fit the execution host",
     "sge-queue": "no queue instance of the worker fits the hard requests",
+    "sge-queue-unavailable": (
+        "every queue instance of the worker that fits is disabled or suspended"
+    ),
 }
 
 
@@ -252,10 +258,11 @@ def _no_value(
     )
 
 
-def fitting_queue_hosts(kind: str) -> Select[int, int]:
+def fitting_queue_hosts(kind: str, *, available: bool = False) -> Select[int, int]:
     """(category id, worker id) pairs where some queue instance of the worker passes its
     own level and knows every hard request somewhere (global, host or itself), with
-    enough slots, and may take the category's jobs by their ``-q``/``-masterq`` lists."""
+    enough slots, and may take the category's jobs by their ``-q``/``-masterq`` lists;
+    with ``available``, an instance that is neither disabled nor suspended."""
     c, qi = aliased(Category), aliased(QueueInstance)
     rejected = rejected_objects(kind, "queue_instance").subquery()
     cr, a = aliased(CategoryRequest), aliased(Attribute)
@@ -276,6 +283,8 @@ def fitting_queue_hosts(kind: str) -> Select[int, int]:
         .correlate_except(cr)
     )
     narrow = [c.id == _scope_id()] if kind == "category" else [qi.worker_id == _scope_id()]
+    if available:
+        narrow.append(qi.states == "")
     return select(c.id, qi.worker_id).where(
         qi.slots >= c.slots,
         *narrow,
@@ -303,6 +312,7 @@ def complex_reasons(
             "sge-host",
         ),
         (pair.not_in(fitting_queue_hosts(kind)), "sge-queue"),
+        (pair.not_in(fitting_queue_hosts(kind, available=True)), "sge-queue-unavailable"),
     )
 
 

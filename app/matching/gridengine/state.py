@@ -22,6 +22,7 @@ from app.matching.gridengine.loaders import (
     _worker_rows,
     table_parameters,
 )
+from app.matching.gridengine.queue_sort import QueueSort, load_queue_sort
 from app.matching.gridengine.table import load_table
 from app.notations.gridengine.attribute_table import ComplexTable
 from app.notations.gridengine.definitions import Requestable
@@ -52,8 +53,10 @@ class QueueSlot:
     seq_no: int
     #: The instance's slot capacity (its ``slots``; used slots are in the queue state).
     capacity: int = 0
-    #: Its cluster queue's ``load_thresholds`` as stored (``NONE``: none).
+    #: Its ``load_thresholds`` as stored (``NONE``: none): its own, else its queue's.
     thresholds: str = "NONE"
+    #: Its ``qmod`` states as qstat's letters: ``d`` disabled, ``s`` suspended.
+    states: str = ""
     #: The verdict on this instance when it is full (immutable, made once: a run's
     #: rejected categories scan every full instance).
     _full: QueueFit | None = field(default=None, repr=False, compare=False)
@@ -271,16 +274,36 @@ class ClusterState:
     hosts: dict[int, ObjectState]
     queues: dict[int, ObjectState]
     slots: dict[int, QueueSlot]
+    #: The scheduler configuration (queue_sort_method, load_formula); None: seq_no, then
+    #: creation (app/matching/gridengine/queue_sort.py).
+    sort: QueueSort | None = None
     _order: list[QueueSlot] | None = field(default=None, repr=False)
     #: Host groups and access lists (app/matching/gridengine/groups.py), loaded only
     #: when a decision needs them (``ensure_groups``); None until then.
     groups: ClusterGroups | None = field(default=None, repr=False)
 
+    def host_value(self, worker_id: int) -> float | None:
+        """The host's load formula value, None without a scheduler configuration."""
+        if self.sort is None:
+            return None
+        return self.sort.host_value(
+            self.table, self.hosts[worker_id].load_values, self.global_host.load_values
+        )
+
     def queue_order(self, worker_ids: Iterable[int] | None = None) -> list[QueueSlot]:
-        """Queue instances in queue sort order (seq_no, then creation)."""
+        """Queue instances in queue sort order: by the scheduler configuration's method,
+        else seq_no, then creation."""
         if self._order is None:
             # Sorted once: a run asks for every category's order.
-            self._order = sorted(self.slots.values(), key=lambda s: (s.seq_no, s.id))
+            sort = self.sort
+            if sort is None:
+                self._order = sorted(self.slots.values(), key=lambda s: (s.seq_no, s.id))
+            else:
+                values = {wid: self.host_value(wid) or 0.0 for wid in self.hosts}
+                self._order = sorted(
+                    self.slots.values(),
+                    key=lambda s: sort.key(s.seq_no, values[s.worker_id], s.id),
+                )
         if worker_ids is None:
             return list(self._order)
         wanted = set(worker_ids)
@@ -352,7 +375,10 @@ def load_state(
         builder.add_value(*value_row)
     for usage_row in session.execute(_usage_rows()):
         builder.add_usage(*usage_row)
-    return builder.state(table)
+    state = builder.state(table)
+    # The whole cluster (a run, an explanation): the hosts' order is the configuration's.
+    state.sort = load_queue_sort(session, table)
+    return state
 
 
 class _StateBuilder:
@@ -381,6 +407,7 @@ class _StateBuilder:
         queue: str,
         seq_no: int,
         thresholds: str = "NONE",
+        states: str = "",
     ) -> None:
         host = self.names[worker_id]
         name = f"{queue}@{host}"
@@ -388,7 +415,9 @@ class _StateBuilder:
         qi_state.builtin["slots"] = str(capacity)
         qi_state.used["slots"] = float(used_slots)
         self.queues[qi_id] = qi_state
-        self.slots[qi_id] = QueueSlot(qi_id, name, worker_id, host, seq_no, capacity, thresholds)
+        self.slots[qi_id] = QueueSlot(
+            qi_id, name, worker_id, host, seq_no, capacity, thresholds, states or ""
+        )
 
     def add_value(self, level: str, key: int, kind: str, text: str, name: str) -> None:
         target = self.objects[level].get(key)
@@ -425,7 +454,7 @@ def state_of_rows(
     for row in rows:
         part = row[0]
         if part == 0:
-            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5], row[9])
+            builder.add_queue(row[1], row[2], row[3], row[4], row[8], row[5], row[9], row[10])
         elif part == 1:
             values.append(row)
         elif part == 2:

@@ -122,6 +122,10 @@ class FitCode(enum.Enum):
     NOT_IN_MASTER_QUEUE_LIST = "not_in_master_queue_list"
     #: A threshold of the queue's ``load_thresholds`` is exceeded (queue_conf(5)).
     OVERLOADED = "overloaded"
+    #: The instance is disabled (``qmod -d``, qstat state ``d``).
+    DISABLED = "disabled"
+    #: The instance is suspended (``qmod -s``, qstat state ``s``).
+    SUSPENDED = "suspended"
 
 
 @dataclass(frozen=True)
