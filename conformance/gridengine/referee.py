@@ -1,0 +1,198 @@
+"""One case on the real Grid Engine and on jobmatch, compared per job (``submit``,
+``assignment``, ``master_queue``), and the recorded vectors.
+
+A case runs on Grid Engine as an admin would set it up: reset, attribute table, exec host
+and global complex_values, host groups, access lists, projects, parallel environments,
+queues (per-host values as ``[host=value]``), quota sets, queue states, the scheduler
+configuration, load values through the load sensor; then its jobs submitted on hold in
+order, released together, and the scheduler's decision read back.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from app.db.engine import Database
+from app.matching.scenarios.run import check_case, run_case
+from conformance.gridengine import cluster, translate
+
+#: The keys compared per job.
+COMPARED = ("submit", "assignment", "master_queue")
+
+@dataclass
+class Verdict:
+    """A case's result: ``agree``, ``DIFFER``, ``not refereeable``, ``case error`` or
+    ``failed`` (jobmatch raised)."""
+
+    id: str
+    status: str
+    detail: str = ""
+    gridengine: list[dict[str, Any]] = field(default_factory=list)
+    jobmatch: list[dict[str, Any]] = field(default_factory=list)
+    scheduler: dict[str, str] = field(default_factory=dict)
+
+
+def inputs(case: Mapping[str, Any]) -> dict[str, Any]:
+    """The case without what a run adds or expects (``expected``, the line number, an
+    earlier recording)."""
+    drop = {"_line", "expected", "gridengine"}
+    return {k: v for k, v in case.items() if k not in drop}
+
+
+def jobmatch_answer(database: Database, case: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """jobmatch's per-job answer on ``database``."""
+    outcome = run_case(database, case)
+    jobs = outcome["jobs"] if "jobs" in case else [outcome]
+    return [{k: job.get(k) for k in COMPARED} for job in jobs]
+
+
+def compared(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: job.get(k) for k in COMPARED} for job in answer]
+
+
+def _available_hosts(present: list[str]) -> dict[str, str]:
+    """Logical host -> exec host: h1 is this machine, h2 the second execd when it runs."""
+    own = platform.node()
+    out = {}
+    if own in present:
+        out["h1"] = own
+    if "h2" in present:
+        out["h2"] = "h2"
+    return out
+
+
+def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Grid Engine's per-job answer (with pending reasons) and the scheduler settings."""
+    present = cluster.exec_hosts()
+    hosts = translate.host_map(case, _available_hosts(present))
+    problem = translate.tie_problem(case)
+    if problem is not None:
+        raise translate.CaseError(problem)
+    jobs = translate.qsub_jobs(case, hosts)
+    table = translate.complex_table(cluster.stock_complexes(), case)
+    pes = translate.pe_names(case)
+    cluster.reset(present)
+    if table is not None:
+        cluster.set_complexes(table)
+    for logical, values in translate.host_values(case, "complex_values").items():
+        name = "global" if logical == "global" else hosts[logical]
+        cluster.qconf_file("-Me", translate.exec_host_file(name, values))
+    c = case["cluster"]
+    for group, members in c.get("host_groups", {}).items():
+        cluster.qconf_file("-Ahgrp", translate.host_group_file(group, members, hosts))
+    for name, members in c.get("access_lists", {}).items():
+        cluster.run(["qconf", "-au", ",".join(members), name])
+    for project in c.get("projects", []):
+        cluster.qconf_file("-Aprj", translate.project_file(project))
+    for name, rule in pes.items():
+        cluster.qconf_file("-Ap", translate.pe_file(name, rule))
+    files = translate.queue_files(case, hosts, cluster.queue_template(), list(pes))
+    for text in files.values():
+        cluster.qconf_file("-Aq", text)
+    for text in case.get("quota_sets", []):
+        cluster.qconf_file("-Arqs", translate.map_hosts_in_text(text, hosts))
+    instances = [
+        f"{q['name'].partition('@')[0]}@{hosts[q['host']]}" for q in c.get("queues", [])
+    ]
+    cluster.wait_for_queues(instances)
+    for command in translate.queue_states(case, hosts):
+        cluster.run(command)
+    scheduler = cluster.set_scheduler(case.get("scheduler", {}))
+    loads = {
+        ("global" if h == "global" else hosts[h]): v
+        for h, v in translate.host_values(case, "load_values").items()
+    }
+    if loads:
+        cluster.write_loads(loads)
+        cluster.wait_for_loads(loads)
+    submitted = [cluster.submit(job) for job in jobs]
+    ids = [jid for jid, _ in submitted if jid is not None]
+    snap, reasons = cluster.release_and_wait(ids)
+    answer = []
+    for jid, refusal in submitted:
+        if jid is None:
+            answer.append(
+                {
+                    "submit": "rejected",
+                    "assignment": None,
+                    "master_queue": None,
+                    "reject_reason": translate.logical_text(refusal, hosts),
+                }
+            )
+            continue
+        slots = snap.slots.get(jid)
+        master = snap.master.get(jid)
+        answer.append(
+            {
+                "submit": "accepted",
+                "assignment": None
+                if slots is None
+                else {translate.logical_queue(q, hosts): n for q, n in sorted(slots.items())},
+                "master_queue": None
+                if master is None
+                else translate.logical_queue(master, hosts),
+                "pending_reasons": [
+                    translate.logical_text(r, hosts) for r in reasons.get(jid, [])
+                ],
+            }
+        )
+    cluster.delete_jobs()
+    return answer, scheduler
+
+
+def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> Verdict:
+    """Both answers of a case and whether they agree."""
+    case_id = str(case["id"])
+    try:
+        check_case(case)
+        ge, scheduler = gridengine_answer(case)
+    except translate.NotRefereeable as error:
+        return Verdict(case_id, "not refereeable", str(error))
+    except translate.CaseError as error:
+        return Verdict(case_id, "case error", str(error))
+    verdict = Verdict(case_id, "agree", gridengine=ge, scheduler=scheduler)
+    database = make_database()
+    try:
+        verdict.jobmatch = jobmatch_answer(database, case)
+    except Exception as error:  # a case jobmatch cannot run is that case's failure
+        verdict.status = "failed"
+        verdict.detail = f"jobmatch raised {type(error).__name__}: {error}"
+        return verdict
+    finally:
+        database.dispose()
+    if compared(ge) != verdict.jobmatch:
+        verdict.status = "DIFFER"
+    return verdict
+
+
+def vector(case: Mapping[str, Any], verdict: Verdict, version: str) -> dict[str, Any]:
+    """A recorded line: the case's inputs and Grid Engine's answer with its provenance;
+    a documented divergence's ``divergence``/``jobmatch_answer`` are kept from the case."""
+    uname = platform.uname()
+    return {
+        **inputs(case),
+        "gridengine": {
+            "version": version,
+            "uname": f"{uname.system} {uname.release} {uname.machine}",
+            "scheduler": verdict.scheduler,
+            "recorded": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "answer": {"jobs": verdict.gridengine},
+        },
+    }
+
+
+def describe(verdict: Verdict) -> str:
+    if verdict.status == "agree":
+        return f"{verdict.id}: agree"
+    if verdict.status == "DIFFER":
+        return (
+            f"{verdict.id}: DIFFER\n"
+            f"  gridengine: {json.dumps(compared(verdict.gridengine), sort_keys=True)}\n"
+            f"  jobmatch:   {json.dumps(verdict.jobmatch, sort_keys=True)}"
+        )
+    return f"{verdict.id}: {verdict.status}: {verdict.detail}"
