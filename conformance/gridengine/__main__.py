@@ -18,6 +18,8 @@ from app.matching.scenarios.cases import fresh_sqlite_databases, read_cases
 from conformance.gridengine import cluster, referee
 
 CASES = Path(__file__).resolve().parent / "cases"
+#: The verdicts where both sides answered (recorded with --record).
+REFEREED = ("agree", "DIFFER", "documented divergence", "failed")
 
 
 def stop_started() -> list[str]:
@@ -73,11 +75,17 @@ def main(argv: list[str] | None = None) -> int:
                     cases = [c for c in cases if str(c["id"]) in args.only]
                 vectors = []
                 print(f"== {path.name}", flush=True)
+                carried = (
+                    referee.carried_divergences(args.record / path.name)
+                    if args.record is not None
+                    else {}
+                )
                 for case in cases:
+                    case = {**carried.get(str(case["id"]), {}), **case}
                     verdict = referee.referee(case, make)
                     counts[verdict.status] = counts.get(verdict.status, 0) + 1
                     print(referee.describe(verdict), flush=True)
-                    if verdict.status in ("agree", "DIFFER", "failed"):
+                    if verdict.status in REFEREED:
                         vectors.append(referee.vector(case, verdict, version))
                 if args.record is not None and vectors:
                     args.record.mkdir(parents=True, exist_ok=True)
@@ -87,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     except cluster.GridEngineError as error:
         print(f"conformance-gridengine: harness failed: {error}", file=sys.stderr)
         return 1
-    refereed = sum(counts.get(s, 0) for s in ("agree", "DIFFER", "failed"))
+    refereed = sum(counts.get(s, 0) for s in REFEREED)
     print(
         f"{counts.get('agree', 0)}/{refereed} agree; "
-        f"{counts.get('DIFFER', 0)} differ, {counts.get('failed', 0)} failed in jobmatch, "
+        f"{counts.get('DIFFER', 0)} differ, "
+        f"{counts.get('documented divergence', 0)} documented divergences, "
+        f"{counts.get('failed', 0)} failed in jobmatch, "
         f"{counts.get('not refereeable', 0)} not refereeable here, "
         f"{counts.get('case error', 0)} case errors ({time.monotonic() - started:.0f} s)"
     )

@@ -179,7 +179,9 @@ def write_loads(loads: Mapping[str, Mapping[str, object]]) -> None:
     """The load sensor's file: ``host:name:value`` lines (``global`` for global values)."""
     STATE.mkdir(parents=True, exist_ok=True)
     text = "".join(
-        f"{host}:{name}:{value}\n" for host, values in loads.items() for name, value in values.items()
+        f"{host}:{name}:{value}\n"
+        for host, values in loads.items()
+        for name, value in values.items()
     )
     tmp = LOAD_FILE.with_suffix(".tmp")
     tmp.write_text(text)
@@ -198,6 +200,15 @@ def reported_loads(host: str) -> dict[str, str]:
     return {}
 
 
+def _same(reported: str, wanted: str) -> bool:
+    """A reported load value is the wanted one (numbers within the report's 6 decimals;
+    memory values carry a unit suffix and are compared as text)."""
+    try:
+        return abs(float(reported) - float(wanted)) < 1e-5
+    except ValueError:
+        return reported == wanted
+
+
 def wait_for_loads(loads: Mapping[str, Mapping[str, object]], timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -205,7 +216,7 @@ def wait_for_loads(loads: Mapping[str, Mapping[str, object]], timeout: float = 2
         for host, values in loads.items():
             have = reported_loads(host)
             for name, value in values.items():
-                if name not in have or float(have[name]) != float(str(value)):
+                if name not in have or not _same(have[name], str(value)):
                     missing.append(f"{host}:{name}={value} (reported {have.get(name)})")
         if not missing:
             return
@@ -220,8 +231,7 @@ def wait_for_queues(names: Sequence[str], timeout: float = 20) -> None:
     while True:
         root = ET.fromstring(run(["qstat", "-f", "-u", "*", "-xml"])[1])
         states = {
-            (q.findtext("name") or ""): (q.findtext("state") or "")
-            for q in root.iter("Queue-List")
+            (q.findtext("name") or ""): (q.findtext("state") or "") for q in root.iter("Queue-List")
         }
         bad = [n for n in names if n not in states or "u" in states[n]]
         if not bad:
@@ -321,7 +331,9 @@ def pending_reasons(job_id: str) -> list[str]:
     return reasons
 
 
-def release_and_wait(ids: Sequence[str], timeout: float = 40) -> tuple[Snapshot, dict[str, list[str]]]:
+def release_and_wait(
+    ids: Sequence[str], timeout: float = 40
+) -> tuple[Snapshot, dict[str, list[str]]]:
     """Release the held jobs together and wait for the scheduler's decision: every job
     placed, or the same snapshot three polls (1.5 s) running, at least 3 s after the
     release (three scheduling intervals), with every pending job's scheduling info."""

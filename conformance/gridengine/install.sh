@@ -72,7 +72,7 @@ done
 
 running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# 5. Daemons. qmaster first; then the admin and submit host and execd.
+# 5. Daemons. qmaster first; then the admin and submit host.
 QMASTER_PID=/var/spool/gridengine/qmaster/qmaster.pid
 if ! running "$QMASTER_PID"; then
     say "starting sge_qmaster"
@@ -83,27 +83,105 @@ fi
 qconf -sh 2>/dev/null | grep -q -x "$HOST" || qconf -ah "$HOST" >&2
 qconf -ss 2>/dev/null | grep -q -x "$HOST" || qconf -as "$HOST" >&2
 
-# execd spools under the name it resolves for itself (localhost or the host name); the
-# second execution host's (h2) is not this one.
+# 6. The load sensor (sge_conf(5) load_sensor) reports the case's load values from
+# $STATE/loads every second. An execd reads load_sensor when it starts: one already
+# running without it is restarted (and left running afterwards, as it was).
+HERE=$(cd "$(dirname "$0")" && pwd)
+sed "s|^FILE=.*|FILE=$STATE/loads|" "$HERE/load_sensor.sh" > "$STATE/load_sensor"
+chmod 755 "$STATE/load_sensor"
+touch "$STATE/loads"
+chmod 755 "$STATE"
+chmod 644 "$STATE/loads"
+if ! qconf -sconf global | grep -q "^load_sensor *$STATE/load_sensor\$" \
+   || ! qconf -sconf global | grep -q "^load_report_time *00:00:01\$"; then
+    CONFDIR=$(mktemp -d)
+    qconf -sconf global | sed \
+        -e "s|^load_sensor .*|load_sensor                  $STATE/load_sensor|" \
+        -e "s|^load_report_time .*|load_report_time             00:00:01|" > "$CONFDIR/global"
+    qconf -Mconf "$CONFDIR/global" >&2
+    rm -rf "$CONFDIR"
+fi
+
+# execd spools under the name it resolves for itself (localhost or the host name; h2 for
+# the second execution host).
 execd_pid_file() {
     for f in /var/spool/gridengine/execd/*/execd.pid; do
-        [ "$(basename "$(dirname "$f")")" = h2 ] && continue
+        d=$(basename "$(dirname "$f")")
+        if [ "$1" = h2 ]; then [ "$d" = h2 ] || continue; else [ "$d" = h2 ] && continue; fi
         running "$f" && { echo "$f"; return 0; }
     done
     return 1
 }
-if ! execd_pid_file >/dev/null; then
+# stop_execd NAME HOST: a controlled shutdown (qconf -ke) of a running execd that runs no
+# load sensor (it started before the setting), then wait for it to exit.
+stop_execd() {
+    pidfile=$(execd_pid_file "$1") || return 0
+    pid=$(cat "$pidfile")
+    ps -o args= --ppid "$pid" | grep -q load_sensor && return 0
+    say "restarting the execd of $1 (pid $pid) for the load sensor"
+    qconf -ke "$2" >&2 || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.25; done
+}
+if execd_pid_file h1 >/dev/null; then
+    stop_execd h1 "$HOST"
+else
+    NEW_EXECD=yes
+fi
+if ! execd_pid_file h1 >/dev/null; then
     say "starting sge_execd"
     /usr/sbin/sge_execd
-    for _ in $(seq 1 20); do execd_pid_file >/dev/null && break; sleep 0.5; done
-    echo "execd $(cat "$(execd_pid_file)")" >> "$STATE/started"
+    for _ in $(seq 1 20); do execd_pid_file h1 >/dev/null && break; sleep 0.5; done
+    if [ "${NEW_EXECD:-no}" = yes ]; then
+        echo "execd $(cat "$(execd_pid_file h1)")" >> "$STATE/started"
+    fi
 fi
-for _ in $(seq 1 60); do
-    qhost -h "$HOST" 2>/dev/null | awk -v h="$HOST" '$1 == h && $4 != "-" {f=1} END {exit !f}' && break
-    sleep 0.5
+
+# 7. A second execution host h2: an execd in network namespace h2 (its own address
+# 10.99.0.2 on a veth pair, its own UTS name), on the same file system. Skipped with a
+# warning when the kernel refuses network namespaces: the cases that need h2 are then
+# "not refereeable here".
+setup_h2() {
+    ip netns list 2>/dev/null | grep -q "^h2\b" || ip netns add h2 || return 1
+    if ! ip link show veth-h1 >/dev/null 2>&1; then
+        ip link add veth-h1 type veth peer name veth-h2 || return 1
+        ip link set veth-h2 netns h2 || return 1
+        ip addr add 10.99.0.1/24 dev veth-h1 || return 1
+    fi
+    ip link set veth-h1 up || return 1
+    ip netns exec h2 sh -c 'ip addr show veth-h2 | grep -q 10.99.0.2 \
+        || ip addr add 10.99.0.2/24 dev veth-h2' || return 1
+    ip netns exec h2 ip link set veth-h2 up || return 1
+    ip netns exec h2 ip link set lo up || return 1
+    grep -q "^10.99.0.2[[:space:]]\+h2\$" /etc/hosts || echo "10.99.0.2 h2" >> /etc/hosts
+    mkdir -p /etc/netns/h2
+    printf '127.0.0.1 localhost\n10.99.0.1 %s\n10.99.0.2 h2\n' "$HOST" > /etc/netns/h2/hosts
+    qconf -sh 2>/dev/null | grep -q -x h2 || qconf -ah h2 >&2
+    if execd_pid_file h2 >/dev/null; then
+        stop_execd h2 h2
+    else
+        NEW_H2=yes
+    fi
+    if ! execd_pid_file h2 >/dev/null; then
+        say "starting sge_execd of h2 in network namespace h2"
+        ip netns exec h2 unshare --uts sh -c 'hostname h2; exec /usr/sbin/sge_execd' || return 1
+        for _ in $(seq 1 20); do execd_pid_file h2 >/dev/null && break; sleep 0.5; done
+        if [ "${NEW_H2:-no}" = yes ]; then
+            echo "execd-h2 $(cat "$(execd_pid_file h2)")" >> "$STATE/started"
+        fi
+    fi
+}
+if [ "${JOBMATCH_CONFORMANCE_H2:-yes}" = yes ]; then
+    setup_h2 || say "WARNING: no second execution host h2 (network namespaces refused)"
+fi
+for h in $HOST h2; do
+    qconf -sel 2>/dev/null | grep -q -x "$h" || continue
+    for _ in $(seq 1 60); do
+        qhost -h "$h" 2>/dev/null | awk -v h="$h" '$1 == h && $4 != "-" {f=1} END {exit !f}' && break
+        sleep 0.5
+    done
 done
 
-# 6. The stock attribute table, to restore it before every case.
+# 8. The stock attribute table, to restore it before every case.
 if [ ! -s "$STATE/complexes.stock" ]; then
     qconf -sc > "$STATE/complexes.stock"
 fi

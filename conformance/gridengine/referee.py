@@ -15,6 +15,7 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from app.db.engine import Database
@@ -24,10 +25,12 @@ from conformance.gridengine import cluster, translate
 #: The keys compared per job.
 COMPARED = ("submit", "assignment", "master_queue")
 
+
 @dataclass
 class Verdict:
-    """A case's result: ``agree``, ``DIFFER``, ``not refereeable``, ``case error`` or
-    ``failed`` (jobmatch raised)."""
+    """A case's result: ``agree``, ``DIFFER``, ``documented divergence`` (jobmatch gives
+    the answer docs/notations/gridengine.md documents), ``not refereeable``, ``case
+    error`` or ``failed`` (jobmatch raised)."""
 
     id: str
     status: str
@@ -96,24 +99,23 @@ def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], di
         cluster.qconf_file("-Aq", text)
     for text in case.get("quota_sets", []):
         cluster.qconf_file("-Arqs", translate.map_hosts_in_text(text, hosts))
-    instances = [
-        f"{q['name'].partition('@')[0]}@{hosts[q['host']]}" for q in c.get("queues", [])
-    ]
+    instances = [f"{q['name'].partition('@')[0]}@{hosts[q['host']]}" for q in c.get("queues", [])]
     cluster.wait_for_queues(instances)
     for command in translate.queue_states(case, hosts):
         cluster.run(command)
     scheduler = cluster.set_scheduler(case.get("scheduler", {}))
-    loads = {
-        ("global" if h == "global" else hosts[h]): v
-        for h, v in translate.host_values(case, "load_values").items()
-    }
+    loads: dict[str, dict[str, str]] = {}
+    for logical, values in translate.host_values(case, "load_values").items():
+        name = "global" if logical == "global" else hosts[logical]
+        real = cluster.reported_loads(name).get("num_proc", "1")
+        loads[name] = translate.sensor_values(values, float(real))
     if loads:
         cluster.write_loads(loads)
         cluster.wait_for_loads(loads)
     submitted = [cluster.submit(job) for job in jobs]
     ids = [jid for jid, _ in submitted if jid is not None]
     snap, reasons = cluster.release_and_wait(ids)
-    answer = []
+    answer: list[dict[str, Any]] = []
     for jid, refusal in submitted:
         if jid is None:
             answer.append(
@@ -133,12 +135,8 @@ def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], di
                 "assignment": None
                 if slots is None
                 else {translate.logical_queue(q, hosts): n for q, n in sorted(slots.items())},
-                "master_queue": None
-                if master is None
-                else translate.logical_queue(master, hosts),
-                "pending_reasons": [
-                    translate.logical_text(r, hosts) for r in reasons.get(jid, [])
-                ],
+                "master_queue": None if master is None else translate.logical_queue(master, hosts),
+                "pending_reasons": [translate.logical_text(r, hosts) for r in reasons.get(jid, [])],
             }
         )
     cluster.delete_jobs()
@@ -167,6 +165,15 @@ def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> V
         database.dispose()
     if compared(ge) != verdict.jobmatch:
         verdict.status = "DIFFER"
+        documented = case.get("jobmatch_answer")
+        # A documented divergence: jobmatch must give its documented answer.
+        if (
+            case.get("divergence")
+            and documented is not None
+            and compared(documented["jobs"]) == verdict.jobmatch
+        ):
+            verdict.status = "documented divergence"
+            verdict.detail = str(case["divergence"])
     return verdict
 
 
@@ -184,6 +191,22 @@ def vector(case: Mapping[str, Any], verdict: Verdict, version: str) -> dict[str,
             "answer": {"jobs": verdict.gridengine},
         },
     }
+
+
+def carried_divergences(path: Path) -> dict[str, dict[str, Any]]:
+    """``divergence``/``jobmatch_answer`` of the vectors already in ``path``, by case id,
+    so that recording again keeps what the lead documented."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        vector = json.loads(line)
+        kept = {k: vector[k] for k in ("divergence", "jobmatch_answer") if k in vector}
+        if kept:
+            out[str(vector["id"])] = kept
+    return out
 
 
 def describe(verdict: Verdict) -> str:

@@ -145,9 +145,7 @@ def complex_table(stock: str, case: Mapping[str, Any]) -> str | None:
     rows: dict[str, Mapping[str, Any]] = dict(parse_complexes(stock))
     for mod in case.get("complex_mod", []):
         name = mod["name"]
-        current = rows.get(name) or next(
-            (r for r in rows.values() if r["shortcut"] == name), None
-        )
+        current = rows.get(name) or next((r for r in rows.values() if r["shortcut"] == name), None)
         if current is None:
             raise CaseError(f"complex_mod names {name!r}, which is not a stock attribute")
         rows[current["name"]] = {**current, **mod, "name": current["name"]}
@@ -276,6 +274,32 @@ def host_values(case: Mapping[str, Any], field: str) -> dict[str, Mapping[str, A
             raise CaseError(f"host {host['name']}: 'used' bookings cannot be set up")
     if cluster.get("global", {}).get("used"):
         raise CaseError("global: 'used' bookings cannot be set up")
+    return out
+
+
+#: Load values the execd computes from others: np_load_X = load_X / num_proc (measured:
+#: a load sensor's np_load_avg is overwritten by the execd's quotient, its load_avg and
+#: num_proc are taken).
+_PER_PROCESSOR = {
+    "np_load_avg": "load_avg",
+    "np_load_short": "load_short",
+    "np_load_medium": "load_medium",
+    "np_load_long": "load_long",
+}
+
+
+def sensor_values(values: Mapping[str, Any], num_proc: float) -> dict[str, str]:
+    """A host's ``load_values`` as the load sensor must report them: np_load_* through
+    load_* times num_proc (the case's num_proc if it gives one, else the host's)."""
+    n = float(values.get("num_proc", num_proc))
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        if name in _PER_PROCESSOR:
+            out[_PER_PROCESSOR[name]] = repr(float(value) * n)
+        else:
+            out[name] = _value_text(value)
+    if any(name in _PER_PROCESSOR for name in values):
+        out.setdefault("num_proc", _value_text(n))
     return out
 
 
