@@ -92,6 +92,17 @@ def exec_hosts() -> list[str]:
     return [h for h in lines(["qconf", "-sel"]) if h]
 
 
+def up_hosts() -> list[str]:
+    """The exec hosts whose execd reports load (``qhost``: a stopped execd's load is ``-``)."""
+    root = ET.fromstring(run(["qhost", "-xml"])[1])
+    up = []
+    for host in root.iter("host"):
+        values = {v.get("name"): v.text for v in host.iter("hostvalue")}
+        if host.get("name") != "global" and values.get("load_avg") not in (None, "-"):
+            up.append(host.get("name") or "")
+    return up
+
+
 def stock_complexes() -> str:
     path = STATE / "complexes.stock"
     if not path.exists():
@@ -127,6 +138,7 @@ def reset(hosts: Sequence[str]) -> None:
     """No jobs, quota sets, queues, PEs, host groups, projects or access lists of ours; no
     complex_values on the exec hosts and global; the stock attribute table; the base
     scheduler configuration; no load values."""
+    write_loads({})
     delete_jobs()
     for name in lines(["qconf", "-srqsl"]):
         run(["qconf", "-drqs", name])
@@ -143,16 +155,26 @@ def reset(hosts: Sequence[str]) -> None:
             run(["qconf", "-dul", name])
     for host in ["global", *hosts]:
         qconf_file("-Me", translate.exec_host_file(host, None))
-    set_complexes(stock_complexes())
+    set_complexes(stock_complexes(), wait=15)
     set_scheduler({})
-    write_loads({})
 
 
-def set_complexes(table: str) -> None:
+def set_complexes(table: str, wait: float = 0) -> None:
+    """The attribute table, unless it is already. With ``wait``, an attribute the previous
+    case's load sensor still reports (qmaster refuses to delete it while a host's load
+    values name it) is retried until the next load reports drop it."""
     current = run(["qconf", "-sc"])[1]
     if translate.parse_complexes(current) == translate.parse_complexes(table):
         return
-    qconf_file("-Mc", table)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            qconf_file("-Mc", table)
+            return
+        except GridEngineError as error:
+            if "still referenced" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def set_scheduler(overrides: Mapping[str, str]) -> dict[str, str]:

@@ -87,8 +87,14 @@ qconf -ss 2>/dev/null | grep -q -x "$HOST" || qconf -as "$HOST" >&2
 # $STATE/loads every second. An execd reads load_sensor when it starts: one already
 # running without it is restarted (and left running afterwards, as it was).
 HERE=$(cd "$(dirname "$0")" && pwd)
-sed "s|^FILE=.*|FILE=$STATE/loads|" "$HERE/load_sensor.sh" > "$STATE/load_sensor"
-chmod 755 "$STATE/load_sensor"
+# Rewritten only when it changes: an execd restarts its sensor when the file changes.
+sed "s|^FILE=.*|FILE=$STATE/loads|" "$HERE/load_sensor.sh" > "$STATE/load_sensor.new"
+if cmp -s "$STATE/load_sensor.new" "$STATE/load_sensor"; then
+    rm -f "$STATE/load_sensor.new"
+else
+    chmod 755 "$STATE/load_sensor.new"
+    mv "$STATE/load_sensor.new" "$STATE/load_sensor"
+fi
 touch "$STATE/loads"
 chmod 755 "$STATE"
 chmod 644 "$STATE/loads"
@@ -117,7 +123,11 @@ execd_pid_file() {
 stop_execd() {
     pidfile=$(execd_pid_file "$1") || return 0
     pid=$(cat "$pidfile")
-    ps -o args= --ppid "$pid" | grep -q load_sensor && return 0
+    # The sensor may be between two runs (the execd restarts it): look for 3 s.
+    for _ in $(seq 1 6); do
+        ps -o args= --ppid "$pid" | grep -q load_sensor && return 0
+        sleep 0.5
+    done
     say "restarting the execd of $1 (pid $pid) for the load sensor"
     qconf -ke "$2" >&2 || true
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.25; done

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.db.engine import Database
+from app.matching.scenarios.cases import ScenarioError
 from app.matching.scenarios.run import check_case, run_case
 from conformance.gridengine import cluster, translate
 
@@ -58,13 +59,13 @@ def compared(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: job.get(k) for k in COMPARED} for job in answer]
 
 
-def _available_hosts(present: list[str]) -> dict[str, str]:
+def _available_hosts(up: list[str]) -> dict[str, str]:
     """Logical host -> exec host: h1 is this machine, h2 the second execd when it runs."""
     own = platform.node()
     out = {}
-    if own in present:
+    if own in up:
         out["h1"] = own
-    if "h2" in present:
+    if "h2" in up:
         out["h2"] = "h2"
     return out
 
@@ -72,7 +73,7 @@ def _available_hosts(present: list[str]) -> dict[str, str]:
 def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Grid Engine's per-job answer (with pending reasons) and the scheduler settings."""
     present = cluster.exec_hosts()
-    hosts = translate.host_map(case, _available_hosts(present))
+    hosts = translate.host_map(case, _available_hosts(cluster.up_hosts()))
     problem = translate.tie_problem(case)
     if problem is not None:
         raise translate.CaseError(problem)
@@ -80,25 +81,32 @@ def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], di
     table = translate.complex_table(cluster.stock_complexes(), case)
     pes = translate.pe_names(case)
     cluster.reset(present)
-    if table is not None:
-        cluster.set_complexes(table)
-    for logical, values in translate.host_values(case, "complex_values").items():
-        name = "global" if logical == "global" else hosts[logical]
-        cluster.qconf_file("-Me", translate.exec_host_file(name, values))
-    c = case["cluster"]
-    for group, members in c.get("host_groups", {}).items():
-        cluster.qconf_file("-Ahgrp", translate.host_group_file(group, members, hosts))
-    for name, members in c.get("access_lists", {}).items():
-        cluster.run(["qconf", "-au", ",".join(members), name])
-    for project in c.get("projects", []):
-        cluster.qconf_file("-Aprj", translate.project_file(project))
-    for name, rule in pes.items():
-        cluster.qconf_file("-Ap", translate.pe_file(name, rule))
-    files = translate.queue_files(case, hosts, cluster.queue_template(), list(pes))
-    for text in files.values():
-        cluster.qconf_file("-Aq", text)
-    for text in case.get("quota_sets", []):
-        cluster.qconf_file("-Arqs", translate.map_hosts_in_text(text, hosts))
+    try:
+        if table is not None:
+            cluster.set_complexes(table)
+        for logical, values in translate.host_values(case, "complex_values").items():
+            name = "global" if logical == "global" else hosts[logical]
+            cluster.qconf_file("-Me", translate.exec_host_file(name, values))
+        c = case["cluster"]
+        for group, members in c.get("host_groups", {}).items():
+            cluster.qconf_file("-Ahgrp", translate.host_group_file(group, members, hosts))
+        for name, members in c.get("access_lists", {}).items():
+            cluster.run(["qconf", "-au", ",".join(members), name])
+        for project in c.get("projects", []):
+            cluster.qconf_file("-Aprj", translate.project_file(project))
+        for name, rule in pes.items():
+            cluster.qconf_file("-Ap", translate.pe_file(name, rule))
+        files = translate.queue_files(case, hosts, cluster.queue_template(), list(pes))
+        for text in files.values():
+            cluster.qconf_file("-Aq", text)
+        for text in case.get("quota_sets", []):
+            cluster.qconf_file("-Arqs", translate.map_hosts_in_text(text, hosts))
+    except cluster.GridEngineError as error:
+        # qconf refused what the case asks for: the case's fault, and the next case's
+        # reset clears what was set up.
+        raise translate.CaseError(
+            f"Grid Engine refused the case's configuration: {error}"
+        ) from None
     instances = [f"{q['name'].partition('@')[0]}@{hosts[q['host']]}" for q in c.get("queues", [])]
     cluster.wait_for_queues(instances)
     for command in translate.queue_states(case, hosts):
@@ -149,6 +157,8 @@ def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> V
     try:
         check_case(case)
         ge, scheduler = gridengine_answer(case)
+    except ScenarioError as error:
+        return Verdict(case_id, "case error", str(error))
     except translate.NotRefereeable as error:
         return Verdict(case_id, "not refereeable", str(error))
     except translate.CaseError as error:
