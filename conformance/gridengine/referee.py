@@ -39,6 +39,7 @@ class Verdict:
     gridengine: list[dict[str, Any]] = field(default_factory=list)
     jobmatch: list[dict[str, Any]] = field(default_factory=list)
     scheduler: dict[str, str] = field(default_factory=dict)
+    pinned: dict[str, float] = field(default_factory=dict)
 
 
 def inputs(case: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,11 +71,15 @@ def _available_hosts(up: list[str]) -> dict[str, str]:
     return out
 
 
-def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Grid Engine's per-job answer (with pending reasons) and the scheduler settings."""
+def gridengine_answer(
+    case: Mapping[str, Any],
+) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, float]]:
+    """Grid Engine's per-job answer (with pending reasons), the scheduler settings and the
+    np_load_avg the referee pinned on hosts to order them (translate.pinned_loads)."""
     present = cluster.exec_hosts()
     hosts = translate.host_map(case, _available_hosts(cluster.up_hosts()))
-    problem = translate.tie_problem(case)
+    pinned = translate.pinned_loads(case)
+    problem = translate.tie_problem(case, pinned)
     if problem is not None:
         raise translate.CaseError(problem)
     jobs = translate.qsub_jobs(case, hosts)
@@ -113,7 +118,10 @@ def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], di
         cluster.run(command)
     scheduler = cluster.set_scheduler(case.get("scheduler", {}))
     loads: dict[str, dict[str, str]] = {}
-    for logical, values in translate.host_values(case, "load_values").items():
+    given = translate.host_values(case, "load_values")
+    for logical, value in pinned.items():
+        given[logical] = {**given.get(logical, {}), "np_load_avg": value}
+    for logical, values in given.items():
         name = "global" if logical == "global" else hosts[logical]
         real = cluster.reported_loads(name).get("num_proc", "1")
         loads[name] = translate.sensor_values(values, float(real))
@@ -148,7 +156,7 @@ def gridengine_answer(case: Mapping[str, Any]) -> tuple[list[dict[str, Any]], di
             }
         )
     cluster.delete_jobs()
-    return answer, scheduler
+    return answer, scheduler, pinned
 
 
 def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> Verdict:
@@ -156,14 +164,14 @@ def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> V
     case_id = str(case["id"])
     try:
         check_case(case)
-        ge, scheduler = gridengine_answer(case)
+        ge, scheduler, pinned = gridengine_answer(case)
     except ScenarioError as error:
         return Verdict(case_id, "case error", str(error))
     except translate.NotRefereeable as error:
         return Verdict(case_id, "not refereeable", str(error))
     except translate.CaseError as error:
         return Verdict(case_id, "case error", str(error))
-    verdict = Verdict(case_id, "agree", gridengine=ge, scheduler=scheduler)
+    verdict = Verdict(case_id, "agree", gridengine=ge, scheduler=scheduler, pinned=pinned)
     database = make_database()
     try:
         verdict.jobmatch = jobmatch_answer(database, case)
@@ -197,6 +205,7 @@ def vector(case: Mapping[str, Any], verdict: Verdict, version: str) -> dict[str,
             "version": version,
             "uname": f"{uname.system} {uname.release} {uname.machine}",
             "scheduler": verdict.scheduler,
+            **({"pinned_np_load_avg": verdict.pinned} if verdict.pinned else {}),
             "recorded": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "answer": {"jobs": verdict.gridengine},
         },

@@ -191,7 +191,7 @@ def pe_file(name: str, rule: str) -> str:
 
 
 _QUEUE_KEYS = frozenset(
-    {"name", "host", "slots", "seq_no", "complex_values", "load_thresholds", "state"}
+    {"name", "host", "slots", "seq_no", "complex_values", "load_thresholds", "state", "attributes"}
 )
 
 
@@ -205,7 +205,7 @@ def queue_files(
     busy host in alarm)."""
     instances: dict[str, list[Mapping[str, Any]]] = {}
     for queue in case["cluster"].get("queues", []):
-        unknown = set(queue) - _QUEUE_KEYS - {"used", "used_nonexclusive", "attributes"}
+        unknown = set(queue) - _QUEUE_KEYS - {"used", "used_nonexclusive"}
         if unknown:
             raise CaseError(f"queue {queue['name']}: keys {sorted(unknown)} are not translated")
         if queue.get("used") or queue.get("used_nonexclusive"):
@@ -229,6 +229,17 @@ def queue_files(
             ),
             "pe_list": " ".join(pes) or "NONE",
         }
+        # Built-in queue attributes (h_rt, h_vmem, ...) are queue_conf(5) fields of their own.
+        template_keys = {line.split(None, 1)[0] for line in template.splitlines() if line.strip()}
+        for name in dict.fromkeys(k for q in members for k in q.get("attributes") or {}):
+            if name not in template_keys or name in fields:
+                raise CaseError(f"queue {cq}: attribute {name!r} is not a queue_conf(5) limit")
+            fields[name] = _per_host(
+                [
+                    (hosts[q["host"]], str((q.get("attributes") or {}).get(name, "INFINITY")))
+                    for q in members
+                ]
+            )
         lines = []
         for line in template.splitlines():
             key = line.split(None, 1)[0] if line.strip() else ""
@@ -270,6 +281,10 @@ def host_values(case: Mapping[str, Any], field: str) -> dict[str, Mapping[str, A
     for host in cluster.get("hosts", []):
         if host.get(field):
             out[host["name"]] = host[field]
+        if field == "load_values" and host.get("attributes"):
+            # A host's built-in values (arch, num_proc, mem_total, ...) come from its execd's
+            # load report, which the load sensor overrides (measured for arch and num_proc).
+            out[host["name"]] = {**host["attributes"], **out.get(host["name"], {})}
         if host.get("used") or host.get("used_nonexclusive"):
             raise CaseError(f"host {host['name']}: 'used' bookings cannot be set up")
     if cluster.get("global", {}).get("used"):
@@ -401,7 +416,59 @@ def users_of(case: Mapping[str, Any]) -> set[str]:
     return users
 
 
-def tie_problem(case: Mapping[str, Any]) -> str | None:
+def _uses_load(case: Mapping[str, Any]) -> bool:
+    """Whether a case's outcome may depend on its hosts' load: load figures of its own
+    (load_*, np_load_*, num_proc), load thresholds or a load-based queue sort."""
+    cluster = case["cluster"]
+    if case.get("scheduler", {}).get("queue_sort_method", "seqno") != "seqno":
+        return True
+    if any(q.get("load_thresholds") for q in cluster.get("queues", [])):
+        return True
+    levels = [cluster.get("global") or {}, *cluster.get("hosts", [])]
+    return any(
+        name.startswith(("load_", "np_load_")) or name == "num_proc"
+        for level in levels
+        for name in level.get("load_values") or {}
+    )
+
+
+def _tied_groups(case: Mapping[str, Any]) -> list[tuple[int, list[Mapping[str, Any]]]]:
+    """The queue instances of equal seq_no on more than one host, per seq_no."""
+    by_seq: dict[int, list[Mapping[str, Any]]] = {}
+    for queue in case["cluster"].get("queues", []):
+        by_seq.setdefault(int(queue.get("seq_no", 0)), []).append(queue)
+    return [
+        (seq_no, group) for seq_no, group in by_seq.items() if len({q["host"] for q in group}) > 1
+    ]
+
+
+#: The np_load_avg the referee gives the k-th host (k = 0, 1, ...) of a case that says
+#: nothing about load: low enough for no threshold, apart enough to order the hosts.
+PINNED_LOAD_STEP = 0.01
+
+
+def pinned_loads(case: Mapping[str, Any]) -> dict[str, float]:
+    """np_load_avg per logical host that makes Grid Engine's load order of the hosts the
+    case's list order, for a case whose outcome does not depend on load (empty otherwise,
+    or when no order of the hosts fits every seq_no's list order)."""
+    if _uses_load(case):
+        return {}
+    hosts = logical_hosts(case)
+    before: dict[str, set[str]] = {h: set() for h in hosts}
+    for _seq_no, group in _tied_groups(case):
+        order = list(dict.fromkeys(q["host"] for q in group))
+        for i, host in enumerate(order):
+            before[host].update(order[:i])
+    placed: list[str] = []
+    while len(placed) < len(hosts):
+        ready = [h for h in hosts if h not in placed and before[h] <= set(placed)]
+        if not ready:
+            return {}
+        placed.append(ready[0])
+    return {host: round(PINNED_LOAD_STEP * (k + 1), 6) for k, host in enumerate(placed)}
+
+
+def tie_problem(case: Mapping[str, Any], pinned: Mapping[str, float]) -> str | None:
     """Whether Grid Engine's queue sort can reproduce the case's list order.
 
     jobmatch sorts queue instances by seq_no and breaks ties by the case's list order.
@@ -410,21 +477,20 @@ def tie_problem(case: Mapping[str, Any]) -> str | None:
     queues were created in (measured here: cases B04 and B18 of basics.jsonl; the referee
     creates them in the order of their first instance in the case). So instances with
     equal seq_no on one host come in list order, and on different hosts in the order of
-    the hosts' load: a case error unless the case gives each host's np_load_avg (through
-    the load sensor) in increasing order of the list."""
+    the hosts' np_load_avg: the case's own, or ``pinned`` (:func:`pinned_loads`), which
+    must increase strictly in list order."""
     if case.get("scheduler", {}).get("queue_sort_method", "seqno") != "seqno":
         return None
     loads = {
         h["name"]: (h.get("load_values") or {}).get("np_load_avg")
         for h in case["cluster"].get("hosts", [])
     }
-    by_seq: dict[int, list[Mapping[str, Any]]] = {}
-    for queue in case["cluster"].get("queues", []):
-        by_seq.setdefault(int(queue.get("seq_no", 0)), []).append(queue)
-    for seq_no, group in by_seq.items():
+    for host, value in pinned.items():
+        loads.setdefault(host, value)
+        if loads[host] is None:
+            loads[host] = value
+    for seq_no, group in _tied_groups(case):
         hosts = list(dict.fromkeys(q["host"] for q in group))
-        if len(hosts) < 2:
-            continue
         names = ", ".join(q["name"] for q in group)
         host_loads = [loads.get(h) for h in hosts]
         if any(v is None for v in host_loads):

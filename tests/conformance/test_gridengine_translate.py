@@ -119,18 +119,33 @@ def test_a_case_needing_a_host_this_machine_lacks_is_not_refereeable() -> None:
 
 def test_equal_seq_no_on_two_hosts_needs_their_loads_in_list_order() -> None:
     queues = [_queue("q@h1", 1), _queue("q@h2", 1)]
-    assert "load" in (translate.tie_problem({"cluster": {"queues": queues}}) or "")
+    assert "load" in (translate.tie_problem({"cluster": {"queues": queues}}, {}) or "")
     loaded = [
         {"name": "h1", "load_values": {"np_load_avg": 0.5}},
         {"name": "h2", "load_values": {"np_load_avg": 0.1}},
     ]
     case = {"cluster": {"hosts": loaded, "queues": queues}}
-    assert "increasing" in (translate.tie_problem(case) or "")
+    assert translate.pinned_loads(case) == {}  # the case's own load counts
+    assert "increasing" in (translate.tie_problem(case, {}) or "")
     loaded[1]["load_values"] = {"np_load_avg": 0.9}
-    assert translate.tie_problem(case) is None
+    assert translate.tie_problem(case, {}) is None
     # One host: Grid Engine keeps the cluster queues' creation order, the case's list order.
     one_host = [_queue("b.q@h1", 1), _queue("a.q@h1", 1)]
-    assert translate.tie_problem({"cluster": {"queues": one_host}}) is None
+    assert translate.tie_problem({"cluster": {"queues": one_host}}, {}) is None
+
+
+def test_a_case_silent_about_load_gets_host_loads_in_list_order() -> None:
+    queues = [_queue("a.q@h2", 1), _queue("a.q@h1", 1), _queue("b.q@h1", 1, 1)]
+    case = {"cluster": {"queues": queues}}
+    pinned = translate.pinned_loads(case)
+    assert pinned == {"h2": 0.01, "h1": 0.02}
+    assert translate.tie_problem(case, pinned) is None
+    # Two seq_no that order the hosts both ways: no load order fits.
+    crossed = [*queues, _queue("c.q@h1", 1, 2), _queue("c.q@h2", 1, 2)]
+    assert translate.pinned_loads({"cluster": {"queues": crossed}}) == {}
+    # A case with load thresholds keeps the machine's load (and the tie is its error).
+    thresholds = [_queue("q@h1", 1, load_thresholds="np_load_avg=1"), _queue("q@h2", 1)]
+    assert translate.pinned_loads({"cluster": {"queues": thresholds}}) == {}
 
 
 def test_host_names_map_as_whole_words_only() -> None:
