@@ -5,7 +5,8 @@
 # that `python -m conformance.gridengine --stop` stops exactly those.
 #
 # Output of this script's own decisions goes to stderr; nothing else is written outside
-# $SGE_ROOT, $STATE, /etc/hosts (the second execution host's name, only with --h2) and the
+# $SGE_ROOT, $STATE, /etc/hosts and /etc/netns (the names of the execution hosts h2-h4 in
+# network namespaces; JOBMATCH_CONFORMANCE_HOSTS= leaves them out) and the
 # users it creates.
 set -eu
 
@@ -108,12 +109,16 @@ if ! qconf -sconf global | grep -q "^load_sensor *$STATE/load_sensor\$" \
     rm -rf "$CONFDIR"
 fi
 
-# execd spools under the name it resolves for itself (localhost or the host name; h2 for
-# the second execution host).
+# execd spools under the name it resolves for itself (localhost or the host name; hN for
+# the execution hosts in network namespaces). execd_pid_file h1|hN.
 execd_pid_file() {
     for f in /var/spool/gridengine/execd/*/execd.pid; do
         d=$(basename "$(dirname "$f")")
-        if [ "$1" = h2 ]; then [ "$d" = h2 ] || continue; else [ "$d" = h2 ] && continue; fi
+        case "$1:$d" in
+            h1:h[0-9]*) continue ;;  # another execution host's
+            h1:*) ;;
+            *) [ "$d" = "$1" ] || continue ;;
+        esac
         running "$f" && { echo "$f"; return 0; }
     done
     return 1
@@ -146,44 +151,51 @@ if ! execd_pid_file h1 >/dev/null; then
     fi
 fi
 
-# 7. A second execution host h2: an execd in network namespace h2 (its own address
-# 10.99.0.2 on a veth pair, its own UTS name), on the same file system. Skipped with a
-# warning when the kernel refuses network namespaces: the cases that need h2 are then
-# "not refereeable here".
-setup_h2() {
-    ip netns list 2>/dev/null | grep -q "^h2\b" || ip netns add h2 || return 1
-    if ! ip link show veth-h1 >/dev/null 2>&1; then
-        ip link add veth-h1 type veth peer name veth-h2 || return 1
-        ip link set veth-h2 netns h2 || return 1
-        ip addr add 10.99.0.1/24 dev veth-h1 || return 1
+# 7. More execution hosts h2, h3, h4: each an execd in network namespace hN with its own
+# address 10.99.(N-2).2 on a veth pair (10.99.(N-2).1 on this side) and its own UTS name,
+# on the same file system. Skipped with a warning when the kernel refuses network
+# namespaces: the cases that need them are then "not refereeable here".
+setup_ns() {
+    n=$1
+    i=$((${n#h} - 2))
+    here=veth-m${n#h}
+    [ "$n" = h2 ] && here=veth-h1  # the first one's name, kept for installations made with it
+    ip netns list 2>/dev/null | grep -q "^$n\b" || ip netns add "$n" || return 1
+    if ! ip link show "$here" >/dev/null 2>&1; then
+        ip link add "$here" type veth peer name "veth-$n" || return 1
+        ip link set "veth-$n" netns "$n" || return 1
+        ip addr add "10.99.$i.1/24" dev "$here" || return 1
     fi
-    ip link set veth-h1 up || return 1
-    ip netns exec h2 sh -c 'ip addr show veth-h2 | grep -q 10.99.0.2 \
-        || ip addr add 10.99.0.2/24 dev veth-h2' || return 1
-    ip netns exec h2 ip link set veth-h2 up || return 1
-    ip netns exec h2 ip link set lo up || return 1
-    grep -q "^10.99.0.2[[:space:]]\+h2\$" /etc/hosts || echo "10.99.0.2 h2" >> /etc/hosts
-    mkdir -p /etc/netns/h2
-    printf '127.0.0.1 localhost\n10.99.0.1 %s\n10.99.0.2 h2\n' "$HOST" > /etc/netns/h2/hosts
-    qconf -sh 2>/dev/null | grep -q -x h2 || qconf -ah h2 >&2
-    if execd_pid_file h2 >/dev/null; then
-        stop_execd h2 h2
+    ip link set "$here" up || return 1
+    ip netns exec "$n" sh -c "ip addr show veth-$n | grep -q 10.99.$i.2 \
+        || ip addr add 10.99.$i.2/24 dev veth-$n" || return 1
+    ip netns exec "$n" ip link set "veth-$n" up || return 1
+    ip netns exec "$n" ip link set lo up || return 1
+    grep -q "^10.99.$i.2[[:space:]]\+$n\$" /etc/hosts || echo "10.99.$i.2 $n" >> /etc/hosts
+    mkdir -p "/etc/netns/$n"
+    printf '127.0.0.1 localhost\n10.99.%s.1 %s\n10.99.%s.2 %s\n' "$i" "$HOST" "$i" "$n" \
+        > "/etc/netns/$n/hosts"
+    qconf -sh 2>/dev/null | grep -q -x "$n" || qconf -ah "$n" >&2
+    new=no
+    if execd_pid_file "$n" >/dev/null; then
+        stop_execd "$n" "$n"
     else
-        NEW_H2=yes
+        new=yes
     fi
-    if ! execd_pid_file h2 >/dev/null; then
-        say "starting sge_execd of h2 in network namespace h2"
-        ip netns exec h2 unshare --uts sh -c 'hostname h2; exec /usr/sbin/sge_execd' || return 1
-        for _ in $(seq 1 20); do execd_pid_file h2 >/dev/null && break; sleep 0.5; done
-        if [ "${NEW_H2:-no}" = yes ]; then
-            echo "execd-h2 $(cat "$(execd_pid_file h2)")" >> "$STATE/started"
+    if ! execd_pid_file "$n" >/dev/null; then
+        say "starting sge_execd of $n in network namespace $n"
+        ip netns exec "$n" unshare --uts sh -c "hostname $n; exec /usr/sbin/sge_execd" || return 1
+        for _ in $(seq 1 20); do execd_pid_file "$n" >/dev/null && break; sleep 0.5; done
+        if [ "$new" = yes ]; then
+            echo "execd-$n $(cat "$(execd_pid_file "$n")")" >> "$STATE/started"
         fi
     fi
 }
-if [ "${JOBMATCH_CONFORMANCE_H2:-yes}" = yes ]; then
-    setup_h2 || say "WARNING: no second execution host h2 (network namespaces refused)"
-fi
-for h in $HOST h2; do
+EXTRA_HOSTS=${JOBMATCH_CONFORMANCE_HOSTS-h2 h3 h4}
+for n in $EXTRA_HOSTS; do
+    setup_ns "$n" || say "WARNING: no execution host $n (network namespaces refused)"
+done
+for h in $HOST $EXTRA_HOSTS; do
     qconf -sel 2>/dev/null | grep -q -x "$h" || continue
     for _ in $(seq 1 60); do
         qhost -h "$h" 2>/dev/null | awk -v h="$h" '$1 == h && $4 != "-" {f=1} END {exit !f}' && break

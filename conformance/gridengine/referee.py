@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,13 +62,15 @@ def compared(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _available_hosts(up: list[str]) -> dict[str, str]:
-    """Logical host -> exec host: h1 is this machine, h2 the second execd when it runs."""
+    """Logical host -> exec host: h1 is this machine, h2, h3, ... the execds in network
+    namespaces (install.sh) that report load."""
     own = platform.node()
     out = {}
     if own in up:
         out["h1"] = own
-    if "h2" in up:
-        out["h2"] = "h2"
+    for name in up:
+        if re.fullmatch(r"h[2-9]", name):
+            out[name] = name
     return out
 
 

@@ -418,7 +418,8 @@ def users_of(case: Mapping[str, Any]) -> set[str]:
 
 def _uses_load(case: Mapping[str, Any]) -> bool:
     """Whether a case's outcome may depend on its hosts' load: load figures of its own
-    (load_*, np_load_*, num_proc), load thresholds or a load-based queue sort."""
+    (load_*, np_load_*; a num_proc is kept, the pin is reported through it), load
+    thresholds or a load-based queue sort."""
     cluster = case["cluster"]
     if case.get("scheduler", {}).get("queue_sort_method", "seqno") != "seqno":
         return True
@@ -426,7 +427,7 @@ def _uses_load(case: Mapping[str, Any]) -> bool:
         return True
     levels = [cluster.get("global") or {}, *cluster.get("hosts", [])]
     return any(
-        name.startswith(("load_", "np_load_")) or name == "num_proc"
+        name.startswith(("load_", "np_load_"))
         for level in levels
         for name in level.get("load_values") or {}
     )
