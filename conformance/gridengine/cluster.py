@@ -9,6 +9,7 @@ fails raises :class:`GridEngineError` with its output, except where a refusal is
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import tempfile
 import time
@@ -266,6 +267,16 @@ def wait_for_queues(names: Sequence[str], timeout: float = 20) -> None:
 # -- jobs -------------------------------------------------------------------------------
 
 
+def ensure_user(name: str) -> None:
+    """A case's job owner as a Unix user (install.sh makes the usual ones; a case may name
+    others): created when missing, with a home directory (a job starts in it; without
+    one the job goes into error state, Eqw)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        run(["useradd", "-m", "-s", "/bin/sh", name])
+
+
 def submit(job: translate.Job) -> tuple[str | None, str]:
     """``qsub -h`` as the job's owner: (job id, '') or (None, qsub's refusal)."""
     args = [
@@ -368,6 +379,11 @@ def release_and_wait(
     while True:
         time.sleep(0.5)
         snap = snapshot()
+        failed = [j for j in ids if "E" in snap.states.get(j, "")]
+        if failed:
+            # Dispatched, but the execd could not start it: not a scheduling answer.
+            reasons = {j: pending_reasons(j) for j in failed}
+            raise translate.CaseError(f"jobs went into error state (Eqw): {reasons}")
         placed = all(j in snap.slots and "t" not in snap.states.get(j, "") for j in ids)
         key = snap.key()
         stable = stable + 1 if key == previous else 0

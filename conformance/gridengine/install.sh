@@ -99,11 +99,17 @@ fi
 touch "$STATE/loads"
 chmod 755 "$STATE"
 chmod 644 "$STATE/loads"
+# min_uid/min_gid 0: cases may submit as root (quota filters such as "users !root"); the
+# package's 1000 refuses root's jobs at submission.
 if ! qconf -sconf global | grep -q "^load_sensor *$STATE/load_sensor\$" \
-   || ! qconf -sconf global | grep -q "^load_report_time *00:00:01\$"; then
+   || ! qconf -sconf global | grep -q "^load_report_time *00:00:01\$" \
+   || ! qconf -sconf global | grep -q "^min_uid *0\$" \
+   || ! qconf -sconf global | grep -q "^min_gid *0\$"; then
     CONFDIR=$(mktemp -d)
     qconf -sconf global | sed \
         -e "s|^load_sensor .*|load_sensor                  $STATE/load_sensor|" \
+        -e "s|^min_uid .*|min_uid                      0|" \
+        -e "s|^min_gid .*|min_gid                      0|" \
         -e "s|^load_report_time .*|load_report_time             00:00:01|" > "$CONFDIR/global"
     qconf -Mconf "$CONFDIR/global" >&2
     rm -rf "$CONFDIR"

@@ -131,6 +131,8 @@ def gridengine_answer(
     if loads:
         cluster.write_loads(loads)
         cluster.wait_for_loads(loads)
+    for user in sorted(translate.users_of(case)):
+        cluster.ensure_user(user)
     submitted = [cluster.submit(job) for job in jobs]
     ids = [jid for jid, _ in submitted if jid is not None]
     snap, reasons = cluster.release_and_wait(ids)
