@@ -10,7 +10,8 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PIP_INSTALL := $(BIN)/pip install --constraint constraints.txt
 
-.PHONY: run test install lint typecheck contracts pytest coverage bench clean lock
+.PHONY: run test install lint typecheck contracts pytest coverage bench clean lock \
+	conformance-gridengine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,8 +59,8 @@ run: $(RUN_STAMP)
 test: lint typecheck contracts pytest
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check app tests bench migrations
-	$(BIN)/ruff format --check app tests bench migrations
+	$(BIN)/ruff check app tests bench migrations conformance
+	$(BIN)/ruff format --check app tests bench migrations conformance
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
@@ -83,6 +84,16 @@ pytest: $(DEV_STAMP)
 ## The suite with line and branch coverage of app/ (pyproject.toml's [tool.coverage]).
 coverage: $(DEV_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --cov --cov-report=term
+
+## The Grid Engine referee (docs/conformance.md), not part of `make test`: as root, installs
+## and starts Son of Grid Engine 8.1.9 on this machine, runs conformance/gridengine/cases/
+## on it and on jobmatch (agree/DIFFER per case), then stops the daemons it started.
+## CONFORMANCE_ARGS="--record tests/vectors/sge/gridengine-8.1.9" records the vectors.
+CONFORMANCE_ARGS ?=
+conformance-gridengine: $(DEV_STAMP)
+	sh conformance/gridengine/install.sh
+	$(BIN)/python -m conformance.gridengine $(CONFORMANCE_ARGS); rc=$$?; \
+	    $(BIN)/python -m conformance.gridengine --stop; exit $$rc
 
 ## Resolve every runtime and dev dependency afresh (in a scratch venv) and pin the result.
 LOCK_VENV := $(VENV)-lock

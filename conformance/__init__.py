@@ -1,0 +1,1 @@
+"""Conformance harnesses: jobmatch refereed by the real systems it models."""
