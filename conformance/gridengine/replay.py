@@ -1,8 +1,8 @@
 """The recorded answers of the real Grid Engine against today's jobmatch, without a Grid
 Engine: ``python -m conformance.gridengine.replay [DIR] [--mark ID=ANCHOR ...]``.
 
-Prints per vector ``agree``, ``DIFFER`` (both answers) or ``documented divergence``, and
-``N/M agree`` at the end. ``--mark ID=ANCHOR`` documents a difference: the vector gets
+Prints per vector ``agree``, ``DIFFER`` (both answers), ``documented divergence`` or
+``failed`` (jobmatch raised), and ``N/M agree`` at the end. ``--mark ID=ANCHOR`` documents a difference: the vector gets
 ``divergence`` (a heading anchor of docs/notations/gridengine.md, whose divergence table
 says why) and ``jobmatch_answer`` (what jobmatch answers today), so that the suite's replay
 (tests/matching/gridengine/test_recorded_gridengine.py) holds jobmatch to that answer and
@@ -60,6 +60,10 @@ def replay(directory: Path, marks: dict[str, str], unmarks: set[str]) -> int:
                 database = make()
                 try:
                     answer = jobmatch_answer(database, vector)
+                except Exception as error:  # a vector jobmatch cannot run is its failure
+                    counts["failed"] = counts.get("failed", 0) + 1
+                    print(f"{case_id}: failed: {type(error).__name__}: {error}", flush=True)
+                    continue
                 finally:
                     database.dispose()
                 if case_id in marks:
@@ -93,7 +97,7 @@ def replay(directory: Path, marks: dict[str, str], unmarks: set[str]) -> int:
     print(
         f"{counts.get('agree', 0)}/{total} agree; "
         f"{counts.get('documented divergence', 0)} documented divergences, "
-        f"{counts.get('DIFFER', 0)} differ"
+        f"{counts.get('DIFFER', 0)} differ, {counts.get('failed', 0)} failed in jobmatch"
     )
     return 0
 

@@ -41,7 +41,7 @@ def test_an_agreeing_vector_counts_as_agreement(
     assert replay.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "T01: agree" in out
-    assert out.rstrip().endswith("1/1 agree; 0 documented divergences, 0 differ")
+    assert out.rstrip().endswith("1/1 agree; 0 documented divergences, 0 differ, 0 failed in jobmatch")
 
 
 def test_a_difference_is_shown_then_documented_by_mark_and_taken_back_by_unmark(
