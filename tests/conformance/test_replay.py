@@ -41,7 +41,8 @@ def test_an_agreeing_vector_counts_as_agreement(
     assert replay.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "T01: agree" in out
-    assert out.rstrip().endswith("1/1 agree; 0 documented divergences, 0 differ, 0 failed in jobmatch")
+    summary = "1/1 agree; 0 documented divergences, 0 differ, 0 failed in jobmatch"
+    assert out.rstrip().endswith(summary)
 
 
 def test_a_difference_is_shown_then_documented_by_mark_and_taken_back_by_unmark(
