@@ -3,8 +3,9 @@ Engine: ``python -m conformance.gridengine.replay [DIR] [--mark ID=ANCHOR ...]``
 
 Prints per vector ``agree``, ``DIFFER`` (both answers), ``documented divergence`` or
 ``failed`` (jobmatch raised), and ``N/M agree`` at the end. ``--mark ID=ANCHOR``
-documents a difference: the vector gets ``divergence`` (a heading anchor of docs/notations/gridengine.md, whose divergence table
-says why) and ``jobmatch_answer`` (what jobmatch answers today), so that the suite's replay
+documents a difference: the vector gets ``divergence`` (a heading anchor of
+docs/notations/gridengine.md, whose divergence table says why) and ``jobmatch_answer``
+(what jobmatch answers today), so that the suite's replay
 (tests/matching/gridengine/test_recorded_gridengine.py) holds jobmatch to that answer and
 notices when it changes. ``--unmark ID`` takes a documentation back.
 """
