@@ -188,7 +188,8 @@ def _decide_parallel(
         Offered(
             slot.id,
             slot.host,
-            # An instance only -masterq names takes the master task alone.
+            # An instance only -masterq names offers one slot (the master task's, unless
+            # a later instance of its host becomes the master).
             1 if slot.id in master_only else _slot_cap(fit.queue_slots),
             _slot_cap(fit.host_slots),
         )
@@ -222,16 +223,19 @@ def _place(
     master_only: frozenset[int],
 ) -> tuple[dict[int, int], int] | None:
     """The assignment of a parallel job and its master: the rule's spread, whose master
-    Grid Engine's way picks (:func:`choose_master`); when that fails (only instances that cannot
-    be master got slots, or an instance only ``-masterq`` names got a slave task), the
-    slots are handed out again with the first instance that can be master in front and
-    the other master-only instances left out."""
+    Grid Engine's way picks (:func:`choose_master`); when only instances that cannot be
+    master got slots, the slots are handed out again with the first instance that can be
+    master in front and the other master-only instances left out. An instance only
+    ``-masterq`` names offers one slot; when another instance of its host becomes the
+    master, that slot is a slave task's, as Grid Engine 8.1.9 answered (the recorded vector
+    RV-QL-12): parallel_tag_queues_suitable4job() caps it at one slot and moves each
+    master-capable instance to the front, so the last one is the master."""
     order_ids = [o.queue_instance_id for o in offers]
     capable = frozenset(q for q in order_ids if q not in not_master)
     assignment = spread_slots(pe_rule, offers, low, high, limit)
     if assignment:
         master = choose_master(assignment, offers, capable, pe_rule)
-        if master is not None and not (set(assignment) & master_only) - {master}:
+        if master is not None:
             return assignment, master
     reordered = master_first(order_ids, capable)
     if reordered is None:
@@ -241,7 +245,7 @@ def _place(
     kept_offers = [by_id[q] for q in kept]
     assignment = spread_slots(pe_rule, kept_offers, low, high, limit)
     master = None if not assignment else choose_master(assignment, kept_offers, capable, pe_rule)
-    if not assignment or master is None or (set(assignment) & master_only) - {master}:
+    if not assignment or master is None:
         return None
     return assignment, master
 

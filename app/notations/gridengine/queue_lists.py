@@ -176,8 +176,9 @@ class QueueLists:
         return not self.master or self.master.contains(queue, host)
 
     def master_only(self, queue: str, host: str) -> bool:
-        """Named by ``-masterq`` but not by ``-q``: the instance takes the master task and
-        nothing else (one slot, parallel_tag_queues_suitable4job() of 6.2u5)."""
+        """Named by ``-masterq`` but not by ``-q``: the instance offers one slot
+        (parallel_tag_queues_suitable4job() of 6.2u5 and 8.1.9), the master task's unless
+        a later instance of its host becomes the master."""
         return bool(self.hard) and not self.hard.contains(queue, host)
 
 
