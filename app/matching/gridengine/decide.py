@@ -34,7 +34,12 @@ from app.matching.gridengine.bookings import (
     write_bookings,
 )
 from app.matching.gridengine.groups import ensure_groups
-from app.matching.gridengine.master import choose_master, master_first, slave_only
+from app.matching.gridengine.master import (
+    choose_master,
+    master_first,
+    slave_only,
+    spread_holding_master_slot,
+)
 from app.matching.gridengine.parallel import UNLIMITED, Offered, spread_slots
 from app.matching.gridengine.queue_lists import (
     category_queue_lists,
@@ -224,8 +229,10 @@ def _place(
 ) -> tuple[dict[int, int], int] | None:
     """The assignment of a parallel job and its master: the rule's spread, whose master
     Grid Engine's way picks (:func:`choose_master`); when only instances that cannot be
-    master got slots, the slots are handed out again with the first instance that can be
-    master in front and the other master-only instances left out. An instance only
+    master got slots, the slots are handed out again: as Grid Engine does, holding one
+    slot back for a later instance that can be master (:func:`spread_holding_master_slot`,
+    recorded vector RV-PE-18), or under ``$round_robin`` with the first instance that can
+    be master in front and the other master-only instances left out. An instance only
     ``-masterq`` names offers one slot; when another instance of its host becomes the
     master, that slot is a slave task's, as Grid Engine 8.1.9 answered (the recorded vector
     RV-QL-12): parallel_tag_queues_suitable4job() caps it at one slot and moves each
@@ -237,6 +244,10 @@ def _place(
         master = choose_master(assignment, offers, capable, pe_rule)
         if master is not None:
             return assignment, master
+    held = spread_holding_master_slot(pe_rule, offers, low, high, limit, capable)
+    if held is not None:
+        master = choose_master(held, offers, capable, pe_rule)
+        return None if master is None else (held, master)
     reordered = master_first(order_ids, capable)
     if reordered is None:
         return None

@@ -172,3 +172,70 @@ def master_first(order: Sequence[int], capable: frozenset[int]) -> list[int] | N
     if first is None:
         return None
     return [first, *(q for q in order if q != first)]
+
+
+def spread_holding_master_slot(
+    rule: str, offers: Sequence[Offered], low: int, high: int, limit: int, capable: frozenset[int]
+) -> dict[int, int] | None:
+    """The spread when the rule's own gave slots only to instances that cannot be master,
+    as Grid Engine 6.2u5 and 8.1.9 make it (parallel_tag_queues_suitable4job(),
+    source/libs/sched/sge_select_queue.c): hosts and their instances in order; until an
+    instance that can be master has slots, an instance that cannot gives one slot less
+    when its slots would complete the job ("we need at least one slot on the masterq"),
+    so a later master-capable instance takes it. The largest count in ``low..high`` within
+    ``limit`` that places, or None. ``$round_robin`` is not spread this way (None)."""
+    if rule == "$round_robin":
+        return None
+    hosts: dict[str, list[Offered]] = {}
+    for offer in offers:
+        hosts.setdefault(offer.host, []).append(offer)
+    total = sum(min(items[0].host_slots, sum(o.slots for o in items)) for items in hosts.values())
+    for n in range(min(high, total, limit), low - 1, -1):
+        placed = _holding_exactly(rule, list(hosts.values()), n, capable)
+        if placed is not None:
+            return placed
+    return None
+
+
+def _holding_exactly(
+    rule: str, hosts: list[list[Offered]], n: int, capable: frozenset[int]
+) -> dict[int, int] | None:
+    result: dict[int, int] = {}
+    given = 0
+    have_master = False
+    for items in hosts:
+        capacity = min(items[0].host_slots, sum(o.slots for o in items))
+        if rule == "$pe_slots":
+            wanted = n
+        elif rule == "$fill_up":
+            wanted = min(capacity, n - given)
+        else:
+            wanted = int(rule)
+        if capacity < wanted or wanted <= 0:
+            continue
+        host_result: dict[int, int] = {}
+        got = 0
+        had_master = have_master
+        for offer in items:
+            slots = min(offer.slots, wanted - got)
+            if not have_master:
+                is_capable = offer.queue_instance_id in capable
+                if not is_capable and given + got + slots == n:
+                    slots -= 1
+                if is_capable and slots > 0:
+                    have_master = True
+            if slots > 0:
+                host_result[offer.queue_instance_id] = slots
+                got += slots
+            if got == wanted:
+                break
+        if rule != "$fill_up" and got < wanted:
+            have_master = had_master
+            continue  # the host cannot give its share: Grid Engine reverts it
+        result.update(host_result)
+        given += got
+        if given == n:
+            return result if have_master else None
+        if rule == "$pe_slots":
+            return None
+    return None
