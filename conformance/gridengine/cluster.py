@@ -34,6 +34,7 @@ LOAD_FILE = STATE / "loads"
 SCHEDULER = {
     "schedule_interval": "0:0:1",
     "queue_sort_method": "seqno",
+    "load_formula": "np_load_avg",
     "job_load_adjustments": "NONE",
     "load_adjustment_decay_time": "0:0:0",
     "schedd_job_info": "true",
@@ -156,8 +157,9 @@ def reset(hosts: Sequence[str]) -> None:
             run(["qconf", "-dul", name])
     for host in ["global", *hosts]:
         qconf_file("-Me", translate.exec_host_file(host, None))
-    set_complexes(stock_complexes(), wait=15)
+    # The scheduler first: qmaster refuses to delete an attribute its load_formula names.
     set_scheduler({})
+    set_complexes(stock_complexes(), wait=15)
 
 
 def set_complexes(table: str, wait: float = 0) -> None:

@@ -34,23 +34,23 @@ def test_host_groups_create_nest_show_replace_delete(
     assert linux.status_code == 201, linux.text
     assert linux.json() == {"name": "@linux", "members": ["h1", "H2"], "hosts": ["h1", "h2"]}
     whole = client.post(
-        "/v1/hostgroups", json={"name": "@all", "members": ["@linux", "h3"]}, headers=admin
+        "/v1/hostgroups", json={"name": "@every", "members": ["@linux", "h3"]}, headers=admin
     )
     assert whole.json()["hosts"] == ["h1", "h2", "h3"]
     listed = client.get("/v1/hostgroups", headers=admin).json()
-    assert [item["name"] for item in listed["items"]] == ["@all", "@linux"]
-    assert client.get("/v1/hostgroups/@all", headers=admin).json()["members"] == ["@linux", "h3"]
+    assert [item["name"] for item in listed["items"]] == ["@every", "@linux"]
+    assert client.get("/v1/hostgroups/@every", headers=admin).json()["members"] == ["@linux", "h3"]
     # A change to a sub-group counts for every group holding it.
     replaced = client.put("/v1/hostgroups/@linux", json={"members": ["h4"]}, headers=admin)
     assert replaced.json()["hosts"] == ["h4"]
-    assert client.get("/v1/hostgroups/@all", headers=admin).json()["hosts"] == ["h3", "h4"]
-    taken = client.post("/v1/hostgroups", json={"name": "@all", "members": []}, headers=admin)
-    assert assert_problem(taken, 409)["detail"] == 'host group "@all" already exists'
+    assert client.get("/v1/hostgroups/@every", headers=admin).json()["hosts"] == ["h3", "h4"]
+    taken = client.post("/v1/hostgroups", json={"name": "@every", "members": []}, headers=admin)
+    assert assert_problem(taken, 409)["detail"] == 'host group "@every" already exists'
     held = client.delete("/v1/hostgroups/@linux", headers=admin)
     assert assert_problem(held, 409)["detail"] == (
-        'denied: following hostgroups still reference "@linux": @all'
+        'denied: following hostgroups still reference "@linux": @every'
     )
-    assert client.delete("/v1/hostgroups/@all", headers=admin).status_code == 204
+    assert client.delete("/v1/hostgroups/@every", headers=admin).status_code == 204
     assert client.delete("/v1/hostgroups/@linux", headers=admin).status_code == 204
     missing = client.get("/v1/hostgroups/@linux", headers=admin)
     assert assert_problem(missing, 404)["detail"] == 'Host group "@linux" does not exist'

@@ -9,25 +9,25 @@ from tests.cli.conftest import Jobmatch
 
 def test_host_groups_add_show_replace_list_delete(jobmatch: Jobmatch) -> None:
     assert jobmatch("hostgroups", "add", "@linux", "h1", "h2").code == 0
-    added = jobmatch("hostgroups", "add", "@all", "@linux", "h3")
+    added = jobmatch("hostgroups", "add", "@every", "@linux", "h3")
     assert added.code == 0, added.stderr
     assert added.stdout.splitlines() == [
-        "group_name @all",
+        "group_name @every",
         "hostlist @linux h3",
         "hosts h1 h2 h3",
     ]
     replaced = jobmatch("hostgroups", "replace", "@linux", "h4")
     assert replaced.stdout.splitlines()[2] == "hosts h4"
-    assert jobmatch("hostgroups", "show", "@all", "-o", "json").json() == jobmatch.api(
-        "GET", "/v1/hostgroups/@all"
+    assert jobmatch("hostgroups", "show", "@every", "-o", "json").json() == jobmatch.api(
+        "GET", "/v1/hostgroups/@every"
     )
     listed = jobmatch("hostgroups", "list").stdout.splitlines()
-    assert [line.split()[0] for line in listed[2:]] == ["@all", "@linux"]
+    assert [line.split()[0] for line in listed[2:]] == ["@every", "@linux"]
     held = jobmatch("hostgroups", "delete", "@linux")
-    assert held.code == 1 and 'still reference "@linux": @all' in held.stderr
-    cycle = jobmatch("hostgroups", "replace", "@linux", "@all")
+    assert held.code == 1 and 'still reference "@linux": @every' in held.stderr
+    cycle = jobmatch("hostgroups", "replace", "@linux", "@every")
     assert cycle.code == 1 and "would create a cycle" in cycle.stderr
-    assert jobmatch("hostgroups", "delete", "@all").stdout == "deleted host group @all\n"
+    assert jobmatch("hostgroups", "delete", "@every").stdout == "deleted host group @every\n"
 
 
 def test_acls_and_projects_and_a_job_s_project_and_verify(jobmatch: Jobmatch) -> None:

@@ -289,8 +289,14 @@ def test_live_probe_answers_within_a_second_and_healthz_stays_up(server: LiveSer
     poller = threading.Thread(target=poll)
     poller.start()
     answers: list[tuple[int, Any, float]] = []
+    plain: list[float] = []
     try:
         for _ in range(3):
+            # The yardstick: the same request with a pattern of the same length and no
+            # wildcard, timed in the same moment, so the machine's load cancels out.
+            started = time.perf_counter()
+            server.request("POST", "/v1/jobs", {"hard": f"hostname={'a' * len(PROBE)}"})
+            plain.append(time.perf_counter() - started)
             started = time.perf_counter()
             status, body = server.request("POST", "/v1/jobs", {"hard": f"hostname={PROBE}"})
             answers.append((status, body, time.perf_counter() - started))
@@ -301,6 +307,11 @@ def test_live_probe_answers_within_a_second_and_healthz_stays_up(server: LiveSer
         done.set()
         poller.join()
     assert [status for status, _, _ in answers] == [201, 201, 201]
-    assert max(elapsed for _, _, elapsed in answers) < 1.0
-    assert status == 201 and registration < 1.0
+    # Backtracking made each "*?" of the probe multiply the time by 2.6 (issue 19): 12 of
+    # them cost 2.6**12, about 95,000 plain requests. A bound of 20 plain requests (plus
+    # half a second of scheduling noise) tells the two apart on a loaded machine, where
+    # an absolute second did not (CI of stop 44, 1.03 s beside a running Grid Engine).
+    bound = 20 * sorted(plain)[1] + 0.5
+    assert max(elapsed for _, _, elapsed in answers) < bound, (answers, plain)
+    assert status == 201 and registration < bound, (registration, plain)
     assert polls and all(code == 200 for code in polls)

@@ -35,6 +35,10 @@ __all__ = [
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,255}")
 #: A host or user name in a member list.
 _MEMBER = re.compile(r"[A-Za-z0-9_.\-]{1,255}")
+#: Words qconf refuses as an object's name, in any case (Son of Grid Engine 8.1.9 answered
+#: ``qconf -Ahgrp`` of ``@all`` with ``Keyword ("ALL") not allowed as objectname``;
+#: verify_str_key() of source/libs/sgeobj/sge_utility.c holds the list).
+_KEYWORDS = ("NONE", "ALL", "TEMPLATE")
 #: Members one group or list may hold (bounds the work before any is done).
 MAX_MEMBERS = 10_000
 
@@ -68,7 +72,20 @@ def check_host_group_name(name: str) -> str:
             position=0 if not name.startswith("@") else 1,
             expected="'@' and a name of letters, digits, '_', '.', '-' (at most 255)",
         )
+    _not_a_keyword(name[1:], name, "hostgroup(5)", 1)
     return name
+
+
+def _not_a_keyword(name: str, text: str, notation: str, position: int) -> None:
+    keyword = name.upper()
+    if keyword in _KEYWORDS:
+        raise GroupError(
+            f'Keyword ("{keyword}") not allowed as objectname',
+            notation=notation,
+            text=text,
+            position=position,
+            expected=f"a name other than {', '.join(_KEYWORDS)} (in any case)",
+        )
 
 
 def check_object_name(name: str, notation: str, what: str) -> str:
@@ -82,6 +99,7 @@ def check_object_name(name: str, notation: str, what: str) -> str:
             position=bad if name else 0,
             expected="a name of letters, digits, '_', '.', '-' (at most 255)",
         )
+    _not_a_keyword(name, name, notation, 0)
     return name
 
 

@@ -285,8 +285,12 @@ def test_a_job_page_shows_its_queue_lists_and_why_other_queues_cannot_run_it(
 ) -> None:
     """qsub(1) -q and -soft -q on the job page, with qstat -j's words for an instance
     outside the -q list (MSG_SCHEDD_INFO_NOTINHARDQUEUELST_S of Grid Engine 6.2u5)."""
+    # The queues must exist: qsub refuses a -q or -soft -q that names none (issue 36).
+    queues = [{"name": "batch.q", "slots": 1}, {"name": "fast.q", "slots": 1}]
+    status, _ = server.request("POST", "/v1/workers", {"name": "batch-box", "queues": queues})
+    assert status == 201
     status, job = server.request(
-        "POST", "/v1/jobs", {"queue_list": "nosuch.q@*", "soft_queue_list": "fast.q"}
+        "POST", "/v1/jobs", {"queue_list": "batch.q@*", "soft_queue_list": "fast.q"}
     )
     assert status == 201 and job["state"] == "waiting", job
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -294,7 +298,7 @@ def test_a_job_page_shows_its_queue_lists_and_why_other_queues_cannot_run_it(
     _sign_in(page, server, ADMIN)
     page.goto(f"{server.base_url}/ui/jobs/{job['id']}")
     expect(page.locator("#request")).to_contain_text("hard -q (Grid Engine)")
-    expect(page.locator("#request")).to_contain_text("nosuch.q@*")
+    expect(page.locator("#request")).to_contain_text("batch.q@*")
     expect(page.locator("#request")).to_contain_text("soft -q (Grid Engine)")
     expect(page.locator("#scheduling-info")).to_contain_text(
         'cannot run in queue "default@java-box" because it is not contained in its hard '

@@ -28,7 +28,7 @@ from app.notations.gridengine.quotas import QuotaGroups
 def test_nested_groups_resolve_to_their_hosts_lower_cased() -> None:
     resolved = resolve_host_groups(
         {
-            "@all": ["@linux", "@solaris", "H9"],
+            "@every": ["@linux", "@solaris", "H9"],
             "@linux": ["h1", "h2"],
             "@solaris": ["@sparc"],
             "@sparc": ["h3"],
@@ -36,7 +36,7 @@ def test_nested_groups_resolve_to_their_hosts_lower_cased() -> None:
         }
     )
     assert resolved == {
-        "@all": frozenset({"h1", "h2", "h3", "h9"}),
+        "@every": frozenset({"h1", "h2", "h3", "h9"}),
         "@linux": frozenset({"h1", "h2"}),
         "@solaris": frozenset({"h3"}),
         "@sparc": frozenset({"h3"}),
@@ -138,3 +138,25 @@ def test_expanded_groups_key_the_usage_by_member_and_projects_by_name() -> None:
     assert rule.matches("alice", "p1", None, "q", "h", groups)
     assert not rule.matches("alice", None, None, "q", "h", groups)  # {*}: a project needed
     assert rule.usage_key("alice", "p1", None, "q", "h") == "alice/p1////"
+
+
+@pytest.mark.parametrize("name", ["@all", "@ALL", "@None", "@template"])
+def test_keywords_are_no_host_group_names(name: str) -> None:
+    """Recorded from Son of Grid Engine 8.1.9 (Debian 8.1.9+dfsg-10+b1): ``qconf -Ahgrp`` of
+    ``@all`` answered ``Keyword ("ALL") not allowed as objectname`` (verify_str_key(),
+    source/libs/sgeobj/sge_utility.c: NONE, ALL, TEMPLATE in any case)."""
+    with pytest.raises(GroupError) as caught:
+        check_host_group_name(name)
+    assert caught.value.message == f'Keyword ("{name[1:].upper()}") not allowed as objectname'
+    assert caught.value.position == 1
+
+
+@pytest.mark.parametrize("name", ["all", "NONE", "Template"])
+def test_keywords_are_no_access_list_or_project_names(name: str) -> None:
+    with pytest.raises(GroupError, match="not allowed as objectname"):
+        check_object_name(name, "project(5)", "project")
+
+
+def test_a_name_that_only_contains_a_keyword_is_fine() -> None:
+    assert check_host_group_name("@allhosts") == "@allhosts"
+    assert check_object_name("nonexempt", "access_list(5)", "access list") == "nonexempt"
