@@ -13,12 +13,11 @@ misfit cache.
 
 A host that reports ``load_avg`` (``load_short``, ...) and ``num_proc`` but no ``np_``
 variant gets it computed as Grid Engine's execution daemon reports it: the load divided by
-the processors, a value of the host (before the global host's). Not modelled: load
-adjustments (``job_load_adjustments`` and ``load_adjustment_decay_time`` of
-sched_conf(5)), so the load is taken as reported; and a threshold without a value at any
-of the three is not checked (6.2u5 and 8.1.9 put the instance in alarm, "no value for
-complex attribute": a worker that reports no load would never run a job under the default
-``np_load_avg=1.75``).
+the processors, a value of the host (before the global host's). A threshold without a
+value at any of the three puts the instance in alarm, as in 6.2u5 and 8.1.9 ("no value for
+complex attribute"): a worker that reports no load runs nothing from a queue with load
+thresholds. Not modelled: load adjustments (``job_load_adjustments`` and
+``load_adjustment_decay_time`` of sched_conf(5)), so the load is taken as reported.
 """
 
 from __future__ import annotations
@@ -87,7 +86,15 @@ def load_alarm(state: ClusterState, slot: QueueSlot) -> QueueFit | None:
         host, queue = state.hosts[slot.worker_id], state.queues[slot.id]
         for threshold in thresholds:
             found = _load(state.table, host, state.global_host, queue, threshold.definition)
-            if found is not None and threshold.exceeded(found[0]):
+            if found is None:
+                # No value at the host, the global host or the queue instance: Grid Engine
+                # puts the instance in alarm (MSG_SCHEDD_NOVALUEFORATTR_S), as 8.1.9
+                # answered in the recorded vector RV-LT-09: a threshold nothing shows to
+                # hold is not held.
+                attribute = threshold.definition.name
+                reason = f'no value for complex attribute "{attribute}"'
+                break
+            if threshold.exceeded(found[0]):
                 attribute = threshold.definition.name
                 relop = threshold.definition.relop.value
                 reason = f"{attribute}={found[0]:f} ({found[1]}) {relop} {threshold.text}"
