@@ -123,7 +123,7 @@ def test_every_package_says_what_it_holds() -> None:
 def _repository_python_files() -> list[str]:
     return [
         path.relative_to(ROOT).as_posix()
-        for top in ("app", "tests", "bench", "migrations")
+        for top in ("app", "tests", "bench", "migrations", "conformance")
         for path in (ROOT / top).rglob("*.py")
     ]
 
