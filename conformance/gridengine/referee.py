@@ -61,6 +61,15 @@ def compared(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: job.get(k) for k in COMPARED} for job in answer]
 
 
+def gives_documented_answer(case: Mapping[str, Any], answer: list[dict[str, Any]]) -> bool:
+    """Whether the case is a documented divergence and jobmatch gives its documented
+    answer (``divergence`` and ``jobmatch_answer``, docs/conformance.md)."""
+    documented = case.get("jobmatch_answer")
+    return bool(case.get("divergence")) and (
+        documented is not None and compared(documented["jobs"]) == answer
+    )
+
+
 def _available_hosts(up: list[str]) -> dict[str, str]:
     """Logical host -> exec host: h1 is this machine, h2, h3, ... the execds in network
     namespaces (install.sh) that report load."""
@@ -188,13 +197,7 @@ def referee(case: Mapping[str, Any], make_database: Callable[[], Database]) -> V
         database.dispose()
     if compared(ge) != verdict.jobmatch:
         verdict.status = "DIFFER"
-        documented = case.get("jobmatch_answer")
-        # A documented divergence: jobmatch must give its documented answer.
-        if (
-            case.get("divergence")
-            and documented is not None
-            and compared(documented["jobs"]) == verdict.jobmatch
-        ):
+        if gives_documented_answer(case, verdict.jobmatch):
             verdict.status = "documented divergence"
             verdict.detail = str(case["divergence"])
     return verdict

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.matching.scenarios.cases import fresh_sqlite_databases
-from conformance.gridengine.referee import compared, jobmatch_answer
+from conformance.gridengine.referee import compared, gives_documented_answer, jobmatch_answer
 
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "vectors" / "sge" / "gridengine-8.1.9"
 
@@ -42,8 +42,7 @@ def _status(vector: dict[str, Any], answer: list[dict[str, Any]]) -> str:
     recorded = compared(vector["gridengine"]["answer"]["jobs"])
     if answer == recorded:
         return "agree"
-    documented = vector.get("jobmatch_answer")
-    if vector.get("divergence") and documented and compared(documented["jobs"]) == answer:
+    if gives_documented_answer(vector, answer):
         return "documented divergence"
     return "DIFFER"
 
