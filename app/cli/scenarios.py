@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,7 +36,9 @@ def case_record(result: Any, expected: Any) -> dict[str, Any]:
     }
 
 
-def _run(path: Path, position: str, progress: bool) -> list[dict[str, Any]]:
+def _run(
+    path: Path, fresh: Callable[[], Any], position: str, progress: bool
+) -> list[dict[str, Any]]:
     from app.matching.scenarios.cases import ScenarioError
     from app.matching.scenarios.run import read_scenarios, run_file
 
@@ -43,7 +46,7 @@ def _run(path: Path, position: str, progress: bool) -> list[dict[str, Any]]:
         cases = read_scenarios(path)
         if progress:
             typer.echo(f"{position} {path}: running {len(cases)} cases...", err=True)
-        results = run_file(path)
+        results = run_file(path, fresh=fresh)
     except (ScenarioError, OSError) as error:
         fail(str(error), ExitCode.USAGE)
     expected = {str(case["id"]): case.get("expected") for case in cases}
@@ -88,15 +91,20 @@ def scenario_run(
 ) -> None:
     """Run each scenario against a fresh database; say which matched their expected (exit
     1 when any differs)."""
+    from app.matching.scenarios.cases import fresh_sqlite_databases
+
     show_progress = sys.stderr.isatty() if progress is None else progress
     records: list[dict[str, Any]] = []
-    for number, path in enumerate(files, start=1):
-        for record in _run(path, f"[{number}/{len(files)}]", show_progress):
-            records.append(record)
-            if as_json:
-                typer.echo(json.dumps(record, sort_keys=True))
-            else:
-                _print_case(record)
+    # One migrated template for every file of the run: each case still starts from a
+    # fresh copy of it.
+    with fresh_sqlite_databases() as fresh:
+        for number, path in enumerate(files, start=1):
+            for record in _run(path, fresh, f"[{number}/{len(files)}]", show_progress):
+                records.append(record)
+                if as_json:
+                    typer.echo(json.dumps(record, sort_keys=True))
+                else:
+                    _print_case(record)
     matched = sum(1 for record in records if record["matched"])
     differ = sum(1 for record in records if record["matched"] is False)
     if not as_json:

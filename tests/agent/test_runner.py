@@ -38,7 +38,11 @@ JOB = {
 
 
 class ScriptedServer:
-    """Answers the agent's calls; its first pull stops the agent (or is refused)."""
+    """Answers the agent's calls; its first pull stops the agent, or is refused.
+
+    A refused pull does not also stop the agent: the refusal must be what ends it. (Both
+    at once raced: the agent's loop could see the stop before the answer, and rightly
+    abandon the pull without reading it.)"""
 
     def __init__(self, pull_status: int = 204) -> None:
         self.calls: list[str] = []
@@ -57,11 +61,11 @@ class ScriptedServer:
             return httpx2.Response(200, json={"static_changed": False})
         if path.endswith("/pull"):
             assert request.url.params["wait"] == "5"
-            if self.agent is not None:
-                self.agent.stop()
             if self.pull_status == 401:
                 problem = {"title": "Unauthorized", "status": 401, "detail": "unknown token"}
                 return httpx2.Response(401, json=problem)
+            if self.agent is not None:
+                self.agent.stop()
             return httpx2.Response(204)
         return httpx2.Response(404, json={"title": "Not Found", "status": 404, "detail": path})
 

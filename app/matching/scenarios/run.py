@@ -8,7 +8,7 @@ A case without ``family`` (or with ``gridengine``) is a Grid Engine case of the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +63,26 @@ def result_of(case: Mapping[str, Any], outcome: dict[str, Any]) -> CaseResult:
     return CaseResult(str(case["id"]), str(case.get("title", "")), outcome, matched)
 
 
-def run_file(path: Path, database: Database | None = None) -> list[CaseResult]:
+def run_file(
+    path: Path,
+    database: Database | None = None,
+    *,
+    fresh: Callable[[], Database] | None = None,
+) -> list[CaseResult]:
     """Every case of the file: on ``database`` when given (each case rolled back), else
-    each on a fresh SQLite database of its own."""
+    each on a fresh SQLite database of its own, from ``fresh`` when given (the maker of
+    :func:`fresh_sqlite_databases`, shared by the files of one run)."""
     cases = read_scenarios(path)
     if database is not None:
         return [result_of(case, run_case(database, case)) for case in cases]
+    if fresh is None:
+        with fresh_sqlite_databases() as make:
+            return run_file(path, fresh=make)
     results = []
-    with fresh_sqlite_databases() as make:
-        for case in cases:
-            scratch = make()
-            try:
-                results.append(result_of(case, run_case(scratch, case)))
-            finally:
-                scratch.dispose()
+    for case in cases:
+        scratch = fresh()
+        try:
+            results.append(result_of(case, run_case(scratch, case)))
+        finally:
+            scratch.dispose()
     return results
