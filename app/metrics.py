@@ -76,6 +76,16 @@ LONGPOLL_WAITING = Gauge(
     "Pulls waiting for work (?wait=), summed over the live server processes.",
     multiprocess_mode="livesum",
 )
+LONGPOLL_SUPERSEDED = Counter(
+    "jobmatch_longpoll_superseded_total",
+    "Waiting pulls answered at once because a newer pull of the same worker took their place.",
+)
+REFUSED_OVERLOADED = Counter(
+    "jobmatch_overload_refusals_total",
+    "Requests answered 503 because a budget of the server process was full, by budget: "
+    "connections (ordinary requests) or waiting_pulls.",
+    ["budget"],
+)
 LONGPOLL_ANNOUNCEMENTS = Counter(
     "jobmatch_longpoll_announcements_total",
     "Announcements (submissions, finishes, worker changes, ...) the server processes heard.",

@@ -42,7 +42,8 @@ class Settings(BaseSettings):
     #: Seconds within which a token's recorded last use is exact: each process writes a
     #: token's ``last_used_at`` at most once per this interval (0: on every request).
     token_last_use_seconds: float = Field(default=300.0, ge=0)
-    #: Requests a second each token may make on average, per server process; one over is
+    #: Requests a second each token may make on average, in all the server processes
+    #: together (each keeps its share: app/api/rate_limits.py); one over is
     #: answered 429 with Retry-After (app/api/rate_limits.py). 0: no limit.
     rate_limit_per_second: float = Field(default=0.0, ge=0)
     #: Requests a token may make at once after a quiet spell (the bucket's size).
@@ -102,9 +103,17 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     #: Seconds an idle keep-alive connection is kept open between requests.
     keep_alive_seconds: int = Field(default=5, ge=1)
-    #: Open connections (idle ones included) per server process; a request arriving while
-    #: this many are open is answered 503 problem+json with Retry-After.
+    #: Open connections per server process that are not waiting pulls (ordinary requests,
+    #: idle keep-alive connections); an ordinary request arriving while this many are open
+    #: is answered 503 problem+json with Retry-After. Probes and the admin token pass.
     max_connections: int = Field(default=1000, ge=1)
+    #: Pulls waiting for work (``?wait=``) per server process; unset: what the open-files
+    #: limit leaves after max_connections and a reserve (app/api/capacity.py). A pull of a
+    #: worker with none waiting is answered 503 beyond it.
+    max_waiting_pulls: int | None = Field(default=None, ge=0)
+    #: Server processes serving together (``jobmatch serve --workers``, which sets it):
+    #: each process's rate limit is the limit divided by it (app/api/rate_limits.py).
+    server_processes: int = Field(default=1, ge=1)
     #: Most worker items (added, changed, drained and removed together) in one what-if
     #: (POST /v1/whatif); a larger change set is a 422 before any work.
     whatif_max_workers: int = Field(default=100, ge=0)

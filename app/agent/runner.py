@@ -338,6 +338,17 @@ class Agent:
             log.warning("pull failed: %s", error)
             self._backoff.wait()
             return None
+        if job is None and self.client.superseded:
+            # This agent waits in one pull at a time: a newer pull under its name is
+            # another agent's. Backed off, longer while it goes on (two agents under
+            # one name would otherwise take each other's place as fast as they can).
+            log.warning(
+                "a newer pull of worker %s took this one's place: is another agent running "
+                "with this name and token?",
+                self.options.name,
+            )
+            self._backoff.wait()
+            return None
         self._backoff.reset()
         if job is not None and self.stopping.is_set():
             # The pull ended just as the stop came: its job is given back, not run.

@@ -11,6 +11,7 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute
 
 from app import __version__, heap
+from app.api import capacity
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.docs_ui import install_docs_ui
 from app.api.express import ExpressLane
@@ -117,7 +118,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     schema = SchemaWatch(database)
     # No sweep while the schema is not at head: its tables may not exist yet.
     sweeper = LeaseSweeper(database, settings, ready=schema.ready)
-    longpoll = LongPoll(database)
+    waiting_budget = capacity.budgets_for(settings, capacity.open_files_limit()).waiting_pulls
+    longpoll = LongPoll(database, waiting_budget)
     revocations = RevocationWatch(database)
     loop_connections = EventLoopConnections.for_database(database)
 

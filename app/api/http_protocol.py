@@ -8,16 +8,22 @@ first byte of each later request arrives, and stops it when the headers are comp
 it fires the connection is answered 408 problem+json (when nothing else is being written on
 it) and closed. The body's own time limit is enforced in ASGI (app/api/body_limits.py).
 
-Past uvicorn's ``limit_concurrency`` (``JOBMATCH_MAX_CONNECTIONS``) uvicorn answers 503 in
-plain text; this subclass answers the same 503 as application/problem+json with Retry-After,
-like every other error of the service.
+It also keeps the budgets of app/api/capacity.py, in place of uvicorn's
+``limit_concurrency`` (which counted every connection against one limit, so that waiting
+pulls locked probes and operators out): an ordinary request is admitted while fewer than
+``JOBMATCH_MAX_CONNECTIONS`` connections are open besides the waiting pulls; a long-poll
+pull goes on to the wake-up hub, which keeps the waiting budget; probes and the admin
+token always pass. A connection beyond both budgets is answered 503 when accepted and
+closed. Every refusal is a problem+json 503 with Retry-After, counted by
+``jobmatch_overload_refusals_total``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
-from typing import Any
+from typing import Any, cast
 
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
@@ -25,12 +31,25 @@ from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
+from app.api import capacity
 from app.api.longpoll import STATE_KEY
 from app.api.problems import PROBLEM_JSON, problem_document
+from app.api.rate_limits import is_long_poll_pull
 from app.api.raw_problems import send_problem
+from app.metrics import REFUSED_OVERLOADED
 from app.settings import get_settings
 
-OVERLOADED = "the server has as many connections open as it accepts (JOBMATCH_MAX_CONNECTIONS)"
+OVERLOADED = (
+    "the server process has as many connections open for requests as it accepts "
+    "(JOBMATCH_MAX_CONNECTIONS)"
+)
+FULL = (
+    "the server process has as many connections open as its budgets allow "
+    "(JOBMATCH_MAX_CONNECTIONS and JOBMATCH_MAX_WAITING_PULLS)"
+)
+
+#: Requests admitted whatever the budgets: what a load balancer and a monitor ask.
+PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def header_timeout_response(timeout: float) -> bytes:
@@ -53,9 +72,36 @@ def header_timeout_response(timeout: float) -> bytes:
     return head.encode("latin-1") + body
 
 
+def full_response() -> bytes:
+    """The raw 503 sent to a connection accepted beyond both budgets (no request yet)."""
+    document = problem_document(503, FULL, "")
+    del document["instance"]
+    body = json.dumps(document).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"content-type: {PROBLEM_JSON}\r\n"
+        f"content-length: {len(body)}\r\n"
+        "retry-after: 1\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
 async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
-    """What a request gets while the process has its maximum of connections open."""
+    """What an ordinary request gets while the process has its maximum of connections
+    open for requests."""
+    REFUSED_OVERLOADED.labels("connections").inc()
     await send_problem(scope, send, 503, OVERLOADED, headers={"Retry-After": "1"}, close=True)
+
+
+def _is_admin(scope: Scope, admin_token: bytes | None) -> bool:
+    """Whether the request carries the configured admin token (compared in constant time)."""
+    if admin_token is None:
+        return False
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            return hmac.compare_digest(value, b"Bearer " + admin_token)
+    return False
 
 
 class LimitedHttpProtocol(HttpToolsProtocol):
@@ -69,11 +115,22 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.header_timeout = get_settings().header_timeout_seconds
+        settings = get_settings()
+        self.header_timeout = settings.header_timeout_seconds
         self.header_timer: asyncio.TimerHandle | None = None
+        self.budgets = capacity.budgets()
+        token = settings.admin_token
+        self.admin_token = token.get_secret_value().encode("latin-1") if token else None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if len(self.connections) > self.budgets.total:
+            # Beyond both budgets: answered and closed now, so that the reserve's file
+            # descriptors (the database's connections) stay free.
+            REFUSED_OVERLOADED.labels("connections").inc()
+            transport.write(full_response())
+            transport.close()
+            return
         self._start_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -100,9 +157,22 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().shutdown()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        if app is service_unavailable:
+        if app is service_unavailable or not self._admitted(cast(Scope, cycle.scope)):
             app = overloaded
         super()._start_asgi_task(cycle, app)
+
+    def _admitted(self, scope: Scope) -> bool:
+        """Whether the request fits its budget (module docstring)."""
+        path = scope.get("path", "")
+        if path in PROBES or is_long_poll_pull(
+            scope.get("method", ""), path, scope.get("query_string", b"")
+        ):
+            return True  # a waiting pull's budget is the hub's (app/matching/wakeups.py)
+        hub = self.app_state.get(STATE_KEY)
+        waiting = hub.waiting if hub is not None else 0
+        if len(self.connections) - waiting <= self.budgets.connections:
+            return True
+        return _is_admin(scope, self.admin_token)
 
     def _start_header_timer(self) -> None:
         self.header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)

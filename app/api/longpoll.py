@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -45,9 +45,9 @@ STATE_KEY = "jobmatch_wakeups"
 class LongPoll:
     """The hub and its feed for one app (module docstring)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, max_waiting: int | None = None) -> None:
         self.database = database
-        self.hub = WakeupHub(self._fitting)
+        self.hub = WakeupHub(self._fitting, max_waiting)
         self._listener: notify.PostgresListener | None = None
 
     def _fitting(self, category_id: int, worker_ids: frozenset[int]) -> set[int]:
@@ -102,6 +102,18 @@ class PullOutcome(Generic[Body]):
     #: Seconds until the worker's metadata is due for a refresh: a wait ends then, so the
     #: worker is told to report without waiting for its whole deadline.
     refresh_due_in: float = float("inf")
+    #: Waiting pulls the worker may hold: its free slots, at least one (WakeupHub.hold).
+    free_slots: int = 1
+    #: A newer pull of the same worker took this one's place while it waited.
+    superseded: bool = False
+
+
+#: The answer of a pull superseded before its first attempt: nothing, and no news of its
+#: worker (the newer pull that took its place tells it whatever there is).
+SUPERSEDED: PullOutcome[Any] = PullOutcome(
+    job=None, category_id=None, refresh=False, worker_id=0, could_take_work=False,
+    superseded=True,
+)  # fmt: skip
 
 
 async def pull_or_wait(
@@ -109,6 +121,7 @@ async def pull_or_wait(
     pull_once: Callable[[], PullOutcome[Body]],
     wait: float,
     client_gone: Callable[[], Awaitable[None]] | None = None,
+    worker: str | None = None,
 ) -> PullOutcome[Body]:
     """Pull; when nothing came and ``wait`` seconds have not passed, wait for a wake-up
     and pull again. Each attempt runs in the thread pool in a transaction of its own;
@@ -120,11 +133,17 @@ async def pull_or_wait(
     ``client_gone`` returns when the client has disconnected: the wait ends then, and no
     job is taken for nobody. Without it a pull whose worker died waited out its whole
     deadline, and held the server's exit as long: uvicorn waits for every request task
-    before it stops, and such a task's connection is no longer there to be told."""
+    before it stops, and such a task's connection is no longer there to be told.
+
+    ``worker`` (the worker's name) lets a newer pull of the same worker supersede this one
+    once the worker holds more waiting pulls than it has free slots: the answer is then
+    this attempt's, marked ``superseded``. Raises WaitingFull, before any attempt, when the
+    process holds as many waiting pulls as it may and none of this worker's."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    waiter = hub.register(loop) if wait > 0 and not hub.closed else None
+    waiter = hub.register(loop, worker) if wait > 0 and not hub.closed else None
     refresh_was_due: bool | None = None
+    outcome: PullOutcome[Body] | None = None
     gone = asyncio.Event()
     watcher = None
     if waiter is not None and client_gone is not None:
@@ -134,7 +153,13 @@ async def pull_or_wait(
             if waiter is not None:
                 # Registered before the attempt: what happens during it wakes us after.
                 waiter.rearm()
-            outcome = await run_in_threadpool(pull_once)
+            if waiter is None or worker is None:
+                outcome = await run_in_threadpool(pull_once)
+            else:
+                async with hub.attempts_of(worker):
+                    if waiter.superseded:  # while it queued for its turn
+                        return replace(outcome, superseded=True) if outcome else SUPERSEDED
+                    outcome = await run_in_threadpool(pull_once)
             if waiter is not None:
                 hub.settled(waiter, outcome.category_id)
             remaining = deadline - loop.time()
@@ -153,7 +178,10 @@ async def pull_or_wait(
                 or hub.closed
             ):
                 return outcome
+            if waiter.superseded:
+                return replace(outcome, superseded=True)
             waiter.expect(outcome.worker_id, wants_work=outcome.could_take_work)
+            hub.hold(waiter, outcome.free_slots)
             # The refresh falling due ends the wait early: the next attempt says so.
             refresh_first = 0 < outcome.refresh_due_in < remaining
             budget = min(remaining, outcome.refresh_due_in + 0.05) if refresh_first else remaining
@@ -161,6 +189,8 @@ async def pull_or_wait(
             wait_now = budget if hub.poll_seconds is None else min(hub.poll_seconds, budget)
             polled = wait_now < budget
             woken = await waiter.wait(wait_now)
+            if waiter.superseded:
+                return replace(outcome, superseded=True)
             if gone.is_set() or (not woken and not refresh_first and not polled):
                 return outcome
     finally:

@@ -6,9 +6,12 @@ Each token (an issued token by its id, the admin token as one) may make
 problem+json with ``Retry-After`` (the whole seconds until the bucket holds a request
 again), by the token gate, before the body is read. Off (0) by default.
 
-The buckets live in the process: with ``jobmatch serve --workers N`` a token may make up
-to N times the rate in all, depending on where the connections land. That bounds what one
-misbehaving agent or script can take from the others without a round trip per request.
+The buckets live in the process, without a round trip per request. So that the limit holds
+for the whole server, each of the N processes of ``jobmatch serve --workers N`` keeps
+1/N of it: 1/N of the rate, and 1/N of the burst (at least one request). A token never
+gets more than the limit in all; a token whose requests all land in one process (one
+keep-alive connection) gets that process's share only, 1/N of the limit. Set the limit
+with that in mind, or count per connection at a proxy in front.
 
 Long-poll pulls (``POST /v1/workers/{name}/pull?wait=...`` with a wait above 0) are not
 counted unless ``JOBMATCH_RATE_LIMIT_LONG_POLL`` says so: a worker waiting for work is
@@ -46,9 +49,11 @@ class TokenBuckets:
     #: (far more than a farm's tokens: only a flood of distinct valid tokens gets there).
     LIMIT = 65_536
 
-    def __init__(self, per_second: float, burst: int) -> None:
-        self.per_second = per_second
-        self.burst = burst
+    def __init__(self, per_second: float, burst: int, *, processes: int = 1) -> None:
+        """The limit of the whole server, of which this process keeps 1/``processes``."""
+        self.processes = processes
+        self.per_second = per_second / processes
+        self.burst = max(1, burst // processes)
         #: key -> (requests the bucket holds, monotonic time it was filled to that).
         self._buckets: dict[str | int, tuple[float, float]] = {}
 
@@ -69,8 +74,13 @@ class TokenBuckets:
     def refusal(self, wait: float) -> tuple[str, dict[str, str]]:
         """The 429's detail and headers for a request refused ``wait`` seconds early."""
         retry_after = max(1, math.ceil(wait))
+        shared = (
+            f", this server process's share of the {self.processes} processes' limit"
+            if self.processes > 1
+            else ""
+        )
         detail = (
             f"too many requests with this token: at most {self.per_second:g} a second "
-            f"(bursts of {self.burst}) per server process; retry after {retry_after} s"
+            f"(bursts of {self.burst}){shared}; retry after {retry_after} s"
         )
         return detail, {"Retry-After": str(retry_after)}

@@ -159,7 +159,11 @@ class TokenGateMiddleware:
         self.direct = DirectTokenReader.for_url(database.url)
         self.uses = TokenUseRecorder(database, settings.token_last_use_seconds)
         self.buckets = (
-            TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst)
+            TokenBuckets(
+                settings.rate_limit_per_second,
+                settings.rate_limit_burst,
+                processes=settings.server_processes,
+            )
             if settings.rate_limit_per_second > 0
             else None
         )

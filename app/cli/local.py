@@ -98,14 +98,18 @@ def serve(
     # First, before anything imports prometheus-client: every process counts in files there.
     metrics_dir.set_up()
 
+    import logging
+
     import uvicorn
 
+    from app.api import capacity
     from app.api.http_protocol import LimitedHttpProtocol
     from app.db import migrate
     from app.db.dialect import is_sqlite
+    from app.logs import configure_logging
     from app.settings import get_settings
 
-    overrides = {
+    overrides: dict[str, object] = {
         "max_body_bytes": max_body_bytes,
         "header_timeout_seconds": header_timeout,
         "body_timeout_seconds": body_timeout,
@@ -113,6 +117,8 @@ def serve(
         "max_connections": max_connections,
         "backlog": backlog,
     }
+    # Each process's share of the rate limits (app/api/rate_limits.py).
+    overrides["server_processes"] = workers
     for field, value in overrides.items():
         if value is not None:
             # Through the environment: the worker processes (--workers) read their
@@ -120,6 +126,13 @@ def serve(
             os.environ[f"JOBMATCH_{field.upper()}"] = str(value)
     get_settings.cache_clear()
     settings = get_settings()
+    # Before the worker processes start: they inherit the raised limit.
+    files = capacity.raise_open_files_limit()
+    configure_logging(settings.log_level, settings.log_format)
+    short, line = capacity.start_message(
+        files, capacity.budgets_for(settings, files.after), workers
+    )
+    logging.getLogger("app.capacity").log(logging.WARNING if short else logging.INFO, line)
     if migrate_first is None:
         # The embedded database belongs to this process; a shared PostgreSQL is migrated
         # as an explicit deployment step.
@@ -136,7 +149,9 @@ def serve(
         log_config=None,
         http=LimitedHttpProtocol,
         timeout_keep_alive=settings.keep_alive_seconds,
-        limit_concurrency=settings.max_connections,
+        # The budgets are the protocol's (app/api/capacity.py): uvicorn's one limit
+        # counted waiting pulls and probes alike.
+        limit_concurrency=None,
         backlog=settings.backlog,
         # A worker process answers uvicorn's health pings only once it has imported the
         # app's modules (its HTTP protocol class comes pickled): on a loaded 2-core host

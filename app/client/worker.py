@@ -41,6 +41,9 @@ class WorkerClient(BaseClient):
         self._read_timeout = (timeouts or Timeouts()).read
         #: Whether the last pull's answer asked for a new metadata report.
         self.refresh_requested = False
+        #: Whether the last pull was superseded: a newer waiting pull of this worker (from
+        #: this process or another one under the same name) took its place.
+        self.superseded = False
 
     @covers(ops.PULL)
     def pull(self, *, wait: float | None = None) -> Job | None:
@@ -49,13 +52,16 @@ class WorkerClient(BaseClient):
         or the wait ends (a long-poll); the read timeout grows by as much. A server without
         long-poll ignores the parameter and answers at once. Not retried after the request
         may have reached the server: a lost answer's job comes back to the queue when the
-        lease expires."""
+        lease expires. A waiting pull that a newer one of this worker superseded answers
+        None at once and sets :attr:`superseded` (the server holds one waiting pull per
+        free slot of the worker)."""
         query = {"wait": None if wait is None else _seconds(wait)}
         read_timeout = None if wait is None else self._read_timeout + _seconds(wait)
         response = self._send(
             ops.PULL, path={"name": self.name}, query=query, read_timeout=read_timeout
         )
         self.refresh_requested = response.headers.get(REFRESH_HEADER, "").lower() == "true"
+        self.superseded = response.headers.get(SUPERSEDED_HEADER, "").lower() == "true"
         if response.status_code == 204:
             return None
         return self._parse(Job, response)
@@ -123,6 +129,8 @@ MAX_WAIT = 60
 
 #: Set on pull answers when the worker should report its dynamic metadata again.
 REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
+#: Set on a waiting pull's 204 when a newer pull of the same worker took its place.
+SUPERSEDED_HEADER = "Jobmatch-Superseded"
 
 
 def _seconds(wait: float) -> int:

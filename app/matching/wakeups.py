@@ -27,6 +27,14 @@ that comes back empty-handed (it lost the race, or the job does not fit its free
 hands on to the next; a ``t`` (taken) counts a job off; the relay ends when its jobs are
 taken or every fitting waiter has tried once. A waiter itself sends no statement while it waits.
 
+A worker holds at most as many waiting pulls as it has free slots, and at least one
+(:meth:`WakeupHub.hold`): a newer pull supersedes its oldest, which answers at once, so an
+agent that lost track of its pulls, or two agents run under one name, converge instead of
+piling up connections. The whole hub holds at most ``max_waiting`` waiters: a pull of a
+worker with none waiting is refused beyond it (:meth:`WakeupHub.register`). A worker's
+attempts run at most as many at once as it may hold waiting pulls
+(:meth:`WakeupHub.attempts_of`).
+
 Pure: no SQL, no HTTP. Waiters are woken from any thread (the PostgreSQL listener, the
 thread of a committing request on SQLite) through their event loop's
 ``call_soon_threadsafe``.
@@ -37,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -125,6 +134,11 @@ class Waiter:
     order: int = 0
     worker_id: int | None = None
     wants_work: bool = True
+    #: The worker's name, known at registration (the pull's path): the key by which a
+    #: newer pull of the same worker supersedes this one.
+    key: str | None = None
+    #: A newer pull of the same worker took this one's place: it answers at once.
+    superseded: bool = False
     #: Categories whose relay woke this waiter and awaits its attempt.
     relays: set[int] = field(default_factory=set)
     _event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -155,6 +169,10 @@ class Waiter:
 #: again when announced again), so that a long-running process's memory stays bounded.
 MAX_CACHED_CATEGORIES = 4096
 
+#: Workers whose limit of waiting pulls the hub remembers (the least recently waiting are
+#: forgotten: they may hold one until their next attempt says more).
+MAX_REMEMBERED_LIMITS = 65_536
+
 #: Waiters a relay keeps trying beyond its announced jobs, for the race a woken waiter
 #: may lose to a pull that was not waiting.
 RELAY_SPARE = 1
@@ -180,13 +198,27 @@ class HubCounts:
     fit_checks: int = 0
 
 
+class WaitingFull(Exception):
+    """The process already holds as many waiting pulls as it may (``max_waiting``), and
+    the pull's worker holds none that it could supersede."""
+
+
 class WakeupHub:
     """The waiters of one process, woken by announcements (module docstring)."""
 
-    def __init__(self, fits: FitCheck) -> None:
+    def __init__(self, fits: FitCheck, max_waiting: int | None = None) -> None:
         self._fits = fits
         self._lock = threading.Lock()
         self._waiters: set[Waiter] = set()
+        #: The most waiters at once (None: no bound).
+        self.max_waiting = max_waiting
+        #: Each worker's waiters not superseded, oldest first (by the worker's name).
+        self._keyed: dict[str, list[Waiter]] = {}
+        #: The waiting pulls each worker may hold, as its last attempt found (see hold);
+        #: a worker not in it may hold one.
+        self._limits: OrderedDict[str, int] = OrderedDict()
+        #: Each waiting worker's gate of attempts (see attempts_of).
+        self._gates: dict[str, asyncio.Semaphore] = {}
         #: category -> worker -> fits; valid until the worker (or everything) changes.
         self._fit_cache: dict[int, dict[int, bool]] = {}
         #: Bumped when a worker's answers are forgotten, so that an answer computed
@@ -210,20 +242,86 @@ class WakeupHub:
         with self._lock:
             return sum(1 for w in self._waiters if w.worker_id == worker_id)
 
-    def register(self, loop: asyncio.AbstractEventLoop) -> Waiter:
+    def register(self, loop: asyncio.AbstractEventLoop, key: str | None = None) -> Waiter:
+        """A new waiter, of the worker named ``key`` when given. The worker's oldest
+        waiters beyond its limit (see :meth:`hold`) are superseded at once, before their
+        first attempt if they have not made it: a burst of pulls from one worker costs
+        one attempt, not one each. Raises WaitingFull when the hub holds ``max_waiting``
+        waiters and none of them is the worker's (a pull of a worker already waiting
+        takes the place of its oldest: the count stays)."""
         with self._lock:
+            full = self.max_waiting is not None and len(self._waiters) >= self.max_waiting
+            if full and (key is None or not self._keyed.get(key)):
+                raise WaitingFull(
+                    f"this server process already holds {len(self._waiters)} waiting pulls, "
+                    f"as many as it may (JOBMATCH_MAX_WAITING_PULLS: {self.max_waiting})"
+                )
             self._registered += 1
-            waiter = Waiter(loop, order=self._registered)
+            waiter = Waiter(loop, order=self._registered, key=key)
             self._waiters.add(waiter)
+            superseded = self._supersede(waiter) if key is not None else []
         LONGPOLL_WAITING.inc()
+        self._wake(superseded)
         return waiter
 
+    def hold(self, waiter: Waiter, limit: int) -> None:
+        """The waiter's attempt found nothing and it is about to wait: its worker may hold
+        ``limit`` waiters (its free slots, at least one), remembered for its next pulls;
+        the oldest beyond that are superseded and woken, to answer at once."""
+        if waiter.key is None:
+            return
+        with self._lock:
+            self._limits[waiter.key] = max(1, limit)
+            self._limits.move_to_end(waiter.key)
+            while len(self._limits) > MAX_REMEMBERED_LIMITS:
+                self._limits.popitem(last=False)
+            superseded = self._supersede(waiter)
+        self._wake(superseded)
+
+    def _supersede(self, waiter: Waiter) -> list[Waiter]:
+        """Under the lock: the waiter joins its worker's waiters (newest last); those
+        beyond the worker's limit, oldest first, are marked superseded and returned."""
+        assert waiter.key is not None
+        keyed = self._keyed.setdefault(waiter.key, [])
+        if waiter not in keyed and not waiter.superseded:
+            keyed.append(waiter)
+        superseded = []
+        while len(keyed) > self._limits.get(waiter.key, 1):
+            oldest = keyed.pop(0)
+            oldest.superseded = True
+            superseded.append(oldest)
+        return superseded
+
+    def attempts_of(self, key: str) -> asyncio.Semaphore:
+        """The gate of the worker's attempts: as many run at once as it may hold waiting
+        pulls, so that one worker's burst of pulls never holds more of the thread pool
+        (and of the database) than that. Used from the event loop only."""
+        with self._lock:
+            gate = self._gates.get(key)
+            if gate is None:
+                gate = self._gates[key] = asyncio.Semaphore(self._limits.get(key, 1))
+            return gate
+
     def unregister(self, waiter: Waiter) -> None:
+        """The waiter's pull answers. Relays that woke it and still wait for its attempt
+        hand on to the next waiter (it answered without one: superseded, its client gone,
+        the server stopping)."""
         with self._lock:
             present = waiter in self._waiters
             self._waiters.discard(waiter)
+            if present and waiter.key is not None:
+                keyed = self._keyed.get(waiter.key)
+                if keyed is not None and waiter in keyed:
+                    keyed.remove(waiter)
+                if not keyed:
+                    self._keyed.pop(waiter.key, None)
+                    gate = self._gates.get(waiter.key)
+                    if gate is not None and not gate.locked():
+                        del self._gates[waiter.key]
         if present:
             LONGPOLL_WAITING.dec()
+        if waiter.relays:
+            self.settled(waiter, None)
 
     def settled(self, waiter: Waiter, took_category: int | None) -> None:
         """A waiter's attempt is over: it took a job of ``took_category``, or nothing. The

@@ -4,7 +4,9 @@ off; and the Grid Engine load values it reports."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from pathlib import Path
 
 import httpx2
@@ -130,6 +132,38 @@ def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> Non
     runner.join(30)
     assert not runner.is_alive()
     assert server.calls[-2:] == ["POST /v1/workers/w/pull", "POST /v1/jobs/9/return"]
+
+
+def test_a_superseded_pull_is_warned_about_and_backed_off_from(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 37: a 204 marked Jobmatch-Superseded means a newer pull under this worker's
+    name waits (another agent with the same name, say): the agent says so and backs off,
+    longer each time, instead of taking the place back at once."""
+    server = ScriptedServer()
+    pulls: list[float] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/pull"):
+            pulls.append(time.monotonic())
+            if len(pulls) == 3 and server.agent is not None:
+                server.agent.stop()
+            return httpx2.Response(204, headers={"Jobmatch-Superseded": "true"})
+        return server.handle(request)
+
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(handle)
+    )
+    options = AgentOptions(
+        name="w", wait=5, work_dir=tmp_path / "work", backoff_initial=0.2, backoff_max=5
+    )
+    agent = Agent(client, options)
+    server.agent = agent
+    with caplog.at_level(logging.WARNING, logger="jobmatch.agent"):
+        assert agent.run() == 0
+    assert len(pulls) == 3
+    assert pulls[1] - pulls[0] >= 0.1  # backed off (jitter keeps at least half)
+    assert "is another agent running with this name and token?" in caplog.text
 
 
 def test_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:

@@ -9,6 +9,7 @@ shutdown).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -300,3 +301,89 @@ def test_a_refresh_already_due_does_not_cut_the_wait_short(
     job = submit(client, admin_headers, JAVA)
     assert_took(pending, job, since=submitted_at)
     assert pending.answer[0].headers.get("Jobmatch-Refresh-Metadata") == "true"
+
+
+SUPERSEDED = "Jobmatch-Superseded"
+
+
+def waiting_refusals(client: TestClient) -> float:
+    """jobmatch_overload_refusals_total{budget="waiting_pulls"} as /metrics shows it."""
+    found = re.search(
+        r'^jobmatch_overload_refusals_total\{budget="waiting_pulls"\} (\S+)$',
+        client.get("/metrics").text,
+        re.MULTILINE,
+    )
+    return float(found[1]) if found else 0.0
+
+
+def test_a_newer_pull_supersedes_the_oldest_which_answers_at_once(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """Issue 37: a worker holds as many waiting pulls as it has free slots, at least one;
+    a newer pull takes the oldest's place, and the oldest answers 204 at once, saying so."""
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    oldest = waiting_pull(client, database, "w1", worker, WOKEN_DEADLINE)
+    newer = pull_in_thread(client, "w1", worker, WOKEN_DEADLINE)
+    response, took = oldest.result(timeout=WOKEN_DEADLINE)
+    assert response.status_code == 204, response.text
+    assert response.headers[SUPERSEDED] == "true"
+    assert took < WOKEN_DEADLINE / 2
+    # The newer pull waits on, and a job reaches it.
+    until(lambda: hub_of(client).waiting_for(worker_id(database, "w1")) == 1, "the newer pull")
+    since = time.monotonic()
+    assert_took(newer, submit(client, admin_headers, JAVA), since)
+    assert SUPERSEDED not in newer.result()[0].headers
+
+
+def test_a_worker_with_two_free_slots_holds_two_waiting_pulls(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    worker = register(client, admin_headers, "w2", "language: ?java", slots=2)
+    wid = worker_id(database, "w2")
+    first = pull_in_thread(client, "w2", worker, WOKEN_DEADLINE)
+    until(lambda: hub_of(client).waiting_for(wid) == 1, "the first pull")
+    second = pull_in_thread(client, "w2", worker, WOKEN_DEADLINE)
+    until(lambda: hub_of(client).waiting_for(wid) == 2, "the second pull")
+    assert first.thread.is_alive() and second.thread.is_alive()
+    third = pull_in_thread(client, "w2", worker, WOKEN_DEADLINE)
+    response, _ = first.result(timeout=WOKEN_DEADLINE)
+    assert response.status_code == 204 and response.headers[SUPERSEDED] == "true"
+    until(lambda: hub_of(client).waiting_for(wid) == 2, "the third pull")
+    assert second.thread.is_alive()
+    since = time.monotonic()
+    jobs = [submit(client, admin_headers, JAVA) for _ in range(2)]
+    taken = sorted(p.result(timeout=WOKEN_DEADLINE + 20)[0].json()["id"] for p in (second, third))
+    assert taken == sorted(job["id"] for job in jobs)
+    assert time.monotonic() - since < WOKEN_DEADLINE / 2
+
+
+def test_a_full_waiting_budget_refuses_a_new_worker_and_probes_still_answer(
+    settings: Settings, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """Issue 37: past JOBMATCH_MAX_WAITING_PULLS a pull of a worker with none waiting is a
+    503 problem+json with Retry-After, counted; the probes, the admin and a worker already
+    waiting (its newer pull supersedes its own) are served."""
+    app = create_app(settings.model_copy(update={"max_waiting_pulls": 1}), database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        first = register(client, admin_headers, "f1", "language: ?java")
+        second = register(client, admin_headers, "f2", "language: ?java")
+        refusals_before = waiting_refusals(client)
+        waiting = waiting_pull(client, database, "f1", first, WOKEN_DEADLINE)
+        refused = client.post("/v1/workers/f2/pull", params={"wait": 30}, headers=second)
+        body = assert_problem(refused, 503)
+        assert "JOBMATCH_MAX_WAITING_PULLS" in body["detail"]
+        assert refused.headers["Retry-After"] == "5"
+        # A pull that does not wait is no waiting pull: it is served.
+        assert client.post("/v1/workers/f2/pull", headers=second).status_code == 204
+        for probe in ("/healthz", "/readyz", "/metrics"):
+            assert client.get(probe).status_code == 200, probe
+        assert client.get("/v1/workers", headers=admin_headers).status_code == 200
+        # The counters are the process's: other tests of this process count there too.
+        assert waiting_refusals(client) == refusals_before + 1
+        # The waiting worker's own newer pull is admitted: it takes its place.
+        newer = pull_in_thread(client, "f1", first, WOKEN_DEADLINE)
+        response, _ = waiting.result(timeout=WOKEN_DEADLINE)
+        assert response.headers[SUPERSEDED] == "true"
+        until(lambda: hub_of(client).waiting == 1, "the newer pull")
+        since = time.monotonic()
+        assert_took(newer, submit(client, admin_headers, JAVA), since)

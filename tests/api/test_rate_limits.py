@@ -77,8 +77,7 @@ def test_a_token_over_its_rate_is_429_with_retry_after_and_others_are_not(
     # One request comes back every 2 s (0.5 a second).
     assert refused.headers["retry-after"] == "2"
     assert problem["detail"] == (
-        "too many requests with this token: at most 0.5 a second (bursts of 3) per server "
-        "process; retry after 2 s"
+        "too many requests with this token: at most 0.5 a second (bursts of 3); retry after 2 s"
     )
     # Other tokens keep their own buckets: the admin has used two of three.
     assert client.get("/v1/jobs", headers=nightly).status_code == 200

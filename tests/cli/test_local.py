@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,20 @@ def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     get_settings.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def server_processes_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve tells its worker processes how many they are through the environment: set
+    here first, so that the test's process gets its own back afterwards."""
+    monkeypatch.setenv("JOBMATCH_SERVER_PROCESSES", "1")
+
+
 def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, object]] = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
     result = runner.invoke(cli_module.cli, ["serve", "--port", "9999", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert calls and calls[0]["port"] == 9999 and calls[0]["workers"] == 2
+    assert os.environ["JOBMATCH_SERVER_PROCESSES"] == "2"
     assert migrate.current_revisions_at(sqlite_env) == migrate.head_revisions()
 
 

@@ -1,7 +1,8 @@
 """Slow and numerous clients (issue 19), against a live `jobmatch serve` on each database:
 connections that never finish their headers are closed after the header timeout while
-/healthz keeps answering, and past the connection limit requests are answered 503
-problem+json while the server goes on serving once connections close.
+/healthz keeps answering, and past the connection limit ordinary requests are answered 503
+problem+json while the probes and the admin are still served (issue 37), and the server
+goes on serving everyone once connections close.
 
 The probe that opened the issue held 1,100 connections that never finished their headers
 open for as long as it liked. uvicorn only times out idle keep-alive connections; the
@@ -115,21 +116,29 @@ def test_a_silent_connection_is_closed_too(server: LiveServer) -> None:
         assert closed_by_server(connection, HEADER_TIMEOUT + 5.0)
 
 
+#: An ordinary request: without a token it is answered 401 once admitted.
+ORDINARY = "/v1/workers"
+
+
 def test_connections_past_the_limit_are_refused_and_others_served(
     small_server: LiveServer,
 ) -> None:
-    # uvicorn counts open connections, the asking one included (limit_concurrency).
+    # Open connections are counted, the asking one included.
     with half_sent_requests(small_server.port, MAX_CONNECTIONS - 3):
-        assert small_server.request("GET", "/healthz", token="")[0] == 200
+        assert small_server.request("GET", ORDINARY, token="")[0] == 401
     with half_sent_requests(small_server.port, MAX_CONNECTIONS):
         time.sleep(0.2)
-        status, body = small_server.request("GET", "/healthz", token="")
+        status, body = small_server.request("GET", ORDINARY, token="")
         assert status == 503, body
         assert body["status"] == 503
         assert "JOBMATCH_MAX_CONNECTIONS" in body["detail"]
-    # Once those connections are gone, the server serves again.
+        # Issue 37: the probes and the operator are never locked out.
+        for probe in ("/healthz", "/readyz", "/metrics"):
+            assert small_server.request("GET", probe, token="")[0] == 200, probe
+        assert small_server.request("GET", ORDINARY)[0] == 200  # the admin token
+    # Once those connections are gone, the server serves everyone again.
     deadline = time.monotonic() + 5.0
-    while small_server.request("GET", "/healthz", token="")[0] != 200:
+    while small_server.request("GET", ORDINARY, token="")[0] != 401:
         assert time.monotonic() < deadline, "the server did not recover"
         time.sleep(0.1)
 
@@ -138,7 +147,7 @@ def test_the_503_says_when_to_retry(small_server: LiveServer) -> None:
     with half_sent_requests(small_server.port, MAX_CONNECTIONS):
         time.sleep(0.2)
         with socket.create_connection(("127.0.0.1", small_server.port), timeout=5) as probe:
-            probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            probe.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             response = read_response(probe)
     assert response.status == 503
     assert response.headers["content-type"] == "application/problem+json"

@@ -17,10 +17,11 @@ log = logging.getLogger(__name__)
 
 
 @router.get("/healthz", operation_id="check_health", summary="Liveness: the process answers")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """`{"status": "ok", "version": ...}` whenever the process can answer at all; it
     touches neither the database nor anything else, so a liveness probe restarts only a
-    process that is really stuck."""
+    process that is really stuck. Answered on the event loop: with the thread pool busy
+    (a burst of pulls, say) the process still answers."""
     return {"status": "ok", "version": __version__}
 
 

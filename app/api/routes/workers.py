@@ -42,7 +42,9 @@ from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
 from app.matching.gridengine.values import REPORT, resolve_target
 from app.matching.locks import worker_by_name
+from app.matching.wakeups import WaitingFull
 from app.matching.workers import WorkerSpec
+from app.metrics import LONGPOLL_SUPERSEDED, REFUSED_OVERLOADED
 from app.settings import Settings
 from app.wire.queues import QueueSpec
 
@@ -56,6 +58,9 @@ REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
 #: /v1/schedule or /v1/jobs/{id}/allocate) rather than one the pull chose: the body is
 #: the same job body, already counted as a dispatch (issue 22).
 PLACED_HEADER = "Jobmatch-Placed"
+#: Set on a waiting pull's 204 when a newer pull of the same worker took its place: the
+#: worker held more waiting pulls than it has free slots (app/matching/wakeups.py).
+SUPERSEDED_HEADER = "Jobmatch-Superseded"
 
 
 def worker_out(session: Session, worker: Worker) -> WorkerOut:
@@ -247,6 +252,13 @@ _REFRESH_DOC = {
         "schema": {"type": "string"},
     }
 }
+_SUPERSEDED_DOC = {
+    SUPERSEDED_HEADER: {
+        "description": "`true` when a newer pull of this worker took this waiting pull's "
+        "place (a worker holds at most one waiting pull per free slot)",
+        "schema": {"type": "string"},
+    }
+}
 _PLACED_DOC = {
     PLACED_HEADER: {
         "description": "`true` when the scheduler placed this job on the worker",
@@ -279,6 +291,7 @@ def pull_outcome(
         ),
         worker_id=puller.id,
         could_take_work=puller.active and puller.max_free > 0,
+        free_slots=max(1, puller.max_free),
         placed=body is not None and puller.placed_waiting,
         refresh_due_in=debusine_metadata.seconds_until_report_due(
             puller.metadata_reported_at, settings.metadata_refresh_seconds
@@ -310,7 +323,10 @@ WaitQuery = Annotated[
             "description": "The job, now running on this worker",
             "headers": {**_REFRESH_DOC, **_PLACED_DOC},
         },
-        204: {"description": "No job for this worker now", "headers": _REFRESH_DOC},
+        204: {
+            "description": "No job for this worker now",
+            "headers": {**_REFRESH_DOC, **_SUPERSEDED_DOC},
+        },
         **errors(401, 403, 404, 409, 422, 503),
     },
 )
@@ -327,14 +343,30 @@ async def pull(
     that frees its room, a change of the worker, a placement on it wake it) before it
     answers 204. The ``Jobmatch-Refresh-Metadata: true`` header asks it to report its
     metadata first; ``Jobmatch-Placed: true`` marks a job the scheduler placed on it. 409
-    when what it would book was taken by a concurrent pull; pulling again is safe."""
+    when what it would book was taken by a concurrent pull; pulling again is safe.
+
+    A worker holds at most one waiting pull per free slot (at least one): a newer one
+    supersedes the oldest, which answers 204 with ``Jobmatch-Superseded: true`` at once,
+    and closes its connection.
+    503 with Retry-After when the server process holds as many waiting pulls as it may
+    (JOBMATCH_MAX_WAITING_PULLS) and none of this worker's."""
     attempt = partial(pull_once, request.app.state.database, request.app.state.settings, name)
     hub = request.app.state.longpoll.hub
-    outcome = await pull_or_wait(hub, attempt, wait, partial(client_gone, request))
+    try:
+        outcome = await pull_or_wait(hub, attempt, wait, partial(client_gone, request), name)
+    except WaitingFull as full:
+        REFUSED_OVERLOADED.labels("waiting_pulls").inc()
+        raise ProblemError(503, str(full), headers={"Retry-After": "5"}) from None
     if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
         if outcome.refresh:
             empty.headers[REFRESH_HEADER] = "true"
+        if outcome.superseded:
+            LONGPOLL_SUPERSEDED.inc()
+            empty.headers[SUPERSEDED_HEADER] = "true"
+            # Its connection is closed too: a client that lost track of its pulls would
+            # otherwise keep every one of them open, idle, against the connection budget.
+            empty.headers["Connection"] = "close"
         return empty
     if outcome.refresh:
         response.headers[REFRESH_HEADER] = "true"
