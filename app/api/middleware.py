@@ -6,7 +6,7 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,6 +37,16 @@ def _caller(scope: Scope) -> dict[str, str]:
     return {"role": principal.role.value, "subject": principal.subject}
 
 
+@dataclass
+class _Answer:
+    """What the access log and the latency histogram learn of a request's answer."""
+
+    #: The status sent (500 until one is: a request that ended without an answer).
+    code: int = 500
+    #: Whether its latency was counted (once, at the last byte or at the end).
+    observed: bool = False
+
+
 class RequestIdMiddleware:
     """Takes X-Request-ID from the client (when sane) or makes one, logs it on every line
     and returns it in the response headers."""
@@ -52,19 +62,19 @@ class RequestIdMiddleware:
         rid = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
         token = request_id.set(rid)
         started = time.perf_counter()
-        status: dict[str, Any] = {"code": 500, "observed": False}
+        answer = _Answer()
 
         def observe_latency() -> None:
-            if not status["observed"]:
-                status["observed"] = True
+            if not answer.observed:
+                answer.observed = True
                 route = getattr(scope.get("route"), "path", "unmatched")
-                REQUEST_LATENCY.labels(scope["method"], route, str(status["code"])).observe(
+                REQUEST_LATENCY.labels(scope["method"], route, str(answer.code)).observe(
                     time.perf_counter() - started
                 )
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                answer.code = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
             elif message["type"] == "http.response.body" and not message.get("more_body"):
@@ -82,16 +92,16 @@ class RequestIdMiddleware:
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
             log.log(
-                access_level(scope["path"], status["code"]),
+                access_level(scope["path"], answer.code),
                 "%s %s %s",
                 scope["method"],
                 scope["path"],
-                status["code"],
+                answer.code,
                 extra={
                     "method": scope["method"],
                     "path": scope["path"],
                     "route": route,
-                    "status": status["code"],
+                    "status": answer.code,
                     "duration_ms": round(elapsed * 1000, 3),
                     **_caller(scope),
                 },
