@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -143,9 +144,15 @@ class Waiter:
     relays: set[int] = field(default_factory=set)
     _event: asyncio.Event = field(default_factory=asyncio.Event)
 
+    #: The hub's index of waiters by worker, told when the worker becomes known.
+    _indexed: Callable[[Waiter, int | None], None] | None = None
+
     def expect(self, worker_id: int, *, wants_work: bool) -> None:
+        before = self.worker_id
         self.worker_id = worker_id
         self.wants_work = wants_work
+        if self._indexed is not None and before != worker_id:
+            self._indexed(self, before)
 
     def rearm(self) -> None:
         """Forget earlier wake-ups before an attempt: what happens from now on counts."""
@@ -168,6 +175,9 @@ class Waiter:
 #: Categories whose fit answers the hub keeps; the oldest are forgotten past it (asked
 #: again when announced again), so that a long-running process's memory stays bounded.
 MAX_CACHED_CATEGORIES = 4096
+
+#: A waiter's registration order, the relays' sort key.
+_ORDER = operator.attrgetter("order")
 
 #: Workers whose limit of waiting pulls the hub remembers (the least recently waiting are
 #: forgotten: they may hold one until their next attempt says more).
@@ -219,8 +229,15 @@ class WakeupHub:
         self._limits: OrderedDict[str, int] = OrderedDict()
         #: Each waiting worker's gate of attempts (see attempts_of).
         self._gates: dict[str, asyncio.Semaphore] = {}
+        #: The waiters by their worker's id, and those whose worker is not known yet: an
+        #: announcement about a few workers finds their waiters without a pass over all.
+        self._by_worker: dict[int, set[Waiter]] = {}
+        self._unknown: set[Waiter] = set()
         #: category -> worker -> fits; valid until the worker (or everything) changes.
         self._fit_cache: dict[int, dict[int, bool]] = {}
+        #: category -> the workers whose cached answer is "fits" (kept with the cache):
+        #: a category's fitting waiters are found from it, not by a pass over all.
+        self._fit_yes: dict[int, set[int]] = {}
         #: Bumped when a worker's answers are forgotten, so that an answer computed
         #: meanwhile is not cached over the news.
         self._epochs: dict[int, int] = {}
@@ -240,7 +257,27 @@ class WakeupHub:
     def waiting_for(self, worker_id: int) -> int:
         """Waiters of the worker past their first attempt (their worker is known)."""
         with self._lock:
-            return sum(1 for w in self._waiters if w.worker_id == worker_id)
+            return len(self._by_worker.get(worker_id, ()))
+
+    def _index(self, waiter: Waiter, before: int | None) -> None:
+        """The waiter's worker became known (or changed): move it in the index."""
+        with self._lock:
+            if waiter not in self._waiters:
+                return
+            if before is None:
+                self._unknown.discard(waiter)
+            else:
+                self._unindex(waiter, before)
+            if waiter.worker_id is not None:
+                self._by_worker.setdefault(waiter.worker_id, set()).add(waiter)
+
+    def _unindex(self, waiter: Waiter, worker_id: int) -> None:
+        """Under the lock: the waiter leaves its worker's entry of the index."""
+        entry = self._by_worker.get(worker_id)
+        if entry is not None:
+            entry.discard(waiter)
+            if not entry:
+                del self._by_worker[worker_id]
 
     def register(self, loop: asyncio.AbstractEventLoop, key: str | None = None) -> Waiter:
         """A new waiter, of the worker named ``key`` when given. The worker's oldest
@@ -257,8 +294,9 @@ class WakeupHub:
                     f"as many as it may (JOBMATCH_MAX_WAITING_PULLS: {self.max_waiting})"
                 )
             self._registered += 1
-            waiter = Waiter(loop, order=self._registered, key=key)
+            waiter = Waiter(loop, order=self._registered, key=key, _indexed=self._index)
             self._waiters.add(waiter)
+            self._unknown.add(waiter)
             superseded = self._supersede(waiter) if key is not None else []
         LONGPOLL_WAITING.inc()
         self._wake(superseded)
@@ -309,6 +347,9 @@ class WakeupHub:
         with self._lock:
             present = waiter in self._waiters
             self._waiters.discard(waiter)
+            self._unknown.discard(waiter)
+            if waiter.worker_id is not None:
+                self._unindex(waiter, waiter.worker_id)
             if present and waiter.key is not None:
                 keyed = self._keyed.get(waiter.key)
                 if keyed is not None and waiter in keyed:
@@ -355,23 +396,25 @@ class WakeupHub:
             LONGPOLL_ANNOUNCEMENTS.inc()
             if announcement.everything:
                 self._fit_cache.clear()
+                self._fit_yes.clear()
                 self._epoch_all += 1
                 woken = list(self._waiters)
             else:
-                woken = self._forget_workers(announcement.workers)
-                woken += [
-                    w
-                    for w in self._waiters
-                    if w not in woken and (w.worker_id is None or w.worker_id in announcement.rooms)
-                ]
-                candidates = [w for w in self._waiters if w.wants_work and w not in woken]
+                # Through the index: a finish or a taken job costs its few waiters, not a
+                # pass over every waiter of a farm. A waiter whose worker is not known
+                # yet is woken by any news.
+                self._forget_workers(announcement.workers)
+                concerned = set(self._unknown)
+                for worker_id in announcement.workers | announcement.rooms:
+                    concerned |= self._by_worker.get(worker_id, set())
+                woken = list(concerned)
             for category_id in announcement.taken:
                 relay = self._relays.get(category_id)
                 if relay is not None:
                     relay.jobs = max(0, relay.jobs - 1)
         if not announcement.everything:
             for category_id in sorted(announcement.categories):
-                fitting = self._fitting(category_id, candidates)
+                fitting = self._fitting(category_id, concerned)
                 with self._lock:
                     woken += self._relay(category_id, fitting)
         self._wake(woken)
@@ -381,7 +424,7 @@ class WakeupHub:
         the fitting waiters it has not woken, and it wakes as many as it now may."""
         relay = self._relays.setdefault(category_id, _Relay())
         relay.jobs += 1
-        relay.queue = sorted((w for w in fitting if w not in relay.running), key=lambda w: w.order)
+        relay.queue = sorted((w for w in fitting if w not in relay.running), key=_ORDER)
         return self._hand_on(category_id, relay)
 
     def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:
@@ -398,31 +441,31 @@ class WakeupHub:
             del self._relays[category_id]
         return woken
 
-    def _forget_workers(self, worker_ids: Iterable[int]) -> list[Waiter]:
-        """Under the lock: forget the workers' fit answers; their waiters (and those whose
-        worker is unknown yet) are woken."""
+    def _forget_workers(self, worker_ids: Iterable[int]) -> None:
+        """Under the lock: forget the workers' fit answers (the caller wakes their
+        waiters)."""
         ids = set(worker_ids)
         if not ids:
-            return []
+            return
         for worker_id in ids:
             self._epochs[worker_id] = self._epochs.get(worker_id, 0) + 1
         for answers in self._fit_cache.values():
             for worker_id in ids:
                 answers.pop(worker_id, None)
-        return [w for w in self._waiters if w.worker_id is None or w.worker_id in ids]
+        for fitting in self._fit_yes.values():
+            fitting -= ids
 
-    def _fitting(self, category_id: int, candidates: list[Waiter]) -> list[Waiter]:
-        """The candidates whose worker fits the category: cached answers first, the rest
-        asked of the database in one question (outside the lock)."""
+    def _fitting(self, category_id: int, concerned: set[Waiter]) -> list[Waiter]:
+        """The waiters that want work, are not ``concerned`` (woken anyway) and whose
+        worker fits the category: cached answers first, the workers not asked yet asked of
+        the database in one question (outside the lock)."""
         with self._lock:
             if category_id not in self._fit_cache and len(self._fit_cache) >= MAX_CACHED_CATEGORIES:
-                del self._fit_cache[next(iter(self._fit_cache))]
+                oldest = next(iter(self._fit_cache))
+                del self._fit_cache[oldest]
+                self._fit_yes.pop(oldest, None)
             answers = self._fit_cache.setdefault(category_id, {})
-            unknown = frozenset(
-                w.worker_id
-                for w in candidates
-                if w.worker_id is not None and w.worker_id not in answers
-            )
+            unknown = frozenset(self._by_worker.keys() - answers.keys())
             epochs = {worker_id: self._epochs.get(worker_id, 0) for worker_id in unknown}
             epoch_all = self._epoch_all
             if unknown:
@@ -436,15 +479,27 @@ class WakeupHub:
                 log.exception("fit check of category %s failed; waking its waiters", category_id)
         with self._lock:
             answers = self._fit_cache.setdefault(category_id, {})
+            yes = self._fit_yes.setdefault(category_id, set())
             if fresh is not None and epoch_all == self._epoch_all:
                 for worker_id in unknown:
                     if self._epochs.get(worker_id, 0) == epochs[worker_id]:
-                        answers[worker_id] = worker_id in fresh
+                        fits = worker_id in fresh
+                        answers[worker_id] = fits
+                        if fits:
+                            yes.add(worker_id)
+            fitting = yes & self._by_worker.keys()
+            # Answers not kept (the worker changed meanwhile, the database was away) still
+            # count for this announcement: a failed question wakes rather than forgets.
+            fitting |= {
+                worker_id
+                for worker_id in unknown
+                if worker_id not in answers and (fresh is None or worker_id in fresh)
+            }
             return [
                 w
-                for w in candidates
-                if w.worker_id is None
-                or answers.get(w.worker_id, fresh is None or w.worker_id in fresh)
+                for worker_id in fitting
+                for w in self._by_worker.get(worker_id, ())
+                if w.wants_work and w not in concerned
             ]
 
     def _wake(self, waiters: list[Waiter]) -> None:
