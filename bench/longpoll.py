@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import multiprocessing
 import os
 import random
@@ -70,6 +71,7 @@ import secrets
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -237,7 +239,7 @@ def _stored(session: Session, worker_id: int) -> dict[str, list[dict[str, Any]]]
 def _copy_workers(session: Session, prototype: str, check: str, names: list[str]) -> None:
     workers = Base.metadata.tables["workers"]
     instances = Base.metadata.tables["queue_instances"]
-    ids = dict(session.execute(select(workers.c.name, workers.c.id)).tuples().all())
+    ids = dict(session.execute(select(workers.c.name, workers.c.id)).all())
     rows = _rows_of(session, ids[prototype])
 
     def copy_of(name: str, worker_id: int) -> dict[str, list[dict[str, Any]]]:
@@ -524,6 +526,8 @@ class Figures:
         print(f"  {figure}: {value} {load()}")
 
     def print(self) -> None:
+        if not self.rows:
+            return
         width = max(len(row[0]) for row in self.rows)
         value_width = max(len(row[1]) for row in self.rows)
         print()
@@ -546,9 +550,35 @@ def refusals(total: clients.Status) -> str:
     return "; ".join(parts)
 
 
+#: The bench's own requests (submissions, /metrics) the server refused, by status.
+ADMIN_REFUSED: Counter[int] = Counter()
+
+
+class Refused(RuntimeError):
+    """The server kept refusing one of the bench's own requests."""
+
+
+async def call(client: httpx2.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx2.Response:
+    """A request of the bench's own, sent again after its Retry-After while the server
+    refuses it (503: the process has its maximum of connections; 429), for up to 20 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        response = await client.request(method, url, **kwargs)
+        if response.status_code not in (429, 503) or time.monotonic() > deadline:
+            return response
+        ADMIN_REFUSED[response.status_code] += 1
+        try:
+            await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+        except ValueError:
+            await asyncio.sleep(1.0)
+
+
 async def metric(client: httpx2.AsyncClient, name: str) -> float:
     """The sum of a metric's samples (all label sets) in /metrics."""
-    text_ = (await client.get("/metrics")).text
+    response = await call(client, "GET", "/metrics")
+    if response.status_code != 200:
+        return math.nan  # refused: the figure is unknown
+    text_ = response.text
     return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text_, re.M))
 
 
@@ -574,12 +604,16 @@ async def submit_and_time(
 ) -> tuple[float, float]:
     """Submit one job; the latencies to its pull's answer from the send and from the 201."""
     sent = time.monotonic()
-    response = await client.post(
+    response = await call(
+        client,
+        "POST",
         "/v1/jobs",
         json={"resources": resources},
         headers={"Authorization": f"Bearer {submitter}"},
     )
     answered = time.monotonic()
+    if response.status_code in (429, 503):
+        raise Refused(f"a submission was answered {response.status_code} for 20 s")
     if response.status_code != 201:
         raise RuntimeError(f"submission answered {response.status_code}: {response.text[:300]}")
     job_id = response.json()["id"]
@@ -669,21 +703,27 @@ async def until_all_wait(
         await asyncio.sleep(0.5)
 
 
-async def healthz_probes(port: int, count: int) -> list[float]:
+async def healthz_probes(port: int, count: int) -> tuple[list[float], Counter[str]]:
     """Seconds of ``count`` GET /healthz, one after another, each on a fresh connection."""
     request = clients.request_bytes("GET", "/healthz", f"127.0.0.1:{port}", None, close=True)
-    found = []
+    found, failed = [], Counter[str]()
     for _ in range(count):
         started = time.monotonic()
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            writer.write(request)
-            status, _headers, _body = await asyncio.wait_for(clients.read_response(reader), 30)
-        finally:
-            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                writer.write(request)
+                status, _, _ = await asyncio.wait_for(clients.read_response(reader), 30)
+            finally:
+                writer.close()
+        except (OSError, TimeoutError, clients.Closed, asyncio.IncompleteReadError) as error:
+            failed[type(error).__name__] += 1
+            continue
         if status == 200:
             found.append(time.monotonic() - started)
-    return found
+        else:
+            failed[str(status)] += 1
+    return found, failed
 
 
 def memory_rows(table: Figures, label: str, pid: int, now: dict[int, float]) -> None:
@@ -710,100 +750,121 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
     try:
         async with httpx2.AsyncClient(base_url=base, timeout=WAIT + 30) as admin:
             timeout = 60 + len(names) / args.ramp
-            held, waiting = await until_all_wait(admin, received, len(names), timeout)
-            total = received.total()
-            table.add(
-                "waiting workers held",
-                f"{held} of {len(names)} pulls open (client side), {waiting:g} waiting "
-                f"(server side), after {time.monotonic() - started:.0f} s",
-            )
-            table.add("refused so far", refusals(total))
-            now = memory(pid)
-            memory_rows(table, "all waiting", pid, now)
-            grown = sum(now.values()) - sum(baseline.values())
-            table.add(
-                "server MB per waiting worker",
-                f"{grown / max(waiting, 1):.4f} over the baseline, "
-                f"{sum(now.values()) / max(waiting, 1):.4f} in all",
-            )
-            client_rss = processes.rss()
-            table.add(
-                "client processes RSS (MB)",
-                f"{len(client_rss)} processes, " + ", ".join(f"{mb:.0f}" for mb in client_rss),
-            )
-
-            # While they wait: a window that ends before the first pull's deadline.
-            total = received.total()
-            oldest = total.oldest_open or time.monotonic()
-            window = oldest + WAIT - time.monotonic() - STATS_SETTLE_SECONDS - 3
-            window = min(args.idle_seconds, window)
-            if window >= 5:
-                await idle_cost(admin, database_name, len(names), window, "while waiting", table)
-            else:
-                table.add("idle while waiting", "skipped: the first deadlines were too near")
-
-            probes = await healthz_probes(port, args.probes)
-            if probes:
-                p50, p99, top = percentiles([1000 * s for s in probes])
+            try:
+                held, waiting = await until_all_wait(admin, received, len(names), timeout)
+                total = received.total()
                 table.add(
-                    "/healthz while all wait (fresh connection each)",
-                    f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {top:.1f} ms, "
-                    f"{len(probes)} of {args.probes} answered 200",
+                    "waiting workers held",
+                    f"{held} of {len(names)} pulls open (client side), {waiting:g} waiting "
+                    f"(server side), after {time.monotonic() - started:.0f} s",
                 )
-            else:
-                table.add("/healthz while all wait", "no probe answered 200")
-
-            rng = random.Random(22)
-            targets = rng.sample(names, min(args.targets, len(names)))
-            # Warm-up: each targeted category once (its misfits are computed at its first
-            # submission, which is the submission's cost, not the wake-up's), and the herd's.
-            warm = time.monotonic()
-            for name in targets:
-                await submit_and_time(admin, submitter, f"bench: {name}", received)
-            await submit_and_time(admin, submitter, "language: java", received)
-            table.add(
-                "warm-up",
-                f"{len(targets)} targeted categories and the herd's in "
-                f"{time.monotonic() - warm:.1f} s",
-            )
-            if args.steady_seconds > 0:
-                # A window longer than the wait: every worker's deadline passes once in it
-                # and it pulls again (the price of a bounded wait).
-                await idle_cost(
-                    admin,
-                    database_name,
-                    len(names),
-                    args.steady_seconds,
-                    "steady, deadlines too",
-                    table,
-                )
-
-            series: list[tuple[str, Callable[[], str]]] = [
-                ("targeted", lambda: f"bench: {rng.choice(targets)}"),
-                ("herd", lambda: "language: java"),
-            ]
-            for label, pick in series:
-                await until_all_wait(admin, received, len(names), timeout=60)
-                wakeups_before = await metric(admin, "jobmatch_longpoll_wakeups_total")
-                checks_before = await metric(admin, "jobmatch_longpoll_fit_checks_total")
-                latencies = []
-                for _ in range(args.jobs):
-                    latencies.append(await submit_and_time(admin, submitter, pick(), received))
-                    await asyncio.sleep(args.gap)
-                wakeups = await metric(admin, "jobmatch_longpoll_wakeups_total") - wakeups_before
-                checks = await metric(admin, "jobmatch_longpoll_fit_checks_total") - checks_before
-                latency_rows(table, label, latencies)
+                table.add("refused so far", refusals(total))
+                now = memory(pid)
+                memory_rows(table, "all waiting", pid, now)
+                grown = sum(now.values()) - sum(baseline.values())
+                counted = waiting if waiting > 0 else held  # NaN when /metrics was refused
                 table.add(
-                    f"{label} wake-ups",
-                    f"{wakeups / args.jobs:.1f} waiters woken and {checks / args.jobs:.2f} fit "
-                    "statements per job",
+                    "server MB per waiting worker",
+                    f"{grown / max(counted, 1):.4f} over the baseline, "
+                    f"{sum(now.values()) / max(counted, 1):.4f} in all",
                 )
-            total = received.total()
-            table.add(
-                "pulls at the end",
-                f"{total.open} open, {total.pulls} sent, {total.connects} connections opened",
-            )
-            table.add("refused in all", refusals(total))
+                client_rss = processes.rss()
+                table.add(
+                    "client processes RSS (MB)",
+                    f"{len(client_rss)} processes, " + ", ".join(f"{mb:.0f}" for mb in client_rss),
+                )
+
+                # While they wait: a window that ends before the first pull's deadline.
+                total = received.total()
+                oldest = total.oldest_open or time.monotonic()
+                window = oldest + WAIT - time.monotonic() - STATS_SETTLE_SECONDS - 3
+                window = min(args.idle_seconds, window)
+                if window >= 5:
+                    await idle_cost(
+                        admin, database_name, len(names), window, "while waiting", table
+                    )
+                else:
+                    table.add("idle while waiting", "skipped: the first deadlines were too near")
+
+                probes, failed = await healthz_probes(port, args.probes)
+                others = "".join(f", {n} x {what}" for what, n in failed.most_common())
+                if probes:
+                    p50, p99, top = percentiles([1000 * s for s in probes])
+                    table.add(
+                        "/healthz while all wait (fresh connection each)",
+                        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {top:.1f} ms, "
+                        f"{len(probes)} of {args.probes} answered 200{others}",
+                    )
+                else:
+                    table.add("/healthz while all wait", f"no probe answered 200{others}")
+
+                rng = random.Random(22)
+                targets = rng.sample(names, min(args.targets, len(names)))
+                if held < len(names):
+                    # A job for one worker could wait for a worker the server keeps refusing.
+                    targets = []
+                    table.add("targeted jobs", "skipped: not every worker's pull is held")
+                # Warm-up: each targeted category once (its misfits are computed at its first
+                # submission, which is the submission's cost, not the wake-up's), and the herd's.
+                warm = time.monotonic()
+                for name in targets:
+                    await submit_and_time(admin, submitter, f"bench: {name}", received)
+                await submit_and_time(admin, submitter, "language: java", received)
+                table.add(
+                    "warm-up",
+                    f"{len(targets)} targeted categories and the herd's in "
+                    f"{time.monotonic() - warm:.1f} s",
+                )
+                if args.steady_seconds > 0:
+                    # A window longer than the wait: every worker's deadline passes once in it
+                    # and it pulls again (the price of a bounded wait).
+                    await idle_cost(
+                        admin,
+                        database_name,
+                        len(names),
+                        args.steady_seconds,
+                        "steady, deadlines too",
+                        table,
+                    )
+
+                series: list[tuple[str, Callable[[], str]]] = [
+                    ("targeted", lambda: f"bench: {rng.choice(targets)}"),
+                    ("herd", lambda: "language: java"),
+                ][0 if targets else 1 :]
+                for label, pick in series:
+                    await until_all_wait(admin, received, len(names), timeout=60)
+                    wakeups_before = await metric(admin, "jobmatch_longpoll_wakeups_total")
+                    checks_before = await metric(admin, "jobmatch_longpoll_fit_checks_total")
+                    latencies = []
+                    for _ in range(args.jobs):
+                        latencies.append(await submit_and_time(admin, submitter, pick(), received))
+                        await asyncio.sleep(args.gap)
+                    wakeups = (
+                        await metric(admin, "jobmatch_longpoll_wakeups_total") - wakeups_before
+                    )
+                    checks = (
+                        await metric(admin, "jobmatch_longpoll_fit_checks_total") - checks_before
+                    )
+                    latency_rows(table, label, latencies)
+                    table.add(
+                        f"{label} wake-ups",
+                        f"{wakeups / args.jobs:.1f} waiters woken and {checks / args.jobs:.2f} fit "
+                        "statements per job",
+                    )
+            except Refused as error:
+                table.add("stopped early", str(error))
+            finally:
+                total = received.total()
+                table.add(
+                    "pulls at the end",
+                    f"{total.open} open, {total.pulls} sent, {total.connects} connections opened",
+                )
+                table.add("refused in all", refusals(total))
+                table.add(
+                    "the bench's own requests refused",
+                    ", ".join(f"{n} x {code}" for code, n in sorted(ADMIN_REFUSED.items()))
+                    or "none",
+                )
     finally:
         await processes.stop()
 
@@ -882,9 +943,11 @@ def main() -> None:
             f"{args.workers} workers and tokens in one transaction in "
             f"{time.monotonic() - started:.1f} s",
         )
-        with server(url, args.server_workers) as (port, pid):
-            asyncio.run(run(args, port, pid, url))
-    table.print()
+        try:
+            with server(url, args.server_workers) as (port, pid):
+                asyncio.run(run(args, port, pid, url))
+        finally:
+            table.print()
 
 
 if __name__ == "__main__":
