@@ -37,7 +37,8 @@ average beside every figure:
   xact_commit + xact_rollback, read from another database so that reading them costs none;
   not measured on SQLite) and the pull attempts the server counts (``/metrics``), per idle
   worker per minute: first over ``--idle-seconds`` within the wait (shortened so that it
-  ends before the first pull's deadline: what waiting costs), then over
+  ends before the first pull's deadline: what waiting costs; when the ramp left no such
+  window, over ``--idle-seconds`` anyway, labelled "first deadlines too"), then over
   ``--steady-seconds``, longer than the wait (each worker's deadline passes once and it
   pulls again: the price of a bounded wait). pg_stat_statements is not used: it needs
   shared_preload_libraries. A transaction holds at least one statement, so zero
@@ -51,10 +52,15 @@ average beside every figure:
   submission's cost, not the wake-up's), then *herd* jobs that every worker fits (the hub
   wakes a relay of waiters, one wins).
 
-A compact table ends the output. Targets (issue 22): p50 under 20 ms, p99 under 100 ms; 0
-statements per idle worker per minute. On SQLite with several server processes a
-submission wakes only the waiters of the process that took it (SQLite announces in
-process); the others find the job at their deadline. Not a test; never gates CI.
+A compact table ends the output, also when the run stopped early. The bench's own
+requests (submissions, /metrics) are sent again after their Retry-After for up to 20 s;
+a /metrics still refused reads NaN, a submission still refused stops the run ("stopped
+early"). Targeted jobs are skipped when not every worker's pull is held.
+
+Targets (issue 22): p50 under 20 ms, p99 under 100 ms; 0 statements per idle worker per
+minute. On SQLite with several server processes a submission can wake only the waiters of
+the process that took it (SQLite announces in process); the others would see the job at
+their next attempt, their deadline at the latest (not tried). Not a test; never gates CI.
 """
 
 from __future__ import annotations
@@ -749,7 +755,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx2.AsyncClient(base_url=base, timeout=WAIT + 30) as admin:
-            timeout = 60 + len(names) / args.ramp
+            timeout = 120 + len(names) / args.ramp
             try:
                 held, waiting = await until_all_wait(admin, received, len(names), timeout)
                 total = received.total()
@@ -779,12 +785,12 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                 oldest = total.oldest_open or time.monotonic()
                 window = oldest + WAIT - time.monotonic() - STATS_SETTLE_SECONDS - 3
                 window = min(args.idle_seconds, window)
-                if window >= 5:
-                    await idle_cost(
-                        admin, database_name, len(names), window, "while waiting", table
-                    )
-                else:
-                    table.add("idle while waiting", "skipped: the first deadlines were too near")
+                label = "while waiting"
+                if window < 5:
+                    # The ramp took so long that the first deadlines are near: measure
+                    # anyway, and say that deadline pulls fall in the window.
+                    window, label = args.idle_seconds, "while waiting, first deadlines too"
+                await idle_cost(admin, database_name, len(names), window, label, table)
 
                 probes, failed = await healthz_probes(port, args.probes)
                 others = "".join(f", {n} x {what}" for what, n in failed.most_common())
