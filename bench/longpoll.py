@@ -28,7 +28,9 @@ average beside every figure:
   them) and the server's own count (``jobmatch_longpoll_waiting``), the pulls refused by
   status code and the connections that failed;
 * **server memory**: the RSS of each server process (the ``jobmatch serve`` process and its
-  children) before the workers came and while they all wait, and MB per waiting worker;
+  children) before the workers came, while they all wait and at the end, and MB per
+  waiting worker; beside it each process's open files (mostly its connections: how
+  evenly the processes share the listening socket);
 * **/healthz latency**, p50/p99 of ``--probes`` probes sent one after another while every
   worker waits, each on a fresh connection (connect, request, answer: what a load balancer
   sees when the accept loop is busy);
@@ -58,9 +60,11 @@ a /metrics still refused reads NaN, a submission still refused stops the run ("s
 early"). Targeted jobs are skipped when not every worker's pull is held.
 
 Targets (issue 22): p50 under 20 ms, p99 under 100 ms; 0 statements per idle worker per
-minute. On SQLite with several server processes a submission can wake only the waiters of
-the process that took it (SQLite announces in process); the others would see the job at
-their next attempt, their deadline at the latest (not tried). Not a test; never gates CI.
+minute. On SQLite, use one server process: with several, a submission wakes only the
+waiters of the process that took it (SQLite announces in process; with 200 workers and
+``--server-workers 2`` a targeted job waited 57.8 s, until its worker's deadline), and
+the processes' writers wait on each other's locks (500s: "database is locked", pool
+timeouts). Not a test; never gates CI.
 """
 
 from __future__ import annotations
@@ -732,9 +736,18 @@ async def healthz_probes(port: int, count: int) -> tuple[list[float], Counter[st
     return found, failed
 
 
+def open_files(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
 def memory_rows(table: Figures, label: str, pid: int, now: dict[int, float]) -> None:
     each = ", ".join(f"{process_label(p, pid)} {mb:.0f}" for p, mb in now.items())
     table.add(f"server RSS, {label} (MB)", f"total {sum(now.values()):.0f}: {each}")
+    files = ", ".join(f"{process_label(p, pid)} {open_files(p)}" for p in now)
+    table.add(f"server open files, {label}", files)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -860,6 +873,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
             except Refused as error:
                 table.add("stopped early", str(error))
             finally:
+                memory_rows(table, "at the end", pid, memory(pid))
                 total = received.total()
                 table.add(
                     "pulls at the end",
