@@ -110,6 +110,8 @@ from app.notations.flux.hostlist import name_parts  # noqa: E402
 WAIT = 60
 STATS_SETTLE_SECONDS = 11
 WORKERS_PER_CLIENT_PROCESS = 2500
+#: Seconds a /healthz probe may take to connect, and to be answered: past it, it failed.
+PROBE_TIMEOUT = 5.0
 
 
 def load() -> str:
@@ -720,10 +722,12 @@ async def healthz_probes(port: int, count: int) -> tuple[list[float], Counter[st
     for _ in range(count):
         started = time.monotonic()
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port), PROBE_TIMEOUT
+            )
             try:
                 writer.write(request)
-                status, _, _ = await asyncio.wait_for(clients.read_response(reader), 30)
+                status, _, _ = await asyncio.wait_for(clients.read_response(reader), PROBE_TIMEOUT)
             finally:
                 writer.close()
         except (OSError, TimeoutError, clients.Closed, asyncio.IncompleteReadError) as error:
