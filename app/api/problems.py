@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.schemas.common import PATTERN_WORDS
@@ -26,6 +27,8 @@ from app.matching.errors import (
 from app.notations.errors import NotationError
 
 PROBLEM_JSON = "application/problem+json"
+#: The 503's detail when no pooled database connection came free in time.
+POOL_EXHAUSTED = "every database connection of this server process is in use; retry shortly"
 log = logging.getLogger("app.api")
 
 
@@ -230,6 +233,14 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(
             request, 503, "the database is unavailable", headers={"Retry-After": "5"}
         )
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
+        # Every pooled connection stayed checked out for the pool's whole timeout (a burst
+        # of writers queued on SQLite's one write lock, say): the process is busy, not
+        # broken, and nothing was done.
+        log.warning("no database connection within the pool's timeout: %s", exc)
+        return problem_response(request, 503, POOL_EXHAUSTED, headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:

@@ -37,6 +37,7 @@ import anyio.to_thread
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -52,6 +53,7 @@ from app.api.auth import (
     principal_of,
     stored_principal,
 )
+from app.api.problems import POOL_EXHAUSTED
 from app.api.rate_limits import TokenBuckets, is_long_poll_pull
 from app.api.raw_problems import send_problem
 from app.api.token_use import TokenUseRecorder
@@ -188,6 +190,12 @@ class TokenGateMiddleware:
                     principal = await anyio.to_thread.run_sync(self._look_up, token_hash)
                 except OperationalError as exc:
                     await self._database_unavailable(scope, send, exc)
+                    return
+                except PoolTimeout as exc:
+                    log.warning("token lookup found no database connection in time: %s", exc)
+                    await send_problem(
+                        scope, send, 503, POOL_EXHAUSTED, headers={"Retry-After": "1"}
+                    )
                     return
         if principal is None:
             await send_problem(scope, send, 401, UNKNOWN_TOKEN, headers=_CHALLENGE)

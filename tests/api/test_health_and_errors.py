@@ -7,8 +7,10 @@ import time
 import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.api.app import create_app
+from app.api.problems import POOL_EXHAUSTED
 from app.db import migrate
 from app.db.engine import Database
 from app.settings import Settings
@@ -117,6 +119,27 @@ def test_unhandled_error_is_500_without_internals(settings: Settings, database: 
     with TestClient(app, raise_server_exceptions=False) as client:
         body = assert_problem(client.get("/boom"), 500)
     assert "secret" not in body["detail"]
+
+
+def test_no_pooled_connection_in_time_is_503_not_500(
+    settings: Settings, database: Database
+) -> None:
+    """Issue 37's bench at 2,000 waiting workers on SQLite: a burst of pulls queued on the
+    one write lock held every pooled connection past the pool's timeout, and the requests
+    waiting for one were answered 500. The process is busy, not broken: 503, retry."""
+    app = create_app(settings, database=database)
+    router = APIRouter()
+
+    @router.get("/busy")
+    def busy() -> None:
+        raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached")
+
+    app.include_router(router)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/busy")
+    body = assert_problem(response, 503)
+    assert body["detail"] == POOL_EXHAUSTED
+    assert response.headers["Retry-After"] == "1"
 
 
 def test_openapi_documents_problem_and_security(client: TestClient) -> None:
