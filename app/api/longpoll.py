@@ -156,7 +156,7 @@ async def pull_or_wait(
             if waiter is None or worker is None:
                 outcome = await run_in_threadpool(pull_once)
             else:
-                async with hub.attempts_of(worker):
+                async with hub.attempts_of(worker), hub.any_attempt():
                     if waiter.superseded:  # while it queued for its turn
                         return replace(outcome, superseded=True) if outcome else SUPERSEDED
                     outcome = await run_in_threadpool(pull_once)

@@ -176,6 +176,10 @@ class Waiter:
 #: again when announced again), so that a long-running process's memory stays bounded.
 MAX_CACHED_CATEGORIES = 4096
 
+#: Waiting pulls' attempts that may run at once in a process: well under the thread pool's
+#: 40 threads (anyio's default), which the other requests need too.
+MAX_CONCURRENT_ATTEMPTS = 16
+
 #: A waiter's registration order, the relays' sort key.
 _ORDER = operator.attrgetter("order")
 
@@ -227,8 +231,9 @@ class WakeupHub:
         #: The waiting pulls each worker may hold, as its last attempt found (see hold);
         #: a worker not in it may hold one.
         self._limits: OrderedDict[str, int] = OrderedDict()
-        #: Each waiting worker's gate of attempts (see attempts_of).
+        #: Each waiting worker's gate of attempts (see attempts_of), and all workers' one.
         self._gates: dict[str, asyncio.Semaphore] = {}
+        self._all_attempts: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         #: The waiters by their worker's id, and those whose worker is not known yet: an
         #: announcement about a few workers finds their waiters without a pass over all.
         self._by_worker: dict[int, set[Waiter]] = {}
@@ -329,6 +334,19 @@ class WakeupHub:
             oldest.superseded = True
             superseded.append(oldest)
         return superseded
+
+    def any_attempt(self) -> asyncio.Semaphore:
+        """The gate of every waiting pull's attempts together: at most
+        :data:`MAX_CONCURRENT_ATTEMPTS` hold a thread of the pool at once, so that the other
+        requests always find one. Without it, a farm's waits ending together (2,000
+        deadlines within seconds) took every thread, each waiting on SQLite's write lock,
+        while the transaction that held the lock waited for a thread to commit in: nothing
+        moved until the lock waits gave up. Used from the event loop only."""
+        loop = asyncio.get_running_loop()
+        if self._all_attempts is None or self._all_attempts[0] is not loop:
+            # One per event loop: an app served again (tests) runs on another loop.
+            self._all_attempts = (loop, asyncio.Semaphore(MAX_CONCURRENT_ATTEMPTS))
+        return self._all_attempts[1]
 
     def attempts_of(self, key: str) -> asyncio.Semaphore:
         """The gate of the worker's attempts: as many run at once as it may hold waiting
