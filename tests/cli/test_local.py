@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,19 @@ def server_processes_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     """serve tells its worker processes how many they are through the environment: set
     here first, so that the test's process gets its own back afterwards."""
     monkeypatch.setenv("JOBMATCH_SERVER_PROCESSES", "1")
+
+
+@pytest.fixture(autouse=True)
+def logging_restored() -> Iterator[None]:
+    """serve configures logging before it logs its budgets: its handler writes to the
+    CliRunner's stderr, closed once the command returns. Left in place, every later log
+    record of this test process printed '--- Logging error ---' into the next CliRunner's
+    output (two scenario tests read it as JSON, and failed)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
