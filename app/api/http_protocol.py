@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from http import HTTPStatus
 from typing import Any, cast
 
 from starlette.types import Receive, Scope, Send
@@ -52,39 +53,34 @@ FULL = (
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
+def raw_problem(status: int, detail: str, headers: dict[str, str] | None = None) -> bytes:
+    """A whole problem+json response, written to the transport as bytes, for a connection
+    that has no request (hence no ASGI scope) to answer through; the connection closes."""
+    document = problem_document(status, detail, "")
+    del document["instance"]
+    body = json.dumps(document).encode()
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        f"content-type: {PROBLEM_JSON}",
+        f"content-length: {len(body)}",
+        *(f"{name}: {value}" for name, value in (headers or {}).items()),
+        "connection: close",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
 def header_timeout_response(timeout: float) -> bytes:
-    """The raw 408 sent when a request's headers did not arrive in time (there is no
-    request, hence no ASGI scope, to answer through)."""
-    document = problem_document(
+    """The raw 408 sent when a request's headers did not arrive in time."""
+    return raw_problem(
         408,
         f"the request headers did not arrive within {timeout:g} s "
         "(JOBMATCH_HEADER_TIMEOUT_SECONDS)",
-        "",
     )
-    del document["instance"]
-    body = json.dumps(document).encode()
-    head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
-        f"content-type: {PROBLEM_JSON}\r\n"
-        f"content-length: {len(body)}\r\n"
-        "connection: close\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
 
 
 def full_response() -> bytes:
     """The raw 503 sent to a connection accepted beyond both budgets (no request yet)."""
-    document = problem_document(503, FULL, "")
-    del document["instance"]
-    body = json.dumps(document).encode()
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
-        f"content-type: {PROBLEM_JSON}\r\n"
-        f"content-length: {len(body)}\r\n"
-        "retry-after: 1\r\n"
-        "connection: close\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
+    return raw_problem(503, FULL, {"retry-after": "1"})
 
 
 async def overloaded(scope: Scope, receive: Receive, send: Send) -> None:
