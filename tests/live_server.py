@@ -87,6 +87,14 @@ class LiveServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def wait_for_processes(self, processes: int, timeout: float = 300) -> None:
+        """Wait until each of ``processes`` worker processes (``--workers``) finished its
+        start-up: the first to do so answered /healthz, and traffic must reach all."""
+        deadline = time.monotonic() + timeout
+        while self.log.read_text().count("Application startup complete.") < processes:
+            assert time.monotonic() < deadline, self.log.read_text()[-2000:]
+            time.sleep(0.5)
+
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and return once `/healthz` answers 200."""
         # Each server counts its metrics in a directory of its own (`serve` makes one)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,19 +66,10 @@ def server(
     # Three processes importing the app at once: minutes on a loaded 2-core host.
     live.start(timeout=300)
     try:
-        _all_started(live, processes=3)
+        live.wait_for_processes(3)
         yield live
     finally:
         live.stop()
-
-
-def _all_started(server: LiveServer, processes: int, timeout: float = 300) -> None:
-    """Wait until each worker process has finished its start-up (the first to do so
-    answered /healthz; the traffic must reach all of them)."""
-    deadline = time.monotonic() + timeout
-    while server.log.read_text().count("Application startup complete.") < processes:
-        assert time.monotonic() < deadline, server.log.read_text()[-2000:]
-        time.sleep(0.5)
 
 
 #: Seconds one request may take: the first on each process connects to the database and

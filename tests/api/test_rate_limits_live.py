@@ -39,10 +39,7 @@ def server(
     )
     live.start(timeout=300)
     try:
-        deadline = time.monotonic() + 300
-        while live.log.read_text().count("Application startup complete.") < PROCESSES:
-            assert time.monotonic() < deadline, live.log.read_text()[-2000:]
-            time.sleep(0.5)
+        live.wait_for_processes(PROCESSES)
         yield live
     finally:
         live.stop()
