@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Annotated, TypeVar
 
+import anyio.to_thread
 from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
@@ -19,7 +21,7 @@ from app.api.retries import RetryingRoute
 from app.api.routes.jobs import job_out
 from app.api.schemas.common import NamePath, Page
 from app.api.schemas.gridengine import LoadValuesIn, ValuesOut
-from app.api.schemas.jobs import JobOut
+from app.api.schemas.jobs import EndedOut, JobOut, PullBatchIn, PullBatchOut
 from app.api.schemas.workers import (
     DynamicMetadataIn,
     HeartbeatOut,
@@ -37,6 +39,7 @@ from app.db.engine import Database
 from app.db.models import Role, Worker, WorkerState
 from app.matching import leases, worker_lifecycle, workers
 from app.matching.debusine import metadata as debusine_metadata
+from app.matching.dispatch import batch
 from app.matching.dispatch import pull as dispatch
 from app.matching.dispatch.puller import Puller
 from app.matching.gridengine import admin as gridengine_admin
@@ -150,6 +153,8 @@ def register_worker(
 
 
 T = TypeVar("T")
+#: What a pull's answer holds: one job's body, or a batch's.
+Body = TypeVar("Body")
 
 
 def patch_changes(body: WorkerPatch) -> worker_lifecycle.WorkerChanges:
@@ -279,8 +284,8 @@ def pull_once(database: Database, settings: Settings, name: str) -> PullOutcome[
 
 
 def pull_outcome(
-    body: JobOut | None, category_id: int | None, puller: Puller, settings: Settings
-) -> PullOutcome[JobOut]:
+    body: Body | None, category_id: int | None, puller: Puller, settings: Settings
+) -> PullOutcome[Body]:
     """What a pull found, with what its answer's headers and a long poll need to know
     of the worker as the pull read it."""
     return PullOutcome(
@@ -373,6 +378,101 @@ async def pull(
     if outcome.placed:
         response.headers[PLACED_HEADER] = "true"
     return outcome.job
+
+
+def batch_once(
+    database: Database,
+    settings: Settings,
+    name: str,
+    reports: Sequence[batch.EndReport],
+    count: int,
+) -> tuple[PullOutcome[list[JobOut]], list[EndedOut], list[int]]:
+    """One attempt of a batch pull in a transaction of its own (run in the thread pool):
+    the carried reports applied, then up to ``count`` jobs started, their answers
+    rendered before the commit."""
+    with database.transaction() as session:
+        done = batch.batch_pull(session, name, reports, count, settings.allocation_policy)
+        bodies = [job_out(session, job, worker_name=name) for job in done.jobs]
+    last_category = done.jobs[-1].category_id if done.jobs else None
+    outcome = pull_outcome(bodies or None, last_category, done.puller, settings)
+    return outcome, [ended_out(ended) for ended in done.ended], done.placed
+
+
+def ended_out(ended: batch.Ended) -> EndedOut:
+    late = ended.late
+    return EndedOut(
+        job_id=ended.job_id,
+        state=ended.state,
+        late=late is not None,
+        detail=str(late) if late is not None else None,
+        now_on=late.now_on if late is not None else None,
+    )
+
+
+@router.post(
+    "/{name}/pull-batch",
+    operation_id="pull_batch",
+    summary="Report ended jobs and pull up to N jobs, in one request",
+    responses={
+        200: {
+            "description": "The reports' results and the jobs now running on this worker "
+            "(none when there is nothing for it)",
+            "headers": {**_REFRESH_DOC, **_SUPERSEDED_DOC},
+        },
+        **errors(401, 403, 404, 409, 503, *BODY_ERRORS),
+    },
+)
+async def pull_batch(
+    name: NamePath,
+    request: Request,
+    _worker: WorkerDep,
+    response: Response,
+    body: PullBatchIn | None = None,
+    wait: WaitQuery = 0.0,
+    max_jobs: int = Query(
+        default=1,
+        alias="max",
+        ge=1,
+        le=batch.MAX_BATCH,
+        description="the most jobs to start (a worker with N free slots asks for N)",
+    ),
+) -> PullBatchOut:
+    """The worker reports the jobs it ended (each as `POST /v1/jobs/{job_id}/finish`
+    would: a resend is answered as the first) and pulls up to `max` jobs, each as
+    `POST /v1/workers/{name}/pull` would, in one transaction. A report from a worker that
+    lost the job is recorded and answered with `late: true`; the pull goes on. Any other
+    report the finish would refuse refuses the whole request (nothing is stored), naming
+    the report (`finished[i]`). With `wait`, a batch that started no job waits as a long
+    poll does (its reports are applied first), then pulls again."""
+    database, settings = request.app.state.database, request.app.state.settings
+    reports = [
+        batch.EndReport(r.job_id, r.outcome, r.reason, r.exit_code, r.output)
+        for r in (body.finished if body is not None else ())
+    ]
+    attempt = partial(batch_once, database, settings, name)
+    outcome, ended, placed = await anyio.to_thread.run_sync(attempt, reports, max_jobs)
+    if outcome.job is None and wait > 0:
+        # The reports are applied; the wait pulls only.
+        placed = []
+
+        def pull_only() -> PullOutcome[list[JobOut]]:
+            waited, _ended, placed_now = attempt((), max_jobs)
+            placed[:] = placed_now
+            return waited
+
+        hub = request.app.state.longpoll.hub
+        try:
+            outcome = await pull_or_wait(hub, pull_only, wait, partial(client_gone, request), name)
+        except WaitingFull as full:
+            REFUSED_OVERLOADED.labels("waiting_pulls").inc()
+            raise ProblemError(503, str(full), headers={"Retry-After": "5"}) from None
+        if outcome.superseded:
+            LONGPOLL_SUPERSEDED.inc()
+            response.headers[SUPERSEDED_HEADER] = "true"
+            response.headers["Connection"] = "close"
+    if outcome.refresh:
+        response.headers[REFRESH_HEADER] = "true"
+    return PullBatchOut(finished=ended, jobs=outcome.job or [], placed=placed)
 
 
 @router.post(

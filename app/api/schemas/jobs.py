@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.schemas.common import BodyInt, JobIdField, Text, WorkerNameField, WorkerStateField
 from app.db.models import JobEventKind, JobState
+from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.submission import JobSpec
 
 #: One realistic job per notation, for the OpenAPI document (tests/api/test_openapi.py
@@ -365,6 +366,59 @@ class FinishIn(BaseModel):
     )
     output: Text | None = Field(
         default=None, max_length=1_048_576, description="the command's output (its tail is kept)"
+    )
+
+
+class FinishedIn(FinishIn):
+    """A finish body, with the id of the job it reports (a batch pull carries them)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"job_id": 12, "outcome": "finished", "exit_code": 0}]},
+    )
+
+    job_id: JobIdField
+
+
+class PullBatchIn(BaseModel):
+    """What a batch pull carries: the ends of the worker's jobs since its last request."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"finished": [{"job_id": 12, "outcome": "finished", "exit_code": 0}]}]
+        },
+    )
+
+    finished: list[FinishedIn] = Field(
+        default_factory=list,
+        max_length=MAX_BATCH,
+        description="the jobs this worker ended, applied in order before it pulls, each "
+        "as POST /v1/jobs/{job_id}/finish applies one",
+    )
+
+
+class EndedOut(BaseModel):
+    """What became of one carried report."""
+
+    job_id: JobIdField
+    state: JobState = Field(description="the job's state after the report")
+    late: bool = Field(
+        description="the worker had lost the job (its lease expired, or it was cancelled) "
+        "before the report came: the report was recorded in the job's history, not applied"
+    )
+    detail: str | None = Field(default=None, description="what happened to a late job")
+    now_on: str | None = Field(default=None, description="the worker a late job runs on now")
+
+
+class PullBatchOut(BaseModel):
+    """A batch pull's answer: the carried reports' results, and the jobs it started."""
+
+    finished: list[EndedOut] = Field(description="one per carried report, in their order")
+    jobs: list[JobOut] = Field(description="the jobs now running on this worker, best first")
+    placed: list[int] = Field(
+        default_factory=list,
+        description="the ids among `jobs` of those the scheduler placed on this worker",
     )
 
 
