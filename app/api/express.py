@@ -38,6 +38,7 @@ import re
 import time
 from collections.abc import Iterable
 from enum import Enum, auto
+from types import SimpleNamespace
 
 import anyio.to_thread
 from fastapi.routing import APIRoute
@@ -51,9 +52,22 @@ from app.api.auth import PRINCIPAL_SCOPE_KEY, Principal
 from app.api.longpoll import PullOutcome
 from app.api.raw_problems import send_problem
 from app.api.routes.jobs import job_body, report_finish
-from app.api.routes.workers import PLACED_HEADER, REFRESH_HEADER, pull_once, pull_outcome
+from app.api.routes.workers import (
+    PLACED_HEADER,
+    REFRESH_HEADER,
+    batch_once,
+    pull_once,
+    pull_outcome,
+)
 from app.api.schemas.common import MAX_ID
-from app.api.schemas.jobs import FinishIn, JobOut
+from app.api.schemas.jobs import (
+    EndedOut,
+    FinishedIn,
+    FinishIn,
+    JobOut,
+    PullBatchIn,
+    PullBatchOut,
+)
 from app.db.base import utcnow
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN, is_retryable_error
 from app.db.engine import Database
@@ -61,6 +75,8 @@ from app.db.event_loop import CommitOutcomeUnknownError, EventLoopConnections
 from app.db.models import Role
 from app.db.retry import retry_reason
 from app.matching.dispatch import express as express_dispatch
+from app.matching.dispatch.batch import MAX_BATCH
+from app.matching.errors import MatchingError
 from app.metrics import EXPRESS_REQUESTS, TRANSACTION_RETRIES
 from app.settings import Settings
 
@@ -70,11 +86,16 @@ log = logging.getLogger("app.api")
 #: further before the lane serves it.
 _PULL_PATH = re.compile(r"/v1/workers/([^/]+)/pull")
 _FINISH_PATH = re.compile(r"/v1/jobs/([1-9][0-9]{0,18})/finish")
+_BATCH_PATH = re.compile(r"/v1/workers/([^/]+)/pull-batch")
+#: The one query a batch pull the lane serves may have: how many jobs (no long poll).
+_BATCH_QUERY = re.compile(rb"(?:max=([1-9][0-9]{0,3}))?")
 #: The operation ids of the routes whose answers the lane gives.
 PULL_OPERATION = "pull_job"
 FINISH_OPERATION = "finish_job"
+BATCH_OPERATION = "pull_batch"
 #: The JSON of a job's answer, as FastAPI writes a response model (by alias).
 _JOB_JSON = TypeAdapter(JobOut)
+_BATCH_JSON = TypeAdapter(PullBatchOut)
 
 
 class ExpressLane:
@@ -102,6 +123,7 @@ class ExpressLane:
         # access log and the latency metric name the same route either way.
         self.pull_route = by_operation[PULL_OPERATION]
         self.finish_route = by_operation[FINISH_OPERATION]
+        self.batch_route = by_operation[BATCH_OPERATION]
         #: PostgreSQL runs the common pull and finish without a Session
         #: (app/matching/dispatch/express.py); elsewhere the general way serves.
         self.express_sql = database.dialect_name == "postgresql"
@@ -116,7 +138,15 @@ class ExpressLane:
                     EXPRESS_REQUESTS.labels("pull", "served").inc()
                     return
                 EXPRESS_REQUESTS.labels("pull", "handed_over").inc()
-            finished = _FINISH_PATH.fullmatch(path) if pulled is None else None
+            batched = _BATCH_PATH.fullmatch(path) if pulled is None else None
+            if batched is not None and batched.group(1) == worker:
+                replay = await self._batch(scope, receive, send, worker)
+                if replay is None:
+                    EXPRESS_REQUESTS.labels("batch", "served").inc()
+                    return
+                EXPRESS_REQUESTS.labels("batch", "handed_over").inc()
+                receive = replay
+            finished = _FINISH_PATH.fullmatch(path) if pulled is batched is None else None
             if finished is not None and int(finished.group(1)) <= MAX_ID:
                 replay = await self._finish(scope, receive, send, worker, int(finished.group(1)))
                 if replay is None:
@@ -157,20 +187,9 @@ class ExpressLane:
         the body as the lane read it."""
         if _header(scope, b"content-type") != b"application/json":
             return receive  # the route checks other media types
-        # Chunks joined once at the end: a body sent a byte at a time costs linear time.
-        chunks: list[bytes] = []
-        try:
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":  # the client went away
-                    return _replay(b"".join(chunks), more=True, then=message)
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    break
-        except HTTPException as refused:  # too large or too slow: the route words it
-            return _replay(b"".join(chunks), more=True, error=refused)
-        body = b"".join(chunks)
-        replay = _replay(body, more=False, then=None, receive=receive)
+        body, replay = await _read_body(receive)
+        if body is None:
+            return replay
         try:
             report = FinishIn.model_validate(json.loads(body))
         except (ValueError, ValidationError):
@@ -186,6 +205,103 @@ class ExpressLane:
         scope["route"] = self.finish_route
         await _respond(send, 200, answer, [])
         return None
+
+    async def _batch(
+        self, scope: Scope, receive: Receive, send: Send, worker: str
+    ) -> Receive | None:
+        """Answer the batch pull: None once answered, else the receive that gives
+        FastAPI the body as the lane read it (as :meth:`_finish`). Only the event loop's
+        way serves it; where that pool is not, the route does."""
+        query = _BATCH_QUERY.fullmatch(scope.get("query_string", b""))
+        pool = self.loop_connections
+        if query is None or pool is None or not pool.usable():
+            return receive  # a long poll, a query the route checks, or no loop's way
+        count = int(query.group(1) or 1)
+        if count > MAX_BATCH:
+            return receive
+        media = _header(scope, b"content-type")
+        body, replay = await _read_body(receive)
+        if body is None:
+            return replay
+        if body == b"" and media is None:
+            reports: list[FinishedIn] = []
+        elif media != b"application/json":
+            return replay  # the route checks other media types
+        else:
+            try:
+                reports = PullBatchIn.model_validate(json.loads(body)).finished
+            except (ValueError, ValidationError):
+                return replay  # the route words the 422
+            if len({report.job_id for report in reports}) != len(reports):
+                return replay  # a job reported twice: the route words the 422
+        try:
+            answer = await self._batch_on_loop(worker, reports, count)
+        except Exception as error:
+            return None if await _answered_or_handed_over(scope, send, error) else replay
+        if answer is None:
+            return replay
+        outcome, ended, placed = answer
+        headers: list[tuple[bytes, bytes]] = []
+        if outcome.refresh:
+            headers.append((REFRESH_HEADER.lower().encode(), b"true"))
+        scope["route"] = self.batch_route
+        out = PullBatchOut(finished=ended, jobs=outcome.job or [], placed=placed)
+        await _respond(send, 200, _BATCH_JSON.dump_json(out, by_alias=True), headers)
+        return None
+
+    async def _batch_on_loop(
+        self, worker: str, reports: list[FinishedIn], count: int
+    ) -> tuple[PullOutcome[list[JobOut]], list[EndedOut], list[int]] | None:
+        """The batch on the event loop's connection, in one transaction: every report
+        ended the express way, then up to ``count`` express pulls. None (rolled back,
+        nothing stored) when a report needs the general way: the route decides the whole
+        batch. When the first pull needs the general way, the reports are committed and
+        the general way pulls, in a thread; a later one ends the batch with the jobs it
+        has (the worker's next request starts with the general way)."""
+        assert self.loop_connections is not None
+        started = time.perf_counter()
+        ended: list[tuple[SimpleNamespace, FinishedIn]] = []
+        pulls: list[tuple[express_dispatch.Pulled, SimpleNamespace]] = []
+        #: The last pull's answer: None when the general way must decide it.
+        last: express_dispatch.Pulled | None = None
+        try:
+            async with self.loop_connections.transaction() as transaction:
+                now = utcnow()
+                for report in reports:
+                    job = await express_dispatch.finish_on_loop(
+                        transaction, report.job_id, worker, report, now
+                    )
+                    if job is None:
+                        raise _General
+                    ended.append((job, report))
+                while len(pulls) < count:
+                    last = await express_dispatch.pull_on_loop(transaction, worker, now)
+                    if last is None or last.job is None:
+                        break
+                    pulls.append((last, last.job))
+                bodies = [job_body(job, worker) for _, job in pulls]
+        except (_General, express_dispatch.HandOver):
+            return None  # rolled back
+        for job, report in ended:
+            express_dispatch.note_finish(job, worker, report)
+        for pulled, _ in pulls:
+            express_dispatch.note_pull(pulled, started)
+        ended_out = [EndedOut(job_id=job.id, state=job.state, late=False) for job, _ in ended]
+        if last is None and not pulls:
+            # The reports are stored; the general way pulls (the first pull was not the
+            # express way's to decide). Whatever that refuses, the route runs the whole
+            # batch again and words it: the stored reports are resends to it then,
+            # answered as the first.
+            try:
+                outcome, _, placed = await anyio.to_thread.run_sync(
+                    batch_once, self.database, self.settings, worker, (), count
+                )
+            except MatchingError:
+                return None
+            return outcome, ended_out, placed
+        puller = pulls[-1][0].puller if last is None else last.puller
+        category = pulls[-1][1].category_id if pulls else None
+        return pull_outcome(bodies or None, category, puller, self.settings), ended_out, []
 
     async def _pull_on_loop(self, worker: str) -> PullOutcome[JobOut] | Threads:
         """The express pull on the event loop's connection, in a transaction of its own;
@@ -312,6 +428,31 @@ async def _answered_or_handed_over(scope: Scope, send: Send, error: Exception) -
         return False
     log.debug("express %s handed to the route", scope["path"], exc_info=error)
     return False
+
+
+class _General(Exception):
+    """Raised inside the event loop's transaction to roll it back: only the general way
+    can decide this request."""
+
+
+async def _read_body(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The request's body, read whole, and the receive that replays it to FastAPI; None
+    for the body when the reading ended early (the client went away, or the body was
+    too large or too slow: the route words it)."""
+    # Chunks joined once at the end: a body sent a byte at a time costs linear time.
+    chunks: list[bytes] = []
+    try:
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return None, _replay(b"".join(chunks), more=True, then=message)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+    except HTTPException as refused:  # too large or too slow: the route words it
+        return None, _replay(b"".join(chunks), more=True, error=refused)
+    body = b"".join(chunks)
+    return body, _replay(body, more=False, then=None, receive=receive)
 
 
 def _worker_of(scope: Scope) -> str | None:

@@ -61,7 +61,7 @@ class Ways:
     def _now() -> dict[tuple[str, str], float]:
         return {
             (operation, outcome): _served(operation, outcome)
-            for operation in ("pull", "finish")
+            for operation in ("pull", "finish", "batch")
             for outcome in ("served", "handed_over")
         }
 
@@ -366,3 +366,118 @@ def test_on_postgresql_the_lane_pulls_and_finishes_without_a_thread(
     assert finished.status_code == 200, finished.text
     assert finished.json()["state"] == "finished"
     assert ways.since() == {("pull", "served"): 1, ("finish", "served"): 1}
+
+
+def _masked_batch(response: Any) -> tuple[int, list[str], dict[str, Any]]:
+    """What must be equal between two batch answers of different jobs."""
+    headers = sorted(name for name in response.headers if name not in _PER_ANSWER)
+    body = response.json()
+    return (
+        response.status_code,
+        headers,
+        {
+            "finished": [{**ended, "job_id": "<varies>"} for ended in body["finished"]],
+            "jobs": [
+                {key: ("<varies>" if key in _VOLATILE else value) for key, value in job.items()}
+                for job in body["jobs"]
+            ],
+            "placed": body["placed"],
+        },
+    )
+
+
+def test_a_batch_pull_answers_as_its_route(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """Issue 38: the lane serves a batch pull (``max`` only, no long poll) on the event
+    loop's connection; ``wait=0`` sends the same batch to the route. Both answer alike
+    and store alike."""
+    lane_worker = register(client, admin_headers, "w1", "os: linux", slots=2)
+    route_worker = register(client, admin_headers, "w2", "os: linux", slots=2)
+    for _ in range(4):
+        submit(client, admin_headers, "os: linux", command=["true"])
+    on_loop = database.dialect_name == "postgresql"
+
+    ways = Ways()
+    lane = client.post("/v1/workers/w1/pull-batch?max=2", headers=lane_worker)
+    route = client.post("/v1/workers/w2/pull-batch?max=2&wait=0", headers=route_worker)
+    assert lane.status_code == route.status_code == 200, (lane.text, route.text)
+    # Elsewhere than on PostgreSQL the lane has no event loop's way: the route serves.
+    expected = (
+        {("batch", "served"): 1, ("batch", "handed_over"): 1}
+        if on_loop
+        else {("batch", "handed_over"): 2}
+    )
+    assert ways.since() == expected
+    assert _masked_batch(lane) == _masked_batch(route)
+    assert list(lane.json()) == list(route.json())
+
+    ways = Ways()
+    reports = [
+        {"job_id": job["id"], "outcome": "finished", "exit_code": 0} for job in lane.json()["jobs"]
+    ]
+    lane = client.post(
+        "/v1/workers/w1/pull-batch?max=2", json={"finished": reports}, headers=lane_worker
+    )
+    reports = [
+        {"job_id": job["id"], "outcome": "finished", "exit_code": 0} for job in route.json()["jobs"]
+    ]
+    route = client.post(
+        "/v1/workers/w2/pull-batch?max=2&wait=0", json={"finished": reports}, headers=route_worker
+    )
+    assert lane.status_code == route.status_code == 200, (lane.text, route.text)
+    assert _masked_batch(lane) == _masked_batch(route)
+    assert [ended["state"] for ended in lane.json()["finished"]] == ["finished", "finished"]
+    assert lane.json()["jobs"] == [] and route.json()["jobs"] == []
+    histories = [
+        [
+            [
+                (e["kind"], e["detail"])
+                for e in client.get(
+                    f"/v1/jobs/{report['job_id']}/history", headers=admin_headers
+                ).json()["events"]
+            ]
+            for report in body
+        ]
+        for body in (
+            [{"job_id": j["job_id"]} for j in lane.json()["finished"]],
+            [{"job_id": j["job_id"]} for j in route.json()["finished"]],
+        )
+    ]
+    assert histories[0] == histories[1]
+
+
+def test_on_postgresql_the_lane_serves_a_batch_without_a_thread(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of plain jobs carrying plain reports is decided on the event loop's
+    connection, in one transaction; a report the express way cannot decide (a resend)
+    rolls it back and the route decides the whole batch."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("the event loop's way is PostgreSQL's")
+    worker = register(client, admin_headers, "w1", slots=3)
+    jobs = [submit(client, admin_headers) for _ in range(3)]
+
+    def no_thread(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the express lane went the threads' way")
+
+    monkeypatch.setattr("app.api.express.batch_once", no_thread)
+    ways = Ways()
+    taken = client.post("/v1/workers/w1/pull-batch?max=3", headers=worker)
+    assert taken.status_code == 200, taken.text
+    assert [job["id"] for job in taken.json()["jobs"]] == [job["id"] for job in jobs]
+    reports = [{"job_id": job["id"], "outcome": "finished"} for job in jobs]
+    ended = client.post("/v1/workers/w1/pull-batch", json={"finished": reports}, headers=worker)
+    assert ended.status_code == 200, ended.text
+    assert [e["state"] for e in ended.json()["finished"]] == ["finished"] * 3
+    assert ways.since() == {("batch", "served"): 2}
+
+    monkeypatch.undo()
+    ways = Ways()
+    again = client.post("/v1/workers/w1/pull-batch", json={"finished": reports}, headers=worker)
+    assert again.status_code == 200, again.text
+    assert [e["state"] for e in again.json()["finished"]] == ["finished"] * 3
+    assert ways.since() == {("batch", "handed_over"): 1}
