@@ -51,7 +51,7 @@ from app.client.requests import (
     WorkerSpec,
 )
 from app.client.submitter import SubmitterClient
-from app.client.worker import WorkerClient
+from app.client.worker import EndReport, WorkerClient
 from app.wire.queues import QueueSpec
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "BaseClient",
     "ClientError",
     "Conflict",
+    "EndReport",
     "FieldError",
     "Forbidden",
     "JobSpec",

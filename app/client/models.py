@@ -152,6 +152,27 @@ class Job:
     project: str | None = None
 
 
+@dataclass(frozen=True)
+class Ended:
+    """What became of one report a batch pull carried: the job's state after it, and
+    ``late`` when the worker had lost the job (recorded in its history, not applied)."""
+
+    job_id: int
+    state: JobState
+    late: bool
+    detail: str | None = None
+    now_on: str | None = None
+
+
+@dataclass(frozen=True)
+class PulledBatch:
+    """A batch pull's answer: the carried reports' results and the jobs now running."""
+
+    finished: list[Ended]
+    jobs: list[Job]
+    placed: list[int]
+
+
 class JobPage(Page[Job]):
     """A page of jobs."""
 

@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx2
 
 from app.client import operations as ops
 from app.client.base import BaseClient
-from app.client.models import Heartbeat, Job, OutputAppended, ValuesChanged, WorkerMetadata
+from app.client.models import (
+    Heartbeat,
+    Job,
+    OutputAppended,
+    PulledBatch,
+    ValuesChanged,
+    WorkerMetadata,
+)
 from app.client.operations import covers
 from app.client.parsing import without_none
 from app.client.policy import RetryPolicy, Timeouts
+
+
+@dataclass(frozen=True)
+class EndReport:
+    """How one of this worker's jobs ended, as a batch pull carries it."""
+
+    job_id: int
+    outcome: Literal["finished", "failed"]
+    reason: str | None = None
+    exit_code: int | None = None
+    output: str | None = None
 
 
 class WorkerClient(BaseClient):
@@ -66,6 +86,37 @@ class WorkerClient(BaseClient):
             return None
         return self._parse(Job, response)
 
+    @covers(ops.PULL_BATCH)
+    def pull_batch(
+        self,
+        finished: Sequence[EndReport] = (),
+        *,
+        max_jobs: int = 1,
+        wait: float | None = None,
+    ) -> PulledBatch:
+        """Report the jobs this worker ended and pull up to ``max_jobs`` jobs, in one
+        request and one transaction on the server (a worker with N free slots asks for N;
+        a worker that just ended a job carries its report). Each report is applied as
+        :meth:`finish_job` applies one (a resend is answered as the first; a late one is
+        recorded and comes back with ``late``); one the server refuses refuses the whole
+        request, naming it. ``wait`` long-polls as :meth:`pull` does, after the reports
+        are applied. Not retried after the request may have reached the server (as
+        :meth:`pull`): send the same reports again with the next batch; they are then
+        resends."""
+        query = {"max": max_jobs, "wait": None if wait is None else _seconds(wait)}
+        read_timeout = None if wait is None else self._read_timeout + _seconds(wait)
+        body = {"finished": [without_none(asdict(report)) for report in finished]}
+        response = self._send(
+            ops.PULL_BATCH,
+            path={"name": self.name},
+            query=query,
+            body=body,
+            read_timeout=read_timeout,
+        )
+        self.refresh_requested = response.headers.get(REFRESH_HEADER, "").lower() == "true"
+        self.superseded = response.headers.get(SUPERSEDED_HEADER, "").lower() == "true"
+        return self._parse(PulledBatch, response)
+
     @covers(ops.HEARTBEAT)
     def heartbeat(self) -> Heartbeat:
         """Renew the lease of this worker's jobs; ``refresh_metadata`` asks for a report."""
@@ -73,7 +124,7 @@ class WorkerClient(BaseClient):
 
     @covers(ops.REPORT_METADATA)
     def report_metadata(self, metadata: dict[str, Any]) -> WorkerMetadata:
-        """Report this worker's dynamic (debusine) metadata."""
+        """EndReport this worker's dynamic (debusine) metadata."""
         return self._call(
             WorkerMetadata,
             ops.REPORT_METADATA,
@@ -83,7 +134,7 @@ class WorkerClient(BaseClient):
 
     @covers(ops.REPORT_LOAD)
     def report_load(self, load_values: dict[str, str]) -> ValuesChanged:
-        """Report this host's Grid Engine load values: they replace this worker's previous
+        """EndReport this host's Grid Engine load values: they replace this worker's previous
         report, never the values an administrator set."""
         body = {"load_values": load_values}
         return self._call(ValuesChanged, ops.REPORT_LOAD, path={"name": self.name}, body=body)
@@ -113,7 +164,7 @@ class WorkerClient(BaseClient):
         exit_code: int | None = None,
         output: str | None = None,
     ) -> Job:
-        """Report a job's end: ``finished`` or ``failed`` (with a reason, exit code, output)."""
+        """EndReport a job's end: ``finished`` or ``failed`` (with a reason, exit code, output)."""
         body = {"outcome": outcome, "reason": reason, "exit_code": exit_code, "output": output}
         return self._call(Job, ops.FINISH_JOB, path={"job_id": job_id}, body=without_none(body))
 

@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.api.app import create_app
-from app.client import AdminClient, SubmitterClient, WorkerClient, errors, models, requests
+from app.client import AdminClient, SubmitterClient, WorkerClient, errors, models, requests, worker
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
@@ -75,6 +75,7 @@ def test_each_operation_is_covered_once_and_by_the_right_role() -> None:
     worker_only = {op.path for op in set(worker) - set(base)}
     assert worker_only == {
         "/v1/workers/{name}/pull",
+        "/v1/workers/{name}/pull-batch",
         "/v1/workers/{name}/heartbeat",
         "/v1/workers/{name}/metadata",
         "/v1/jobs/{job_id}/finish",
@@ -189,6 +190,9 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "CategoryCountsOut": whatif.CategoryCounts,
     "FirstPullOut": whatif.FirstPull,
     "CandidatesChangeOut": models.CandidatesChange,
+    "EndedOut": models.Ended,
+    "PullBatchOut": models.PulledBatch,
+    "FinishedIn": worker.EndReport,
 }
 
 ENUMS_BY_SCHEMA: dict[str, type[enum.Enum]] = {
@@ -232,6 +236,7 @@ KEYWORD_BODIES = {
     "StaticMetadataIn": "AdminClient.set_static_metadata",
     "DynamicMetadataIn": "WorkerClient.report_metadata",
     "FinishIn": "WorkerClient.finish_job",
+    "PullBatchIn": "WorkerClient.pull_batch",
     "ReturnIn": "WorkerClient.return_job",
     "LoadValuesIn": "WorkerClient.report_load",
     "OutputChunkIn": "WorkerClient.append_output",

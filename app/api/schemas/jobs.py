@@ -417,7 +417,6 @@ class PullBatchOut(BaseModel):
     finished: list[EndedOut] = Field(description="one per carried report, in their order")
     jobs: list[JobOut] = Field(description="the jobs now running on this worker, best first")
     placed: list[int] = Field(
-        default_factory=list,
         description="the ids among `jobs` of those the scheduler placed on this worker",
     )
 
