@@ -17,6 +17,13 @@ starts, and its outcome before it is sent, so a result is never lost: what the s
 not acknowledge is sent again after a reconnect or a restart. A restarted agent first kills
 and gives back the jobs it left running and resends the outcomes, and only then pulls.
 
+It pulls with batch pulls (``POST /v1/workers/{name}/pull-batch``): one request asks for
+a job for every free slot and carries the ends of the jobs that finished since the last
+one, so that a busy worker sends one request per job instead of two. A job that ends
+while a pull waits on the server is reported at once instead (its slot would otherwise
+stay booked for the whole wait). A server without batch pulls (404 or 405) gets single
+pulls and finishes, as before.
+
 On SIGTERM it stops pulling; running commands get ``grace`` seconds to finish (their
 results are reported as usual), after which they are terminated and their jobs returned to
 the queue, unfinished, for another worker.
@@ -42,6 +49,7 @@ from app.agent.spool import Spool, SpoolEntry
 from app.client import (
     ApiError,
     ClientError,
+    EndReport,
     Forbidden,
     RequestTimeout,
     ServerError,
@@ -51,7 +59,7 @@ from app.client import (
     UnexpectedResponse,
     WorkerClient,
 )
-from app.client.models import Job, Task
+from app.client.models import Ended, Job, Task
 
 log = logging.getLogger("jobmatch.agent")
 
@@ -144,7 +152,16 @@ class Agent:
         self._load_supported = True
         self._backoff = Backoff(options.backoff_initial, options.backoff_max, self.stopping)
         #: A pull still waiting on the server when the agent was told to stop.
-        self._abandoned: Future[Job | None] | None = None
+        self._abandoned: Future[list[Job]] | None = None
+        #: Ends of jobs (finished, failed) waiting for the next batch pull to carry them,
+        #: by job id; under ``_lock``, with ``_pulling`` (a pull is on its way).
+        self._ends: dict[int, Outcome] = {}
+        self._pulling = False
+        #: The ends the last pull carried: kept again when that pull is abandoned at a
+        #: stop and its answer does not come (:meth:`_finish`).
+        self._abandoned_ends: dict[int, Outcome] = {}
+        #: False once the server answered a batch pull 404 or 405 (it has none).
+        self._batch_supported = True
 
     def stop(self, *_args: object) -> None:
         """Stop pulling; running jobs get the grace period (a signal handler)."""
@@ -229,7 +246,7 @@ class Agent:
         if self.spool is None:
             return True
         with self._lock:
-            owned = set(self._running)
+            owned = set(self._running) | set(self._ends)
         pending = [
             (entry.job, Outcome(**entry.outcome))
             for entry in self.spool.entries()
@@ -304,12 +321,14 @@ class Agent:
                 continue  # outcomes first: the server must not count this worker idle
             if not self._take_slot():
                 return
-            job = self._pull(puller)
-            if job is None:
+            left = None if self.options.max_jobs is None else self.options.max_jobs - taken
+            slots = 1 + self._take_free_slots(left)
+            jobs = self._pull(puller, slots)
+            for _ in range(slots - len(jobs)):
                 self._free.release()
-                continue
-            self._start(job)
-            taken += 1
+            for job in jobs:
+                self._start(job)
+            taken += len(jobs)
 
     def _take_slot(self) -> bool:
         while not self._free.acquire(timeout=0.2):
@@ -317,28 +336,53 @@ class Agent:
                 return False
         return True
 
-    def _pull(self, puller: ThreadPoolExecutor) -> Job | None:
-        """One pull, waiting in a helper thread so that a stop does not wait for the
-        long-poll; a job it brings after the stop is given back at once."""
+    def _take_free_slots(self, left: int | None) -> int:
+        """Besides the slot already taken, every other free one (at most ``left`` in
+        all): a batch pull asks for a job for each."""
+        if not self._batch_supported:
+            return 0
+        most = self.options.slots - 1 if left is None else min(self.options.slots, left) - 1
+        taken = 0
+        while taken < most and self._free.acquire(blocking=False):
+            taken += 1
+        return taken
+
+    def _pull(self, puller: ThreadPoolExecutor, slots: int) -> list[Job]:
+        """One pull for up to ``slots`` jobs, carrying the ends waiting to be reported,
+        waiting in a helper thread so that a stop does not wait for the long-poll; the
+        jobs it brings after the stop are given back at once."""
         asked = time.monotonic()
-        future = puller.submit(self.client.pull, wait=self.options.wait)
-        while not future.done():
-            if self.stopping.wait(0.1):
-                self._abandoned = future
-                return None
+        with self._lock:
+            if self.stopping.is_set():
+                return []  # the ends stay for _finish to report
+            ends, self._ends = self._ends, {}
+            self._pulling = True
+        self._abandoned_ends = ends
         try:
-            job = future.result()
+            if self._batch_supported:
+                future = puller.submit(self._pull_batch, ends, slots)
+            else:
+                future = puller.submit(self._pull_single)
+            while not future.done():
+                if self.stopping.wait(0.1):
+                    self._abandoned = future
+                    return []
+        finally:
+            with self._lock:
+                self._pulling = False
+        try:
+            jobs = future.result()
         except ApiError as error:
             if not _transient(error):
                 raise _refusal(error) from None
             log.warning("pull failed: %s", error)
             self._backoff.wait()
-            return None
+            return []
         except ClientError as error:
             log.warning("pull failed: %s", error)
             self._backoff.wait()
-            return None
-        if job is None and self.client.superseded:
+            return []
+        if not jobs and self.client.superseded:
             # This agent waits in one pull at a time: a newer pull under its name is
             # another agent's. Backed off, longer while it goes on (two agents under
             # one name would otherwise take each other's place as fast as they can).
@@ -348,20 +392,94 @@ class Agent:
                 self.options.name,
             )
             self._backoff.wait()
-            return None
+            return []
         self._backoff.reset()
-        if job is not None and self.stopping.is_set():
-            # The pull ended just as the stop came: its job is given back, not run.
+        if jobs and self.stopping.is_set():
+            # The pull ended just as the stop came: its jobs are given back, not run.
             self._abandoned = future
-            return None
+            return []
         self._refresh_wanted = self._refresh_wanted or self.client.refresh_requested
-        if job is None and time.monotonic() - asked < self.options.wait / 2:
+        if not jobs and time.monotonic() - asked < self.options.wait / 2:
             self.stopping.wait(self.options.poll_interval)  # the server does not long-poll
-        return job
+        return jobs
 
-    def _give_back(self, future: Future[Job | None]) -> None:
-        job = None if future.exception() is not None else future.result()
-        if job is not None:
+    def _pull_single(self) -> list[Job]:
+        job = self.client.pull(wait=self.options.wait)
+        return [job] if job is not None else []
+
+    def _pull_batch(self, ends: dict[int, Outcome], slots: int) -> list[Job]:
+        """The batch pull (in the pull thread): the ends it carries are acknowledged, or
+        kept to be sent again when the answer did not come, or sent one by one when the
+        server refused the batch (each then gets its own answer)."""
+        reports = [
+            EndReport(
+                job_id,
+                "finished" if outcome.kind == "finished" else "failed",
+                reason=outcome.reason,
+                exit_code=outcome.exit_code,
+                output=printable(outcome.output),
+            )
+            for job_id, outcome in ends.items()
+        ]
+        try:
+            answer = self.client.pull_batch(reports, max_jobs=slots, wait=self.options.wait)
+        except ApiError as error:
+            if error.status in (404, 405):
+                log.warning("the server has no batch pull (%s); pulling one job at a time", error)
+                self._batch_supported = False
+                self._report_each(ends)
+                return []
+            if ends and not _transient(error) and not isinstance(error, Unauthorized):
+                log.warning("the server refused a batch's reports (%s); sending each alone", error)
+                self._report_each(ends)
+                return []
+            self._keep(ends)
+            raise
+        except ClientError:
+            self._keep(ends)
+            raise
+        self._acknowledged(answer.finished)
+        return answer.jobs
+
+    def _keep(self, ends: dict[int, Outcome]) -> None:
+        """Ends a batch could not deliver wait for the next one."""
+        with self._lock:
+            self._ends = {**ends, **self._ends}
+
+    def _report_each(self, ends: dict[int, Outcome]) -> None:
+        """Each end reported alone; those the server could not take are kept."""
+        for job_id, outcome in ends.items():
+            if not self._report(job_id, outcome):
+                self._keep({job_id: outcome})
+
+    def _acknowledged(self, finished: list[Ended]) -> None:
+        for ended in finished:
+            if ended.late:
+                log.warning(
+                    "the server recorded the end of job %s as late: %s",
+                    ended.job_id,
+                    ended.detail,
+                    extra={"job": ended.job_id},
+                )
+            else:
+                log.info("job %s: %s reported", ended.job_id, ended.state.value)
+            if self.spool is not None:
+                self.spool.remove(ended.job_id)
+
+    def _hand_in(self, job_id: int, outcome: Outcome) -> None:
+        """A job's end: carried by the next batch pull, or reported at once while a pull
+        waits on the server (its wait would hold the report back), or the agent stops,
+        or the server has no batch pull."""
+        if outcome.kind in ("finished", "failed") and self._batch_supported:
+            with self._lock:
+                if not self._pulling and not self.stopping.is_set():
+                    self._ends[job_id] = outcome
+                    return
+        self._report(job_id, outcome)
+
+    def _give_back(self, future: Future[list[Job]]) -> None:
+        jobs = [] if future.exception() is not None else future.result()
+        for job in jobs:
             log.info("job %s came after the stop; giving it back", job.id)
             self._report(job.id, Outcome("returned", None, "", STOPPING))
 
@@ -378,7 +496,7 @@ class Agent:
         try:
             outcome = self.run_job(job)
             if outcome.kind != "dropped":
-                self._report(job.id, outcome)
+                self._hand_in(job.id, outcome)
             elif self.spool is not None:
                 self.spool.remove(job.id)
             log.info("job %s: %s", job.id, outcome.kind, extra={"job": job.id})
@@ -449,8 +567,14 @@ class Agent:
                 thread.join()
         pending = self._abandoned
         # Its job, if one comes, is given back while the client is still open.
-        if pending is not None and wait([pending], timeout=self.options.wait + 10).done:
-            self._give_back(pending)
+        if pending is not None:
+            if wait([pending], timeout=self.options.wait + 10).done:
+                self._give_back(pending)  # its ends were acknowledged or kept
+            else:
+                self._keep(self._abandoned_ends)  # sent again: a resend is harmless
+        with self._lock:
+            ends, self._ends = self._ends, {}
+        self._report_each(ends)
         self._resend_pending()
         if self.refused is not None:
             raise self.refused

@@ -4,6 +4,7 @@ off; and the Grid Engine load values it reports."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -39,8 +40,13 @@ JOB = {
 }  # fmt: skip
 
 
+def batch(*jobs: dict[str, object], finished: list[dict[str, object]] | None = None) -> dict:  # type: ignore[type-arg]
+    """A batch pull's answer (app.client.models.PulledBatch's fields)."""
+    return {"finished": finished or [], "jobs": list(jobs), "placed": []}
+
+
 class ScriptedServer:
-    """Answers the agent's calls; its first pull stops the agent, or is refused.
+    """Answers the agent's calls; its first (batch) pull stops the agent, or is refused.
 
     A refused pull does not also stop the agent: the refusal must be what ends it. (Both
     at once raced: the agent's loop could see the stop before the answer, and rightly
@@ -61,14 +67,14 @@ class ScriptedServer:
             return httpx2.Response(200, json=METADATA)
         if path.endswith("/load"):
             return httpx2.Response(200, json={"static_changed": False})
-        if path.endswith("/pull"):
+        if path.endswith("/pull-batch"):
             assert request.url.params["wait"] == "5"
             if self.pull_status == 401:
                 problem = {"title": "Unauthorized", "status": 401, "detail": "unknown token"}
                 return httpx2.Response(401, json=problem)
             if self.agent is not None:
                 self.agent.stop()
-            return httpx2.Response(204)
+            return httpx2.Response(200, json=batch())
         return httpx2.Response(404, json={"title": "Not Found", "status": 404, "detail": path})
 
 
@@ -91,7 +97,7 @@ def test_metadata_and_load_are_reported_before_the_first_pull(tmp_path: Path) ->
         "GET /v1/tasks",
         "POST /v1/workers/w/metadata",
         "PUT /v1/workers/w/load",
-        "POST /v1/workers/w/pull",
+        "POST /v1/workers/w/pull-batch",
     ]
 
 
@@ -99,7 +105,7 @@ def test_a_401_on_pull_stops_the_agent_with_what_to_check(tmp_path: Path) -> Non
     server = ScriptedServer(pull_status=401)
     with pytest.raises(WorkerRefused, match="JOBMATCH_WORKER_TOKEN"):
         _agent(server, tmp_path).run()
-    assert server.calls.count("POST /v1/workers/w/pull") == 1  # not retried
+    assert server.calls.count("POST /v1/workers/w/pull-batch") == 1  # not retried
 
 
 def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> None:
@@ -110,11 +116,11 @@ def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> Non
     job = {**JOB, "id": 9}
 
     def handle(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path.endswith("/pull"):
-            server.calls.append("POST /v1/workers/w/pull")
+        if request.url.path.endswith("/pull-batch"):
+            server.calls.append("POST /v1/workers/w/pull-batch")
             pulled.set()
             release.wait(10)
-            return httpx2.Response(200, json=job)
+            return httpx2.Response(200, json=batch(job))
         if request.url.path.endswith("/return"):
             server.calls.append("POST /v1/jobs/9/return")
             return httpx2.Response(200, json={**job, "state": "waiting"})
@@ -131,7 +137,7 @@ def test_a_job_a_pull_brings_after_the_stop_is_given_back(tmp_path: Path) -> Non
     release.set()
     runner.join(30)
     assert not runner.is_alive()
-    assert server.calls[-2:] == ["POST /v1/workers/w/pull", "POST /v1/jobs/9/return"]
+    assert server.calls[-2:] == ["POST /v1/workers/w/pull-batch", "POST /v1/jobs/9/return"]
 
 
 def test_a_superseded_pull_is_warned_about_and_backed_off_from(
@@ -144,11 +150,11 @@ def test_a_superseded_pull_is_warned_about_and_backed_off_from(
     pulls: list[float] = []
 
     def handle(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path.endswith("/pull"):
+        if request.url.path.endswith("/pull-batch"):
             pulls.append(time.monotonic())
             if len(pulls) == 3 and server.agent is not None:
                 server.agent.stop()
-            return httpx2.Response(204, headers={"Jobmatch-Superseded": "true"})
+            return httpx2.Response(200, json=batch(), headers={"Jobmatch-Superseded": "true"})
         return server.handle(request)
 
     client = WorkerClient(
@@ -164,6 +170,85 @@ def test_a_superseded_pull_is_warned_about_and_backed_off_from(
     assert len(pulls) == 3
     assert pulls[1] - pulls[0] >= 0.1  # backed off (jitter keeps at least half)
     assert "is another agent running with this name and token?" in caplog.text
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_the_next_batch_pull_carries_the_end_of_the_job_and_asks_for_every_free_slot(
+    tmp_path: Path, slots: int
+) -> None:
+    """Issue 38: a worker asks for a job for each free slot at once; the end of a job
+    that ended while no pull was on its way goes with the next pull, not as a finish of
+    its own (with one slot, the job's end is what frees the slot for the next pull)."""
+    server = ScriptedServer()
+    bodies: list[tuple[str, dict[str, object]]] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path.endswith("/pull-batch"):
+            server.calls.append(f"POST {path}")
+            body = json.loads(request.content)
+            bodies.append((request.url.params["max"], body))
+            if len(bodies) == 1:
+                return httpx2.Response(200, json=batch({**JOB, "id": 7}))
+            ended = [
+                {"job_id": report["job_id"], "state": "finished", "late": False}
+                for report in body["finished"]
+            ]
+            if server.agent is not None:
+                server.agent.stop()
+            return httpx2.Response(200, json=batch(finished=ended))
+        return server.handle(request)
+
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(handle)
+    )
+    options = AgentOptions(name="w", slots=slots, wait=5, work_dir=tmp_path / "work")
+    agent = Agent(client, options)
+    server.agent = agent
+    assert agent.run() == 0
+    assert bodies[0] == (str(slots), {"finished": []})
+    if slots == 1:
+        report = {"job_id": 7, "outcome": "finished", "exit_code": 0, "output": ""}
+        assert bodies[1:] == [("1", {"finished": [report]})]
+        assert not any(call.endswith("/finish") for call in server.calls)
+
+
+def test_a_server_without_batch_pulls_gets_single_pulls(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An older server answers the batch pull 404: the agent says so once and pulls one
+    job at a time, as before."""
+    server = ScriptedServer()
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path.endswith("/pull"):
+            server.calls.append(f"POST {path}")
+            if server.agent is not None:
+                server.agent.stop()
+            return httpx2.Response(204)
+        return (
+            server.handle(request)
+            if not path.endswith("/pull-batch")
+            else _not_found(server, request)
+        )
+
+    client = WorkerClient(
+        "http://jm.test", "t", "w", retry=NO_RETRIES, transport=httpx2.MockTransport(handle)
+    )
+    agent = Agent(
+        client, AgentOptions(name="w", wait=5, poll_interval=0.01, work_dir=tmp_path / "work")
+    )
+    server.agent = agent
+    with caplog.at_level(logging.WARNING, logger="jobmatch.agent"):
+        assert agent.run() == 0
+    assert server.calls[-2:] == ["POST /v1/workers/w/pull-batch", "POST /v1/workers/w/pull"]
+    assert "the server has no batch pull" in caplog.text
+
+
+def _not_found(server: ScriptedServer, request: httpx2.Request) -> httpx2.Response:
+    server.calls.append(f"{request.method} {request.url.path}")
+    return httpx2.Response(404, json={"title": "Not Found", "status": 404, "detail": "Not Found"})
 
 
 def test_backoff_doubles_with_jitter_up_to_its_ceiling() -> None:
