@@ -345,9 +345,10 @@ def procrastinate_round(url: str, args: argparse.Namespace, results: Results) ->
                 completions = Completions(meter, args.jobs)
                 # The job's final state is written by JobManager.finish_job, one call a job.
                 finish = app.job_manager.finish_job
-                app.job_manager.finish_job = completions.wrap(finish, lambda *_a, **_k: 1)
+                wrapped = completions.wrap(finish, lambda *_a, **_k: 1)
+                app.job_manager.finish_job = wrapped  # type: ignore[method-assign]
                 outcome = await timed(meter, "drain", drain_mode, args.jobs, drain, completions)
-                app.job_manager.finish_job = finish
+                app.job_manager.finish_job = finish  # type: ignore[method-assign]
                 if done[0] != args.jobs:
                     outcome = _noted(outcome, f"ran {done[0]} of {args.jobs} jobs")
                 results.add(outcome)
@@ -475,8 +476,8 @@ async def _pgqueuer_round(url: str, args: argparse.Namespace, results: Results) 
             register(manager, done)
             # A manager's completions are buffered and written by Queries.log_jobs, a
             # list of (job, status, traceback) a call.
-            queries = manager.queries
-            queries.log_jobs = completions.wrap(queries.log_jobs, len)
+            repository = manager.queries
+            repository.log_jobs = completions.wrap(repository.log_jobs, len)  # type: ignore[method-assign]
         load = os.getloadavg()[0]
         before = meter.sample()
         await asyncio.wait_for(
