@@ -275,7 +275,7 @@ class ExpressLane:
                         raise _General
                     ended.append((job, report))
                 while len(pulls) < count:
-                    last = await express_dispatch.pull_on_loop(transaction, worker, now)
+                    last = await express_dispatch.pull_on_loop(transaction, worker, now, batch=True)
                     if last is None or last.job is None:
                         break
                     pulls.append((last, last.job))

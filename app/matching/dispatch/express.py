@@ -46,7 +46,12 @@ from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
 from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
-from app.matching.dispatch.pull_plain import TAKE_BEST_BY_NAME, TAKE_BEST_CORE
+from app.matching.dispatch.pull_plain import (
+    TAKE_BEST_BY_NAME,
+    TAKE_BEST_BY_NAME_WIDE,
+    TAKE_BEST_CORE,
+    TAKE_BEST_CORE_WIDE,
+)
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
 from app.matching.domain_events import job_event
 from app.matching.liveness import REVIVE_PREBUILT, note_revived
@@ -54,8 +59,13 @@ from app.matching.wakeups import job_taken, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
 _LOCK_PULLER = Prebuilt(LOCK_PULLER)
-_TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
-_TAKE_BY_NAME = Prebuilt(TAKE_BEST_BY_NAME)
+#: By whether the pull is one of a batch (it looks at more heads: pull_plain.BATCH_HEADS),
+#: then by whether the worker has an inventory.
+_TAKE_BEST = {
+    False: {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()},
+    True: {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE_WIDE.items()},
+}
+_TAKE_BY_NAME = {False: Prebuilt(TAKE_BEST_BY_NAME), True: Prebuilt(TAKE_BEST_BY_NAME_WIDE)}
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
@@ -87,10 +97,12 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
     decides the pull of a worker without an inventory (issue 23). A worker with one is
     taken for by id in a second round trip, as the general way does."""
     params = _pull_params(worker_name, now)
-    locked, taken = rows_together(connection, (_LOCK_PULLER, params), (_TAKE_BY_NAME, params))
+    locked, taken = rows_together(
+        connection, (_LOCK_PULLER, params), (_TAKE_BY_NAME[False], params)
+    )
     step = _after_take(locked, taken, worker_name)
     if isinstance(step, _TakeById):
-        (row,) = _TAKE_BEST[True].rows(connection, step.params(now))
+        (row,) = _TAKE_BEST[False][True].rows(connection, step.params(now))
         step = _started(row, step.puller)
     if step is not None and step.job is not None:
         notify.sent_by_statement(connection, job_taken(step.job.category_id))
@@ -98,20 +110,21 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
 
 
 async def pull_on_loop(
-    transaction: LoopTransaction, worker_name: str, now: datetime
+    transaction: LoopTransaction, worker_name: str, now: datetime, *, batch: bool = False
 ) -> Pulled | None:
     """:func:`pull` in a transaction on the event loop's connection (app/db/event_loop.py):
     the same statements and decisions, without a Session, an SQLAlchemy connection or a
-    thread."""
+    thread. ``batch``: the pull is one of a batch, and looks at more heads (concurrent
+    batches hold theirs locked: pull_plain.BATCH_HEADS)."""
     params = _pull_params(worker_name, now)
     connection, dialect = transaction.connection, transaction.dialect
     locked, taken = await rows_together_async(
-        connection, dialect, (_LOCK_PULLER, params), (_TAKE_BY_NAME, params)
+        connection, dialect, (_LOCK_PULLER, params), (_TAKE_BY_NAME[batch], params)
     )
     step = _after_take(locked, taken, worker_name)
     if isinstance(step, _TakeById):
         ((row,),) = await rows_together_async(
-            connection, dialect, (_TAKE_BEST[True], step.params(now))
+            connection, dialect, (_TAKE_BEST[batch][True], step.params(now))
         )
         step = _started(row, step.puller)
     if step is not None and step.job is not None:

@@ -103,7 +103,7 @@ _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instan
 )
 
 
-def _take_best(managed: bool, puller: PullerTerms = BOUND) -> Any:
+def _take_best(managed: bool, puller: PullerTerms = BOUND, window: int = HEADS_PER_ROUND) -> Any:
     """PostgreSQL: the heads query and :data:`_TAKE_IN_ONE` in one statement, for the
     common pull whose best heads are all plain jobs without a task: the first of them
     that no concurrent pull holds is claimed, booked, allocated and recorded.
@@ -125,9 +125,9 @@ def _take_best(managed: bool, puller: PullerTerms = BOUND) -> Any:
     # generic plan looked dearer than any custom plan, and PostgreSQL planned this
     # statement anew on every pull (1.5 to 2 ms of its CPU, more than running it); with
     # literal limits it settles on the generic plan after five runs.
-    candidates = heads_statement(
-        True, managed, False, literal_column(str(HEADS_PER_ROUND)), puller
-    ).cte("heads")
+    candidates = heads_statement(True, managed, False, literal_column(str(window)), puller).cte(
+        "heads"
+    )
     needs_more = (
         select(candidates.c.id)
         .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
@@ -157,9 +157,18 @@ def _take_best(managed: bool, puller: PullerTerms = BOUND) -> Any:
 #: claimed job's columns, then ``booked_queue_instance``, ``heads`` and the announcement
 #: (app/matching/dispatch/express.py runs it without the ORM).
 TAKE_BEST_CORE = {managed: _take_best(managed) for managed in (False, True)}
+#: The heads a pull of a batch looks at (app/matching/dispatch/batch.py). A batch holds
+#: the jobs it claimed locked until it commits, so concurrent batches skip past each
+#: other's jobs: with the single pull's 8 heads, eight workers taking ten jobs each found
+#: every head locked and went the general way (bench/peers.py: 95 jobs/s instead of 226).
+BATCH_HEADS = 128
+#: :data:`TAKE_BEST_CORE` looking at :data:`BATCH_HEADS` heads.
+TAKE_BEST_CORE_WIDE = {
+    managed: _take_best(managed, window=BATCH_HEADS) for managed in (False, True)
+}
 
 
-def _take_best_by_name() -> Select[Any]:
+def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
     """:data:`TAKE_BEST_CORE` for a worker without an inventory, given the worker's name
     only: its id, generation and free slots come from :data:`~.puller.PLAIN_PULLER` in
     the statement itself, so that it can be sent with :data:`~.puller.LOCK_PULLER` in
@@ -179,12 +188,14 @@ def _take_best_by_name() -> Select[Any]:
             generation=select(me.c.generation).scalar_subquery(),
             max_free=select(me.c.max_free).scalar_subquery(),
         ),
+        window,
     )
     return take.add_columns(select(me.c.id).scalar_subquery().label("eligible"))
 
 
 #: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.
 TAKE_BEST_BY_NAME = _take_best_by_name()
+TAKE_BEST_BY_NAME_WIDE = _take_best_by_name(BATCH_HEADS)
 _TAKE_BEST = {
     managed: select(
         Job, take.selected_columns.booked_queue_instance, take.selected_columns.heads
