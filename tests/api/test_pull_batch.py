@@ -5,6 +5,7 @@ recorded and said back, any other refusal of a report refuses the whole request.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import Any
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.db.engine import Database
 from app.matching.dispatch.batch import MAX_BATCH
 from tests.support.http_api import assert_problem, register, submit
+from tests.support.table_digest import empty_tables
 
 pytestmark = pytest.mark.db
 
@@ -224,3 +227,63 @@ def test_a_waiting_batch_applies_its_reports_first_and_wakes_on_a_submission(
     (answer,) = answers
     assert answer["finished"][0]["state"] == "finished"
     assert [taken["id"] for taken in answer["jobs"]] == [later["id"]]
+
+
+def _cluster(client: TestClient, admin: dict[str, str], seed: int) -> dict[str, str]:
+    """A worker with four slots over two queues and jobs of mixed priorities, slots and
+    requests (some it cannot run), the same for a seed."""
+    rng = random.Random(seed)
+    response = client.post(
+        "/v1/workers",
+        json={
+            "name": "w1",
+            "resources": "language: java; java: 11",
+            "queues": [{"name": "all.q", "slots": 3}, {"name": "big.q", "slots": 1}],
+        },
+        headers=admin,
+    )
+    assert response.status_code == 201, response.text
+    register(client, admin, "other", "language: python")
+    requests = ["", "language: java", "language: python", "language: ?java; java: 11"]
+    for _ in range(12):
+        submit(
+            client,
+            admin,
+            rng.choice(requests),
+            priority=rng.randint(0, 3),
+            slots=rng.choice([1, 1, 2]),
+        )
+    return {"Authorization": f"Bearer {response.json()['token']}"}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_batch_starts_what_as_many_single_pulls_would(
+    client: TestClient, admin_headers: dict[str, str], database: Database, seed: int
+) -> None:
+    """The batch and the single pulls on the same cluster, built twice: the same jobs
+    start, in the same order, on the same queues."""
+    worker = _cluster(client, admin_headers, seed)
+    batched = [job["id"] for job in batch(client, "w1", worker, max=4)["jobs"]]
+    queues_batched = _queues(client, admin_headers)
+    empty_tables(database)
+    worker = _cluster(client, admin_headers, seed)
+    single: list[int] = []
+    for _ in range(4):
+        pulled = client.post("/v1/workers/w1/pull", headers=worker)
+        if pulled.status_code == 204:
+            break
+        single.append(pulled.json()["id"])
+    assert len(batched) >= 2, "the cluster should give the batch several jobs"
+    assert _offsets(batched) == _offsets(single)
+    assert queues_batched == _queues(client, admin_headers)
+
+
+def _offsets(ids: list[int]) -> list[int]:
+    """Job ids as offsets from the first job of their build (ids differ between builds)."""
+    return [job_id - min(ids) for job_id in ids] if ids else []
+
+
+def _queues(client: TestClient, admin: dict[str, str]) -> list[tuple[str, int]]:
+    response = client.get("/v1/workers/w1", headers=admin)
+    assert response.status_code == 200, response.text
+    return [(queue["queue"], queue["used_slots"]) for queue in response.json()["queues"]]
