@@ -137,10 +137,12 @@ def submit_jobs(
             item.spec, prepared, submitter=submitter, submitted_at=now, failed=failed
         )
         if ranged is None:
-            rows.append({**values, "array_id": None, "task_id": None})
+            rows.append({**values, "array_id": None, "task_id": None, "task_range": None})
         else:
+            text = str(ranged)
             rows.extend(
-                {**values, "array_id": array_id, "task_id": task_id} for task_id in ranged.ids()
+                {**values, "array_id": array_id, "task_id": task_id, "task_range": text}
+                for task_id in ranged.ids()
             )
     ids = _insert_returning_ids(session, JOBS, rows)
     _record_history(session, ids, rows)

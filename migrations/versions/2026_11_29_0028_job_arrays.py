@@ -5,7 +5,8 @@ Revision ID: 0028
 Revises: 0027
 Create Date: 2026-11-29
 
-Each task of an array is a job of its own, with the array's id and its task id (issue 38).
+Each task of an array is a job of its own, with the array's id, its task id and the
+array's range (n-m:s, for the command's SGE_TASK_FIRST/LAST/STEPSIZE) (issue 38).
 jobs.array_id has no foreign key (as category_fits): a bulk submission of many tasks would
 check one per row. ix_jobs_array_state counts an array's running tasks for -tc.
 """
@@ -43,12 +44,14 @@ def upgrade() -> None:
     )
     op.add_column("jobs", sa.Column("array_id", sa.Integer(), nullable=True))
     op.add_column("jobs", sa.Column("task_id", sa.Integer(), nullable=True))
+    op.add_column("jobs", sa.Column("task_range", sa.String(length=64), nullable=True))
     op.create_index("ix_jobs_array_state", "jobs", ["array_id", "state"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_jobs_array_state", table_name="jobs")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("task_range")
         batch_op.drop_column("task_id")
         batch_op.drop_column("array_id")
     op.drop_table("job_arrays")

@@ -139,6 +139,7 @@ def test_array_jobs_expand_into_one_job_per_task(
     assert len(array_ids) == 1
     shown = client.get(f"/v1/jobs/{answer['jobs'][2]['id']}", headers=admin_headers).json()
     assert (shown["array_id"], shown["task_id"]) == (array_ids.pop(), 6)
+    assert shown["task_range"] == "2-10:4"
     with database.transaction(write=False) as session:
         array = session.scalars(select(JobArray)).one()
         assert (array.first_task, array.last_task, array.step) == (2, 10, 4)

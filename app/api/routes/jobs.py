@@ -101,6 +101,7 @@ def job_body(job: Job | SimpleNamespace, worker_name: str | None) -> JobOut:
         ended_at=job.ended_at,
         array_id=getattr(job, "array_id", None),
         task_id=getattr(job, "task_id", None),
+        task_range=getattr(job, "task_range", None),
     )
 
 

@@ -246,6 +246,9 @@ class JobOut(BaseModel):
         default=None, description="the Grid Engine array job (qsub -t) it is a task of"
     )
     task_id: int | None = Field(default=None, description="its task id in the array")
+    task_range: str | None = Field(
+        default=None, description="the array's task range, `n-m:s` (qsub -t)"
+    )
 
 
 class CandidateOut(BaseModel):

@@ -182,6 +182,10 @@ class Job(Base):
     #: for category_fits: a bulk submission of 100,000 tasks would check one per row.
     array_id: Mapped[int | None] = mapped_column(default=None)
     task_id: Mapped[int | None] = mapped_column(default=None)
+    #: The array's range, ``n-m:s``, kept with each task: the agent gives it to the
+    #: command (SGE_TASK_FIRST, SGE_TASK_LAST, SGE_TASK_STEPSIZE) from the pulled job's
+    #: own columns, which is all the express pull reads.
+    task_range: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class JobArray(Base):

@@ -3,7 +3,8 @@
 qsub(1) of Grid Engine 6.2u5: "-t n[-m[:s]] Submits a so called Array Job, i.e. an array of
 identical tasks being differentiated only by an index number ... The tasks are numbered n,
 n+s, ... up to m"; n, m and s are positive integers with m >= n (the default step is 1, and
-``-t n`` alone is one task). Each task sees its index in SGE_TASK_ID, and the range in
+``-t n`` alone is one task). As Grid Engine does, the end is corrected to the last id of
+the range (``1-100:2`` is ``1-99:2``). Each task sees its index in SGE_TASK_ID, and the range in
 SGE_TASK_FIRST, SGE_TASK_LAST and SGE_TASK_STEPSIZE.
 """
 
@@ -79,4 +80,7 @@ def parse_task_range(text: str) -> TaskRange:
             expected = "the end"
     if at != len(text):
         raise TaskRangeError(f"unexpected {text[at]!r}", text=text, position=at, expected=expected)
-    return TaskRange(first, last, step)
+    # Grid Engine's range_correct_end() (sgeobj/sge_range.c, applied when a job is
+    # verified): the end becomes the last id of the range, 1-100:2 is 1-99:2, which is
+    # what SGE_TASK_LAST then says.
+    return TaskRange(first, first + (last - first) // step * step, step)

@@ -15,9 +15,13 @@ from app.notations.gridengine.task_ranges import TaskRange, TaskRangeError, pars
         ("1", TaskRange(1, 1, 1), [1]),
         ("4-6", TaskRange(4, 6, 1), [4, 5, 6]),
         ("1-10:3", TaskRange(1, 10, 3), [1, 4, 7, 10]),
+        ("7-7:5", TaskRange(7, 7, 5), [7]),
         # The man page's own example: -t 2-10:2 gives the indices 2, 4, 6, 8 and 10.
         ("2-10:2", TaskRange(2, 10, 2), [2, 4, 6, 8, 10]),
-        ("1-10:4", TaskRange(1, 10, 4), [1, 5, 9]),
+        # Grid Engine's range_correct_end() (sgeobj/sge_range.c): the end becomes the
+        # last id of the range, as SGE_TASK_LAST says.
+        ("1-10:4", TaskRange(1, 9, 4), [1, 5, 9]),
+        ("1-100:2", TaskRange(1, 99, 2), list(range(1, 100, 2))),
     ],
 )
 def test_ranges(text: str, expected: TaskRange, ids: list[int]) -> None:
