@@ -12,7 +12,7 @@ multi-row INSERT statements, and each category that got waiting jobs is announce
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert
@@ -78,7 +78,7 @@ def task_range(item: BulkItem) -> TaskRange | None:
 
 def _request_key(spec: JobSpec) -> str:
     """The request without the fields a job of it may change alone."""
-    fields = {k: v for k, v in asdict(spec).items() if k not in _PER_JOB_FIELDS}
+    fields = {k: v for k, v in vars(spec).items() if k not in _PER_JOB_FIELDS}
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -178,12 +178,16 @@ def _insert_arrays(
 
 
 def _insert_returning_ids(session: Session, table: Any, rows: list[dict[str, Any]]) -> list[int]:
-    """Multi-row INSERTs (SQLAlchemy's insertmanyvalues), the new ids in row order."""
+    """Multi-row INSERTs (SQLAlchemy's insertmanyvalues), the new ids in row order. A
+    column that is NULL in every row is left out of the statement (its default is NULL):
+    sending fewer parameters is most of what makes a bulk insert cheaper on PostgreSQL,
+    where psycopg parses the text of each statement for its placeholders."""
     ids: list[int] = []
     statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
     for start in range(0, len(rows), ROWS_PER_STATEMENT):
         chunk = rows[start : start + ROWS_PER_STATEMENT]
-        ids.extend(session.scalars(statement, chunk).all())
+        used = [key for key in chunk[0] if any(row[key] is not None for row in chunk)]
+        ids.extend(session.scalars(statement, [{k: row[k] for k in used} for row in chunk]).all())
     return ids
 
 
@@ -199,5 +203,8 @@ def _record_history(session: Session, ids: list[int], rows: list[dict[str, Any]]
                 {"job_id": job_id, "kind": JobEventKind.FAILED, "detail": NO_SUITABLE_WORKER}
             )
             domain_events.job_event(session, JobEventKind.FAILED, job_id, detail=NO_SUITABLE_WORKER)
+    # RETURNING makes SQLAlchemy write multi-row INSERTs (insertmanyvalues) instead of
+    # psycopg's executemany, one statement per row.
+    statement = insert(JOB_EVENTS).returning(JOB_EVENTS.c.id)
     for start in range(0, len(events), ROWS_PER_STATEMENT):
-        session.execute(insert(JOB_EVENTS), events[start : start + ROWS_PER_STATEMENT])
+        session.execute(statement, events[start : start + ROWS_PER_STATEMENT])
