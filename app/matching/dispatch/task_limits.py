@@ -7,7 +7,9 @@ is never ``plain`` (:func:`limited_array`), so the one-statement take and the ex
 hand it to the general way, which locks the array's row and counts its running tasks
 again before it claims one (:func:`array_has_room`). Only pulls lock arrays, after the
 worker and before the job (the lock order of app/matching/dispatch/pull.py); finishes,
-returns and cancels only ever make room.
+returns and cancels only ever make room. A scheduling run (POST /v1/schedule), which
+holds every worker's lock, counts each array's room down as it starts tasks
+(:func:`room_of_arrays`).
 """
 
 from __future__ import annotations
@@ -85,3 +87,17 @@ def array_is_full(session: Session, job: Job) -> bool:
         )
     ).one_or_none()
     return row is not None and row[0] is not None and row[1] >= row[0]
+
+
+def room_of_arrays(session: Session, array_ids: set[int | None]) -> dict[int | None, int]:
+    """For each of these arrays that limits its running tasks, how many more may start
+    now (a scheduling run, app/matching/gridengine/run.py, counts them down)."""
+    ids = sorted(i for i in array_ids if i is not None)
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(JobArray.id, JobArray.task_concurrency - running_tasks(JobArray.id)).where(
+            JobArray.id.in_(ids), JobArray.task_concurrency.is_not(None)
+        )
+    ).all()
+    return {array_id: room for array_id, room in rows}

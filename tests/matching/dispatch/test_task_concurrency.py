@@ -142,3 +142,31 @@ def test_concurrent_pulls_never_exceed_the_limit(database: Database) -> None:
             text("SELECT count(*) FROM jobs WHERE array_id IS NOT NULL AND state = 'running'")
         ).scalar()
         assert running == 1
+
+
+def test_a_scheduling_run_starts_no_more_tasks_than_the_limit(database: Database) -> None:
+    """POST /v1/schedule (a Grid Engine scheduling run) counts each array's room down as it
+    starts tasks, and starts the next job in order instead."""
+    from app.matching.gridengine.run import schedule
+
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w1", resources="", slots=10))
+        stored = submit_jobs(
+            session,
+            [
+                BulkItem(JobSpec(priority=5, queue_list="default"), "1-5", 2),
+                BulkItem(JobSpec(priority=1, queue_list="default")),
+            ],
+            submitter="t",
+            max_tasks=100,
+        )
+    with database.transaction() as session:
+        report = schedule(session)
+        assert report.dispatched == 3
+    with database.transaction() as session:
+        states = {
+            row[0]: row[1]
+            for row in session.execute(text("SELECT id, state FROM jobs ORDER BY id"))
+        }
+    ids = [job.id for job in stored]
+    assert [states[i] for i in ids] == ["running"] * 2 + ["waiting"] * 3 + ["running"]
