@@ -192,7 +192,7 @@ def _categories(session: Session, ids: set[int]) -> dict[int, Category]:
 
 def _lock_waiting(
     session: Session,
-    upcoming: Sequence[Row[int, int, str, str | None]],
+    upcoming: Sequence[Row[int, int, str, str | None, int | None]],
     memos: dict[int, _CategoryMemo],
 ) -> set[int]:
     """Lock the upcoming jobs of categories not rejected yet; the ids still waiting."""
