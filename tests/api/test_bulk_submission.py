@@ -228,3 +228,19 @@ def test_submitters_may_bulk_submit_and_workers_may_not(
         headers={"Authorization": f"Bearer {worker['token']}"},
     )
     assert refused.status_code == 403
+
+
+def test_what_if_refuses_array_jobs_and_match_ignores_the_range(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """A what-if adds one job per body, so an array's tasks would be missing: refused. A
+    dry-run match answers the candidates, which are every task's."""
+    register(client, admin_headers, "w1", "")
+    problem = assert_problem(
+        client.post("/v1/whatif", json={"add_jobs": [{}, {"tasks": "1-3"}]}, headers=admin_headers),
+        422,
+    )
+    assert problem["errors"][0]["field"] == "body.add_jobs.1.tasks"
+    matched = client.post("/v1/match", json={"tasks": "1-3"}, headers=admin_headers)
+    assert matched.status_code == 200, matched.text
+    assert [c["worker"] for c in matched.json()["items"]] == ["w1"]

@@ -143,8 +143,9 @@ class JobIn(BaseModel):
         default=None,
         max_length=64,
         description="Grid Engine array job, qsub -t `n[-m[:s]]`: one job per task id n, "
-        "n+s, ... up to m (n >= 1, m >= n, s >= 1), each with its `task_id`; only through "
-        "POST /v1/jobs/bulk",
+        "n+s, ... up to m (n >= 1, m >= n, s >= 1), each with its `task_id`; submitted "
+        "through POST /v1/jobs/bulk only (POST /v1/jobs and a what-if refuse it, POST "
+        "/v1/match answers the candidates every task shares)",
     )
     task_concurrency: BodyInt | None = Field(
         default=None,
