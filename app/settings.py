@@ -119,6 +119,11 @@ class Settings(BaseSettings):
     whatif_max_workers: int = Field(default=100, ge=0)
     #: Most jobs one what-if may add.
     whatif_max_jobs: int = Field(default=1000, ge=0)
+    #: Most job bodies in one bulk submission (POST /v1/jobs/bulk); more is a 422.
+    max_bulk_jobs: int = Field(default=1000, ge=1)
+    #: Most jobs one bulk submission may store, an array's tasks each counted (qsub -t
+    #: 1-100000 is 100,000 jobs); more is a 422 before anything is stored.
+    max_bulk_tasks: int = Field(default=100_000, ge=1)
     #: Connections the kernel queues for the process before it accepts them (listen backlog).
     backlog: int = Field(default=2048, ge=1)
 

@@ -88,6 +88,23 @@ def job_environment(
         JOBMATCH_JOB_SLOTS=str(job.slots),
         JOBMATCH_JOB_ATTEMPT=str(job.attempts),
     )
+    env.update(task_environment(job))
+    return env
+
+
+def task_environment(job: Job) -> dict[str, str]:
+    """A task of an array job (qsub -t): its id as JOBMATCH_TASK_ID and by Grid Engine's
+    names (qsub(1) of Grid Engine 6.2u5: SGE_TASK_ID, and the array's range as
+    SGE_TASK_FIRST, SGE_TASK_LAST and SGE_TASK_STEPSIZE); nothing for another job. Grid
+    Engine sets SGE_TASK_ID to "undefined" for a job that is not an array; jobmatch
+    leaves it unset instead."""
+    if job.task_id is None:
+        return {}
+    env = {"JOBMATCH_TASK_ID": str(job.task_id), "SGE_TASK_ID": str(job.task_id)}
+    first, _, rest = (job.task_range or "").partition("-")
+    last, _, step = rest.partition(":")
+    if first.isdigit() and last.isdigit() and step.isdigit():
+        env.update(SGE_TASK_FIRST=first, SGE_TASK_LAST=last, SGE_TASK_STEPSIZE=step)
     return env
 
 

@@ -20,6 +20,7 @@ from app.cli.output import (
     field,
     notations,
     print_fields,
+    print_table,
 )
 from app.client import AdminClient, Forbidden, JobSpec, JobState
 
@@ -223,6 +224,7 @@ def job_field(help_text: str, *flags: str) -> Any:
     "jobmatch jobs submit --hard 'h_vmem=2G,arch=lx*' --pe mpi --pe-slots 2-4",
     "jobmatch jobs submit --task shell --timeout 60 -- python3 -c 'print(42)'",
     "jobmatch jobs submit --file job.json -o json | jq .id",
+    "jobmatch jobs submit -t 1-100:2 --tc 10 -- ./render.sh",
 )
 def submit_job(
     remote: Remote,
@@ -261,12 +263,32 @@ def submit_job(
     ] = None,
     slots: Annotated[int | None, typer.Option(min=1, help="slots [server default: 1]")] = None,
     priority: Annotated[int | None, typer.Option(help="priority [server default: 0]")] = None,
+    tasks: Annotated[
+        str | None,
+        job_field(
+            "Grid Engine array job, qsub -t n[-m[:s]]: one job per task id (through "
+            "POST /v1/jobs/bulk)",
+            "--tasks",
+            "-t",
+        ),
+    ] = None,
+    task_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--tc",
+            "--task-concurrency",
+            min=1,
+            help="qsub -tc: at most this many tasks of the array run at once (with -t)",
+            show_default=False,
+        ),
+    ] = None,
     file: Annotated[
         Path | None,
         typer.Option(help="a JSON body of POST /v1/jobs ('-': stdin); options override it"),
     ] = None,
 ) -> None:
-    """Submit a job in any notation; prints it (its id and state first)."""
+    """Submit a job in any notation; prints it (its id and state first). With -t, an array
+    job: prints its tasks' jobs."""
     options = {
         "resources": resources,
         "requires": requires,
@@ -287,9 +309,115 @@ def submit_job(
         "verify": verify,
         "slots": slots,
         "priority": priority,
+        "tasks": tasks,
+        "task_concurrency": task_concurrency,
     }
+    if tasks is not None or task_concurrency is not None:
+        # An array job goes through the bulk route, which answers every task's job.
+        remote.call_and_show(
+            lambda client: client.submit_jobs([job_spec(file, options)]),
+            lambda answer: print_submitted(answer, wide=remote.wide),
+        )
+        return
     # Read inside the call, where a bad --file or JSON option becomes one line and exit 2.
     remote.call_and_show(
         lambda client: client.submit_job(job_spec(file, options)),
         lambda job: print_job(job, wide=remote.wide),
+    )
+
+
+#: The columns of a bulk submission's answer.
+SUBMITTED_COLUMNS = [
+    Column("ID", field("id")),
+    Column("STATE", field("state")),
+    Column("ARRAY", field("array_id")),
+    Column("TASK", field("task_id")),
+    Column("FAILURE", field("failure_reason")),
+]
+
+
+def print_submitted(answer: Row, *, wide: bool) -> None:
+    print_table(answer.get("jobs", []), SUBMITTED_COLUMNS, wide=wide)
+
+
+def job_bodies(path: Path) -> list[dict[str, Any]]:
+    """The job bodies of a file ('-': stdin): a JSON list of objects, or JSON lines (one
+    object a line; blank lines are skipped)."""
+    try:
+        content = read_file_or_stdin(path)
+    except OSError as error:
+        raise CommandError(f"{path}: {error}", ExitCode.USAGE) from None
+    try:
+        if content.lstrip().startswith("["):
+            bodies = json.loads(content)
+        else:
+            bodies = [json.loads(line) for line in content.splitlines() if line.strip()]
+    except ValueError as error:
+        raise CommandError(
+            f"{path}: not a JSON list or JSON lines: {error}", ExitCode.USAGE
+        ) from None
+    if not isinstance(bodies, list) or not all(isinstance(b, dict) for b in bodies):
+        raise CommandError(f"{path}: expected JSON objects (job bodies)", ExitCode.USAGE)
+    if not bodies:
+        raise CommandError(f"{path}: no job bodies", ExitCode.USAGE)
+    return bodies
+
+
+@remote_command(
+    jobs_cli,
+    "submit-many",
+    "jobmatch jobs submit-many jobs.json",
+    "jobmatch jobs submit-many - --chunk 500 -o json < jobs.jsonl | jq .count",
+)
+def submit_many(
+    remote: Remote,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="job bodies as POST /v1/jobs takes them: a JSON list, or JSON lines ('-': stdin)",
+            show_default=False,
+        ),
+    ],
+    chunk: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="bodies per request (the server takes at most JOBMATCH_MAX_BULK_JOBS)",
+        ),
+    ] = 1000,
+) -> None:
+    """Submit many jobs through POST /v1/jobs/bulk, CHUNK bodies per request; each request
+    is stored whole or not at all. Prints every job (id, state, array, task) in file
+    order; when a request is refused, the jobs of the earlier ones stay submitted and the
+    error says how many."""
+    stored: list[Any] = []
+    # Read inside the call, where a bad file becomes one line and exit 2.
+    with remote.client() as client:
+        bodies = job_bodies(path)
+        for start in range(0, len(bodies), chunk):
+            try:
+                answer = client.submit_jobs(bodies[start : start + chunk])
+            except Exception:
+                if stored:
+                    typer.echo(
+                        f"jobmatch: the {len(stored)} jobs of bodies 0 to {start - 1} were "
+                        f"submitted; the request of bodies {start} onwards was not (the "
+                        "error's body indexes count from its first body)",
+                        err=True,
+                    )
+                raise
+            stored.extend(answer.jobs)
+    jobs = [
+        {
+            "id": job.id,
+            "state": job.state.value,
+            "array_id": job.array_id,
+            "task_id": job.task_id,
+            "failure_reason": job.failure_reason,
+        }
+        for job in stored
+    ]
+    remote.show(
+        {"count": len(jobs), "jobs": jobs}, lambda answer: print_submitted(answer, wide=remote.wide)
     )

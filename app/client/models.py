@@ -150,6 +150,31 @@ class Job:
     soft_queue_list: str | None = None
     #: Grid Engine project (qsub -P; absent from servers before it).
     project: str | None = None
+    #: Grid Engine array job (qsub -t): the array, the task's id and the array's range
+    #: ``n-m:s`` (absent from servers before them).
+    array_id: int | None = None
+    task_id: int | None = None
+    task_range: str | None = None
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    """One job of a bulk submission as its answer lists it (get_job has the rest)."""
+
+    id: int
+    state: JobState
+    array_id: int | None
+    task_id: int | None
+    failure_reason: str | None
+
+
+@dataclass(frozen=True)
+class SubmittedJobs:
+    """A bulk submission's answer: every job stored, in body order (an array's tasks in
+    task order)."""
+
+    count: int
+    jobs: list[SubmittedJob]
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ REPORT_LOAD = Operation("PUT", "/v1/workers/{name}/load")
 APPEND_OUTPUT = Operation("POST", "/v1/workers/{name}/jobs/{job_id}/output")
 # Jobs
 SUBMIT_JOB = Operation("POST", "/v1/jobs")
+SUBMIT_JOBS = Operation("POST", "/v1/jobs/bulk")
 LIST_JOBS = Operation("GET", "/v1/jobs")
 GET_JOB = Operation("GET", "/v1/jobs/{job_id}")
 CANCEL_JOB = Operation("POST", "/v1/jobs/{job_id}/cancel")

@@ -34,7 +34,8 @@ class JobSpec:
     Momotor tags (``resources``), Flux (``constraint``, ``requires``, ``shape``,
     ``jobspec``), debusine (``task``) and Grid Engine (``hard``, ``soft``, ``pe``,
     ``queue_list``, ``master_queue_list``, ``soft_queue_list``, ``project`` and
-    ``verify``, qsub's ``-P`` and ``-w``)."""
+    ``verify``, qsub's ``-P`` and ``-w``); with ``tasks`` (qsub ``-t``) and
+    ``task_concurrency`` (``-tc``) an array job, which only ``submit_jobs`` sends."""
 
     resources: str | None = None
     priority: int | None = None
@@ -55,6 +56,9 @@ class JobSpec:
     soft_queue_list: str | None = None
     project: str | None = None
     verify: str | None = None
+    #: Grid Engine array job, qsub -t ``n[-m[:s]]``, and -tc: submit_jobs only.
+    tasks: str | None = None
+    task_concurrency: int | None = None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from app.client import operations as ops
 from app.client.base import IDEMPOTENCY_KEY, BaseClient
 from app.client.models import (
@@ -19,10 +22,12 @@ from app.client.models import (
     JobState,
     ParallelEnvironment,
     PePage,
+    SubmittedJobs,
     Worker,
     WorkerPage,
 )
 from app.client.operations import covers
+from app.client.parsing import to_json
 from app.client.requests import JobSpec
 from app.wire.values import Values
 
@@ -36,6 +41,16 @@ class SubmitterClient(BaseClient):
         a retry after a lost answer returns the same job instead of submitting it twice."""
         key = idempotency_key or self.new_idempotency_key()
         return self._call(Job, ops.SUBMIT_JOB, body=job, headers={IDEMPOTENCY_KEY: key})
+
+    @covers(ops.SUBMIT_JOBS)
+    def submit_jobs(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> SubmittedJobs:
+        """Submit many jobs in one request (POST /v1/jobs/bulk): all are stored or, when
+        one body is refused (InvalidRequest naming it, ``body.jobs.3.resources``), none.
+        A body with ``tasks`` is an array job, one job per task. Not retried after a lost
+        answer (the route takes no Idempotency-Key): list your jobs to see whether it was
+        stored."""
+        bodies = [dict(job) if isinstance(job, Mapping) else to_json(job) for job in jobs]
+        return self._call(SubmittedJobs, ops.SUBMIT_JOBS, body={"jobs": bodies})
 
     @covers(ops.LIST_JOBS)
     def list_jobs(

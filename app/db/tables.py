@@ -21,6 +21,7 @@ from app.db.models import (
     InventoryCount,
     InventoryVertex,
     Job,
+    JobArray,
     JobBooking,
     JobEvent,
     Queue,
@@ -44,6 +45,7 @@ INVENTORY_BOOKINGS = table_of(InventoryBooking)
 INVENTORY_COUNTS = table_of(InventoryCount)
 INVENTORY_VERTICES = table_of(InventoryVertex)
 JOBS = table_of(Job)
+JOB_ARRAYS = table_of(JobArray)
 JOB_BOOKINGS = table_of(JobBooking)
 JOB_EVENTS = table_of(JobEvent)
 QUEUE_INSTANCES = table_of(QueueInstance)

@@ -46,6 +46,7 @@ from app.matching.allocation import allocate, trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.candidates import StaticExplanation, explain_job
 from app.matching.category_fit import TooFewNodes, too_few_nodes
+from app.matching.dispatch import task_limits
 from app.matching.dispatch.pull import category_requests, next_job, would_start
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
 from app.matching.gridengine.groups import load_groups
@@ -71,6 +72,7 @@ DYNAMIC_REASONS = {
     "not-placed": "an allocation now places the job on other workers",
     "waits-for-nodes": "the job needs several nodes at once, and too few can hold it now",
     "pull-declines": "a pull by the worker would not start the job now",
+    "task-concurrency": "its array job runs as many tasks at once as its qsub -tc allows",
 }
 
 #: The answers a waiting job gets from each worker (issue 35): ``now``, ``outranked``
@@ -423,6 +425,8 @@ class _Judge:
         )
         if not startable:
             said = self.check.clauses(worker)
+            if not said and task_limits.array_is_full(self.session, self.job):
+                said = [Clause("task-concurrency", DYNAMIC_REASONS["task-concurrency"])]
             if not said:
                 said = [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])]
             return said, NEVER if said[0].reason == "inventory-too-small" else NOT_NOW

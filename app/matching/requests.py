@@ -162,9 +162,7 @@ def parse_request(spec: JobSpec, table: ComplexTable | None = None) -> ParsedReq
     tags = parse_resources(spec.resources)
     if spec.slots < 1:
         raise InvalidFieldError("slots", "a job needs at least one slot")
-    low, high = PRIORITY_RANGE
-    if not low <= spec.priority <= high:
-        raise InvalidFieldError("priority", f"must be between {low} and {high}")
+    _check_priority(spec)
     if spec.constraint is not None and spec.requires is not None:
         raise InvalidFieldError(
             "requires", "give either constraint (RFC 31) or requires (RFC 35 text), not both"
@@ -248,6 +246,20 @@ def _check_totals(field_name: str, resources: rfc14.Resources) -> None:
             f"the counts multiply to more than {MAX_STORED_AMOUNT} of one resource type; "
             "expected totals that fit a signed 64-bit integer",
         )
+
+
+def check_job_fields(spec: JobSpec) -> None:
+    """The checks of the fields that jobs of one request may differ in (priority,
+    command, timeout): what a bulk submission checks for each job whose request it has
+    parsed already (app/matching/bulk_submission.py)."""
+    _check_priority(spec)
+    _check_command(spec)
+
+
+def _check_priority(spec: JobSpec) -> None:
+    low, high = PRIORITY_RANGE
+    if not low <= spec.priority <= high:
+        raise InvalidFieldError("priority", f"must be between {low} and {high}")
 
 
 def _check_command(spec: JobSpec) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job, JobEventKind, JobState
+from app.db.models import Category, Job, JobEventKind, JobState, Task
 from app.matching import announce, history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.debusine.registry import get_task
@@ -22,9 +25,20 @@ from app.matching.gridengine.verify import (
     check_queues_exist,
     runs_in_empty_cluster,
 )
-from app.matching.requests import JobSpec, parse_request
+from app.matching.requests import JobSpec, ParsedRequest, parse_request
 
-__all__ = ["NO_SUITABLE_WORKER", "JobSpec", "cancel_job", "get_job", "list_jobs", "submit_job"]
+__all__ = [
+    "NO_SUITABLE_WORKER",
+    "JobSpec",
+    "Prepared",
+    "cancel_job",
+    "fails_at_once",
+    "get_job",
+    "job_values",
+    "list_jobs",
+    "prepare",
+    "submit_job",
+]
 
 NO_SUITABLE_WORKER = "No suitable worker found"
 #: qsub -w levels a submission may give (``p`` and ``v`` print a report instead of
@@ -32,13 +46,22 @@ NO_SUITABLE_WORKER = "No suitable worker found"
 VERIFY_LEVELS = ("e", "w", "n")
 
 
-def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
-    """Store a job: waiting when some registered worker could ever run it, otherwise
-    failed at once with "No suitable worker found" (debusine's rule, debusine issue #8). A job
-    with Grid Engine requests (hard/soft ``-l``, ``-q``, ``-pe``) waits in either case. Grid
-    Engine's submission checks refuse a job (nothing stored): a ``-P`` project that does
-    not exist, a queue list item that names no queue instance, and with ``-w e`` a job
-    that could run nowhere (app/matching/gridengine/verify.py)."""
+@dataclass(frozen=True)
+class Prepared:
+    """A request checked and categorised: what every job of that request shares."""
+
+    request: ParsedRequest
+    project: str | None
+    task: Task | None
+    category: Category
+
+
+def prepare(session: Session, spec: JobSpec, *, submitter: str) -> Prepared:
+    """Grid Engine's submission checks, then the category: every check of a submission
+    before anything of the job is stored (it may create the category). Refuses a job
+    (InvalidFieldError): a ``-P`` project that does not exist, a queue list item that
+    names no queue instance, and with ``-w e`` a job that could run nowhere
+    (app/matching/gridengine/verify.py)."""
     request = parse_request(spec, load_table(session))
     if spec.verify not in VERIFY_LEVELS:
         raise InvalidFieldError(
@@ -54,47 +77,74 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
         session, category, user=submitter, project=project
     ):
         raise InvalidFieldError("verify", NO_SUITABLE_QUEUES)
-    job = Job(
-        resources=spec.resources,
-        constraint=json.dumps(spec.constraint) if spec.constraint is not None else spec.requires,
-        constraint_syntax="rfc31"
+    return Prepared(request, project, task, category)
+
+
+def fails_at_once(session: Session, prepared: Prepared) -> bool:
+    """Whether the job fails at submission with "No suitable worker found": no
+    registered worker could ever run it (debusine's rule). Grid Engine keeps a job that
+    nothing can run pending, even one whose attribute is attached to no object
+    (docs/notations/gridengine.md)."""
+    return not prepared.request.grid_engine and not any_worker_fits(
+        session, prepared.category.id, prepared.task
+    )
+
+
+def job_values(
+    spec: JobSpec, prepared: Prepared, *, submitter: str, submitted_at: datetime, failed: bool
+) -> dict[str, Any]:
+    """The columns of a new job of ``spec`` (by attribute name, for the ORM and for a
+    Core INSERT alike)."""
+    request = prepared.request
+    return {
+        "resources": spec.resources,
+        "constraint": json.dumps(spec.constraint) if spec.constraint is not None else spec.requires,
+        "constraint_syntax": "rfc31"
         if spec.constraint is not None
         else "rfc35"
         if spec.requires is not None
         else None,
-        shape=spec.shape,
-        jobspec=json.dumps(spec.jobspec) if spec.jobspec is not None else None,
-        priority=spec.priority,
-        slots=request.pe_min if request.pe is not None else spec.slots,
-        hard=spec.hard or None,
-        soft=spec.soft or None,
-        pe=spec.pe,
-        pe_slots=spec.pe_slots,
-        queue_list=spec.queue_list or None,
-        master_queue_list=spec.master_queue_list or None,
-        soft_queue_list=spec.soft_queue_list or None,
-        project=project,
-        category_id=category.id,
-        submitter=submitter,
-        submitted_at=utcnow(),
-        task=spec.task,
-        command=json.dumps(spec.command) if spec.command is not None else None,
-        timeout=spec.timeout,
+        "shape": spec.shape,
+        "jobspec": json.dumps(spec.jobspec) if spec.jobspec is not None else None,
+        "priority": spec.priority,
+        "slots": request.pe_min if request.pe is not None else spec.slots,
+        "hard": spec.hard or None,
+        "soft": spec.soft or None,
+        "pe": spec.pe,
+        "pe_slots": spec.pe_slots,
+        "queue_list": spec.queue_list or None,
+        "master_queue_list": spec.master_queue_list or None,
+        "soft_queue_list": spec.soft_queue_list or None,
+        "project": prepared.project,
+        "category_id": prepared.category.id,
+        "submitter": submitter,
+        "submitted_at": submitted_at,
+        "task": spec.task,
+        "command": json.dumps(spec.command) if spec.command is not None else None,
+        "timeout": spec.timeout,
+        "state": JobState.FAILED if failed else JobState.WAITING,
+        "failure_reason": NO_SUITABLE_WORKER if failed else None,
+        "ended_at": submitted_at if failed else None,
+    }
+
+
+def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
+    """Store a job: waiting when some registered worker could ever run it, otherwise
+    failed at once with "No suitable worker found" (debusine's rule, debusine issue #8). A job
+    with Grid Engine requests (hard/soft ``-l``, ``-q``, ``-pe``) waits in either case. Grid
+    Engine's submission checks refuse a job (nothing stored): see :func:`prepare`."""
+    prepared = prepare(session, spec, submitter=submitter)
+    failed = fails_at_once(session, prepared)
+    job = Job(
+        **job_values(spec, prepared, submitter=submitter, submitted_at=utcnow(), failed=failed)
     )
-    grid_engine = request.grid_engine
-    # Grid Engine keeps a job that nothing can run pending, even one whose attribute is attached
-    # to no object (docs/notations/gridengine.md); other jobs fail at once, as debusine does.
-    if not grid_engine and not any_worker_fits(session, category.id, task):
-        job.state = JobState.FAILED
-        job.failure_reason = NO_SUITABLE_WORKER
-        job.ended_at = job.submitted_at
     session.add(job)
     session.flush()
     history.record(session, job, JobEventKind.SUBMITTED)
     if job.state is JobState.FAILED:
         history.record(session, job, JobEventKind.FAILED, detail=NO_SUITABLE_WORKER)
     else:
-        announce.job_waits(session, category.id)
+        announce.job_waits(session, prepared.category.id)
     return job
 
 

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,23 @@ def test_a_jobs_environment_is_an_allow_list_without_the_token() -> None:
         "JOBMATCH_JOB_SLOTS": "1",
         "JOBMATCH_JOB_ATTEMPT": "1",
     }
+
+
+def test_a_task_of_an_array_job_gets_its_task_id_and_range() -> None:
+    """qsub(1) of Grid Engine 6.2u5: each task of an array job sees its index in
+    SGE_TASK_ID and the array's range in SGE_TASK_FIRST, SGE_TASK_LAST and
+    SGE_TASK_STEPSIZE; jobmatch adds JOBMATCH_TASK_ID. A job that is no task gets none."""
+    task = replace(_job(7, ["true"]), array_id=3, task_id=5, task_range="1-9:2")
+    env = job_environment(task, "w", {"PATH": "/usr/bin"})
+    assert {k: v for k, v in env.items() if "TASK" in k} == {
+        "JOBMATCH_TASK_ID": "5",
+        "SGE_TASK_ID": "5",
+        "SGE_TASK_FIRST": "1",
+        "SGE_TASK_LAST": "9",
+        "SGE_TASK_STEPSIZE": "2",
+    }
+    plain = job_environment(_job(7, ["true"]), "w", {"PATH": "/usr/bin"})
+    assert not [name for name in plain if "TASK" in name]
 
 
 def test_output_offsets_stay_absolute_when_unsent_text_is_dropped() -> None:

@@ -149,3 +149,53 @@ def test_grid_engine_queue_lists_are_submitted_shown_and_refused_with_their_posi
     assert bad.code == 1 and bad.stdout == ""
     assert bad.stderr.startswith("error: 422 ") and bad.stderr.count("\n") == 1
     assert "qsub -q" in bad.stderr and "position 6" in bad.stderr
+
+
+def test_submit_an_array_job_with_t_and_tc(jobmatch: Jobmatch) -> None:
+    """qsub -t n[-m[:s]] and -tc (qsub(1), Grid Engine 6.2u5) as `jobs submit -t --tc`,
+    through POST /v1/jobs/bulk."""
+    register_workers(jobmatch)
+    answer = jobmatch(
+        "jobs", "submit", "--resources", JAVA12, "-t", "1-100:2", "--tc", "4", "-o", "json",
+        "--", "./render.sh",
+    ).json()  # fmt: skip
+    assert answer["count"] == 50
+    assert [job["task_id"] for job in answer["jobs"]] == list(range(1, 100, 2))
+    assert {job["state"] for job in answer["jobs"]} == {"waiting"}
+    task = jobmatch.api("GET", f"/v1/jobs/{answer['jobs'][1]['id']}")
+    assert (task["task_id"], task["task_range"], task["command"]) == (3, "1-99:2", ["./render.sh"])
+    table = jobmatch("jobs", "submit", "-t", "5-6")
+    assert table.code == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == ["ID", "STATE", "ARRAY", "TASK", "FAILURE"]
+    assert [row.split()[3] for row in table.stdout.splitlines()[2:]] == ["5", "6"]
+    bad = jobmatch("jobs", "submit", "-t", "5-3")
+    assert bad.code != 0 and "qsub -t" in bad.stderr
+
+
+def test_submit_many_from_json_lines_and_a_json_list(jobmatch: Jobmatch, tmp_path: Path) -> None:
+    register_workers(jobmatch)
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text(
+        "\n".join(json.dumps({"resources": JAVA12, "priority": n}) for n in range(5))
+        + "\n\n"
+        + json.dumps({"resources": JAVA14})
+        + "\n"
+    )
+    answer = jobmatch("jobs", "submit-many", str(lines), "--chunk", "2", "-o", "json").json()
+    assert answer["count"] == 6
+    assert [job["state"] for job in answer["jobs"]] == ["waiting"] * 5 + ["failed"]
+    ids = [job["id"] for job in answer["jobs"]]
+    assert ids == sorted(ids)
+    listed = tmp_path / "jobs.json"
+    listed.write_text(json.dumps([{"resources": JAVA12}, {"tasks": "1-3"}]))
+    table = jobmatch("jobs", "submit-many", str(listed))
+    assert table.code == 0, table.stderr
+    assert len(table.stdout.splitlines()) == 2 + 4
+    # A refused body: nothing of its request is stored, and the error names it.
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps([{}, {"resources": "language: ;;;"}]))
+    refused = jobmatch("jobs", "submit-many", str(broken))
+    assert refused.code != 0 and "jobs.1.resources" in refused.stderr
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    assert jobmatch("jobs", "submit-many", str(garbage)).code == 2

@@ -118,6 +118,8 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "AllocationExplanationOut": models.AllocationExplanation,
     "AllocationOut": models.Allocation,
     "AttributeOut": models.Attribute,
+    "BulkJobOut": models.SubmittedJob,
+    "BulkJobsOut": models.SubmittedJobs,
     "CandidateOut": models.Candidate,
     "CandidatesOut": models.Candidates,
     "ClauseOut": explanation.Clause,
@@ -229,6 +231,7 @@ def test_client_enums_have_the_values_of_the_server_enums(openapi: dict[str, Any
 #: Request bodies the client builds from a method's keyword arguments (few fields each), and
 #: the error document, which app.client.errors reads into ApiError.
 KEYWORD_BODIES = {
+    "BulkJobsIn": "SubmitterClient.submit_jobs",
     "ShapeIn": "BaseClient.expand_shape",
     "RequiresIn": "BaseClient.compile_requires",
     "ConstraintIn": "BaseClient.validate_constraint",

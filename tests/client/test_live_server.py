@@ -249,3 +249,25 @@ def test_no_server_at_all_is_one_clear_error(tmp_path: Path) -> None:
         client.submit_job(JobSpec())
     assert str(raised.value).startswith("cannot reach the jobmatch server at http://127.0.0.1:9")
     assert raised.value.sent is False
+
+
+def test_bulk_submission_and_array_jobs(server: LiveServer, admin: AdminClient) -> None:
+    admin.register_worker(WorkerSpec(name="w1", resources="os: ?linux", slots=2))
+    answer = admin.submit_jobs(
+        [
+            JobSpec(resources="os: linux", priority=5),
+            {"resources": "os: beos"},
+            JobSpec(command=["true"], tasks="1-5:2", task_concurrency=1),
+        ]
+    )
+    assert answer.count == 5
+    assert [job.state for job in answer.jobs] == [JobState.WAITING, JobState.FAILED] + [
+        JobState.WAITING
+    ] * 3
+    assert answer.jobs[1].failure_reason == "No suitable worker found"
+    assert [job.task_id for job in answer.jobs] == [None, None, 1, 3, 5]
+    task = admin.get_job(answer.jobs[3].id)
+    assert (task.array_id, task.task_id, task.task_range) == (answer.jobs[3].array_id, 3, "1-5:2")
+    with pytest.raises(ValidationFailed) as refused:
+        admin.submit_jobs([JobSpec(), JobSpec(tasks="0-3")])
+    assert "jobs.1.tasks" in str(refused.value)

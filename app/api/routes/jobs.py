@@ -20,6 +20,9 @@ from app.api.schemas.common import MAX_ID, IdPath, Page
 from app.api.schemas.jobs import (
     AllocationExplanationOut,
     AllocationOut,
+    BulkJobOut,
+    BulkJobsIn,
+    BulkJobsOut,
     CandidateOut,
     CandidatesOut,
     ExplainSummaryOut,
@@ -34,10 +37,19 @@ from app.api.schemas.jobs import (
     WorkerExplanationOut,
 )
 from app.db.models import Job, JobState, Role, WorkerState
-from app.matching import candidates, history, idempotency, readiness, submission, workers
+from app.matching import (
+    bulk_submission,
+    candidates,
+    history,
+    idempotency,
+    readiness,
+    submission,
+    workers,
+)
 from app.matching.allocation import allocate
 from app.matching.allocation import r as r_description
 from app.matching.dispatch import pull as dispatch
+from app.matching.errors import InvalidFieldError
 from app.matching.gridengine import explain as gridengine_explain
 from app.matching.late_reports import LateReportError
 
@@ -87,6 +99,9 @@ def job_body(job: Job | SimpleNamespace, worker_name: str | None) -> JobOut:
         submitted_at=job.submitted_at,
         started_at=job.started_at,
         ended_at=job.ended_at,
+        array_id=getattr(job, "array_id", None),
+        task_id=getattr(job, "task_id", None),
+        task_range=getattr(job, "task_range", None),
     )
 
 
@@ -144,6 +159,13 @@ def submit_job(
     when some registered worker could run it; otherwise it is stored as failed with
     "No suitable worker found" (a Grid Engine job waits instead, as qsub's does)."""
 
+    if body.tasks is not None or body.task_concurrency is not None:
+        raise InvalidFieldError(
+            "tasks" if body.tasks is not None else "task_concurrency",
+            "an array job (qsub -t, -tc) is submitted through POST /v1/jobs/bulk, "
+            "which answers every task's job",
+        )
+
     def submit() -> Job:
         return submission.submit_job(session, body.spec(), submitter=principal.subject)
 
@@ -161,6 +183,69 @@ def submit_job(
             response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job_out(session, job)
+
+
+@router.post(
+    "/jobs/bulk",
+    status_code=status.HTTP_201_CREATED,
+    operation_id="submit_jobs",
+    summary="Submit many jobs, or array jobs",
+    responses={
+        201: {"description": "Every job stored, in body order (an array's tasks in order)"},
+        **errors(401, 403, 503, *BODY_ERRORS),
+    },
+)
+def submit_jobs(
+    body: BulkJobsIn,
+    session: SessionDep,
+    principal: SubmitterDep,
+    request: Request,
+    idempotency_key: str | None = Header(
+        default=None,
+        description="Not supported here (a 422): a bulk submission is one transaction, "
+        "so a failed one stored nothing and may be sent again.",
+    ),
+) -> BulkJobsOut:
+    """Submit up to `JOBMATCH_MAX_BULK_JOBS` job bodies in one transaction, each as
+    `POST /v1/jobs` takes it, with the same outcome as one submission per body in order
+    (waiting, or failed with "No suitable worker found"). A body with `tasks` (Grid
+    Engine `qsub -t n[-m[:s]]`) is an array job: one job per task id, at most
+    `task_concurrency` (`-tc`) of them running at once. One bad body refuses the whole
+    request (422 naming it, e.g. `body.jobs.3.resources`) and nothing is stored. The answer
+    lists each job's id, state, array and task id only."""
+    if idempotency_key is not None:
+        raise InvalidFieldError(
+            "Idempotency-Key",
+            "not supported by POST /v1/jobs/bulk: a refused or failed bulk submission "
+            "stored nothing, so it may be sent again",
+            location="header",
+        )
+    settings = request.app.state.settings
+    if len(body.jobs) > settings.max_bulk_jobs:
+        raise InvalidFieldError(
+            "jobs",
+            f"{len(body.jobs)} job bodies; at most {settings.max_bulk_jobs} "
+            "(JOBMATCH_MAX_BULK_JOBS)",
+        )
+    stored = bulk_submission.submit_jobs(
+        session,
+        [job.item() for job in body.jobs],
+        submitter=principal.subject,
+        max_tasks=settings.max_bulk_tasks,
+    )
+    return BulkJobsOut(
+        count=len(stored),
+        jobs=[
+            BulkJobOut(
+                id=job.id,
+                state=job.state,
+                array_id=job.array_id,
+                task_id=job.task_id,
+                failure_reason=job.failure_reason,
+            )
+            for job in stored
+        ],
+    )
 
 
 @router.get(

@@ -19,6 +19,7 @@ from app.api.schemas.whatif import (
     WhatIfIn,
     WhatIfOut,
 )
+from app.matching.errors import InvalidFieldError
 from app.matching.whatif.changes import ChangeSet, ValuesChange, WorkerChange
 from app.matching.whatif.run import Answer, what_if
 from app.settings import Settings
@@ -58,6 +59,13 @@ def _check_limits(body: WhatIfIn, settings: Settings) -> None:
         raise ProblemError(
             422, f"the change set is too large: {summary}", title="Invalid request", errors=problems
         )
+    for index, job in enumerate(body.add_jobs):
+        if job.tasks is not None or job.task_concurrency is not None:
+            # One added job per body: an array's tasks would be missing, not modelled.
+            raise InvalidFieldError(
+                f"add_jobs.{index}.{'tasks' if job.tasks is not None else 'task_concurrency'}",
+                "a what-if adds single jobs; array jobs (qsub -t, -tc) are not modelled",
+            )
 
 
 def _change_set(body: WhatIfIn) -> ChangeSet:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.schemas.common import BodyInt, JobIdField, Text, WorkerNameField, WorkerStateField
 from app.db.models import JobEventKind, JobState
+from app.matching.bulk_submission import BulkItem
 from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.submission import JobSpec
 
@@ -139,9 +140,71 @@ class JobIn(BaseModel):
         "even in an empty cluster; `w` and `n` accept it",
     )
 
+    tasks: Text | None = Field(
+        default=None,
+        max_length=64,
+        description="Grid Engine array job, qsub -t `n[-m[:s]]`: one job per task id n, "
+        "n+s, ... up to m (n >= 1, m >= n, s >= 1), each with its `task_id`; submitted "
+        "through POST /v1/jobs/bulk only (POST /v1/jobs and a what-if refuse it, POST "
+        "/v1/match answers the candidates every task shares)",
+    )
+    task_concurrency: BodyInt | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="Grid Engine qsub -tc: at most this many tasks of the array run at once "
+        "(needs tasks)",
+    )
+
     def spec(self) -> JobSpec:
-        """The submission as the services take it: JobSpec has the body's fields, by name."""
-        return JobSpec(**dict(self))
+        """The submission as the services take it: JobSpec has the body's fields, by name
+        (the array's, ``tasks`` and ``task_concurrency``, are the bulk submission's)."""
+        return JobSpec(**self.model_dump(exclude={"tasks", "task_concurrency"}))
+
+    def item(self) -> BulkItem:
+        """The body as one item of a bulk submission."""
+        return BulkItem(self.spec(), self.tasks, self.task_concurrency)
+
+
+class BulkJobsIn(BaseModel):
+    """Many jobs in one request, stored all or none (one bad body refuses the request)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "jobs": [
+                        {"resources": "language: java; java: 12", "priority": 10},
+                        {"command": ["./render.sh"], "tasks": "1-100:2", "task_concurrency": 4},
+                    ]
+                }
+            ]
+        },
+    )
+
+    jobs: list[JobIn] = Field(
+        min_length=1,
+        description="the job bodies, as POST /v1/jobs takes them (at most "
+        "JOBMATCH_MAX_BULK_JOBS, 1000 by default); a body with `tasks` is an array job",
+    )
+
+
+class BulkJobOut(BaseModel):
+    """One stored job of a bulk submission, in a few fields (GET /v1/jobs/{id} has all)."""
+
+    id: JobIdField
+    state: JobState = Field(description="waiting, or failed when no worker could ever run it")
+    array_id: int | None = Field(description="the array job it is a task of, if any")
+    task_id: int | None = Field(description="its task id in the array (SGE_TASK_ID)")
+    failure_reason: str | None = Field(description='e.g. "No suitable worker found"')
+
+
+class BulkJobsOut(BaseModel):
+    count: int = Field(description="jobs stored (an array's tasks each count)")
+    jobs: list[BulkJobOut] = Field(
+        description="the jobs in body order, an array's tasks in task order"
+    )
 
 
 class JobOut(BaseModel):
@@ -181,6 +244,13 @@ class JobOut(BaseModel):
     submitted_at: datetime = Field(description="when it was submitted")
     started_at: datetime | None = Field(description="when it was last dispatched")
     ended_at: datetime | None = Field(description="when it finished, failed or was cancelled")
+    array_id: int | None = Field(
+        default=None, description="the Grid Engine array job (qsub -t) it is a task of"
+    )
+    task_id: int | None = Field(default=None, description="its task id in the array")
+    task_range: str | None = Field(
+        default=None, description="the array's task range, `n-m:s` (qsub -t)"
+    )
 
 
 class CandidateOut(BaseModel):

@@ -37,7 +37,14 @@ from app.db.models.groups import (
 )
 from app.db.models.history import JobEvent, JobEventKind
 from app.db.models.idempotency import IdempotencyKey
-from app.db.models.jobs import Allocation, Category, CategoryFit, CategoryMisfit, Job
+from app.db.models.jobs import (
+    Allocation,
+    Category,
+    CategoryFit,
+    CategoryMisfit,
+    Job,
+    JobArray,
+)
 from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.output import JobOutput
 from app.db.models.quotas import QuotaBooking, QuotaLimit, QuotaSet, QuotaUsage
@@ -71,6 +78,7 @@ __all__ = [
     "InventoryCount",
     "InventoryVertex",
     "Job",
+    "JobArray",
     "JobBooking",
     "JobEvent",
     "JobEventKind",

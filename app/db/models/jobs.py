@@ -122,6 +122,8 @@ class Job(Base):
         ),
         # A submitter's listing: its jobs in id order, filtered before the page is cut.
         Index("ix_jobs_submitter_id", "submitter", "id"),
+        # How many tasks of an array run (qsub -tc): one range of the index per array.
+        Index("ix_jobs_array_state", "array_id", "state"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -175,6 +177,37 @@ class Job(Base):
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     ended_at: Mapped[datetime | None] = mapped_column(default=None)
+    #: Grid Engine array job (``qsub -t``): the array (job_arrays.id) and this job's task
+    #: id in it; both NULL for a job that is not a task of an array. No foreign key, as
+    #: for category_fits: a bulk submission of 100,000 tasks would check one per row.
+    array_id: Mapped[int | None] = mapped_column(default=None)
+    task_id: Mapped[int | None] = mapped_column(default=None)
+    #: The array's range, ``n-m:s``, kept with each task: the agent gives it to the
+    #: command (SGE_TASK_FIRST, SGE_TASK_LAST, SGE_TASK_STEPSIZE) from the pulled job's
+    #: own columns, which is all the express pull reads.
+    task_range: Mapped[str | None] = mapped_column(String(64), default=None)
+
+
+class JobArray(Base):
+    """A Grid Engine array job (``qsub -t n-m:s``): its tasks are jobs with its id as
+    ``array_id``; ``task_concurrency`` (``qsub -tc``) is how many of them may run at once
+    (NULL: no limit)."""
+
+    __tablename__ = "job_arrays"
+    __table_args__ = (
+        CheckConstraint("first_task >= 1", name="first_task_positive"),
+        CheckConstraint("last_task >= first_task", name="last_task_not_before_first"),
+        CheckConstraint("step >= 1", name="step_positive"),
+        CheckConstraint("task_concurrency >= 1", name="task_concurrency_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    first_task: Mapped[int]
+    last_task: Mapped[int]
+    step: Mapped[int]
+    task_concurrency: Mapped[int | None] = mapped_column(default=None)
+    submitter: Mapped[str] = mapped_column(String(255), default="admin")
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Allocation(Base):

@@ -43,7 +43,7 @@ from app.matching.allocation import trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.allocation.vertex_requests import VertexRequest, build_requests
 from app.matching.debusine.metadata import effective_metadata
-from app.matching.dispatch import pull_claim, pull_heads, pull_plain
+from app.matching.dispatch import pull_claim, pull_heads, pull_plain, task_limits
 from app.matching.dispatch.finish_pg import finish_holding_vertices
 from app.matching.dispatch.finish_sql import finish_slots_only
 from app.matching.dispatch.puller import Puller, lock_puller
@@ -145,11 +145,11 @@ def would_start(session: Session, worker_name: str, job_id: int, policy: Policy 
     fit = pull_heads.job_fit(session, puller, job_id)
     if fit is None:
         return False
-    task_id, plain = fit
+    task_id, plain, limited_array = fit
     rounds = _HeadRounds(session, puller, now, policy)
     if task_id is not None and not rounds.plugins.accepts(task_id):
         return False
-    taken = rounds.take_head(job_id, plain)
+    taken = rounds.take_head(job_id, plain, limited_array)
     return isinstance(taken, Job) and taken.id == job_id
 
 
@@ -210,7 +210,7 @@ class _HeadRounds:
             if not heads:
                 return None
             refused_before = len(self.plugins.refused)
-            for job_id, task_id, plain in heads:
+            for job_id, task_id, plain, limited_array in heads:
                 # A plug-in's verdict depends on the task and the worker only, so a refusal
                 # rules out every category of the task; the next query leaves them out, and
                 # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
@@ -218,7 +218,7 @@ class _HeadRounds:
                     task_id is not None and not self.plugins.accepts(task_id)
                 ):
                     continue
-                taken = self.take_head(job_id, plain)
+                taken = self.take_head(job_id, plain, limited_array)
                 if taken is not _Next.HEAD:
                     return taken
             if len(self.plugins.refused) == refused_before:
@@ -226,10 +226,15 @@ class _HeadRounds:
                 rounds += 1
         return None
 
-    def take_head(self, job_id: int, plain: bool) -> Job | Literal[_Next.HEAD] | None:
+    def take_head(
+        self, job_id: int, plain: bool, limited_array: int | None = None
+    ) -> Job | Literal[_Next.HEAD] | None:
         """Claim and start one head: the job, None when the worker has no room left (the
-        pull ends), or :attr:`_Next.HEAD`."""
+        pull ends), or :attr:`_Next.HEAD`. A task of an array with a limit (qsub -tc)
+        is claimed only while the array, locked, runs fewer tasks than its limit."""
         session, puller = self.session, self.puller
+        if limited_array is not None and not task_limits.array_has_room(session, limited_array):
+            return _Next.HEAD
         if plain and not puller.complex_cluster:
             # Momotor tags, RFC 31 constraints, tasks: the worker's fit was decided in
             # SQL; claim, book and record in four statements without ORM objects.

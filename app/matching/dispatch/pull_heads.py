@@ -21,6 +21,7 @@ from app.db import dialect
 from app.db.models import Category, CategoryTask, Job
 from app.matching.allocation import coarse_filter
 from app.matching.dispatch.puller import Puller
+from app.matching.dispatch.task_limits import limited_array, not_held_back
 from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
 from app.matching.slots import WAITING
@@ -63,7 +64,7 @@ def heads_statement(
     refusals: bool,
     limit: Any = _LIMIT,
     puller: PullerTerms = BOUND,
-) -> Select[int, int | None, bool]:
+) -> Select[int, int | None, bool, int | None]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
     the one-statement take of app/matching/dispatch/pull_plain.py does."""
     fit, plain = _fit(managed, refusals, puller), _plain(managed)
@@ -109,7 +110,7 @@ def _plain(managed: bool) -> ColumnElement[bool]:
 
 def _heads_by_best_categories(
     fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
-) -> Select[int, int | None, bool]:
+) -> Select[int, int | None, bool, int | None]:
     """PostgreSQL: the best categories by their head job first (one index seek each),
     then several jobs of each of those, so that a pull that finds the best head locked by
     a concurrent pull takes the next job of the same category. The overall best ``limit``
@@ -117,7 +118,7 @@ def _heads_by_best_categories(
     least as good as they are."""
     first = (
         select(Job.id, Job.priority, Job.submitted_at)
-        .where(Job.category_id == Category.id, Job.state == WAITING)
+        .where(Job.category_id == Category.id, Job.state == WAITING, not_held_back())
         .order_by(*_BEST_FIRST)
         .limit(_ONE)
         .lateral("first")
@@ -133,14 +134,20 @@ def _heads_by_best_categories(
         .subquery("best")
     )
     head = (
-        select(Job.id, Job.priority, Job.submitted_at)
-        .where(Job.category_id == best.c.category_id, Job.state == WAITING)
+        select(Job.id, Job.priority, Job.submitted_at, Job.array_id)
+        .where(Job.category_id == best.c.category_id, Job.state == WAITING, not_held_back())
         .order_by(*_BEST_FIRST)
         .limit(limit)
         .lateral("head")
     )
+    limited = limited_array(head.c.array_id)
     return (
-        select(head.c.id, best.c.task_id, best.c.plain)
+        select(
+            head.c.id,
+            best.c.task_id,
+            and_(best.c.plain, limited.is_(None)).label("plain"),
+            limited.label("limited_array"),
+        )
         .select_from(best)
         .join(head, true())
         .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
@@ -150,11 +157,11 @@ def _heads_by_best_categories(
 
 def _one_head_per_category(
     fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
-) -> Select[int, int | None, bool]:
+) -> Select[int, int | None, bool, int | None]:
     """SQLite (no LATERAL): the head job of each category the worker fits, best first."""
     head_id = (
         select(Job.id)
-        .where(Job.category_id == Category.id, Job.state == WAITING)
+        .where(Job.category_id == Category.id, Job.state == WAITING, not_held_back())
         .order_by(*_BEST_FIRST)
         .limit(1)
         .scalar_subquery()
@@ -166,8 +173,14 @@ def _one_head_per_category(
         .where(*fit)
         .subquery()
     )
+    limited = limited_array(Job.array_id)
     return (
-        select(Job.id, heads.c.task_id, heads.c.plain)
+        select(
+            Job.id,
+            heads.c.task_id,
+            and_(heads.c.plain, limited.is_(None)).label("plain"),
+            limited.label("limited_array"),
+        )
         .join(heads, Job.id == heads.c.job_id)
         .order_by(*_BEST_FIRST)
         .limit(limit)
@@ -178,22 +191,34 @@ _cached_heads = lru_cache(maxsize=8)(heads_statement)
 
 
 @lru_cache(maxsize=2)
-def _job_fit_statement(managed: bool) -> Select[int | None, bool]:
+def _job_fit_statement(managed: bool) -> Select[int | None, bool, int | None]:
     """The heads query's conditions for one named waiting job (``p_job_id``)."""
+    limited = limited_array(Job.array_id)
     return (
-        select(CategoryTask.task_id, _plain(managed).label("plain"))
+        select(
+            CategoryTask.task_id,
+            and_(_plain(managed), limited.is_(None)).label("plain"),
+            limited.label("limited_array"),
+        )
         .select_from(Job)
         .join(Category, Category.id == Job.category_id)
         .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
-        .where(Job.id == bindparam("p_job_id"), Job.state == WAITING, *_fit(managed, False, BOUND))
+        .where(
+            Job.id == bindparam("p_job_id"),
+            Job.state == WAITING,
+            not_held_back(),
+            *_fit(managed, False, BOUND),
+        )
     )
 
 
-def job_fit(session: Session, puller: Puller, job_id: int) -> tuple[int | None, bool] | None:
-    """(task id, plain) of the waiting job when its category meets everything the heads
-    query asks of a category for this worker (:func:`heads` would list it, were it the
-    best job), None otherwise: how the explanation asks the pull's own question about one
-    job (app/matching/readiness.py)."""
+def job_fit(
+    session: Session, puller: Puller, job_id: int
+) -> tuple[int | None, bool, int | None] | None:
+    """(task id, plain, limited array) of the waiting job when it and its category meet
+    everything the heads query asks for this worker (:func:`heads` would list it, were it
+    the best job), None otherwise: how the explanation asks the pull's own question about
+    one job (app/matching/readiness.py)."""
     row = session.execute(
         _job_fit_statement(puller.managed),
         {
@@ -203,16 +228,18 @@ def job_fit(session: Session, puller: Puller, job_id: int) -> tuple[int | None, 
             "p_max_free": puller.max_free,
         },
     ).one_or_none()
-    return None if row is None else (row[0], bool(row[1]))
+    return None if row is None else (row[0], bool(row[1]), row[2])
 
 
 def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int]) -> Sequence[Any]:
-    """(job id, task id, plain) of the best waiting jobs of the categories the worker
-    fits, best first, leaving out the tasks whose plug-in already refused the worker.
-    ``plain`` says that the category needs neither Grid Engine evaluation nor an
-    allocation on this worker. A worker with an inventory only gets jobspec jobs that fit
-    on one node and that its free counts could hold (the allocation itself is decided
-    after the claim)."""
+    """(job id, task id, plain, limited array) of the best waiting jobs of the categories
+    the worker fits, best first, leaving out the tasks whose plug-in already refused the
+    worker and the tasks of arrays that run as many tasks as they may (qsub -tc,
+    app/matching/dispatch/task_limits.py). ``plain`` says that the category needs neither
+    Grid Engine evaluation nor an allocation on this worker, and that the job is no task
+    of an array with a limit (``limited array`` names that array). A worker with an
+    inventory only gets jobspec jobs that fit on one node and that its free counts could
+    hold (the allocation itself is decided after the claim)."""
     skip_locked = dialect.supports_skip_locked(session.connection())
     statement = _cached_heads(skip_locked, puller.managed, bool(refused_tasks))
     parameters: dict[str, Any] = {

@@ -24,6 +24,7 @@ from app.db.base import utcnow
 from app.db.models import Category, Job, JobState, Worker, WorkerState
 from app.matching import announce
 from app.matching.allocation.vertex_requests import min_nodes
+from app.matching.dispatch import task_limits
 from app.matching.dispatch.pull import category_requests
 from app.matching.dispatch.record import record_placements
 from app.matching.gridengine.decide import Decision
@@ -92,10 +93,13 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     state.groups = load_groups(session)
     quota_book = load_quota_book(session)
     jobs = session.execute(
-        select(Job.id, Job.category_id, Job.submitter, Job.project)
+        select(Job.id, Job.category_id, Job.submitter, Job.project, Job.array_id)
         .where(Job.state == JobState.WAITING)
         .order_by(Job.priority.desc(), Job.submitted_at, Job.id)
     ).all()
+    # qsub -tc: how many more tasks each limited array may start (read after every
+    # worker's lock, so no pull starts one meanwhile).
+    array_room = task_limits.room_of_arrays(session, {row.array_id for row in jobs})
     categories = _categories(session, {row.category_id for row in jobs})
     memos: dict[int, _CategoryMemo] = {}
     report = ScheduleReport()
@@ -108,7 +112,9 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
     #: owner and the project to the category when quotas name them, so other users' (and
     #: other projects') jobs go on.
     quota_stopped: set[tuple[int, str, str | None]] = set()
-    for index, (job_id, category_id, user, project) in enumerate(jobs):
+    for index, (job_id, category_id, user, project, array_id) in enumerate(jobs):
+        if array_room.get(array_id, 1) <= 0:
+            continue  # its array runs as many tasks as it may
         memo = memos.get(category_id)
         if memo is None:
             memo = memos[category_id] = _memo(session, state, categories[category_id], trace)
@@ -147,6 +153,8 @@ def schedule(session: Session, *, trace: bool = False) -> ScheduleReport:
             continue
         if not trace:
             _skip_failed(memo, decision)
+        if array_id in array_room:
+            array_room[array_id] -= 1
         report.dispatched += 1
     run.write(session)
     write_run_quotas(session, quota_book)
@@ -184,13 +192,13 @@ def _categories(session: Session, ids: set[int]) -> dict[int, Category]:
 
 def _lock_waiting(
     session: Session,
-    upcoming: Sequence[Row[int, int, str, str | None]],
+    upcoming: Sequence[Row[int, int, str, str | None, int | None]],
     memos: dict[int, _CategoryMemo],
 ) -> set[int]:
     """Lock the upcoming jobs of categories not rejected yet; the ids still waiting."""
     wanted = [
         job_id
-        for job_id, category_id, _user, _project in upcoming
+        for job_id, category_id, *_rest in upcoming
         if category_id not in memos or not memos[category_id].rejected
     ]
     if not wanted:

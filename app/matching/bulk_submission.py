@@ -1,0 +1,210 @@
+"""Many jobs in one transaction (POST /v1/jobs/bulk), and Grid Engine array jobs
+(``qsub -t n-m:s``, ``-tc``), whose tasks are jobs of their own.
+
+The outcome equals one :func:`app.matching.submission.submit_job` per job, in body order
+(the same states, failures, categories and history), and is stored whole or not at all:
+every body is checked before the first job is inserted. What the jobs of one request share
+is decided once per request: its checks and category (:func:`~.submission.prepare`),
+whether some worker fits it; the jobs, their history and the arrays are written with
+multi-row INSERT statements, and each category that got waiting jobs is announced once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.orm import Session
+
+from app.db.base import utcnow
+from app.db.models import JobEventKind, JobState
+from app.db.tables import JOB_ARRAYS, JOB_EVENTS, JOBS
+from app.matching import announce, domain_events
+from app.matching.errors import InvalidFieldError
+from app.matching.requests import check_job_fields
+from app.matching.submission import (
+    NO_SUITABLE_WORKER,
+    JobSpec,
+    Prepared,
+    fails_at_once,
+    job_values,
+    prepare,
+)
+from app.notations.errors import NotationError
+from app.notations.gridengine.task_ranges import TaskRange, parse_task_range
+
+#: Rows per INSERT statement: well under SQLite's 32,766 bound parameters (about 30 a job).
+ROWS_PER_STATEMENT = 500
+#: What the jobs of one request may differ in without another check or category.
+_PER_JOB_FIELDS = ("priority", "command", "timeout")
+
+
+@dataclass(frozen=True)
+class BulkItem:
+    """One body of a bulk submission: a job, or with ``tasks`` (qsub -t) an array of them."""
+
+    spec: JobSpec
+    tasks: str | None = None
+    task_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What the answer says of each job stored."""
+
+    id: int
+    state: JobState
+    array_id: int | None
+    task_id: int | None
+    failure_reason: str | None
+
+
+def task_range(item: BulkItem) -> TaskRange | None:
+    """The item's qsub -t range, None for a single job; InvalidFieldError for a bad one,
+    or for -tc without -t."""
+    if item.task_concurrency is not None and item.tasks is None:
+        raise InvalidFieldError("task_concurrency", "qsub -tc limits an array job: give tasks too")
+    if item.task_concurrency is not None and item.task_concurrency < 1:
+        raise InvalidFieldError("task_concurrency", "at least 1 task at once")
+    if item.tasks is None:
+        return None
+    try:
+        return parse_task_range(item.tasks)
+    except NotationError as error:
+        raise InvalidFieldError("tasks", str(error), error) from error
+
+
+def _request_key(spec: JobSpec) -> str:
+    """The request without the fields a job of it may change alone."""
+    fields = {k: v for k, v in vars(spec).items() if k not in _PER_JOB_FIELDS}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Requests:
+    """The checks, category and fit of each distinct request of one bulk submission."""
+
+    def __init__(self, session: Session, submitter: str) -> None:
+        self.session = session
+        self.submitter = submitter
+        self.prepared: dict[str, Prepared] = {}
+        self.fails: dict[int, bool] = {}
+
+    def of(self, spec: JobSpec) -> tuple[Prepared, bool]:
+        key = _request_key(spec)
+        prepared = self.prepared.get(key)
+        if prepared is None:
+            prepared = prepare(self.session, spec, submitter=self.submitter)
+            self.prepared[key] = prepared
+        else:
+            check_job_fields(spec)
+        category_id = prepared.category.id
+        if category_id not in self.fails:
+            self.fails[category_id] = fails_at_once(self.session, prepared)
+        return prepared, self.fails[category_id]
+
+
+def submit_jobs(
+    session: Session, items: list[BulkItem], *, submitter: str, max_tasks: int
+) -> list[Submitted]:
+    """Store every job of ``items`` (an array's tasks in task order) or none: an
+    InvalidFieldError names the body by its index (``jobs.3.resources``)."""
+    requests = _Requests(session, submitter)
+    planned: list[tuple[BulkItem, Prepared, bool, TaskRange | None]] = []
+    total = 0
+    for index, item in enumerate(items):
+        try:
+            ranged = task_range(item)
+            total += ranged.count if ranged is not None else 1
+            if total > max_tasks:
+                raise InvalidFieldError(
+                    "tasks",
+                    f"the request would submit more than {max_tasks} jobs "
+                    "(JOBMATCH_MAX_BULK_TASKS)",
+                )
+            prepared, failed = requests.of(item.spec)
+        except InvalidFieldError as error:
+            raise InvalidFieldError(
+                f"jobs.{index}.{error.field}", error.message, error.error, location=error.location
+            ) from error
+        planned.append((item, prepared, failed, ranged))
+    now = utcnow()
+    array_ids = _insert_arrays(session, planned, submitter, now)
+    rows: list[dict[str, Any]] = []
+    for (item, prepared, failed, ranged), array_id in zip(planned, array_ids, strict=True):
+        values = job_values(
+            item.spec, prepared, submitter=submitter, submitted_at=now, failed=failed
+        )
+        if ranged is None:
+            rows.append({**values, "array_id": None, "task_id": None, "task_range": None})
+        else:
+            text = str(ranged)
+            rows.extend(
+                {**values, "array_id": array_id, "task_id": task_id, "task_range": text}
+                for task_id in ranged.ids()
+            )
+    ids = _insert_returning_ids(session, JOBS, rows)
+    _record_history(session, ids, rows)
+    for category_id in sorted({r["category_id"] for r in rows if r["state"] is JobState.WAITING}):
+        announce.job_waits(session, category_id)
+    return [
+        Submitted(job_id, r["state"], r["array_id"], r["task_id"], r["failure_reason"])
+        for job_id, r in zip(ids, rows, strict=True)
+    ]
+
+
+def _insert_arrays(
+    session: Session,
+    planned: list[tuple[BulkItem, Prepared, bool, TaskRange | None]],
+    submitter: str,
+    now: Any,
+) -> list[int | None]:
+    """One job_arrays row per array of the request: its id per item (None: no array)."""
+    arrays = [
+        {
+            "first_task": ranged.first,
+            "last_task": ranged.last,
+            "step": ranged.step,
+            "task_concurrency": item.task_concurrency,
+            "submitter": submitter,
+            "submitted_at": now,
+        }
+        for item, _prepared, _failed, ranged in planned
+        if ranged is not None
+    ]
+    ids = iter(_insert_returning_ids(session, JOB_ARRAYS, arrays))
+    return [next(ids) if ranged is not None else None for *_rest, ranged in planned]
+
+
+def _insert_returning_ids(session: Session, table: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """Multi-row INSERTs (SQLAlchemy's insertmanyvalues), the new ids in row order. A
+    column that is NULL in every row is left out of the statement (its default is NULL):
+    sending fewer parameters is most of what makes a bulk insert cheaper on PostgreSQL,
+    where psycopg parses the text of each statement for its placeholders."""
+    ids: list[int] = []
+    statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        used = [key for key in chunk[0] if any(row[key] is not None for row in chunk)]
+        ids.extend(session.scalars(statement, [{k: row[k] for k in used} for row in chunk]).all())
+    return ids
+
+
+def _record_history(session: Session, ids: list[int], rows: list[dict[str, Any]]) -> None:
+    """The history rows :func:`app.matching.history.record` would add, in the same order
+    per job (submitted, then failed for a job no worker fits), and their log lines."""
+    events: list[dict[str, Any]] = []
+    for job_id, row in zip(ids, rows, strict=True):
+        events.append({"job_id": job_id, "kind": JobEventKind.SUBMITTED, "detail": None})
+        domain_events.job_event(session, JobEventKind.SUBMITTED, job_id)
+        if row["state"] is JobState.FAILED:
+            events.append(
+                {"job_id": job_id, "kind": JobEventKind.FAILED, "detail": NO_SUITABLE_WORKER}
+            )
+            domain_events.job_event(session, JobEventKind.FAILED, job_id, detail=NO_SUITABLE_WORKER)
+    # RETURNING makes SQLAlchemy write multi-row INSERTs (insertmanyvalues) instead of
+    # psycopg's executemany, one statement per row.
+    statement = insert(JOB_EVENTS).returning(JOB_EVENTS.c.id)
+    for start in range(0, len(events), ROWS_PER_STATEMENT):
+        session.execute(statement, events[start : start + ROWS_PER_STATEMENT])
