@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request, Response, status
@@ -318,6 +318,29 @@ WaitQuery = Annotated[
 ]
 
 
+async def _pull_or_wait(
+    request: Request, attempt: Callable[[], PullOutcome[Body]], wait: float, name: str
+) -> PullOutcome[Body]:
+    """:func:`pull_or_wait` on the app's hub; 503 with Retry-After when the process
+    holds as many waiting pulls as it may and none of this worker's."""
+    hub = request.app.state.longpoll.hub
+    try:
+        return await pull_or_wait(hub, attempt, wait, partial(client_gone, request), name)
+    except WaitingFull as full:
+        REFUSED_OVERLOADED.labels("waiting_pulls").inc()
+        raise ProblemError(503, str(full), headers={"Retry-After": "5"}) from None
+
+
+def _mark_superseded(response: Response, outcome: PullOutcome[Any]) -> None:
+    """A superseded pull says so, and its connection is closed: a client that lost track
+    of its pulls would otherwise keep every one of them open, idle, against the
+    connection budget."""
+    if outcome.superseded:
+        LONGPOLL_SUPERSEDED.inc()
+        response.headers[SUPERSEDED_HEADER] = "true"
+        response.headers["Connection"] = "close"
+
+
 @router.post(
     "/{name}/pull",
     response_model=JobOut,
@@ -356,22 +379,12 @@ async def pull(
     503 with Retry-After when the server process holds as many waiting pulls as it may
     (JOBMATCH_MAX_WAITING_PULLS) and none of this worker's."""
     attempt = partial(pull_once, request.app.state.database, request.app.state.settings, name)
-    hub = request.app.state.longpoll.hub
-    try:
-        outcome = await pull_or_wait(hub, attempt, wait, partial(client_gone, request), name)
-    except WaitingFull as full:
-        REFUSED_OVERLOADED.labels("waiting_pulls").inc()
-        raise ProblemError(503, str(full), headers={"Retry-After": "5"}) from None
+    outcome = await _pull_or_wait(request, attempt, wait, name)
     if outcome.job is None:
         empty = Response(status_code=status.HTTP_204_NO_CONTENT)
         if outcome.refresh:
             empty.headers[REFRESH_HEADER] = "true"
-        if outcome.superseded:
-            LONGPOLL_SUPERSEDED.inc()
-            empty.headers[SUPERSEDED_HEADER] = "true"
-            # Its connection is closed too: a client that lost track of its pulls would
-            # otherwise keep every one of them open, idle, against the connection budget.
-            empty.headers["Connection"] = "close"
+        _mark_superseded(empty, outcome)
         return empty
     if outcome.refresh:
         response.headers[REFRESH_HEADER] = "true"
@@ -460,16 +473,8 @@ async def pull_batch(
             placed[:] = placed_now
             return waited
 
-        hub = request.app.state.longpoll.hub
-        try:
-            outcome = await pull_or_wait(hub, pull_only, wait, partial(client_gone, request), name)
-        except WaitingFull as full:
-            REFUSED_OVERLOADED.labels("waiting_pulls").inc()
-            raise ProblemError(503, str(full), headers={"Retry-After": "5"}) from None
-        if outcome.superseded:
-            LONGPOLL_SUPERSEDED.inc()
-            response.headers[SUPERSEDED_HEADER] = "true"
-            response.headers["Connection"] = "close"
+        outcome = await _pull_or_wait(request, pull_only, wait, name)
+        _mark_superseded(response, outcome)
     if outcome.refresh:
         response.headers[REFRESH_HEADER] = "true"
     return PullBatchOut(finished=ended, jobs=outcome.job or [], placed=placed)
