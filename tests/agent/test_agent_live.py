@@ -315,10 +315,18 @@ def test_sigterm_drains_every_slot_and_logs_json_lines(
     agent = agents.start("w2", _register(server, "w2", slots=2), "--slots", "2", "--grace", "3")
     release = tmp_path / "release"
     short = _submit(server, command=_waits_for(release, "short"))
-    long = _submit(server, command=_script("import time; time.sleep(600)"))
+    long = _submit(
+        server, command=_script("import time; print('long', flush=True); time.sleep(600)")
+    )
+
+    def printed(job: int, text: str) -> bool:
+        return text in call(server, "GET", f"/v1/jobs/{job}/output")["text"]
+
+    # Both commands run (their first lines reached the server): running on the server is
+    # not enough, since one batch pull brings both, and a stop before the agent starts
+    # them gives them back.
     wait_for(
-        lambda: all(_job(server, job)["state"] == "running" for job in (short, long)),
-        what="both jobs running",
+        lambda: printed(short, "short") and printed(long, "long"), what="both commands running"
     )
     agent.send_signal(signal.SIGTERM)
     release.touch()
