@@ -50,8 +50,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_jobs_array_state", table_name="jobs")
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("task_range")
-        batch_op.drop_column("task_id")
-        batch_op.drop_column("array_id")
+    # ALTER TABLE ... DROP COLUMN on both databases (SQLite has it since 3.35): the columns
+    # carry no constraint, and a batch copy of jobs would need the whole table reflected,
+    # which `jobmatch db downgrade --sql` (no database) cannot do.
+    for column in ("task_range", "task_id", "array_id"):
+        op.drop_column("jobs", column)
     op.drop_table("job_arrays")
