@@ -410,6 +410,9 @@ def wal_records(stats: Engine, start: str, end: str) -> dict[tuple[str, str], li
         tally = counted.setdefault((name, f"{manager} {kind}"), [0, 0])
         tally[0] += 1
         tally[1] += size
+    if not counted and result.returncode != 0:
+        print(f"(pg_waldump: {result.stderr.strip()[:300]})")
+        return None
     return counted
 
 

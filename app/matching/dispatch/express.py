@@ -10,7 +10,9 @@ back as its row: the Python around them was most of a pull's cost over HTTP (iss
 The second statement of each is the variant that names the worker by name
 (:data:`~.pull_plain.TAKE_BEST_BY_NAME`, :data:`~.finish_sql.END_BY_NAME_CORE`), so that
 both are sent in one pipeline (:func:`~app.db.prebuilt.rows_together`): BEGIN, one round
-trip, COMMIT.
+trip, COMMIT. The finish's lock is leaner than the general way's (issue 38): it locks
+the reporting worker alone (:data:`~.finish_sql.LOCK_REPORTER_ALONE`), as it never ends
+a job holding vertices, whose workers the general way locks in order.
 
 Whatever these functions cannot decide they answer with None, having written nothing
 but the worker's ``last_seen`` (which the general way writes again): the caller commits
@@ -44,7 +46,7 @@ from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
-from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER
+from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import TAKE_BEST_BY_NAME, TAKE_BEST_CORE
 from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
@@ -56,7 +58,7 @@ from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 _LOCK_PULLER = Prebuilt(LOCK_PULLER)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
 _TAKE_BY_NAME = Prebuilt(TAKE_BEST_BY_NAME)
-_LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
+_LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
 #: The job's columns, first in the rows of the take and of the end.
