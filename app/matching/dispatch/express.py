@@ -10,9 +10,11 @@ back as its row: the Python around them was most of a pull's cost over HTTP (iss
 The second statement of each is the variant that names the worker by name
 (:data:`~.pull_plain.TAKE_BEST_BY_NAME`, :data:`~.finish_sql.END_BY_NAME_CORE`), so that
 both are sent in one pipeline (:func:`~app.db.prebuilt.rows_together`): BEGIN, one round
-trip, COMMIT. The finish's lock is leaner than the general way's (issue 38): it locks
-the reporting worker alone (:data:`~.finish_sql.LOCK_REPORTER_ALONE`), as it never ends
-a job holding vertices, whose workers the general way locks in order.
+trip, COMMIT. Each lock is leaner than the general way's (issue 38): the pull's
+(:data:`~.puller.LOCK_PULLER_ALONE`) leaves the worker's facts to the take by name,
+which reads them anyway, and the finish's (:data:`~.finish_sql.LOCK_REPORTER_ALONE`)
+locks the reporting worker alone, as it never ends a job holding vertices, whose workers
+the general way locks in order.
 
 Whatever these functions cannot decide they answer with None, having written nothing
 but the worker's ``last_seen`` (which the general way writes again): the caller commits
@@ -49,13 +51,13 @@ from app.db.tables import JOBS
 from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import TAKE_BEST_BY_NAME, TAKE_BEST_CORE
-from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
+from app.matching.dispatch.puller import LOCK_PULLER_ALONE, Puller, puller_of_lock_and_facts
 from app.matching.domain_events import job_event
 from app.matching.liveness import REVIVE_PREBUILT, note_revived
 from app.matching.wakeups import job_taken, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
-_LOCK_PULLER = Prebuilt(LOCK_PULLER)
+_LOCK_PULLER = Prebuilt(LOCK_PULLER_ALONE)
 _TAKE_BEST = {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE.items()}
 _TAKE_BY_NAME = Prebuilt(TAKE_BEST_BY_NAME)
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
@@ -148,12 +150,15 @@ def _after_take(
     """What the lock and the take by name decided, or that the take by id must."""
     if not locked:
         return None
-    puller = puller_of(locked[0], worker_name)
+    # The take's last columns: ``eligible``, then the worker's facts (PULLER_FACTS).
+    ((*served, eligible, max_free, managed, complex_cluster, placed),) = taken
+    puller = puller_of_lock_and_facts(
+        locked[0], (max_free, managed, complex_cluster, placed), worker_name
+    )
     if puller.unknown:
         # The take by name served nothing (the worker is not active); the general way
         # makes it active again and logs it (app/matching/liveness.py).
         return None
-    ((*served, eligible),) = taken
     if eligible is not None:
         return _started(tuple(served), puller)
     # The take by name served nothing (see PLAIN_PULLER); the lock says why.
