@@ -186,11 +186,16 @@ class RoundTrips:
         """Round trips so far, over every traced connection."""
         if not self.postgres:
             return self._sqlite_count
+        return self.messages("Query", "Sync")
+
+    def messages(self, *kinds: str) -> int:
+        """PostgreSQL: the frontend messages of these kinds sent so far, over every traced
+        connection (``Bind`` and ``Query``: the statements run)."""
         total = 0
         for path in self._files:
             for line in path.read_text(errors="replace").splitlines():
                 parts = line.split("\t", 3)
-                if len(parts) >= 3 and parts[0] == "F" and parts[2] in ("Query", "Sync"):
+                if len(parts) >= 3 and parts[0] == "F" and parts[2] in kinds:
                     total += 1
         return total
 

@@ -10,7 +10,11 @@ back as its row: the Python around them was most of a pull's cost over HTTP (iss
 The second statement of each is the variant that names the worker by name
 (:data:`~.pull_plain.TAKE_BEST_BY_NAME`, :data:`~.finish_sql.END_BY_NAME_CORE`), so that
 both are sent in one pipeline (:func:`~app.db.prebuilt.rows_together`): BEGIN, one round
-trip, COMMIT.
+trip, COMMIT. Each lock is leaner than the general way's (issue 38): the pull's
+(:data:`~.puller.LOCK_PULLER_ALONE`) leaves the worker's facts to the take by name,
+which reads them anyway, and the finish's (:data:`~.finish_sql.LOCK_REPORTER_ALONE`)
+locks the reporting worker alone, as it never ends a job holding vertices, whose workers
+the general way locks in order.
 
 Whatever these functions cannot decide they answer with None, having written nothing
 but the worker's ``last_seen`` (which the general way writes again): the caller commits
@@ -44,7 +48,7 @@ from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
-from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER
+from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import (
     TAKE_BEST_BY_NAME,
@@ -52,13 +56,13 @@ from app.matching.dispatch.pull_plain import (
     TAKE_BEST_CORE,
     TAKE_BEST_CORE_WIDE,
 )
-from app.matching.dispatch.puller import LOCK_PULLER, Puller, puller_of
+from app.matching.dispatch.puller import LOCK_PULLER_ALONE, Puller, puller_of_lock_and_facts
 from app.matching.domain_events import job_event
 from app.matching.liveness import REVIVE_PREBUILT, note_revived
 from app.matching.wakeups import job_taken, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
-_LOCK_PULLER = Prebuilt(LOCK_PULLER)
+_LOCK_PULLER = Prebuilt(LOCK_PULLER_ALONE)
 #: By whether the pull is one of a batch (it looks at more heads: pull_plain.BATCH_HEADS),
 #: then by whether the worker has an inventory.
 _TAKE_BEST = {
@@ -66,7 +70,7 @@ _TAKE_BEST = {
     True: {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE_WIDE.items()},
 }
 _TAKE_BY_NAME = {False: Prebuilt(TAKE_BEST_BY_NAME), True: Prebuilt(TAKE_BEST_BY_NAME_WIDE)}
-_LOCK_REPORTER = Prebuilt(LOCK_REPORTER)
+_LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
 #: The job's columns, first in the rows of the take and of the end.
@@ -159,12 +163,15 @@ def _after_take(
     """What the lock and the take by name decided, or that the take by id must."""
     if not locked:
         return None
-    puller = puller_of(locked[0], worker_name)
+    # The take's last columns: ``eligible``, then the worker's facts (PULLER_FACTS).
+    ((*served, eligible, max_free, managed, complex_cluster, placed),) = taken
+    puller = puller_of_lock_and_facts(
+        locked[0], (max_free, managed, complex_cluster, placed), worker_name
+    )
     if puller.unknown:
         # The take by name served nothing (the worker is not active); the general way
         # makes it active again and logs it (app/matching/liveness.py).
         return None
-    ((*served, eligible),) = taken
     if eligible is not None:
         return _started(tuple(served), puller)
     # The take by name served nothing (see PLAIN_PULLER); the lock says why.

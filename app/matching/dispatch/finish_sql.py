@@ -83,6 +83,20 @@ LOCK_REPORTER = (
     .returning(WORKERS.c.id, _holds_vertices(), WORKERS.c.state == WorkerState.UNKNOWN)
 )
 
+#: The express finish's lock (app/matching/dispatch/express.py): the reporting worker
+#: alone, without :data:`LOCK_REPORTER`'s ordered ``FOR UPDATE`` of the workers the job
+#: holds vertices on (a lock record in the WAL, a sort and a join on every finish). The
+#: express way ends only a job that holds no vertices (:data:`END_BY_NAME_CORE` checks
+#: it after this lock) and never locks another worker, so it cannot take two workers'
+#: locks out of order; a job that holds vertices is left to the general way, in a
+#: transaction of its own that locks them all in id order. Same columns as LOCK_REPORTER.
+LOCK_REPORTER_ALONE = (
+    update(WORKERS)
+    .where(_REPORTER)
+    .values(last_seen=_NOW, updated_at=_NOW)
+    .returning(WORKERS.c.id, _holds_vertices(), WORKERS.c.state == WorkerState.UNKNOWN)
+)
+
 
 def _end(failed: bool, worker_id: Any = None) -> Any:
     return (

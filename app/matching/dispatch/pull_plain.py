@@ -38,7 +38,7 @@ from app.matching.dispatch.pull_claim import (
     book_first_room,
 )
 from app.matching.dispatch.pull_heads import BOUND, HEADS_PER_ROUND, PullerTerms, heads_statement
-from app.matching.dispatch.puller import PLAIN_PULLER, Puller
+from app.matching.dispatch.puller import PLAIN_PULLER, PULLER_FACTS, Puller
 from app.matching.dispatch.record import (
     Dispatch,
     dispatched_event_insert,
@@ -178,8 +178,10 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
     :func:`_take_best` needs of the order: PostgreSQL runs the statements of a pipeline
     one after the other, and each takes its snapshot when it starts. A worker the plain
     take may not serve (see PLAIN_PULLER) has no row there: every category then fails
-    ``slots <= NULL``, nothing is claimed, and the last column, ``eligible`` (the
-    worker's id, or NULL), says so."""
+    ``slots <= NULL``, nothing is claimed, and the column ``eligible`` (the worker's id,
+    or NULL) says so; the four after it are the worker's
+    :data:`~.puller.PULLER_FACTS`, for the express pull to decide by (it locks with
+    :data:`~.puller.LOCK_PULLER_ALONE`, which does not read them)."""
     me = PLAIN_PULLER
     take: Select[Any] = _take_best(
         False,
@@ -190,7 +192,20 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
         ),
         window,
     )
-    return take.add_columns(select(me.c.id).scalar_subquery().label("eligible"))
+    facts = PULLER_FACTS
+    return take.add_columns(
+        select(me.c.id).scalar_subquery().label("eligible"),
+        # What the express pull decides by when nothing was taken (express.py).
+        *(
+            select(column).scalar_subquery().label(column.name)
+            for column in (
+                facts.c.max_free,
+                facts.c.managed,
+                facts.c.complex_cluster,
+                facts.c.placed,
+            )
+        ),
+    )
 
 
 #: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.

@@ -78,15 +78,22 @@ def _has_inventory(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
 
 
 def _placed_waiting(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
-    return (
-        select(JOBS.c.id)
-        .where(
-            JOBS.c.worker_id == worker_id,
-            JOBS.c.state == JobState.RUNNING,
-            JOBS.c.awaiting_pickup.is_(True),
-        )
-        .exists()
+    """Whether the worker has a placed job it has not received yet: looked for among the
+    placed jobs only (ix_jobs_awaiting_pickup), and their state checked after.
+
+    ``OFFSET 0`` keeps the state test out of the inner query, where it would let the
+    planner read ``state = 'running'`` through ix_jobs_state_id instead: every pull did
+    so when the statistics saw few running jobs (after a bulk load, bench/pg_work.py),
+    and that scan walks the index entries of every job that ran since the last VACUUM
+    (each finish leaves its ``running`` entry behind): 22 index blocks per pull+finish
+    after 4,000 jobs, growing until autovacuum."""
+    placed = (
+        select(JOBS.c.state)
+        .where(JOBS.c.worker_id == worker_id, JOBS.c.awaiting_pickup.is_(True))
+        .offset(0)
+        .subquery("placed")
     )
+    return select(placed.c.state).where(placed.c.state == JobState.RUNNING).exists()
 
 
 LOCK_PULLER = (
@@ -106,24 +113,55 @@ LOCK_PULLER = (
     )
 )
 
-#: The worker named ``p_name`` (id, generation, largest free slot count) when a plain
-#: take may serve it: active, with room, no inventory, no Grid Engine values and no
-#: placed job to deliver; no row otherwise. What :data:`LOCK_PULLER` returns, read by a
-#: statement that runs after it (app/matching/dispatch/pull_plain.py's take by name), so
-#: that the two can be sent together.
-PLAIN_PULLER = (
+#: The express pull's lock (app/matching/dispatch/express.py): the worker by name,
+#: stamped, and what its row says; the rest of what :data:`LOCK_PULLER` reads (free
+#: slots, inventory, Grid Engine values, a placed job) the take by name reads in its own
+#: statement anyway (:data:`PULLER_FACTS`), after this lock and so no less exactly. Each
+#: was read twice per pull, five subqueries of each lock (issue 38).
+LOCK_PULLER_ALONE = (
+    update(WORKERS)
+    .where(WORKERS.c.name == bindparam("p_name"))
+    .values(last_seen=bindparam("p_now"), updated_at=bindparam("p_now"))
+    .returning(
+        WORKERS.c.id,
+        WORKERS.c.generation,
+        WORKERS.c.state == WorkerState.ACTIVE,
+        WORKERS.c.metadata_reported_at,
+        WORKERS.c.state == WorkerState.UNKNOWN,
+    )
+)
+
+#: The worker named ``p_name`` and what a pull must know of it (one row, none for an
+#: unknown name): :data:`LOCK_PULLER`'s subqueries, read once for the take by name's
+#: eligibility (:data:`PLAIN_PULLER`) and returned by it for the express pull's
+#: decisions (:func:`puller_of_lock_and_facts`).
+PULLER_FACTS = (
     select(
         WORKERS.c.id,
         WORKERS.c.generation,
+        (WORKERS.c.state == WorkerState.ACTIVE).label("active"),
         _max_free(WORKERS.c.id).label("max_free"),
+        _has_inventory(WORKERS.c.id).label("managed"),
+        _complex_values_exist(WORKERS.c.id).label("complex_cluster"),
+        _placed_waiting(WORKERS.c.id).label("placed"),
     )
+    .where(WORKERS.c.name == bindparam("p_name"))
+    .cte("facts")
+)
+
+#: The worker (id, generation, largest free slot count) when a plain take may serve it:
+#: active, with room, no inventory, no Grid Engine values and no placed job to deliver;
+#: no row otherwise. What :data:`LOCK_PULLER` returns, read by a statement that runs
+#: after it (app/matching/dispatch/pull_plain.py's take by name), so that the two can be
+#: sent together.
+PLAIN_PULLER = (
+    select(PULLER_FACTS.c.id, PULLER_FACTS.c.generation, PULLER_FACTS.c.max_free)
     .where(
-        WORKERS.c.name == bindparam("p_name"),
-        WORKERS.c.state == WorkerState.ACTIVE,
-        _max_free(WORKERS.c.id) > 0,
-        ~_has_inventory(WORKERS.c.id),
-        ~_complex_values_exist(WORKERS.c.id),
-        ~_placed_waiting(WORKERS.c.id),
+        PULLER_FACTS.c.active,
+        PULLER_FACTS.c.max_free > 0,
+        ~PULLER_FACTS.c.managed,
+        ~PULLER_FACTS.c.complex_cluster,
+        ~PULLER_FACTS.c.placed,
     )
     .cte("me")
 )
@@ -170,4 +208,28 @@ def puller_of(row: tuple[Any, ...], worker_name: str) -> Puller:
         reported_at,
         bool(placed),
         bool(unknown),
+    )
+
+
+def puller_of_lock_and_facts(
+    locked: tuple[Any, ...], facts: tuple[Any, ...], worker_name: str
+) -> Puller:
+    """The :class:`Puller` of a row :data:`LOCK_PULLER_ALONE` returned and the
+    :data:`PULLER_FACTS` columns (max_free, managed, complex_cluster, placed) the take by
+    name returned after it."""
+    worker_id, generation, active, reported_at, unknown = locked
+    max_free, managed, complex_cluster, placed = facts
+    return puller_of(
+        (
+            worker_id,
+            generation,
+            active,
+            max_free,
+            managed,
+            complex_cluster,
+            reported_at,
+            placed,
+            unknown,
+        ),
+        worker_name,
     )

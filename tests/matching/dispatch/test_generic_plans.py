@@ -205,7 +205,7 @@ def test_the_take_by_name_settles_on_a_generic_plan(postgres: Database) -> None:
             generic = connection.scalar(
                 text(
                     "SELECT generic_plans FROM pg_prepared_statements"
-                    " WHERE statement LIKE 'WITH me AS%'"
+                    " WHERE statement LIKE 'WITH facts AS%'"
                 )
             )
     with postgres.engine.connect() as connection:
