@@ -496,13 +496,19 @@ def _job_rows(client: TestClient, admin: dict[str, str], job_id: int) -> tuple[A
 
 
 @pytest.mark.parametrize(
-    ("resources", "state"), [("os: linux", "waiting"), ("os: plan9", "failed")]
+    ("request_fields", "state"),
+    [
+        ({"resources": "os: linux"}, "waiting"),
+        ({"resources": "os: plan9"}, "failed"),
+        ({"constraint": {"properties": ["ssd"]}, "slots": 1, "verify": "w"}, "failed"),
+        ({"requires": "host:node[0-1]"}, "failed"),
+    ],
 )
 def test_a_submission_answers_as_its_route(
     client: TestClient,
     admin_headers: dict[str, str],
     database: Database,
-    resources: str,
+    request_fields: dict[str, Any],
     state: str,
 ) -> None:
     """Issue 38: the lane stores a plain job of a known category on the event loop's
@@ -511,7 +517,7 @@ def test_a_submission_answers_as_its_route(
     at once with "No suitable worker found")."""
     register(client, admin_headers, "w1", "os: linux")
     body: dict[str, Any] = {
-        "resources": resources,
+        **request_fields,
         "command": ["echo", "hi"],
         "timeout": 60,
         "priority": 3,
