@@ -56,7 +56,8 @@ TRANSACTION_RETRIES = Counter(
 )
 EXPRESS_REQUESTS = Counter(
     "jobmatch_express_requests_total",
-    "Pulls and finishes the express lane saw (operation), answered itself (outcome=served) "
+    "Pulls, finishes and submissions the express lane saw (operation), answered itself "
+    "(outcome=served) "
     "or handed to the full route (outcome=handed_over: an error to word, a long poll, ...).",
     ["operation", "outcome"],
 )

@@ -14,7 +14,11 @@ through the same functions the routes call (:func:`app.api.routes.workers.pull_o
 * ``POST /v1/workers/{name}/pull`` without a query string (no long poll), by the
   worker's own token;
 * ``POST /v1/jobs/{job_id}/finish`` by a worker token, with a JSON body that
-  :class:`~app.api.schemas.jobs.FinishIn` accepts.
+  :class:`~app.api.schemas.jobs.FinishIn` accepts;
+* ``POST /v1/jobs`` (issue 38) by a submitter's or an admin's token, without a query
+  string or an Idempotency-Key, with a JSON body that :class:`~app.api.schemas.jobs.JobIn`
+  accepts and that needs nothing but SQL (app/matching/express_submission.py), of a
+  category that exists: on the event loop's connection only, in two statements.
 
 Everything else goes to FastAPI, as does any request the lane cannot answer with a
 success: a wrong token, a path parameter or body the route would refuse, an error of the
@@ -64,6 +68,7 @@ from app.api.schemas.jobs import (
     EndedOut,
     FinishedIn,
     FinishIn,
+    JobIn,
     JobOut,
     PullBatchIn,
     PullBatchOut,
@@ -74,9 +79,11 @@ from app.db.engine import Database
 from app.db.event_loop import CommitOutcomeUnknownError, EventLoopConnections
 from app.db.models import Role
 from app.db.retry import retry_reason
+from app.matching import express_submission
 from app.matching.dispatch import express as express_dispatch
 from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.errors import MatchingError
+from app.matching.requests import JobSpec, ParsedRequest
 from app.metrics import EXPRESS_REQUESTS, TRANSACTION_RETRIES
 from app.settings import Settings
 
@@ -93,6 +100,9 @@ _BATCH_QUERY = re.compile(rb"(?:max=([1-9][0-9]{0,3}))?")
 PULL_OPERATION = "pull_job"
 FINISH_OPERATION = "finish_job"
 BATCH_OPERATION = "pull_batch"
+SUBMIT_OPERATION = "submit_job"
+#: The path of a single submission.
+_SUBMIT_PATH = "/v1/jobs"
 #: The JSON of a job's answer, as FastAPI writes a response model (by alias).
 _JOB_JSON = TypeAdapter(JobOut)
 _BATCH_JSON = TypeAdapter(PullBatchOut)
@@ -124,11 +134,23 @@ class ExpressLane:
         self.pull_route = by_operation[PULL_OPERATION]
         self.finish_route = by_operation[FINISH_OPERATION]
         self.batch_route = by_operation[BATCH_OPERATION]
+        self.submit_route = by_operation[SUBMIT_OPERATION]
         #: PostgreSQL runs the common pull and finish without a Session
         #: (app/matching/dispatch/express.py); elsewhere the general way serves.
         self.express_sql = database.dialect_name == "postgresql"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == _SUBMIT_PATH and scope["method"] == "POST":
+            submitter = _submitter_of(scope)
+            if submitter is not None:
+                replay = await self._submit(scope, receive, send, submitter)
+                if replay is None:
+                    EXPRESS_REQUESTS.labels("submit", "served").inc()
+                    return
+                EXPRESS_REQUESTS.labels("submit", "handed_over").inc()
+                receive = replay
+            await self.app(scope, receive, send)
+            return
         worker = _worker_of(scope) if scope["type"] == "http" else None
         if worker is not None and scope["method"] == "POST":
             path = scope["path"]
@@ -248,6 +270,63 @@ class ExpressLane:
         out = PullBatchOut(finished=ended, jobs=outcome.job or [], placed=placed)
         await _respond(send, 200, _BATCH_JSON.dump_json(out, by_alias=True), headers)
         return None
+
+    async def _submit(
+        self, scope: Scope, receive: Receive, send: Send, submitter: str
+    ) -> Receive | None:
+        """Answer a plain submission (app/matching/express_submission.py) on the event
+        loop's connection: None once answered, else the receive that gives FastAPI the
+        body as the lane read it (as :meth:`_finish`). Only the event loop's way serves
+        it; where that pool is not, the route does."""
+        pool = self.loop_connections
+        if scope.get("query_string") or pool is None or not pool.usable():
+            return receive  # a query the route checks, or no loop's way
+        if _header(scope, b"content-type") != b"application/json":
+            return receive  # the route checks other media types
+        if _header(scope, b"idempotency-key") is not None:
+            return receive  # the route keeps the key with the job
+        body, replay = await _read_body(receive)
+        if body is None:
+            return replay
+        try:
+            job_in = JobIn.model_validate(json.loads(body))
+        except (ValueError, ValidationError):
+            return replay  # the route words the 422
+        if job_in.tasks is not None or job_in.task_concurrency is not None:
+            return replay  # the route refuses an array job
+        spec = job_in.spec()
+        request = express_submission.plain_request(spec)
+        if request is None:
+            return replay  # Grid Engine, a task, a jobspec, or an error to word
+        try:
+            answered = await self._submit_on_loop(spec, request, submitter)
+        except Exception as error:
+            return None if await _answered_or_handed_over(scope, send, error) else replay
+        if answered is None:
+            return replay  # a new category: rolled back, the route creates it
+        job_id, answer = answered
+        scope["route"] = self.submit_route
+        await _respond(send, 201, answer, [(b"location", f"/v1/jobs/{job_id}".encode())])
+        return None
+
+    async def _submit_on_loop(
+        self, spec: JobSpec, request: ParsedRequest, submitter: str
+    ) -> tuple[int, bytes] | None:
+        """The submission in a transaction of its own, its answer written before the
+        commit; None (rolled back, nothing stored) when the general way must decide."""
+        assert self.loop_connections is not None
+        try:
+            async with self.loop_connections.transaction() as transaction:
+                submitted = await express_submission.submit_on_loop(
+                    transaction, spec, request, submitter=submitter, now=utcnow()
+                )
+                if submitted is None:
+                    raise _General
+                answer = _JOB_JSON.dump_json(job_body(submitted.job, None), by_alias=True)
+        except _General:
+            return None
+        express_submission.note_submission(submitted)
+        return submitted.job.id, answer
 
     async def _batch_on_loop(
         self, worker: str, reports: list[FinishedIn], count: int
@@ -459,6 +538,15 @@ def _worker_of(scope: Scope) -> str | None:
     """The worker the token gate authenticated, None for any other caller."""
     principal = scope.get(PRINCIPAL_SCOPE_KEY)
     if isinstance(principal, Principal) and principal.role is Role.WORKER:
+        return principal.subject
+    return None
+
+
+def _submitter_of(scope: Scope) -> str | None:
+    """The submitter (or admin) the token gate authenticated, None for any other
+    caller."""
+    principal = scope.get(PRINCIPAL_SCOPE_KEY)
+    if isinstance(principal, Principal) and principal.role in (Role.ADMIN, Role.SUBMITTER):
         return principal.subject
     return None
 

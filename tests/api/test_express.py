@@ -32,6 +32,7 @@ from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
 from app.db.event_loop import EventLoopConnections
 from app.db.models import Role
+from app.db.notify import CHANNEL
 from app.settings import Settings
 from tests.support.http_api import register, submit
 
@@ -54,14 +55,14 @@ def _served(operation: str, outcome: str) -> float:
 class Ways:
     """The lane's counters before a step, to tell afterwards which way requests went."""
 
-    def __init__(self) -> None:
+    def __init__(self, operations: tuple[str, ...] = ("pull", "finish", "batch")) -> None:
+        self.operations = operations
         self.before = self._now()
 
-    @staticmethod
-    def _now() -> dict[tuple[str, str], float]:
+    def _now(self) -> dict[tuple[str, str], float]:
         return {
             (operation, outcome): _served(operation, outcome)
-            for operation in ("pull", "finish", "batch")
+            for operation in self.operations
             for outcome in ("served", "handed_over")
         }
 
@@ -481,3 +482,165 @@ def test_on_postgresql_the_lane_serves_a_batch_without_a_thread(
     assert again.status_code == 200, again.text
     assert [e["state"] for e in again.json()["finished"]] == ["finished"] * 3
     assert ways.since() == {("batch", "handed_over"): 1}
+
+
+def _job_rows(client: TestClient, admin: dict[str, str], job_id: int) -> tuple[Any, ...]:
+    """What is stored of a job: its representation and its history, masked where two
+    jobs submitted side by side differ."""
+    job = client.get(f"/v1/jobs/{job_id}", headers=admin).json()
+    events = client.get(f"/v1/jobs/{job_id}/history", headers=admin).json()["events"]
+    return (
+        {key: ("<varies>" if key in _VOLATILE else value) for key, value in job.items()},
+        [(event["kind"], event["worker"], event["detail"]) for event in events],
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "state"),
+    [
+        ({"resources": "os: linux"}, "waiting"),
+        ({"resources": "os: plan9"}, "failed"),
+        ({"constraint": {"properties": ["ssd"]}, "slots": 1, "verify": "w"}, "failed"),
+        ({"requires": "host:node[0-1]"}, "failed"),
+    ],
+)
+def test_a_submission_answers_as_its_route(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    request_fields: dict[str, Any],
+    state: str,
+) -> None:
+    """Issue 38: the lane stores a plain job of a known category on the event loop's
+    connection; the same body with a charset parameter reaches the route. Both answer
+    alike (201, Location, the job) and store alike, a job no worker fits too (failed
+    at once with "No suitable worker found")."""
+    register(client, admin_headers, "w1", "os: linux")
+    body: dict[str, Any] = {
+        **request_fields,
+        "command": ["echo", "hi"],
+        "timeout": 60,
+        "priority": 3,
+    }
+    assert client.post("/v1/jobs", json=body, headers=admin_headers).status_code == 201
+    on_loop = database.dialect_name == "postgresql"
+
+    ways = Ways(("submit",))
+    lane = client.post("/v1/jobs", json=body, headers=admin_headers)
+    route = client.post(
+        "/v1/jobs", content=json.dumps(body), headers={**admin_headers, **_ROUTE_JSON}
+    )
+    expected = (
+        {("submit", "served"): 1, ("submit", "handed_over"): 1}
+        if on_loop
+        else {("submit", "handed_over"): 2}
+    )
+    assert ways.since() == expected
+    assert lane.status_code == route.status_code == 201, (lane.text, route.text)
+    assert lane.json()["state"] == state
+    assert lane.headers["location"] == f"/v1/jobs/{lane.json()['id']}"
+    assert route.headers["location"] == f"/v1/jobs/{route.json()['id']}"
+    _same_answers(lane, route)
+    assert _job_rows(client, admin_headers, lane.json()["id"]) == _job_rows(
+        client, admin_headers, route.json()["id"]
+    )
+    # The answer is the job as stored.
+    stored = client.get(f"/v1/jobs/{lane.json()['id']}", headers=admin_headers).json()
+    assert stored == lane.json()
+
+
+def test_the_route_takes_over_every_submission_the_lane_cannot_decide(
+    client: TestClient, admin_headers: dict[str, str], database: Database
+) -> None:
+    """A new category, an Idempotency-Key, a query string, a body the route refuses, a
+    Grid Engine field, an array job: each goes to the route (counted as handed over),
+    which answers as it always did, and the lane's attempt stored nothing."""
+    register(client, admin_headers, "w1", "os: linux")
+    json_headers = {**admin_headers, "Content-Type": "application/json"}
+    ways = Ways(("submit",))
+    new_category = client.post("/v1/jobs", json={"resources": "os: linux"}, headers=admin_headers)
+    assert new_category.status_code == 201, new_category.text
+    keyed = client.post(
+        "/v1/jobs",
+        json={"resources": "os: linux"},
+        headers={**admin_headers, "Idempotency-Key": "k1"},
+    )
+    assert keyed.status_code == 201, keyed.text
+    replayed = client.post(
+        "/v1/jobs",
+        json={"resources": "os: linux"},
+        headers={**admin_headers, "Idempotency-Key": "k1"},
+    )
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json()["id"] == keyed.json()["id"]
+    queried = client.post("/v1/jobs?x=1", json={"resources": "os: linux"}, headers=admin_headers)
+    assert queried.status_code == 201, queried.text
+    invalid = client.post("/v1/jobs", json={"priority": "high"}, headers=admin_headers)
+    assert invalid.status_code == 422, invalid.text
+    assert [error["field"] for error in invalid.json()["errors"]] == ["body.priority"]
+    broken = client.post("/v1/jobs", content=b'{"resources": ', headers=json_headers)
+    assert broken.status_code == 422, broken.text
+    bad_tags = client.post("/v1/jobs", json={"resources": "os: linux;;;:"}, headers=admin_headers)
+    assert bad_tags.status_code == 422, bad_tags.text
+    project = client.post("/v1/jobs", json={"project": "nope"}, headers=admin_headers)
+    assert project.status_code == 422, project.text
+    assert "does not exist" in project.text
+    array = client.post("/v1/jobs", json={"tasks": "1-3"}, headers=admin_headers)
+    assert array.status_code == 422, array.text
+    verify = client.post("/v1/jobs", json={"verify": "e"}, headers=admin_headers)
+    assert verify.status_code in (201, 422), verify.text
+    assert ways.since() == {("submit", "handed_over"): 10}
+    # Nothing stored twice: one job per 201.
+    created = [r for r in (new_category, keyed, queried, verify) if r.status_code == 201]
+    listed = client.get("/v1/jobs", headers=admin_headers).json()["items"]
+    assert sorted(job["id"] for job in listed) == sorted(r.json()["id"] for r in created)
+
+    # A worker's token is not a submitter's: the route's 403, not counted.
+    worker = register(client, admin_headers, "w2")
+    ways = Ways(("submit",))
+    refused = client.post("/v1/jobs", json={"resources": "os: linux"}, headers=worker)
+    assert refused.status_code == 403, refused.text
+    assert ways.since() == {}
+
+    # Once the category exists the lane serves the plain body (on PostgreSQL).
+    ways = Ways(("submit",))
+    served = client.post("/v1/jobs", json={"resources": "os: linux"}, headers=admin_headers)
+    assert served.status_code == 201, served.text
+    outcome = "served" if database.dialect_name == "postgresql" else "handed_over"
+    assert ways.since() == {("submit", outcome): 1}
+
+
+def test_on_postgresql_the_lane_submits_without_the_route(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plain submission of a known category never reaches the general way, and its
+    statement announces the waiting job (as the route does at its commit)."""
+    if database.dialect_name != "postgresql":
+        pytest.skip("the event loop's way is PostgreSQL's")
+    worker = register(client, admin_headers, "w1", "os: linux")
+    submit(client, admin_headers, "os: linux")
+    assert client.post("/v1/workers/w1/pull", headers=worker).status_code == 200
+
+    def no_route(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the submission went the general way")
+
+    monkeypatch.setattr("app.matching.submission.submit_job", no_route)
+    listener = psycopg.connect(
+        str(database.engine.url.set(drivername="postgresql")), autocommit=True
+    )
+    try:
+        listener.execute(f"LISTEN {CHANNEL}")
+        ways = Ways(("submit",))
+        jobs = []
+        for _ in range(3):
+            done = client.post("/v1/jobs", json={"resources": "os: linux"}, headers=admin_headers)
+            assert done.status_code == 201, done.text
+            jobs.append(done.json())
+        assert ways.since() == {("submit", "served"): 3}
+        payloads = [note.payload for note in listener.notifies(timeout=2, stop_after=3)]
+    finally:
+        listener.close()
+    assert payloads == [f"c{jobs[0]['category_id']}"] * 3
