@@ -17,7 +17,7 @@ through the same functions the routes call (:func:`app.api.routes.workers.pull_o
   :class:`~app.api.schemas.jobs.FinishIn` accepts;
 * ``POST /v1/jobs`` (issue 38) by a submitter's or an admin's token, without a query
   string or an Idempotency-Key, with a JSON body that :class:`~app.api.schemas.jobs.JobIn`
-  accepts and that needs nothing but SQL (app/matching/express_submission.py), of a
+  accepts and that needs nothing but SQL (app/matching/submission/express.py), of a
   category that exists: on the event loop's connection only, in two statements.
 
 Everything else goes to FastAPI, as does any request the lane cannot answer with a
@@ -79,11 +79,11 @@ from app.db.engine import Database
 from app.db.event_loop import CommitOutcomeUnknownError, EventLoopConnections
 from app.db.models import Role
 from app.db.retry import retry_reason
-from app.matching import express_submission
 from app.matching.dispatch import express as express_dispatch
 from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.errors import MatchingError
 from app.matching.requests import JobSpec, ParsedRequest
+from app.matching.submission import express as express_submission
 from app.metrics import EXPRESS_REQUESTS, TRANSACTION_RETRIES
 from app.settings import Settings
 
@@ -274,7 +274,7 @@ class ExpressLane:
     async def _submit(
         self, scope: Scope, receive: Receive, send: Send, submitter: str
     ) -> Receive | None:
-        """Answer a plain submission (app/matching/express_submission.py) on the event
+        """Answer a plain submission (app/matching/submission/express.py) on the event
         loop's connection: None once answered, else the receive that gives FastAPI the
         body as the lane read it (as :meth:`_finish`). Only the event loop's way serves
         it; where that pool is not, the route does."""

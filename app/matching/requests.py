@@ -251,7 +251,7 @@ def _check_totals(field_name: str, resources: rfc14.Resources) -> None:
 def check_job_fields(spec: JobSpec) -> None:
     """The checks of the fields that jobs of one request may differ in (priority,
     command, timeout): what a bulk submission checks for each job whose request it has
-    parsed already (app/matching/bulk_submission.py)."""
+    parsed already (app/matching/submission/bulk.py)."""
     _check_priority(spec)
     _check_command(spec)
 

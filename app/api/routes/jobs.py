@@ -38,7 +38,6 @@ from app.api.schemas.jobs import (
 )
 from app.db.models import Job, JobState, Role, WorkerState
 from app.matching import (
-    bulk_submission,
     candidates,
     history,
     idempotency,
@@ -52,6 +51,7 @@ from app.matching.dispatch import pull as dispatch
 from app.matching.errors import InvalidFieldError
 from app.matching.gridengine import explain as gridengine_explain
 from app.matching.late_reports import LateReportError
+from app.matching.submission import bulk as bulk_submission
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=RetryingRoute)
 

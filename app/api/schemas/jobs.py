@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.schemas.common import BodyInt, JobIdField, Text, WorkerNameField, WorkerStateField
 from app.db.models import JobEventKind, JobState
-from app.matching.bulk_submission import BulkItem
 from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.submission import JobSpec
+from app.matching.submission.bulk import BulkItem
 
 #: One realistic job per notation, for the OpenAPI document (tests/api/test_openapi.py
 #: submits each of them).

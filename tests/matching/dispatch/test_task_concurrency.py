@@ -18,11 +18,11 @@ from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Job
 from app.matching import workers
-from app.matching.bulk_submission import BulkItem, submit_jobs
 from app.matching.dispatch import express
 from app.matching.dispatch import pull as dispatch
 from app.matching.readiness import explain_workers
 from app.matching.submission import JobSpec
+from app.matching.submission.bulk import BulkItem, submit_jobs
 from app.matching.workers import WorkerSpec
 from tests.matching.dispatch.test_express import _answer, _both_ways
 
