@@ -276,6 +276,18 @@ def libpq(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def analyze(url: str) -> None:
+    """ANALYZE the scratch database between an enqueue and its drain, for every system
+    alike: what autovacuum's auto-analyze does on a default server after thousands of
+    inserts. Without it, on a server with autovacuum off (this machine's), each drain ran
+    on the statistics of an empty table: jobmatch's drain, whose statements join jobs to
+    categories and queue instances, was planned for empty tables."""
+    import psycopg
+
+    with psycopg.connect(libpq(url), autocommit=True) as connection:
+        connection.execute("ANALYZE")
+
+
 def pairs(enqueues: list[str], drains: list[str]) -> list[tuple[str, str]]:
     """The (enqueue, drain) steps of a round: every mode once, in order, the shorter list
     starting over."""
@@ -341,6 +353,7 @@ def procrastinate_round(url: str, args: argparse.Namespace, results: Results) ->
                 list(ENQUEUE_MODES[PROCRASTINATE]), list(DRAIN_MODES[PROCRASTINATE])
             ):
                 results.add(await timed(meter, "enqueue", enqueue_mode, args.jobs, enqueue))
+                await asyncio.to_thread(analyze, url)
                 done[0] = 0
                 completions = Completions(meter, args.jobs)
                 # The job's final state is written by JobManager.finish_job, one call a job.
@@ -457,6 +470,7 @@ async def _pgqueuer_round(url: str, args: argparse.Namespace, results: Results) 
         results.add(figure(PGQUEUER, "enqueue", enqueue_mode, args.jobs, load, before, after, ""))
 
         # Drain: 8 queue managers, each on its own connection, until the queue is empty.
+        await asyncio.to_thread(analyze, url)
         batch = int(drain_mode.removeprefix("batch"))
         opened = await connections()
         managers = [QueueManager(Queries(PsycopgDriver(connection))) for connection in opened]
@@ -783,6 +797,7 @@ def jobmatch_round(url: str, args: argparse.Namespace, results: Results) -> None
             results.add(figure(JOBMATCH, "enqueue", enqueue_mode, done, load, before, after, note))
 
             # Drain: 8 worker threads, each its own worker and token.
+            analyze(url)
             shared = Shared(done, time.perf_counter() + args.timeout)
             tallies = [Tally() for _ in range(args.consumers)]
             threads = [
