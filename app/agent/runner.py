@@ -355,7 +355,8 @@ class Agent:
         with self._lock:
             if self.stopping.is_set():
                 return []  # the ends stay for _finish to report
-            ends, self._ends = self._ends, {}
+            # Only a batch pull carries ends (a single pull's agent reports each at once).
+            ends, self._ends = (self._ends, {}) if self._batch_supported else ({}, self._ends)
             self._pulling = True
         self._abandoned_ends = ends
         try:
