@@ -6,7 +6,8 @@ The outcome equals one :func:`app.matching.submission.submit_job` per job, in bo
 every body is checked before the first job is inserted. What the jobs of one request share
 is decided once per request: its checks and category (:func:`~.submission.prepare`),
 whether some worker fits it; the jobs, their history and the arrays are written with
-multi-row INSERT statements, and each category that got waiting jobs is announced once.
+one INSERT per table (arrays unnested on PostgreSQL, multi-row VALUES on SQLite), and
+each category that got waiting jobs is announced once.
 """
 
 from __future__ import annotations
