@@ -19,10 +19,11 @@ and gives back the jobs it left running and resends the outcomes, and only then 
 
 It pulls with batch pulls (``POST /v1/workers/{name}/pull-batch``): one request asks for
 a job for every free slot and carries the ends of the jobs that finished since the last
-one, so that a busy worker sends one request per job instead of two. A job that ends
-while a pull waits on the server is reported at once instead (its slot would otherwise
-stay booked for the whole wait). A server without batch pulls (404 or 405) gets single
-pulls and finishes, as before.
+one, so that a busy worker sends one request per job instead of two. A pull that carries
+ends does not wait on the server (its answer acknowledges them at once); the next one
+does. A job that ends while a pull waits on the server is reported at once instead (its
+slot would otherwise stay booked for the whole wait). A server without batch pulls (404
+or 405) gets single pulls and finishes, as before.
 
 On SIGTERM it stops pulling; running commands get ``grace`` seconds to finish (their
 results are reported as usual), after which they are terminated and their jobs returned to
@@ -160,6 +161,8 @@ class Agent:
         #: The ends the last pull carried: kept again when that pull is abandoned at a
         #: stop and its answer does not come (:meth:`_finish`).
         self._abandoned_ends: dict[int, Outcome] = {}
+        #: Whether the last pull asked the server to wait for work (long-poll).
+        self._waited = True
         #: False once the server answered a batch pull 404 or 405 (it has none).
         self._batch_supported = True
 
@@ -400,11 +403,12 @@ class Agent:
             self._abandoned = future
             return []
         self._refresh_wanted = self._refresh_wanted or self.client.refresh_requested
-        if not jobs and time.monotonic() - asked < self.options.wait / 2:
+        if not jobs and self._waited and time.monotonic() - asked < self.options.wait / 2:
             self.stopping.wait(self.options.poll_interval)  # the server does not long-poll
         return jobs
 
     def _pull_single(self) -> list[Job]:
+        self._waited = True
         job = self.client.pull(wait=self.options.wait)
         return [job] if job is not None else []
 
@@ -423,7 +427,11 @@ class Agent:
             for job_id, outcome in ends.items()
         ]
         try:
-            answer = self.client.pull_batch(reports, max_jobs=slots, wait=self.options.wait)
+            # A pull that carries ends does not wait: its answer acknowledges them (the
+            # spool forgets them then), and the express lane serves it; the next pull waits.
+            self._waited = not reports
+            wait = self.options.wait if self._waited else None
+            answer = self.client.pull_batch(reports, max_jobs=slots, wait=wait)
         except ApiError as error:
             if error.status in (404, 405):
                 log.warning("the server has no batch pull (%s); pulling one job at a time", error)

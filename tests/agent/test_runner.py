@@ -180,14 +180,14 @@ def test_the_next_batch_pull_carries_the_end_of_the_job_and_asks_for_every_free_
     that ended while no pull was on its way goes with the next pull, not as a finish of
     its own (with one slot, the job's end is what frees the slot for the next pull)."""
     server = ScriptedServer()
-    bodies: list[tuple[str, dict[str, object]]] = []
+    bodies: list[tuple[str, str | None, dict[str, object]]] = []
 
     def handle(request: httpx2.Request) -> httpx2.Response:
         path = request.url.path
         if path.endswith("/pull-batch"):
             server.calls.append(f"POST {path}")
             body = json.loads(request.content)
-            bodies.append((request.url.params["max"], body))
+            bodies.append((request.url.params["max"], request.url.params.get("wait"), body))
             if len(bodies) == 1:
                 return httpx2.Response(200, json=batch({**JOB, "id": 7}))
             ended = [
@@ -206,10 +206,11 @@ def test_the_next_batch_pull_carries_the_end_of_the_job_and_asks_for_every_free_
     agent = Agent(client, options)
     server.agent = agent
     assert agent.run() == 0
-    assert bodies[0] == (str(slots), {"finished": []})
+    assert bodies[0] == (str(slots), "5", {"finished": []})
     if slots == 1:
+        # The pull that carries the end does not wait: its answer acknowledges it at once.
         report = {"job_id": 7, "outcome": "finished", "exit_code": 0, "output": ""}
-        assert bodies[1:] == [("1", {"finished": [report]})]
+        assert bodies[1:] == [("1", None, {"finished": [report]})]
         assert not any(call.endswith("/finish") for call in server.calls)
 
 

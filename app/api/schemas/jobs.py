@@ -50,6 +50,11 @@ JOB_EXAMPLES: list[JsonValue] = [
 ]
 
 
+#: The fields of a job body that make it an array job: only the bulk submission takes
+#: them (POST /v1/jobs refuses them, and a single job's spec has none).
+ARRAY_FIELDS = frozenset({"tasks", "task_concurrency"})
+
+
 class JobIn(BaseModel):
     """A job's request, in one or several notations: Momotor tags (`resources`), Flux
     (`constraint` or `requires`, `shape` or `jobspec`), Grid Engine (`hard`, `soft`, `pe`)
@@ -159,7 +164,7 @@ class JobIn(BaseModel):
     def spec(self) -> JobSpec:
         """The submission as the services take it: JobSpec has the body's fields, by name
         (the array's, ``tasks`` and ``task_concurrency``, are the bulk submission's)."""
-        return JobSpec(**self.model_dump(exclude={"tasks", "task_concurrency"}))
+        return JobSpec(**self.model_dump(exclude=set(ARRAY_FIELDS)))
 
     def item(self) -> BulkItem:
         """The body as one item of a bulk submission."""
