@@ -15,6 +15,7 @@ Not a test: pytest never collects it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sqlite3
 import tempfile
@@ -204,3 +205,14 @@ class RoundTrips:
         self.engine.dispose()
         for path in self._files:
             path.unlink(missing_ok=True)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (``--rounds``, ``--jobs``)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text}")
+    return number

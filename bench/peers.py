@@ -93,7 +93,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._measure import postgres_server, processes_cpu, scratch_database  # noqa: E402
+from bench._measure import (  # noqa: E402
+    positive_int,
+    postgres_server,
+    processes_cpu,
+    scratch_database,
+)
 
 PROCRASTINATE = "procrastinate"
 PGQUEUER = "pgqueuer"
@@ -917,17 +922,17 @@ def postgres_version(url: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=_positive, default=3, help="rounds (default 3)")
-    parser.add_argument("--jobs", type=_positive, default=3000, help="jobs per mode (3000)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="rounds (default 3)")
+    parser.add_argument("--jobs", type=positive_int, default=3000, help="jobs per mode (3000)")
     parser.add_argument(
-        "--consumers", type=_positive, default=8, help="producers and consumers (default 8)"
+        "--consumers", type=positive_int, default=8, help="producers and consumers (default 8)"
     )
     parser.add_argument(
-        "--processes", type=_positive, default=2, help="jobmatch serve's processes (default 2)"
+        "--processes", type=positive_int, default=2, help="jobmatch serve's processes (default 2)"
     )
     parser.add_argument(
         "--bulk-size",
-        type=_positive,
+        type=positive_int,
         default=1000,
         help="jobs per batched enqueue: batch_defer, pgqueuer's list enqueue and jobmatch's"
         " POST /v1/jobs/bulk (default 1000; the route takes up to 1000)",
@@ -986,17 +991,6 @@ def main() -> None:
         print(f"mode {mode}: route not available")
     for text in ratios(results):
         print(text)
-
-
-def _positive(text: str) -> int:
-    """A whole number of 1 or more."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text}")
-    return number
 
 
 if __name__ == "__main__":
