@@ -53,17 +53,21 @@ and for enqueue, one line each (``ratio drain one-by-one/procrastinate 0.68``), 
 median of the rounds' ratios.
 
 The figures below came from procrastinate 3.10.0 and pgqueuer 1.6.0 on psycopg 3.3.9 and
-PostgreSQL 15.20, on this 2-CPU machine while other work ran beside it (load 7.5 to 9.2):
-``--rounds 1 --jobs 1000``, before the pull-batch and bulk routes existed, jobs/s::
+PostgreSQL 15.20 (autovacuum off: hence the ANALYZE before each drain), on this 2-CPU
+machine otherwise idle (load 0.7 at the start, 2.2 to 2.7 during the modes): the default
+``--rounds 3 --jobs 3000``, medians, jobs/s::
 
-    procrastinate  enqueue defer 430, batch_defer 11,167; drain worker 154
-    pgqueuer       enqueue one-by-one 558, batched 15,261; drain batch1 380, batch10 1,732
-    jobmatch       enqueue one-per-request 214; drain one-by-one 148
-    ratio drain one-by-one/procrastinate 0.96, /pgqueuer-batch1 0.39, /pgqueuer-batch10 0.09
+    procrastinate  enqueue defer 2,182, batch_defer 17,578; drain worker 704
+    pgqueuer       enqueue one-by-one 3,213, batched 44,521; drain batch1 927, batch10 5,572
+    jobmatch       enqueue one-per-request 1,046, bulk-submit 18,654;
+                   drain one-by-one 482, finish-carrying 504, batch-pull 710
+    ratio drain finish-carrying/procrastinate 0.71, /pgqueuer-batch1 0.56
+    ratio drain batch-pull/procrastinate 0.99, /pgqueuer-batch10 0.13
+    ratio enqueue bulk-submit/procrastinate-batch_defer 1.29, /pgqueuer-batched 0.41
 
-jobmatch's CPU per drained job: server 2.3 ms, PostgreSQL 3.4 ms (pgqueuer batch1: 1.3 ms
-PostgreSQL, 0.75 ms in its process; procrastinate: 1.0 ms and 1.2 ms). The run prints the
-versions it found. Not a test; never gates CI.
+CPU per drained job, finish-carrying: jobmatch's server 1.34 ms, PostgreSQL 2.12 ms
+(pgqueuer batch1: 1.22 ms PostgreSQL, 0.55 ms in its process; procrastinate: 0.74 ms and
+0.95 ms). The run prints the versions it found. Not a test; never gates CI.
 """
 
 from __future__ import annotations
