@@ -43,10 +43,11 @@ import time
 from collections.abc import Iterable
 from enum import Enum, auto
 from types import SimpleNamespace
+from typing import TypeVar
 
 import anyio.to_thread
 from fastapi.routing import APIRoute
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
@@ -106,6 +107,8 @@ _SUBMIT_PATH = "/v1/jobs"
 #: The JSON of a job's answer, as FastAPI writes a response model (by alias).
 _JOB_JSON = TypeAdapter(JobOut)
 _BATCH_JSON = TypeAdapter(PullBatchOut)
+#: A request body the lane parses (a finish, a batch pull's reports, a job).
+Parsed = TypeVar("Parsed", bound=BaseModel)
 
 
 class ExpressLane:
@@ -212,9 +215,8 @@ class ExpressLane:
         body, replay = await _read_body(receive)
         if body is None:
             return replay
-        try:
-            report = FinishIn.model_validate(json.loads(body))
-        except (ValueError, ValidationError):
+        report = _parsed(FinishIn, body)
+        if report is None:
             return replay  # the route words the 422
         try:
             answer = await self._finish_on_loop(worker, job_id, report)
@@ -250,10 +252,10 @@ class ExpressLane:
         elif media != b"application/json":
             return replay  # the route checks other media types
         else:
-            try:
-                reports = PullBatchIn.model_validate(json.loads(body)).finished
-            except (ValueError, ValidationError):
+            batch = _parsed(PullBatchIn, body)
+            if batch is None:
                 return replay  # the route words the 422
+            reports = batch.finished
             if len({report.job_id for report in reports}) != len(reports):
                 return replay  # a job reported twice: the route words the 422
         try:
@@ -288,9 +290,8 @@ class ExpressLane:
         body, replay = await _read_body(receive)
         if body is None:
             return replay
-        try:
-            job_in = JobIn.model_validate(json.loads(body))
-        except (ValueError, ValidationError):
+        job_in = _parsed(JobIn, body)
+        if job_in is None:
             return replay  # the route words the 422
         if job_in.tasks is not None or job_in.task_concurrency is not None:
             return replay  # the route refuses an array job
@@ -512,6 +513,14 @@ async def _answered_or_handed_over(scope: Scope, send: Send, error: Exception) -
 class _General(Exception):
     """Raised inside the event loop's transaction to roll it back: only the general way
     can decide this request."""
+
+
+def _parsed(model: type[Parsed], body: bytes) -> Parsed | None:
+    """The JSON body as ``model``, or None when the route must word its 422."""
+    try:
+        return model.model_validate(json.loads(body))
+    except (ValueError, ValidationError):
+        return None
 
 
 async def _read_body(receive: Receive) -> tuple[bytes | None, Receive]:
