@@ -431,3 +431,46 @@ def test_job_larger_than_any_inventory_fails_at_submission(
     assert client.post("/v1/workers/small/pull", headers=tokens).status_code == 204
     client.post(f"/v1/jobs/{six['id']}/finish", json={"outcome": "finished"}, headers=tokens)
     assert client.post("/v1/workers/small/pull", headers=tokens).json()["id"] == big["id"]
+
+
+def test_allocate_keeps_an_arrays_task_concurrency(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """qsub -tc (qsub(1) of Grid Engine 6.2u5: "allow users to limit concurrent array job
+    task execution") holds for the scheduler-side allocation as for a pull: with one task
+    of a -tc 1 array running, allocating the next is a 409, and explain says no; when the
+    first ends, the next is allocated."""
+    for i in range(4):
+        register(client, admin_headers, f"n{i}", NODE, rank=i)
+    shape = "node=2/slot/[core=3;gpu=1;memory=4{unit:GB}]"
+    answer = client.post(
+        "/v1/jobs/bulk",
+        json={"jobs": [{"shape": shape, "tasks": "1-2", "task_concurrency": 1}]},
+        headers=admin_headers,
+    )
+    assert answer.status_code == 201, answer.text
+    first, second = (job["id"] for job in answer.json()["jobs"])
+    started = client.post(f"/v1/jobs/{first}/allocate", headers=admin_headers)
+    assert started.status_code == 200, started.text
+    refused = client.post(f"/v1/jobs/{second}/allocate", headers=admin_headers)
+    assert_problem(refused, 409)
+    assert "task_concurrency" in refused.json()["detail"]
+    explained = client.get(f"/v1/jobs/{second}/explain", headers=admin_headers).json()
+    assert explained["summary"]["can_run_now"] == 0
+    assert not any(worker["can_run_now"] for worker in explained["workers"])
+    # Nothing of the refused allocation was booked: two nodes hold the first task only.
+    assert sum(free(client, admin_headers, f"n{i}") == FULL for i in range(4)) == 2
+    leader = started.json()["worker"]
+    token = client.post(
+        "/v1/tokens", json={"role": "worker", "subject": leader}, headers=admin_headers
+    )
+    assert token.status_code == 201, token.text
+    done = client.post(
+        f"/v1/jobs/{first}/finish",
+        json={"outcome": "finished"},
+        headers={"Authorization": f"Bearer {token.json()['token']}"},
+    )
+    assert done.status_code == 200, done.text
+    again = client.post(f"/v1/jobs/{second}/allocate", headers=admin_headers)
+    assert again.status_code == 200, again.text
+    assert again.json()["state"] == "running"

@@ -63,6 +63,7 @@ from app.matching.allocation.vertex_requests import (
 )
 from app.matching.allocation.vertices import Key, Vertex, dismantle
 from app.matching.dispatch import pull as dispatch
+from app.matching.dispatch import task_limits
 from app.matching.dispatch.record import record_placements
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.misfits import fits
@@ -464,6 +465,9 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     jobspec: str | None = row[1]
     if job.state is not JobState.WAITING:
         raise ConflictError(f"job {job_id} is {job.state.value}, not waiting")
+    if job.array_id is not None and task_limits.array_is_full(session, job):
+        # Before the placement's work: a full array's answer needs no placement (qsub -tc).
+        raise _array_full(job)
     attempt = find_placement(session, job, policy, jobspec)
     try:
         placement = attempt.outcome.placement
@@ -477,7 +481,13 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         dismantle(attempt.tree)
     leader = worker_ids[0]
     connection = session.connection()
-    one_statement = dialect.supports_writing_ctes(connection) and book_pg.disjoint(plan)
+    # A task of an array that limits its running tasks is counted under the array's lock,
+    # taken after the workers and the job (a pull takes the job with SKIP LOCKED, so it
+    # never waits for it while it holds the array): statement by statement.
+    limited = job.array_id is not None
+    one_statement = (
+        not limited and dialect.supports_writing_ctes(connection) and book_pg.disjoint(plan)
+    )
     if dialect.supports_skip_locked(connection) and not one_statement:
         # Row locks (PostgreSQL), in the usual order, in one statement; the one-statement
         # start takes the same locks first thing. SQLite serialises writers at BEGIN
@@ -487,7 +497,20 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         ).scalar_one()
         if state != JobState.WAITING:
             raise _not_waiting(session, job)
+    if (
+        limited
+        and job.array_id is not None
+        and not task_limits.array_has_room(session, job.array_id)
+    ):
+        raise _array_full(job)
     return start_placed(session, job, plan, leader, one_statement=one_statement, lock=worker_ids)
+
+
+def _array_full(job: Job) -> ConflictError:
+    return ConflictError(
+        f"job {job.id} is a task of array {job.array_id}, which runs as many tasks as its "
+        "task_concurrency (qsub -tc) allows; see its explanation"
+    )
 
 
 def placement_now(session: Session, job: Job, policy: Policy) -> list[int] | None:
@@ -495,6 +518,8 @@ def placement_now(session: Session, job: Job, policy: Policy) -> list[int] | Non
     start the waiting job on now, or None when it would answer 409: the decision of
     :func:`schedule_job` (the placement, then a free slot on the leader) without its
     bookings, for the explanation to say what an allocation does (issue 35)."""
+    if job.array_id is not None and task_limits.array_is_full(session, job):
+        return None
     attempt = find_placement(session, job, policy)
     try:
         placement = attempt.outcome.placement
