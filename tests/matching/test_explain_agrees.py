@@ -1,5 +1,6 @@
 """explain never contradicts itself, the SQL view or a pull (issue 21): on generated small
-clusters (Momotor tags, slots, slots in use, worker states, an RFC 31 property constraint),
+clusters (Momotor tags, slots, slots in use, worker states, an RFC 31 property constraint,
+the job a task of an array whose ``-tc`` limit its running tasks may have reached),
 each worker's ``eligible`` is ``v_category_fit``'s ``fits`` and its ``reason`` that view's
 code, and ``can_run_now`` is what a pull by that worker does with this one waiting job and
 no competitor: it gets the job exactly when explain says it can run it now."""
@@ -21,6 +22,7 @@ from app.matching.dispatch.pull import pull
 from app.matching.locks import worker_by_name
 from app.matching.readiness import DYNAMIC_REASONS, explain_workers
 from app.matching.requests import JobSpec
+from app.matching.submission.bulk import BulkItem, submit_jobs
 from app.matching.workers import WorkerSpec, upsert_worker
 from tests.support.thoroughness import examples
 
@@ -59,7 +61,29 @@ def jobs(draw: st.DrawFn) -> dict[str, Any]:
         "resources": _resources(tuple(draw(JOB_MODES) for _ in TAGS)),
         "slots": draw(st.integers(min_value=1, max_value=2)),
         "requires": draw(st.sampled_from([None, None, "ssd", "-ssd"])),
+        # None: a job of its own; else (tasks of its array running, the array's -tc).
+        "array": draw(st.sampled_from([None, None, (0, 1), (1, 1), (1, 2), (2, 2)])),
     }
+
+
+def _submit(session: Session, wanted: dict[str, Any]) -> Job:
+    """The job to explain: alone, or the last task of an array whose other tasks run
+    (marked running without a worker: only their count matters to -tc)."""
+    spec = JobSpec(
+        resources=wanted["resources"], slots=wanted["slots"], requires=wanted["requires"]
+    )
+    if wanted["array"] is None:
+        return submission.submit_job(session, spec, submitter="t")
+    running, limit = wanted["array"]
+    tasks = submit_jobs(
+        session, [BulkItem(spec, f"1-{running + 1}", limit)], submitter="t", max_tasks=10
+    )
+    session.execute(
+        update(Job)
+        .where(Job.id.in_([task.id for task in tasks[:running]]))
+        .values(state=JobState.RUNNING)
+    )
+    return submission.get_job(session, tasks[-1].id)
 
 
 def _empty(database: Database) -> None:
@@ -127,13 +151,7 @@ def test_explain_agrees_with_the_view_and_with_pull(
     _empty(database)
     with database.transaction() as session:
         _build(session, fleet)
-        job = submission.submit_job(
-            session,
-            JobSpec(
-                resources=wanted["resources"], slots=wanted["slots"], requires=wanted["requires"]
-            ),
-            submitter="t",
-        )
+        job = _submit(session, wanted)
         job_id, category_id = job.id, job.category_id
     with database.transaction() as session:
         listed = bool(session.scalar(select(Category.lists_fits).where(Category.id == category_id)))
@@ -161,4 +179,8 @@ def test_explain_agrees_with_the_view_and_with_pull(
         for verdict in verdicts:
             assert verdict.can_run_now == _pull_takes(session, verdict.worker, job_id), verdict
             assert verdict.can_run_now == (verdict.reason is None)
+        if wanted["array"] is not None and wanted["array"][0] >= wanted["array"][1]:
+            # A full array: no worker takes the task, and explain names -tc, not a shrug.
+            assert not any(v.can_run_now for v in verdicts)
+            assert not any(v.reason == "pull-declines" for v in verdicts), verdicts
         worker_by_name(session, verdicts[0].worker)  # the session is still usable
