@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from tests.databases import BACKENDS, fresh_database, migrated_database, run_directory
+from tests.databases import fresh_database, migrated_database, run_directory
 from tests.live_server import LiveServer
 
 
-@pytest.fixture(params=BACKENDS)
-def serving(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+@pytest.fixture
+def serving(backend: str, tmp_path: Path, pytestconfig: pytest.Config) -> Iterator[LiveServer]:
     """`jobmatch serve` on a fresh, migrated database of the backend."""
-    with migrated_database(request.param, tmp_path, run_directory(request.config)) as url:
+    with migrated_database(backend, tmp_path, run_directory(pytestconfig)) as url:
         server = LiveServer(url, tmp_path / "server.log")
         server.start()
         try:
