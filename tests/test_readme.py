@@ -15,6 +15,10 @@ Every ```sh block of README.md carries a mode in its fence's info string:
 
 The README speaks of the server at 127.0.0.1:8000 and of the tools in `.venv/bin/`; the test
 replaces them with its own server's address and its own interpreter's bin directory.
+
+The pages of docs/ listed in :data:`WALKTHROUGH_PAGES` mark their examples the same way, and
+each runs, on its own, against a fresh server of its own (issue 39: the worked examples of
+docs/choosing-a-notation.md).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ README_CREATEDB = "createdb -h 127.0.0.1 -U postgres jobmatch"
 README_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jobmatch"
 #: Bound on one run of the walk-through (it waits for the agent at most 90 s itself).
 WALKTHROUGH_TIMEOUT = 300
+#: Pages of docs/ whose shell blocks run as the README's do, each against a fresh server.
+WALKTHROUGH_PAGES = (REPOSITORY / "docs" / "choosing-a-notation.md",)
 
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 MODE = re.compile(r"walkthrough(?:=(?P<mode>skip|once|postgresql))?(?:\s+\((?P<reason>.+)\))?$")
@@ -60,9 +66,10 @@ class Block:
     body: str
 
 
-def readme_blocks() -> list[Block]:
-    """The README's shell blocks in order; a shell block without a known mode is an error."""
-    readme = README.read_text(encoding="utf-8")
+def readme_blocks(document: Path = README) -> list[Block]:
+    """The document's shell blocks in order; a shell block without a known mode is an error."""
+    readme = document.read_text(encoding="utf-8")
+    name = document.relative_to(REPOSITORY).as_posix()
     blocks = []
     for fence in FENCE.finditer(readme):
         language, _, rest = fence["info"].strip().partition(" ")
@@ -72,27 +79,28 @@ def readme_blocks() -> list[Block]:
         marker = MODE.fullmatch(rest.strip())
         if marker is None:
             raise AssertionError(
-                f"README.md line {line}: a shell block needs 'walkthrough', "
+                f"{name} line {line}: a shell block needs 'walkthrough', "
                 f"'walkthrough=once (reason)', 'walkthrough=postgresql' or "
                 f"'walkthrough=skip (reason)' after '{language}'"
             )
         mode = marker["mode"] or "run"
         if mode in ("skip", "once") and not marker["reason"]:
-            raise AssertionError(f"README.md line {line}: a {mode} block must say why")
+            raise AssertionError(f"{name} line {line}: a {mode} block must say why")
         blocks.append(Block(line, mode, marker["reason"] or "", fence["body"]))
     return blocks
 
 
-def script_of(blocks: list[Block], replacements: dict[str, str]) -> str:
-    """One bash script running the blocks in order; a failure names its block."""
+def script_of(blocks: list[Block], replacements: dict[str, str], name: str = "README.md") -> str:
+    """One bash script running the blocks in order; a failure names its block (of the
+    document ``name``)."""
     parts = [
-        "trap 'echo \"README.md: the block at line $README_LINE failed\" >&2' ERR",
+        f"trap 'echo \"{name}: the block at line $README_LINE failed\" >&2' ERR",
     ]
     for block in blocks:
         body = block.body
         for old, new in replacements.items():
             body = body.replace(old, new)
-        parts.append(f"README_LINE={block.line}\necho '>>> README.md line {block.line}'\n{body}")
+        parts.append(f"README_LINE={block.line}\necho '>>> {name} line {block.line}'\n{body}")
     return "\n".join(parts) + "\n"
 
 
@@ -122,19 +130,19 @@ def run_script(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Comple
     return subprocess.CompletedProcess(process.args, process.returncode, output)
 
 
-def failure_report(blocks: list[Block], output: str) -> str:
+def failure_report(blocks: list[Block], output: str, name: str = "README.md") -> str:
     """The failing block's text and what the script printed.
 
     The ERR trap names the block of a failing command; a shell that stops for another reason
     (an unset variable under -u) does not run the trap, so the last block started is named.
     """
-    started = re.findall(r"^>>> README.md line (\d+)$", output, re.MULTILINE)
+    started = re.findall(rf"^>>> {re.escape(name)} line (\d+)$", output, re.MULTILINE)
     failed = re.search(r"the block at line (\d+) failed", output)
     line = int(failed[1]) if failed else int(started[-1]) if started else None
     shown = [b for b in blocks if b.line == line]
     block_text = shown[0].body if shown else "(unknown block)\n"
     return (
-        f"README walk-through failed in the block at line {line}:\n{block_text}"
+        f"{name}'s walk-through failed in the block at line {line}:\n{block_text}"
         f"--- output ---\n{output}"
     )
 
@@ -171,6 +179,14 @@ def test_every_shell_block_has_a_mode() -> None:
 )
 def test_block_that_cannot_run_here(block: Block) -> None:
     pytest.skip(f"README.md line {block.line} is not run: {block.reason}")
+
+
+@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
+def test_docs_page_blocks_all_run(page: Path) -> None:
+    """A page's examples run against its own fresh server: none is skipped, and none is
+    for one database only (the README's PostgreSQL section sets one up of its own)."""
+    modes = {b.mode for b in readme_blocks(page)}
+    assert modes == {"run"}, f"{page.name}: blocks marked {sorted(modes - {'run'})}"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -210,6 +226,26 @@ def test_walkthrough_runs_as_written(readme_server: LiveServer, tmp_path: Path) 
     if on_sqlite:
         differ = re.findall(r"^scenarios: \d+ matched, (\d+) differ", result.stdout, re.MULTILINE)
         assert differ and set(differ) == {"0"}
+
+
+@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
+def test_docs_page_examples_run_as_written(
+    page: Path, readme_server: LiveServer, tmp_path: Path
+) -> None:
+    """A page's examples, in order, in one shell, against a fresh server of their own; each
+    example checks what the page says of it (`jq -e`), so a wrong claim fails here."""
+    name = page.relative_to(REPOSITORY).as_posix()
+    blocks = [b for b in readme_blocks(page) if b.mode == "run"]
+    assert blocks, f"{name} has no walkthrough blocks"
+    replacements = {
+        README_ADDRESS: f"127.0.0.1:{readme_server.port}",
+        ".venv/bin/": f"{Path(sys.executable).parent}/",
+    }
+    script = script_of(blocks, replacements, name)
+    assert README_ADDRESS not in script
+    result = run_script(script, scratch_directory(tmp_path), walkthrough_env(tmp_path))
+    assert result.returncode == 0, failure_report(blocks, result.stdout, name)
+    assert f">>> {name} line {blocks[-1].line}" in result.stdout
 
 
 @pytest.fixture
