@@ -94,8 +94,19 @@ def serve(
     import os
 
     from app.cli import metrics_dir
+    from app.cli.errors import CommandError, fail
+    from app.cli.listening import bind_listening_socket, listen_url
 
-    # First, before anything imports prometheus-client: every process counts in files there.
+    # The port first, before a line is logged or the database migrated (or a running
+    # server's metrics directory emptied): a taken one is one line and exit code 2.
+    try:
+        listener = bind_listening_socket(host, port)
+    except CommandError as error:
+        fail(error.message, error.code)
+    # --port 0 lets the system choose: the URL names the port it chose.
+    url = listen_url(host, listener.getsockname()[1])
+
+    # Then, before anything imports prometheus-client: every process counts in files there.
     metrics_dir.set_up()
 
     import logging
@@ -119,6 +130,8 @@ def serve(
     }
     # Each process's share of the rate limits (app/api/rate_limits.py).
     overrides["server_processes"] = workers
+    # Each process logs where it listens when it starts (app/api/app.py).
+    overrides["listen_url"] = url
     for field, value in overrides.items():
         if value is not None:
             # Through the environment: the worker processes (--workers) read their
@@ -140,7 +153,7 @@ def serve(
     if migrate_first:
         with database_errors(settings.database_url):
             migrate.upgrade(settings.database_url)
-    uvicorn.run(
+    config = uvicorn.Config(
         "app.api.app:create_app_from_environment",
         factory=True,
         host=host,
@@ -159,6 +172,24 @@ def serve(
         # again, forever (issue 25's multi-process test never saw one start).
         timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
+    _serve_on(config, listener)
+
+
+def _serve_on(config: Any, listener: Any) -> None:
+    """Serve with uvicorn on the socket `serve` bound, as `uvicorn.run` would serve on a
+    socket of its own: one process, or a supervisor of ``config.workers`` processes that
+    share the socket."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    if config.workers > 1:
+        Multiprocess(config, sockets=[listener]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run(sockets=[listener])
+    if not server.started:
+        # The application failed to start (its lifespan said so, in the log above).
+        raise typer.Exit(int(ExitCode.UNREACHABLE))
 
 
 #: Where `jobmatch demo` writes unless told otherwise: a file of its own, so that the demo's

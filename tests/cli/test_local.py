@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from app import cli as cli_module
+from app.cli import local
 from app.db import migrate
 from app.settings import get_settings
+from tests.live_server import free_port
 
 runner = CliRunner()
 
@@ -42,6 +44,24 @@ def server_processes_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     """serve tells its worker processes how many they are through the environment: set
     here first, so that the test's process gets its own back afterwards."""
     monkeypatch.setenv("JOBMATCH_SERVER_PROCESSES", "1")
+    monkeypatch.setenv("JOBMATCH_LISTEN_URL", "")
+
+
+Served = list[tuple[object, int]]
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Served:
+    """serve's uvicorn step replaced: each call's config and the port of the socket serve
+    bound (closed again, as the server would at its end)."""
+    calls: Served = []
+
+    def serve_on(config: object, listener: socket.socket) -> None:
+        calls.append((config, listener.getsockname()[1]))
+        listener.close()
+
+    monkeypatch.setattr(local, "_serve_on", serve_on)
+    return calls
 
 
 @pytest.fixture(autouse=True)
@@ -57,32 +77,40 @@ def logging_restored() -> Iterator[None]:
     root.setLevel(level)
 
 
-def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
-    result = runner.invoke(cli_module.cli, ["serve", "--port", "9999", "--workers", "2"])
+def test_serve_migrates_sqlite_first(sqlite_env: str, served: Served) -> None:
+    port = free_port()
+    result = runner.invoke(cli_module.cli, ["serve", "--port", str(port), "--workers", "2"])
     assert result.exit_code == 0, result.output
-    assert calls and calls[0]["port"] == 9999 and calls[0]["workers"] == 2
+    [(config, bound)] = served
+    assert bound == port and getattr(config, "workers", None) == 2
     assert os.environ["JOBMATCH_SERVER_PROCESSES"] == "2"
+    # The server processes learn where they listen, for their "listening on" line.
+    assert os.environ["JOBMATCH_LISTEN_URL"] == f"http://127.0.0.1:{port}"
     assert migrate.current_revisions_at(sqlite_env) == migrate.head_revisions()
 
 
-def test_serve_no_migrate_flag(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
-    assert runner.invoke(cli_module.cli, ["serve", "--no-migrate"]).exit_code == 0
+def test_serve_on_port_0_names_the_port_the_system_chose(sqlite_env: str, served: Served) -> None:
+    assert runner.invoke(cli_module.cli, ["serve", "--port", "0"]).exit_code == 0
+    [(_config, bound)] = served
+    assert bound > 0 and os.environ["JOBMATCH_LISTEN_URL"] == f"http://127.0.0.1:{bound}"
+
+
+def test_serve_no_migrate_flag(sqlite_env: str, served: Served) -> None:
+    assert runner.invoke(cli_module.cli, ["serve", "--no-migrate", "--port", "0"]).exit_code == 0
     assert migrate.current_revisions_at(sqlite_env) == set()
 
 
-def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_does_not_migrate_postgresql_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, served: Served
+) -> None:
     monkeypatch.setenv("JOBMATCH_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/x")
     get_settings.cache_clear()
     upgrades: list[str] = []
     monkeypatch.setattr(migrate, "upgrade", lambda url, *a, **k: upgrades.append(url))
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     try:
-        assert runner.invoke(cli_module.cli, ["serve"]).exit_code == 0
+        assert runner.invoke(cli_module.cli, ["serve", "--port", "0"]).exit_code == 0
         assert upgrades == []
-        assert runner.invoke(cli_module.cli, ["serve", "--migrate"]).exit_code == 0
+        assert runner.invoke(cli_module.cli, ["serve", "--port", "0", "--migrate"]).exit_code == 0
         assert len(upgrades) == 1
     finally:
         get_settings.cache_clear()
