@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from app import cli as cli_module
 from app.cli import local
 from app.db import migrate
+from app.db.engine import Database
+from app.matching.workers import WorkerSpec, upsert_worker
 from app.settings import get_settings
+from tests.cli.conftest import run_jobmatch
 from tests.live_server import free_port
 
 runner = CliRunner()
@@ -149,3 +153,56 @@ def test_demo_help_says_where_it_writes() -> None:
     result = runner.invoke(cli_module.cli, ["demo", "--help"])
     assert result.exit_code == 0
     assert "jobmatch-demo.db" in result.output and "--database-url" in result.output
+
+
+def test_demo_starts_afresh_each_run_unless_kept(tmp_path: Path) -> None:
+    """Issue 39: three runs of the demo gave 27 jobs, their ids and the dispatch moving."""
+    (tmp_path / "metrics").mkdir()  # own_metrics_directory's, which the program inherits
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = run_jobmatch("demo", "--database-url", url)
+    second = run_jobmatch("demo", "--database-url", url)
+    assert first.code == 0 and second.code == 0, (first, second)
+    # The same report both times: the same job ids, the same dispatch.
+    assert first.stdout == second.stdout
+    assert first.stdout.startswith(f"{url}: started afresh (--keep adds to what it holds")
+    assert "docs-worker  -> job 1\n" in second.stdout
+    assert _jobs_in(url) == 9
+
+    kept = run_jobmatch("demo", "--keep", "--database-url", url)
+    assert kept.code == 0, kept
+    assert kept.stdout.startswith(f"{url}: kept what it held (--keep): the demo adds to it")
+    assert "job 10 [" in kept.stdout and "docs-worker  -> job 1\n" not in kept.stdout
+    assert _jobs_in(url) == 18
+
+
+def test_demo_never_starts_afresh_a_database_that_is_not_its_own(
+    tmp_path: Path, sqlite_env: str
+) -> None:
+    """A database holding a worker or a job the demo did not put there is refused, whole."""
+    (tmp_path / "metrics").mkdir()  # own_metrics_directory's, which the program inherits
+    migrate.upgrade(sqlite_env)
+    database = Database(sqlite_env)
+    try:
+        with database.transaction() as session:
+            upsert_worker(session, WorkerSpec(name="build-7"))
+    finally:
+        database.dispose()
+    before = Path(sqlite_env.removeprefix("sqlite:///")).read_bytes()
+    refused = run_jobmatch("demo", "--database-url", sqlite_env)
+    assert refused.code == 2, refused
+    assert refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"error: {sqlite_env} holds what the demo did not put there (worker build-7): the demo "
+        "starts afresh only a database of its own; name another with --database-url, or add "
+        "to this one with --keep"
+    ]
+    assert Path(sqlite_env.removeprefix("sqlite:///")).read_bytes() == before
+
+
+def _jobs_in(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return int(connection.execute(text("SELECT count(*) FROM jobs")).scalar_one())
+    finally:
+        engine.dispose()
