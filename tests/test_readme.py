@@ -13,8 +13,13 @@ Every ```sh block of README.md carries a mode in its fence's info string:
 - ```` ```sh walkthrough=skip (reason) ````: cannot run here (it serves forever, needs Docker
   or systemd, runs the whole suite); reported as a skipped test with its reason.
 
-The README speaks of the server at 127.0.0.1:8000 and of the tools in `.venv/bin/`; the test
-replaces them with its own server's address and its own interpreter's bin directory.
+The walk-through takes the server's address from JOBMATCH_URL: its first line keeps the
+value the reader set and otherwise sets `make run`'s default, http://127.0.0.1:8000. The test
+sets JOBMATCH_URL to its own server, on another port, as a reader who ran `make run
+PORT=...` does (issue 39: the address was written out in some 60 places, and `make run
+PORT=...` changed none of them); the README's default appears nowhere else in the blocks.
+The README speaks of the tools in `.venv/bin/`; the test replaces that with its own
+interpreter's bin directory.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from tests.live_server import LiveServer
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
+#: `make run`'s address, which the walk-through's first line sets when JOBMATCH_URL is unset.
 README_ADDRESS = "127.0.0.1:8000"
+README_URL_DEFAULT = 'export JOBMATCH_URL="${JOBMATCH_URL:-http://127.0.0.1:8000}"'
 README_ADMIN_TOKEN = "dev-admin-token"
 #: The PostgreSQL section's server and database, replaced by a fresh database of the test's.
 README_CREATEDB = "createdb -h 127.0.0.1 -U postgres jobmatch"
@@ -151,10 +158,13 @@ def scratch_directory(tmp_path: Path) -> Path:
     return scratch
 
 
-def walkthrough_env(tmp_path: Path) -> dict[str, str]:
-    """The shell's environment: nothing of the developer's JOBMATCH_ settings leaks in."""
+def walkthrough_env(tmp_path: Path, url: str | None = None) -> dict[str, str]:
+    """The shell's environment: nothing of the developer's JOBMATCH_ settings leaks in;
+    JOBMATCH_URL is ``url`` when given, as a reader exports it for a server on another port."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
     env["TMPDIR"] = str(tmp_path)
+    if url is not None:
+        env["JOBMATCH_URL"] = url
     return env
 
 
@@ -191,18 +201,21 @@ def test_walkthrough_runs_as_written(readme_server: LiveServer, tmp_path: Path) 
     on_sqlite = readme_server.database_url.startswith("sqlite")
     modes = ("run", "once") if on_sqlite else ("run",)
     blocks = [b for b in readme_blocks() if b.mode in modes]
-    replacements = {
-        README_ADDRESS: f"127.0.0.1:{readme_server.port}",
-        ".venv/bin/": f"{Path(sys.executable).parent}/",
-    }
-    script = script_of(blocks, replacements)
-    assert README_ADDRESS not in script
-    result = run_script(script, scratch_directory(tmp_path), walkthrough_env(tmp_path))
+    # The walk-through runs against a server that is not on make run's port, with only
+    # JOBMATCH_URL saying where it is: every command must take the address from it.
+    assert readme_server.port != 8000
+    script = script_of(blocks, {".venv/bin/": f"{Path(sys.executable).parent}/"})
+    assert script.count(README_ADDRESS) == 1, "only the first block may name make run's port"
+    assert README_URL_DEFAULT in script
+    env = walkthrough_env(tmp_path, url=readme_server.base_url)
+    result = run_script(script, scratch_directory(tmp_path), env)
     assert result.returncode == 0, failure_report(blocks, result.stdout)
     # The script reached its last block, and what the README promises came true: the
     # agent ran the task job, and the scenarios all matched their expectations.
     assert f">>> README.md line {blocks[-1].line}" in result.stdout
     assert '"output": "42\\n"' in result.stdout
+    # Issue 39: `/` answered a program with the index, its console link among them.
+    assert '\n"/ui"\n' in result.stdout
     # Issue 35: after w1's agent reported its load values, what the admin set stays and is
     # what matching sees, and the MPI job's category still fits w1.
     assert re.search(r'"arch_seen_from":\s*\[\s*"load_values"\s*\]', result.stdout)
