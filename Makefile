@@ -28,22 +28,28 @@ $(DEV_STAMP): $(RUN_STAMP)
 
 install: $(DEV_STAMP)
 
-# What `make run` prints before serving: where it listens, the admin token, the database.
+# What `make run` prints before serving: where it listens (the console, the API docs), the
+# admin token, the database. First it asks whether the port can be had: a taken one is one
+# `error:` line and exit code 2, and no banner that says it is serving.
 define RUN_BANNER
 import sys
 from pathlib import Path
+from app.cli.listening import listen_url, main as can_listen
+if can_listen(sys.argv[1:3]) != 0:
+    sys.exit(2)
 from sqlalchemy.engine import make_url
 from app.settings import get_settings
 settings = get_settings()
-base = f"http://{sys.argv[1]}:{sys.argv[2]}"
+base = listen_url(sys.argv[1], int(sys.argv[2]))
 url = make_url(settings.database_url)
 token = settings.admin_token.get_secret_value() if settings.admin_token else None
-print(f"jobmatch: serving on {base} (API docs: {base}/docs)")
+print(f"jobmatch: serving on {base} (console: {base}/ui, API docs: {base}/docs)")
 print(f"jobmatch: admin token: {token or '(none set: admin calls answer 401)'}")
 if url.get_backend_name() == "sqlite":
     print(f"jobmatch: database file: {Path(url.database or '').resolve()}")
 else:
     print(f"jobmatch: database: {url.render_as_string(hide_password=True)}")
+print(f"jobmatch: for the command line and the README: export JOBMATCH_URL={base}")
 endef
 export RUN_BANNER
 

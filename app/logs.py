@@ -10,6 +10,7 @@ too.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -47,6 +48,56 @@ class DropColorMessage(logging.Filter):
         return True
 
 
+#: A record's own attributes; anything else on a record came in a log call's ``extra``.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "request_id",
+    "color_message",
+}
+
+_TEXT_FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
+
+
+def _text_value(value: object) -> str:
+    """A field's value as a person reads it in a key=value pair: bare when it is one word,
+    else quoted as JSON (so that a value with a space or a quote stays one pair)."""
+    text = value if isinstance(value, str) else None
+    if text is None:
+        if isinstance(value, (dict, list, tuple)):
+            return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        text = str(value)
+    if text and not any(c.isspace() or c in '"=' for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """One line per record for a person: time, level, request id, logger and message,
+    then the fields the log call passed in ``extra`` (a domain event's job and worker, the
+    access log's caller and duration) as ``key=value``, as the JSON lines carry them.
+
+    A field whose value the message already says (the event's name, the access line's
+    method, path and status) is not repeated.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        said = {word.strip("()[]{},:;'\"") for word in record.getMessage().split()}
+        pairs = [
+            f"{name}={_text_value(value)}"
+            for name, value in record.__dict__.items()
+            if name not in _RECORD_ATTRIBUTES
+            and not name.startswith("_")
+            and value is not None
+            and str(value) not in said
+        ]
+        return " ".join([line, *pairs])
+
+
 def json_formatter() -> logging.Formatter:
     """A formatter of one JSON object per line, its time in ISO 8601 UTC."""
     formatter = JsonFormatter(
@@ -70,9 +121,7 @@ def configure_logging(level: str, fmt: str) -> None:
     if fmt == "json":
         handler.setFormatter(json_formatter())
     else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s")
-        )
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

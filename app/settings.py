@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     #: Server processes serving together (``jobmatch serve --workers``, which sets it):
     #: each process's rate limit is the limit divided by it (app/api/rate_limits.py).
     server_processes: int = Field(default=1, ge=1)
+    #: Where the server listens (``jobmatch serve``, which binds the socket, sets it):
+    #: each server process logs "listening on" it when it starts. Unset, nothing is logged.
+    listen_url: str | None = None
     #: Most worker items (added, changed, drained and removed together) in one what-if
     #: (POST /v1/whatif); a larger change set is a 422 before any work.
     whatif_max_workers: int = Field(default=100, ge=0)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
+import sys
 import time
 import tomllib
 import urllib.request
@@ -85,17 +87,38 @@ def test_dockerfile_installs_with_the_same_constraints() -> None:
     assert "pip install --constraint constraints.txt ." in dockerfile
 
 
+def _make_run(port: int) -> list[str]:
+    """`make run PORT=port` with the venv of the interpreter running the tests, taken as
+    installed (`-o` its stamp): the test checks what `make run` does, not the install, and
+    must never reinstall a venv (in a worktree, the shared one) under another checkout."""
+    venv = Path(sys.prefix)
+    return [
+        "make",
+        "--no-print-directory",
+        "-o",
+        str(venv / ".installed-run"),
+        "run",
+        f"VENV={venv}",
+        f"PORT={port}",
+    ]
+
+
+def _run_env(database: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
+    env.update(JOBMATCH_DATABASE_URL=f"sqlite:///{database}", JOBMATCH_ADMIN_TOKEN="run-token")
+    return env
+
+
 def test_make_run_prints_url_token_and_database_file_then_serves(tmp_path: Path) -> None:
-    """The real `make run` (with this checkout's venv, already installed): the banner, and
+    """The real `make run` (with the tests' venv, already installed): the banner, and
     a server that answers /readyz."""
     port = free_port()
     database = tmp_path / "run.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
-    env.update(JOBMATCH_DATABASE_URL=f"sqlite:///{database}", JOBMATCH_ADMIN_TOKEN="run-token")
+    env = _run_env(database)
     log = tmp_path / "make-run.log"
     with log.open("wb") as out:
         make = subprocess.Popen(
-            ["make", "--no-print-directory", "run", f"PORT={port}"],
+            _make_run(port),
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -115,10 +138,36 @@ def test_make_run_prints_url_token_and_database_file_then_serves(tmp_path: Path)
                 time.sleep(0.2)
         output = log.read_text()
         assert status == 200, output
-        assert f"serving on http://127.0.0.1:{port}" in output
+        base = f"http://127.0.0.1:{port}"
+        assert f"serving on {base} (console: {base}/ui, API docs: {base}/docs)" in output
         assert "admin token: run-token" in output
         assert f"database file: {database}" in output
+        assert f"export JOBMATCH_URL={base}" in output
+        # The server process says where it listens, in make run's text log.
+        assert f"listening on {base} (process " in output
         assert database.is_file()
     finally:
         os.killpg(make.pid, signal.SIGTERM)
         make.wait(timeout=30)
+
+
+def test_make_run_on_a_taken_port_prints_one_error_and_no_banner(tmp_path: Path) -> None:
+    """Issue 39: the banner said "serving on" before the server failed to bind."""
+    database = tmp_path / "run.db"
+    env = _run_env(database)
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", free_port()))
+        other.listen()
+        port = other.getsockname()[1]
+        result = subprocess.run(
+            _make_run(port), cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode != 0
+    assert result.stdout == "", result.stdout
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("make:")]
+    assert errors == [
+        f"error: cannot listen on http://127.0.0.1:{port}: the port is taken (another "
+        "server is running there?); stop it, or choose another port (jobmatch serve --port N, "
+        "make run PORT=N)"
+    ], result.stderr
+    assert not database.exists()

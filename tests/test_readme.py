@@ -13,12 +13,17 @@ Every ```sh block of README.md carries a mode in its fence's info string:
 - ```` ```sh walkthrough=skip (reason) ````: cannot run here (it serves forever, needs Docker
   or systemd, runs the whole suite); reported as a skipped test with its reason.
 
-The README speaks of the server at 127.0.0.1:8000 and of the tools in `.venv/bin/`; the test
-replaces them with its own server's address and its own interpreter's bin directory.
+The walk-through takes the server's address from JOBMATCH_URL: its first line keeps the
+value the reader set and otherwise sets `make run`'s default, http://127.0.0.1:8000. The test
+sets JOBMATCH_URL to its own server, on another port, as a reader who ran `make run
+PORT=...` does (issue 39: the address was written out in some 60 places, and `make run
+PORT=...` changed none of them); the README's default appears nowhere else in the blocks.
+The README speaks of the tools in `.venv/bin/`; the test replaces that with its own
+interpreter's bin directory.
 
 The pages of docs/ listed in :data:`WALKTHROUGH_PAGES` mark their examples the same way, and
-each runs, on its own, against a fresh server of its own (issue 39: the worked examples of
-docs/choosing-a-notation.md).
+each runs, on its own, against a fresh server of its own, its address in JOBMATCH_URL too
+(issue 39: the worked examples of docs/choosing-a-notation.md).
 """
 
 from __future__ import annotations
@@ -42,15 +47,17 @@ from tests.live_server import LiveServer
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 README = REPOSITORY / "README.md"
+#: `make run`'s address, which the walk-through's first line sets when JOBMATCH_URL is unset.
 README_ADDRESS = "127.0.0.1:8000"
+README_URL_DEFAULT = 'export JOBMATCH_URL="${JOBMATCH_URL:-http://127.0.0.1:8000}"'
+#: Pages of docs/ whose shell blocks run as the README's do, each against a fresh server.
+WALKTHROUGH_PAGES = (REPOSITORY / "docs" / "choosing-a-notation.md",)
 README_ADMIN_TOKEN = "dev-admin-token"
 #: The PostgreSQL section's server and database, replaced by a fresh database of the test's.
 README_CREATEDB = "createdb -h 127.0.0.1 -U postgres jobmatch"
 README_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/jobmatch"
 #: Bound on one run of the walk-through (it waits for the agent at most 90 s itself).
 WALKTHROUGH_TIMEOUT = 300
-#: Pages of docs/ whose shell blocks run as the README's do, each against a fresh server.
-WALKTHROUGH_PAGES = (REPOSITORY / "docs" / "choosing-a-notation.md",)
 
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 MODE = re.compile(r"walkthrough(?:=(?P<mode>skip|once|postgresql))?(?:\s+\((?P<reason>.+)\))?$")
@@ -159,10 +166,13 @@ def scratch_directory(tmp_path: Path) -> Path:
     return scratch
 
 
-def walkthrough_env(tmp_path: Path) -> dict[str, str]:
-    """The shell's environment: nothing of the developer's JOBMATCH_ settings leaks in."""
+def walkthrough_env(tmp_path: Path, url: str | None = None) -> dict[str, str]:
+    """The shell's environment: nothing of the developer's JOBMATCH_ settings leaks in;
+    JOBMATCH_URL is ``url`` when given, as a reader exports it for a server on another port."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
     env["TMPDIR"] = str(tmp_path)
+    if url is not None:
+        env["JOBMATCH_URL"] = url
     return env
 
 
@@ -179,14 +189,6 @@ def test_every_shell_block_has_a_mode() -> None:
 )
 def test_block_that_cannot_run_here(block: Block) -> None:
     pytest.skip(f"README.md line {block.line} is not run: {block.reason}")
-
-
-@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
-def test_docs_page_blocks_all_run(page: Path) -> None:
-    """A page's examples run against its own fresh server: none is skipped, and none is
-    for one database only (the README's PostgreSQL section sets one up of its own)."""
-    modes = {b.mode for b in readme_blocks(page)}
-    assert modes == {"run"}, f"{page.name}: blocks marked {sorted(modes - {'run'})}"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -207,18 +209,21 @@ def test_walkthrough_runs_as_written(readme_server: LiveServer, tmp_path: Path) 
     on_sqlite = readme_server.database_url.startswith("sqlite")
     modes = ("run", "once") if on_sqlite else ("run",)
     blocks = [b for b in readme_blocks() if b.mode in modes]
-    replacements = {
-        README_ADDRESS: f"127.0.0.1:{readme_server.port}",
-        ".venv/bin/": f"{Path(sys.executable).parent}/",
-    }
-    script = script_of(blocks, replacements)
-    assert README_ADDRESS not in script
-    result = run_script(script, scratch_directory(tmp_path), walkthrough_env(tmp_path))
+    # The walk-through runs against a server that is not on make run's port, with only
+    # JOBMATCH_URL saying where it is: every command must take the address from it.
+    assert readme_server.port != 8000
+    script = script_of(blocks, {".venv/bin/": f"{Path(sys.executable).parent}/"})
+    assert script.count(README_ADDRESS) == 1, "only the first block may name make run's port"
+    assert README_URL_DEFAULT in script
+    env = walkthrough_env(tmp_path, url=readme_server.base_url)
+    result = run_script(script, scratch_directory(tmp_path), env)
     assert result.returncode == 0, failure_report(blocks, result.stdout)
     # The script reached its last block, and what the README promises came true: the
     # agent ran the task job, and the scenarios all matched their expectations.
     assert f">>> README.md line {blocks[-1].line}" in result.stdout
     assert '"output": "42\\n"' in result.stdout
+    # Issue 39: `/` answered a program with the index, its console link among them.
+    assert '\n"/ui"\n' in result.stdout
     # Issue 35: after w1's agent reported its load values, what the admin set stays and is
     # what matching sees, and the MPI job's category still fits w1.
     assert re.search(r'"arch_seen_from":\s*\[\s*"load_values"\s*\]', result.stdout)
@@ -226,26 +231,6 @@ def test_walkthrough_runs_as_written(readme_server: LiveServer, tmp_path: Path) 
     if on_sqlite:
         differ = re.findall(r"^scenarios: \d+ matched, (\d+) differ", result.stdout, re.MULTILINE)
         assert differ and set(differ) == {"0"}
-
-
-@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
-def test_docs_page_examples_run_as_written(
-    page: Path, readme_server: LiveServer, tmp_path: Path
-) -> None:
-    """A page's examples, in order, in one shell, against a fresh server of their own; each
-    example checks what the page says of it (`jq -e`), so a wrong claim fails here."""
-    name = page.relative_to(REPOSITORY).as_posix()
-    blocks = [b for b in readme_blocks(page) if b.mode == "run"]
-    assert blocks, f"{name} has no walkthrough blocks"
-    replacements = {
-        README_ADDRESS: f"127.0.0.1:{readme_server.port}",
-        ".venv/bin/": f"{Path(sys.executable).parent}/",
-    }
-    script = script_of(blocks, replacements, name)
-    assert README_ADDRESS not in script
-    result = run_script(script, scratch_directory(tmp_path), walkthrough_env(tmp_path))
-    assert result.returncode == 0, failure_report(blocks, result.stdout, name)
-    assert f">>> {name} line {blocks[-1].line}" in result.stdout
 
 
 @pytest.fixture
@@ -294,3 +279,29 @@ def test_a_failing_command_fails_the_walkthrough_and_names_its_block(
     assert "after" not in result.stdout
     report = failure_report(blocks, result.stdout)
     assert "failed in the block at line 9:" in report and failing in report
+
+
+@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
+def test_docs_page_examples_run_as_written(
+    page: Path, readme_server: LiveServer, tmp_path: Path
+) -> None:
+    """A page's examples, in order, in one shell, against a fresh server of their own; each
+    example checks what the page says of it (`jq -e`), so a wrong claim fails here."""
+    name = page.relative_to(REPOSITORY).as_posix()
+    blocks = [b for b in readme_blocks(page) if b.mode == "run"]
+    assert blocks, f"{name} has no walkthrough blocks"
+    assert readme_server.port != 8000
+    script = script_of(blocks, {".venv/bin/": f"{Path(sys.executable).parent}/"}, name)
+    assert script.count(README_ADDRESS) == 1, "only the first block may name make run's port"
+    env = walkthrough_env(tmp_path, url=readme_server.base_url)
+    result = run_script(script, scratch_directory(tmp_path), env)
+    assert result.returncode == 0, failure_report(blocks, result.stdout, name)
+    assert f">>> {name} line {blocks[-1].line}" in result.stdout
+
+
+@pytest.mark.parametrize("page", WALKTHROUGH_PAGES, ids=lambda page: page.name)
+def test_docs_page_blocks_all_run(page: Path) -> None:
+    """A page's examples run against its own fresh server: none is skipped, and none is
+    for one database only (the README's PostgreSQL section sets one up of its own)."""
+    modes = {b.mode for b in readme_blocks(page)}
+    assert modes == {"run"}, f"{page.name}: blocks marked {sorted(modes - {'run'})}"

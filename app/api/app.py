@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,6 +17,7 @@ from app.api import capacity
 from app.api.body_limits import BodyLimitMiddleware
 from app.api.docs_ui import install_docs_ui
 from app.api.express import ExpressLane
+from app.api.index import install_index
 from app.api.lease_sweeper import LeaseSweeper
 from app.api.longpoll import STATE_KEY, LongPoll
 from app.api.middleware import RequestIdMiddleware
@@ -46,6 +49,8 @@ from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
 from app.metrics import forget_this_process
 from app.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """\
 jobmatch decides which workers can run a job, how well, and which job a worker runs next.
@@ -132,6 +137,15 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         revocations.start()
         if loop_connections is not None:
             loop_connections.bind(asyncio.get_running_loop())
+        if settings.listen_url:
+            # Each process of `serve --workers N` says so: uvicorn's own line names the
+            # address once, in the parent, and a worker process only by its pid.
+            log.info(
+                "listening on %s (process %d)",
+                settings.listen_url,
+                os.getpid(),
+                extra={"url": settings.listen_url, "pid": os.getpid()},
+            )
         # The state reaches uvicorn's protocols too: they close the hub when the server
         # starts shutting down (app/api/longpoll.py).
         yield {STATE_KEY: longpoll.hub}
@@ -188,6 +202,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.add_middleware(RequestIdMiddleware)
     install_problem_handlers(app)
     install_docs_ui(app)
+    install_index(app)
     for router in service_routers(settings):
         app.include_router(router)
     return app

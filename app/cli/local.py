@@ -5,12 +5,13 @@ the remote commands start quickly."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from app.cli.database import database_errors, shown_url
-from app.cli.errors import ExitCode
+from app.cli.errors import ExitCode, fail
 from app.cli.help import examples
 
 local_cli = typer.Typer(rich_markup_mode=None)
@@ -94,8 +95,19 @@ def serve(
     import os
 
     from app.cli import metrics_dir
+    from app.cli.errors import CommandError
+    from app.cli.listening import bind_listening_socket, listen_url
 
-    # First, before anything imports prometheus-client: every process counts in files there.
+    # The port first, before a line is logged or the database migrated (or a running
+    # server's metrics directory emptied): a taken one is one line and exit code 2.
+    try:
+        listener = bind_listening_socket(host, port)
+    except CommandError as error:
+        fail(error.message, error.code)
+    # --port 0 lets the system choose: the URL names the port it chose.
+    url = listen_url(host, listener.getsockname()[1])
+
+    # Then, before anything imports prometheus-client: every process counts in files there.
     metrics_dir.set_up()
 
     import logging
@@ -119,6 +131,8 @@ def serve(
     }
     # Each process's share of the rate limits (app/api/rate_limits.py).
     overrides["server_processes"] = workers
+    # Each process logs where it listens when it starts (app/api/app.py).
+    overrides["listen_url"] = url
     for field, value in overrides.items():
         if value is not None:
             # Through the environment: the worker processes (--workers) read their
@@ -140,7 +154,7 @@ def serve(
     if migrate_first:
         with database_errors(settings.database_url):
             migrate.upgrade(settings.database_url)
-    uvicorn.run(
+    config = uvicorn.Config(
         "app.api.app:create_app_from_environment",
         factory=True,
         host=host,
@@ -159,21 +173,50 @@ def serve(
         # again, forever (issue 25's multi-process test never saw one start).
         timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
+    _serve_on(config, listener)
+
+
+def _serve_on(config: Any, listener: Any) -> None:
+    """Serve with uvicorn on the socket `serve` bound, as `uvicorn.run` would serve on a
+    socket of its own: one process, or a supervisor of ``config.workers`` processes that
+    share the socket."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    if config.workers > 1:
+        Multiprocess(config, sockets=[listener]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run(sockets=[listener])
+    if not server.started:
+        # The application failed to start (its lifespan said so, in the log above).
+        raise typer.Exit(int(ExitCode.UNREACHABLE))
 
 
 #: Where `jobmatch demo` writes unless told otherwise: a file of its own, so that the demo's
 #: workers and jobs never mix with those of the server's database (./jobmatch.db).
 DEMO_DATABASE_URL = "sqlite:///./jobmatch-demo.db"
+#: The files SQLite may keep beside a database file, removed with it.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 @local_cli.command(
     epilog=examples(
         "jobmatch demo",
+        "jobmatch demo --keep   # add the demo's jobs again to what the database holds",
         "jobmatch demo --no-pull --database-url sqlite:////tmp/demo.db",
     )
 )
 def demo(
     pull: Annotated[bool, typer.Option(help="let each demo worker pull once")] = True,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="add to what the database holds instead of starting it afresh (the "
+            "demo's workers are registered again, its jobs submitted again)",
+        ),
+    ] = False,
     database_url: Annotated[
         str,
         typer.Option(
@@ -185,7 +228,9 @@ def demo(
     """Load a small example cluster and job mix, and show what jobmatch decides.
 
     Writes to ./jobmatch-demo.db in the working directory unless --database-url names
-    another database.
+    another database, which it starts afresh each run (so that job ids and dispatch are
+    the same every time) unless --keep is given. A database holding workers or jobs that
+    are not the demo's is never started afresh: the demo refuses it.
     """
     from app.db import migrate
     from app.db.dialect import is_sqlite
@@ -193,22 +238,83 @@ def demo(
     from app.matching.demo import DEMO_WORKERS, load_demo
     from app.settings import get_settings
 
+    shown = shown_url(database_url)
     with database_errors(database_url):
-        if is_sqlite(database_url):
-            migrate.upgrade(database_url)
+        if keep:
+            if is_sqlite(database_url):
+                migrate.upgrade(database_url)
+            typer.echo(f"{shown}: kept what it held (--keep): the demo adds to it")
+        else:
+            _start_demo_database_afresh(database_url)
+            typer.echo(f"{shown}: started afresh (--keep adds to what it holds instead)")
         database = Database(database_url, busy_timeout=get_settings().sqlite_busy_timeout)
         try:
             with database.transaction() as session:
                 report = load_demo(session)
             typer.echo(
-                f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in "
-                f"{shown_url(database_url)}\n"
+                f"{len(DEMO_WORKERS)} workers registered; {len(report)} jobs submitted in {shown}\n"
             )
             _print_demo_report(report)
             if pull:
                 _demo_dispatch(database)
         finally:
             database.dispose()
+
+
+def _start_demo_database_afresh(url: str) -> None:
+    """Empty the demo's database and migrate it to head: a SQLite file is removed, any
+    other database has its schema downgraded to nothing and upgraded again.
+
+    Refused (one error line, exit code 2) for a database that is not the demo's own: a
+    file that is not a jobmatch database, or one holding workers or jobs that are not the demo's.
+    """
+    from sqlalchemy.engine import make_url
+
+    from app.db import migrate
+    from app.db.engine import Database
+    from app.matching.demo import not_of_the_demo
+
+    parsed = make_url(url)
+    database_name = parsed.database or ""
+    path = (
+        Path(database_name)
+        if parsed.get_backend_name() == "sqlite"
+        and database_name not in ("", ":memory:")
+        and not database_name.startswith("file:")
+        else None
+    )
+    if path is not None and not path.exists():
+        migrate.upgrade(url)
+        return
+    shown = shown_url(url)
+    if path is not None and path.stat().st_size > 0 and not migrate.current_revisions_at(url):
+        fail(
+            f"{shown} is not a jobmatch database: the demo starts afresh only a database "
+            "of its own; name another with --database-url",
+            ExitCode.USAGE,
+        )
+    migrate.upgrade(url)
+    database = Database(url)
+    try:
+        with database.transaction() as session:
+            others = not_of_the_demo(session)
+    finally:
+        database.dispose()
+    if others:
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        fail(
+            f"{shown} holds what the demo did not put there ({', '.join(others[:3])}{more}): "
+            "the demo starts afresh only a database of its own; name another with "
+            "--database-url, or add to this one with --keep",
+            ExitCode.USAGE,
+        )
+    if path is not None:
+        # The file and what SQLite keeps beside it (a write-ahead log, a rollback journal).
+        for leftover in (path, *(Path(f"{path}{suffix}") for suffix in SQLITE_SIDE_FILES)):
+            leftover.unlink(missing_ok=True)
+    else:
+        migrate.downgrade(url, "base")
+    migrate.upgrade(url)
 
 
 def _print_demo_report(report: list[Any]) -> None:

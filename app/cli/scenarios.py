@@ -53,10 +53,12 @@ def _run(
     return [case_record(result, expected.get(result.id)) for result in results]
 
 
-def _print_case(record: dict[str, Any]) -> None:
+def _print_case(record: dict[str, Any], *, outcome: bool) -> None:
+    """A case's line, its outcome's JSON when ``outcome``, and where it differs."""
     verdict = {True: "matches", False: "DIFFERS", None: "no expected"}[record["matched"]]
     typer.echo(f"{record['id']}: {record['title']} [{verdict}]")
-    typer.echo("  " + json.dumps(record["outcome"], sort_keys=True))
+    if outcome:
+        typer.echo("  " + json.dumps(record["outcome"], sort_keys=True))
     for difference in record["differences"]:
         typer.echo(
             f"  differs at {difference['path']}: expected "
@@ -64,20 +66,43 @@ def _print_case(record: dict[str, Any]) -> None:
         )
 
 
+def file_line(path: Path, records: list[dict[str, Any]]) -> str:
+    """One file's verdict: `FILE: N cases, N agree` and, when some do not, how many
+    differ and how many have no expected outcome."""
+    agree = sum(1 for record in records if record["matched"] is True)
+    differ = sum(1 for record in records if record["matched"] is False)
+    unexpected = len(records) - agree - differ
+    line = f"{path}: {len(records)} case{'' if len(records) == 1 else 's'}, {agree} agree"
+    if differ:
+        line += f", {differ} differ"
+    if unexpected:
+        line += f", {unexpected} without expected"
+    return line
+
+
 @scenario_cli.command(
     "run",
     epilog=examples(
-        "jobmatch scenario run tests/scenarios/sge/seed.jsonl",
+        "jobmatch scenario run tests/scenarios/*/*.jsonl",
+        "jobmatch scenario run tests/scenarios/sge/seed.jsonl --verbose",
         "jobmatch scenario run tests/scenarios/sge/*.jsonl --json | jq 'select(.matched|not)'",
     ),
 )
 def scenario_run(
     files: Annotated[list[Path], typer.Argument(help="scenario files, one JSON object per line")],
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="every case with its outcome, not only those that differ",
+        ),
+    ] = False,
     as_json: Annotated[
         bool,
         typer.Option(
             "--json",
-            help="one JSON object per case: {id, title, matched, differences, outcome}",
+            help="one JSON object per case, every case: {id, title, matched, differences, outcome}",
         ),
     ] = False,
     progress: Annotated[
@@ -89,8 +114,8 @@ def scenario_run(
         ),
     ] = None,
 ) -> None:
-    """Run each scenario against a fresh database; say which matched their expected (exit
-    1 when any differs)."""
+    """Run each scenario against a fresh database; say per file how many cases agree with
+    their expected outcome, and show the cases that differ (exit 1 when any differs)."""
     from app.matching.scenarios.cases import fresh_sqlite_databases
 
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -99,12 +124,18 @@ def scenario_run(
     # fresh copy of it.
     with fresh_sqlite_databases() as fresh:
         for number, path in enumerate(files, start=1):
-            for record in _run(path, fresh, f"[{number}/{len(files)}]", show_progress):
-                records.append(record)
-                if as_json:
+            file_records = _run(path, fresh, f"[{number}/{len(files)}]", show_progress)
+            records += file_records
+            if as_json:
+                for record in file_records:
                     typer.echo(json.dumps(record, sort_keys=True))
-                else:
-                    _print_case(record)
+                continue
+            # A person reads one line per file, then what needs a look: the cases that
+            # differ (all of them, with their outcomes, with --verbose).
+            typer.echo(file_line(path, file_records))
+            for record in file_records:
+                if verbose or record["matched"] is not True:
+                    _print_case(record, outcome=verbose)
     matched = sum(1 for record in records if record["matched"])
     differ = sum(1 for record in records if record["matched"] is False)
     if not as_json:

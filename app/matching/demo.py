@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Job
+from app.db.models import Job, Worker
 from app.matching import candidates, submission, workers
 from app.matching.candidates import Candidate, StaticExplanation
 from app.matching.submission import JobSpec
@@ -53,13 +54,32 @@ class DemoJob:
     refusals: list[StaticExplanation]
 
 
+#: Who the demo's jobs are submitted by.
+DEMO_SUBMITTER = "demo"
+
+
+def not_of_the_demo(session: Session) -> list[str]:
+    """What the database holds that the demo did not put there, one phrase each (``worker
+    w9``, ``3 jobs of others``): a database holding any is not the demo's own, and the
+    demo must not start it afresh."""
+    demo = {spec.name for spec in DEMO_WORKERS}
+    workers_of_others = sorted(set(session.scalars(select(Worker.name))) - demo)
+    jobs_of_others = session.scalar(
+        select(func.count()).select_from(Job).where(Job.submitter != DEMO_SUBMITTER)
+    )
+    found = [f"worker {name}" for name in workers_of_others]
+    if jobs_of_others:
+        found.append(f"{jobs_of_others} job{'s' if jobs_of_others > 1 else ''} of others")
+    return found
+
+
 def load_demo(session: Session) -> list[DemoJob]:
     """Register the demo workers and submit the demo jobs; return what matching says."""
     for worker_spec in DEMO_WORKERS:
         workers.upsert_worker(session, worker_spec)
     report = []
     for job_spec in DEMO_JOBS:
-        job = submission.submit_job(session, job_spec, submitter="demo")
+        job = submission.submit_job(session, job_spec, submitter=DEMO_SUBMITTER)
         report.append(
             DemoJob(
                 job=job,

@@ -50,6 +50,42 @@ def test_json_lines_drop_uvicorn_s_color_message(capsys: pytest.CaptureFixture[s
     assert lines[1]["time"].endswith("Z")
 
 
+@pytest.mark.usefixtures("root_logger")
+def test_text_lines_carry_each_field_as_key_value(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39: `make run`'s text log said `job.dispatched` without the job or the worker."""
+    configure_logging("INFO", "text")
+    events = logging.getLogger("app.events")
+    events.info(
+        "job.dispatched",
+        extra={"event": "job.dispatched", "job_id": 12, "worker": "w1", "detail": None},
+    )
+    events.info(
+        "worker.state_changed",
+        extra={"event": "worker.state_changed", "worker": "w1", "reason": 'kernel "6.1" up'},
+    )
+    logging.getLogger("app.access").info(
+        "%s %s %s",
+        "GET",
+        "/v1/jobs",
+        200,
+        extra={"method": "GET", "path": "/v1/jobs", "status": 200, "role": "admin"},
+    )
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("app.x").exception("failed", extra={"job": 3, "ids": [1, 2]})
+    lines = capsys.readouterr().err.splitlines()
+    # The event's name is the message: not repeated as event=; a None field is left out.
+    assert lines[0].endswith("INFO [-] app.events: job.dispatched job_id=12 worker=w1"), lines
+    # A value with a space or a quote stays one pair, quoted as JSON.
+    assert lines[1].endswith('worker.state_changed worker=w1 reason="kernel \\"6.1\\" up"')
+    # What the message already says (method, path, status) is not said twice.
+    assert lines[2].endswith("app.access: GET /v1/jobs 200 role=admin"), lines
+    # The fields stay on the record's line; the traceback follows it.
+    assert lines[3].endswith("ERROR [-] app.x: failed job=3 ids=[1,2]"), lines
+    assert lines[4] == "Traceback (most recent call last):"
+
+
 def test_probes_and_idle_pulls_are_debug() -> None:
     assert access_level("/healthz", 200) == logging.DEBUG
     assert access_level("/readyz", 503) == logging.DEBUG

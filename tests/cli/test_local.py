@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from app import cli as cli_module
+from app.cli import local
 from app.db import migrate
+from app.db.engine import Database
+from app.matching.workers import WorkerSpec, upsert_worker
 from app.settings import get_settings
+from tests.cli.conftest import run_jobmatch
+from tests.live_server import free_port
 
 runner = CliRunner()
 
@@ -42,6 +48,24 @@ def server_processes_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     """serve tells its worker processes how many they are through the environment: set
     here first, so that the test's process gets its own back afterwards."""
     monkeypatch.setenv("JOBMATCH_SERVER_PROCESSES", "1")
+    monkeypatch.setenv("JOBMATCH_LISTEN_URL", "")
+
+
+Served = list[tuple[object, int]]
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Served:
+    """serve's uvicorn step replaced: each call's config and the port of the socket serve
+    bound (closed again, as the server would at its end)."""
+    calls: Served = []
+
+    def serve_on(config: object, listener: socket.socket) -> None:
+        calls.append((config, listener.getsockname()[1]))
+        listener.close()
+
+    monkeypatch.setattr(local, "_serve_on", serve_on)
+    return calls
 
 
 @pytest.fixture(autouse=True)
@@ -57,32 +81,40 @@ def logging_restored() -> Iterator[None]:
     root.setLevel(level)
 
 
-def test_serve_migrates_sqlite_first(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
-    result = runner.invoke(cli_module.cli, ["serve", "--port", "9999", "--workers", "2"])
+def test_serve_migrates_sqlite_first(sqlite_env: str, served: Served) -> None:
+    port = free_port()
+    result = runner.invoke(cli_module.cli, ["serve", "--port", str(port), "--workers", "2"])
     assert result.exit_code == 0, result.output
-    assert calls and calls[0]["port"] == 9999 and calls[0]["workers"] == 2
+    [(config, bound)] = served
+    assert bound == port and getattr(config, "workers", None) == 2
     assert os.environ["JOBMATCH_SERVER_PROCESSES"] == "2"
+    # The server processes learn where they listen, for their "listening on" line.
+    assert os.environ["JOBMATCH_LISTEN_URL"] == f"http://127.0.0.1:{port}"
     assert migrate.current_revisions_at(sqlite_env) == migrate.head_revisions()
 
 
-def test_serve_no_migrate_flag(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
-    assert runner.invoke(cli_module.cli, ["serve", "--no-migrate"]).exit_code == 0
+def test_serve_on_port_0_names_the_port_the_system_chose(sqlite_env: str, served: Served) -> None:
+    assert runner.invoke(cli_module.cli, ["serve", "--port", "0"]).exit_code == 0
+    [(_config, bound)] = served
+    assert bound > 0 and os.environ["JOBMATCH_LISTEN_URL"] == f"http://127.0.0.1:{bound}"
+
+
+def test_serve_no_migrate_flag(sqlite_env: str, served: Served) -> None:
+    assert runner.invoke(cli_module.cli, ["serve", "--no-migrate", "--port", "0"]).exit_code == 0
     assert migrate.current_revisions_at(sqlite_env) == set()
 
 
-def test_serve_does_not_migrate_postgresql_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_does_not_migrate_postgresql_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, served: Served
+) -> None:
     monkeypatch.setenv("JOBMATCH_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:1/x")
     get_settings.cache_clear()
     upgrades: list[str] = []
     monkeypatch.setattr(migrate, "upgrade", lambda url, *a, **k: upgrades.append(url))
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     try:
-        assert runner.invoke(cli_module.cli, ["serve"]).exit_code == 0
+        assert runner.invoke(cli_module.cli, ["serve", "--port", "0"]).exit_code == 0
         assert upgrades == []
-        assert runner.invoke(cli_module.cli, ["serve", "--migrate"]).exit_code == 0
+        assert runner.invoke(cli_module.cli, ["serve", "--port", "0", "--migrate"]).exit_code == 0
         assert len(upgrades) == 1
     finally:
         get_settings.cache_clear()
@@ -121,3 +153,56 @@ def test_demo_help_says_where_it_writes() -> None:
     result = runner.invoke(cli_module.cli, ["demo", "--help"])
     assert result.exit_code == 0
     assert "jobmatch-demo.db" in result.output and "--database-url" in result.output
+
+
+def test_demo_starts_afresh_each_run_unless_kept(tmp_path: Path) -> None:
+    """Issue 39: three runs of the demo gave 27 jobs, their ids and the dispatch moving."""
+    (tmp_path / "metrics").mkdir()  # own_metrics_directory's, which the program inherits
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = run_jobmatch("demo", "--database-url", url)
+    second = run_jobmatch("demo", "--database-url", url)
+    assert first.code == 0 and second.code == 0, (first, second)
+    # The same report both times: the same job ids, the same dispatch.
+    assert first.stdout == second.stdout
+    assert first.stdout.startswith(f"{url}: started afresh (--keep adds to what it holds")
+    assert "docs-worker  -> job 1\n" in second.stdout
+    assert _jobs_in(url) == 9
+
+    kept = run_jobmatch("demo", "--keep", "--database-url", url)
+    assert kept.code == 0, kept
+    assert kept.stdout.startswith(f"{url}: kept what it held (--keep): the demo adds to it")
+    assert "job 10 [" in kept.stdout and "docs-worker  -> job 1\n" not in kept.stdout
+    assert _jobs_in(url) == 18
+
+
+def test_demo_never_starts_afresh_a_database_that_is_not_its_own(
+    tmp_path: Path, sqlite_env: str
+) -> None:
+    """A database holding a worker or a job the demo did not put there is refused, whole."""
+    (tmp_path / "metrics").mkdir()  # own_metrics_directory's, which the program inherits
+    migrate.upgrade(sqlite_env)
+    database = Database(sqlite_env)
+    try:
+        with database.transaction() as session:
+            upsert_worker(session, WorkerSpec(name="build-7"))
+    finally:
+        database.dispose()
+    before = Path(sqlite_env.removeprefix("sqlite:///")).read_bytes()
+    refused = run_jobmatch("demo", "--database-url", sqlite_env)
+    assert refused.code == 2, refused
+    assert refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"error: {sqlite_env} holds what the demo did not put there (worker build-7): the demo "
+        "starts afresh only a database of its own; name another with --database-url, or add "
+        "to this one with --keep"
+    ]
+    assert Path(sqlite_env.removeprefix("sqlite:///")).read_bytes() == before
+
+
+def _jobs_in(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return int(connection.execute(text("SELECT count(*) FROM jobs")).scalar_one())
+    finally:
+        engine.dispose()

@@ -51,11 +51,37 @@ def test_every_seed_case_matches_and_the_exit_code_is_zero() -> None:
 
 
 def test_the_summary_shows_where_a_case_differs(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["scenario", "run", str(differing_copy(tmp_path))])
+    path = differing_copy(tmp_path)
+    result = CliRunner().invoke(cli, ["scenario", "run", str(path)])
     assert result.exit_code == ExitCode.REFUSED
-    assert "E1: " in result.output and "[DIFFERS]" in result.output
-    assert "  differs at .assignment.q1@h1: expected 5, got 4" in result.output
-    assert "scenarios: 1 matched, 1 differ, 2 run" in result.output
+    # One line for the file, then only the case that differs, and where (issue 39).
+    lines = result.output.splitlines()
+    assert lines[0] == f"{path}: 2 cases, 1 agree, 1 differ"
+    assert lines[1].startswith("E1: ") and lines[1].endswith("[DIFFERS]")
+    assert lines[2:] == [
+        "  differs at .assignment.q1@h1: expected 5, got 4",
+        "scenarios: 1 matched, 1 differ, 2 run",
+    ]
+
+
+def test_cases_that_agree_are_one_line_per_file_unless_verbose() -> None:
+    """Issue 39: every case's outcome JSON was printed, even when it matched."""
+    quiet = CliRunner().invoke(cli, ["scenario", "run", str(SEED), str(SEED)])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.output.splitlines() == [
+        f"{SEED}: 2 cases, 2 agree",
+        f"{SEED}: 2 cases, 2 agree",
+        "scenarios: 4 matched, 0 differ, 4 run",
+    ]
+    verbose = CliRunner().invoke(cli, ["scenario", "run", "--verbose", str(SEED)])
+    assert verbose.exit_code == 0, verbose.output
+    lines = verbose.output.splitlines()
+    assert lines[0] == f"{SEED}: 2 cases, 2 agree"
+    assert lines[1].startswith("E1: ") and lines[1].endswith("[matches]")
+    assert json.loads(lines[2])["assignment"] == {"q1@h1": 4}
+    assert lines[3].startswith("E2: ") and lines[3].endswith("[matches]")
+    assert json.loads(lines[4])["assignment"] == {"q2@h2": 2, "q3@h3": 1, "q4@h4": 1}
+    assert lines[5:] == ["scenarios: 2 matched, 0 differ, 2 run"]
 
 
 def test_progress_goes_to_stderr_and_json_to_stdout() -> None:
@@ -121,9 +147,10 @@ def test_a_file_of_each_family_runs_and_every_case_matches() -> None:
         cases = [line for line in path.read_text().splitlines() if line.strip()]
         result = _jobmatch(str(path))
         assert result.returncode == 0, (family, result.stdout, result.stderr)
-        summary = result.stdout.splitlines()[-1]
-        assert summary == f"scenarios: {len(cases)} matched, 0 differ, {len(cases)} run"
-        assert f"{family}-01: " in result.stdout and "[DIFFERS]" not in result.stdout
+        assert result.stdout.splitlines() == [
+            f"{path}: {len(cases)} cases, {len(cases)} agree",
+            f"scenarios: {len(cases)} matched, 0 differ, {len(cases)} run",
+        ]
 
 
 def test_a_differing_case_of_a_family_exits_1_and_says_where(tmp_path: Path) -> None:
