@@ -18,6 +18,7 @@ from app.notations.flux.requires import (
     RequiresError,
     compile_requires,
     compile_requires_constraint,
+    format_requires,
     parse_query,
 )
 from tests.vectors import FLUX
@@ -108,3 +109,38 @@ def test_property_only_notation_errors(text: str) -> None:
         compile_requires(text)
     except NotationError as error:
         assert isinstance(error, RequiresError)
+
+
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("gpu&ib | host:node[1-4]", "gpu,ib | host:node[1-4]"),
+        ("a|b c", "(a | b) & c"),
+        ("not (a|b)", "not (a | b)"),
+        ("-host:n1", "not host:n1"),
+        ("gpu,ib & (host:node[1-4] | rank:0-3)", "gpu,ib & (host:node[1-4] | rank:0-3)"),
+        ("^foo", "^foo"),
+        ('properties:"a b"', "properties:'a b'"),
+        ("rank:0-3 rank:5", "rank:0-3 & rank:5"),
+    ],
+)
+def test_a_constraint_is_written_back_as_requires_text(query: str, text: str) -> None:
+    constraint = compile_requires(query)
+    assert format_requires(constraint) == text
+    assert compile_requires_constraint(text) == compile_requires_constraint(query)
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"hostlist": ["a", "b"]},  # one hostlist term holds one entry in RFC 35 text
+        {"properties": []},  # no term says "nothing"
+        {"properties": ['it\'s "both"']},  # no quote encloses both quotes
+    ],
+)
+def test_a_constraint_without_requires_text_has_none(constraint: dict[str, object]) -> None:
+    assert format_requires(constraint) is None
+
+
+def test_an_invalid_constraint_has_no_requires_text() -> None:
+    assert format_requires({"nonsense": ["x"]}) is None
