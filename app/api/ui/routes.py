@@ -282,7 +282,15 @@ def whatif_page(viewer: ViewerDep) -> Response:
     """Admin: a form to paste a change set, and what it would change."""
     if not viewer.is_admin:
         return error_page(viewer, 403, "the what-if needs the admin token")
-    return render("whatif.html", viewer, changes=WHATIF_EXAMPLE, answer=None, problems=[])
+    return render(
+        "whatif.html",
+        viewer,
+        changes=WHATIF_EXAMPLE,
+        answer=None,
+        problems=[],
+        requests={},
+        provisional=frozenset(),
+    )
 
 
 @router.post("/whatif")
@@ -305,4 +313,6 @@ def whatif_run(
         changes=text,
         answer=outcome.answer,
         problems=outcome.problems,
+        requests=outcome.requests,
+        provisional=outcome.provisional,
     )
