@@ -430,13 +430,16 @@ def _lines_of(page: Page, selector: str, token: str) -> int | None:
 
 
 def _scroll_hint(page: Page, table: str) -> dict[str, Any]:
-    """How the box around a table scrolls: its overflow, and the note under it."""
+    """How the box around a table scrolls: whether it overflows, and whether the note
+    under it shows (and what it says)."""
     return page.evaluate(
         """(table) => {
             const box = document.getElementById(table).closest(".scroll");
             return {
                 overflows: box.scrollWidth > box.clientWidth + 1,
                 note: getComputedStyle(box, "::after").content,
+                shown: getComputedStyle(box, "::after").content !== "none"
+                    && getComputedStyle(box, "::after").visibility === "visible",
                 overflowX: getComputedStyle(box).overflowX,
             };
         }""",
@@ -485,7 +488,7 @@ def test_every_page_at_both_widths(
         if label == "phone":
             hint = _scroll_hint(page, "workers")
             assert hint["overflows"] and hint["overflowX"] == "auto", hint
-            assert "scroll sideways" in hint["note"], hint
+            assert "scroll sideways" in hint["note"] and hint["shown"], hint
         shot("workers")
 
         page.goto(f"{base}/ui/workers/flux-node")
@@ -537,6 +540,9 @@ def test_every_page_at_both_widths(
             "slot/core=2"
         )
         expect(page.locator("#output")).to_have_text("hi")
+        # The note shows under a table that scrolls, and under no other.
+        candidates = _scroll_hint(page, "candidates")
+        assert not candidates["overflows"] and not candidates["shown"], candidates
         shot("job-finished")
         page.goto(f"{base}/ui/jobs/{rich.several_nodes}")
         expect(page.locator("#exit-code")).to_contain_text("not yet")
