@@ -314,9 +314,9 @@ def test_a_job_page_shows_its_queue_lists_and_why_other_queues_cannot_run_it(
 #: The widths every console page is looked at: a laptop's window and a phone's screen.
 WIDTHS = {"wide": 1400, "phone": 390}
 
-#: Where the screenshots of :func:`test_every_page_at_both_widths` go when set (a
-#: directory, made if missing); the test's tmp_path otherwise. Either way each path is
-#: printed (run with -s).
+#: Where the screenshots of :func:`test_every_page_at_both_widths` go when set: its
+#: subdirectory named after the database (made if missing); the test's tmp_path
+#: otherwise. Either way each path is printed (run with -s).
 SCREENSHOTS_ENV = "JOBMATCH_CONSOLE_SCREENSHOTS"
 
 COMMAND = ["python3", "-c", 'print("hi")']
@@ -448,7 +448,7 @@ def _scroll_hint(page: Page, table: str) -> dict[str, Any]:
 
 
 def test_every_page_at_both_widths(
-    browser: Browser, server: LiveServer, cluster: ConsoleCluster, tmp_path: Path
+    browser: Browser, server: LiveServer, cluster: ConsoleCluster, tmp_path: Path, backend: str
 ) -> None:
     """Every console page at 1400 and 390 pixels, each screenshotted, with what issue 39
     found wrong checked as a person sees it: requests as they were written and never
@@ -457,7 +457,7 @@ def test_every_page_at_both_widths(
     sparkline's axis, and tables that scroll sideways on a phone and say so."""
     rich = _flux_and_grid_engine(server)
     configured = os.environ.get(SCREENSHOTS_ENV)
-    directory = Path(configured) if configured else tmp_path
+    directory = Path(configured) / backend if configured else tmp_path
     directory.mkdir(parents=True, exist_ok=True)
     screens = Screens(directory)
     base = server.base_url
