@@ -121,7 +121,11 @@ def start_session(
     request: Request, response: Response, session: Session, principal: Principal
 ) -> None:
     """Store a session for the signed-in principal and set its cookie and the CSRF
-    cookie. ``principal`` without a token id is the admin token's."""
+    cookie. ``principal`` without a token id is the admin token's. A session this browser
+    still held ends: a new sign-in replaces it rather than leaving it to its expiry."""
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous and len(previous) <= MAX_TOKEN_LENGTH:
+        console_sessions.end_session(session, previous)
     session_id = console_sessions.create_session(
         session,
         token_id=principal.token_id,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from app.api.ui.session import SESSION_COOKIE
 from app.db.engine import Database
 from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
@@ -477,6 +478,9 @@ def test_every_page_at_both_widths(
         page.goto(f"{base}/ui")
         shot("sign-in")
         _sign_in(page, server, ADMIN)
+        # The browser holds a session id, never the token it signed in with.
+        (session_cookie,) = [c for c in context.cookies() if c["name"] == SESSION_COOKIE]
+        assert ADMIN not in session_cookie["value"] and session_cookie["httpOnly"]
 
         expect(page.locator("#sparkline .spark-axis")).to_contain_text("0")
         expect(page.locator("#sparkline .spark-times")).to_contain_text("UTC")

@@ -198,7 +198,7 @@ def test_a_category_page_shows_its_fit_over_the_workers(
     found = re.search(r'href="/ui/categories/(\d+)"', job)
     assert found
     page = client.get(f"/ui/categories/{found.group(1)}").text
-    assert 'id="category-request">arch:~x86<' in page
+    assert 'id="category-request"><span class="tok">arch:~x86</span><' in page
     assert re.search(r'id="category-waiting">1 of yours<', page)
     rows = dict(
         re.findall(r'data-worker="([a-z-]+)">.*?<span class="reason reason-([a-z-]+)"', page, re.S)
@@ -354,6 +354,7 @@ def test_the_cookie_holds_a_session_id_whose_hash_alone_is_stored(
     _sign_in(client, ADMIN_TOKEN)
     session_id = client.cookies.get(SESSION_COOKIE)
     assert session_id and ADMIN_TOKEN not in session_id
+    client.cookies.clear()  # another browser
     _sign_in(client, cluster.alice_token)
     alice_id = client.cookies.get(SESSION_COOKIE)
     assert alice_id and alice_id != session_id and cluster.alice_token not in alice_id
@@ -366,6 +367,16 @@ def test_the_cookie_holds_a_session_id_whose_hash_alone_is_stored(
         for secret in (session_id, alice_id, ADMIN_TOKEN, cluster.alice_token):
             assert secret not in stored
         assert row.expires_at - row.created_at == timedelta(seconds=SESSION_SECONDS)
+
+
+def test_a_new_sign_in_ends_the_browser_s_previous_session(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    first = client.cookies.get(SESSION_COOKIE)
+    _sign_in(client, ADMIN_TOKEN)
+    (row,) = _session_rows(database)
+    assert row.token_id is None and row.session_hash != hash_token(first or "")
 
 
 def test_sign_out_revokes_the_session_server_side(
@@ -391,7 +402,8 @@ def test_revoking_a_token_revokes_its_sessions(
     ).json()
     _sign_in(client, issued["token"])
     assert client.get("/ui/jobs").status_code == 200
-    _sign_in(client, cluster.alice_token)  # another token's session is left alone
+    client.cookies.clear()  # another browser, with another token's session, left alone
+    _sign_in(client, cluster.alice_token)
     alice_cookie = client.cookies.get(SESSION_COOKIE)
     client.cookies.set(SESSION_COOKIE, "", path="/ui")
     assert len(_session_rows(database)) == 2
