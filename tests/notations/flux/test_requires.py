@@ -144,3 +144,21 @@ def test_a_constraint_without_requires_text_has_none(constraint: dict[str, objec
 
 def test_an_invalid_constraint_has_no_requires_text() -> None:
     assert format_requires({"nonsense": ["x"]}) is None
+
+
+valid_words = st.sampled_from(
+    ["a", "b", "gpu", "^ssd", "host:n[1-2]", "rank:0-3", "'q r'", "-c", "-host:x", "a,b"]
+)
+
+
+@given(st.lists(st.tuples(joiners, valid_words), min_size=0, max_size=6), valid_words)
+def test_property_written_text_compiles_to_the_same_constraint(
+    pairs: list[tuple[str, str]], first: str
+) -> None:
+    """Whatever valid query a person typed, the text written back from its constraint
+    (when there is one) compiles to the same constraint."""
+    query = first + "".join(j + w for j, w in pairs)
+    constraint = compile_requires_constraint(query)
+    text = format_requires(compile_requires(query))
+    assert text is not None, query
+    assert compile_requires_constraint(text) == constraint
