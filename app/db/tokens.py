@@ -8,13 +8,13 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import ApiToken, Role
+from app.db.models import ApiToken, ConsoleSession, Role
 from app.db.revocations import announce_revocation
 
 
@@ -84,6 +84,9 @@ def revoke_token(session: Session, token_id: int) -> ApiToken | None:
     if row is not None and row.revoked_at is None:
         row.revoked_at = utcnow()
         session.flush()
+        # Its console sessions end with it (they are refused anyway, being read joined
+        # to the token; deleting them leaves nothing behind).
+        session.execute(delete(ConsoleSession).where(ConsoleSession.token_id == token_id))
         # Every API process forgets what it remembered of tokens (app/db/revocations.py).
         announce_revocation(session)
     return row

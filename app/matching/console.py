@@ -8,13 +8,15 @@ is. The routes of app/api/ui render what these return; they hold no SQL.
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Select, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.db.models import (
     UNAVAILABLE_WORKER_STATES,
@@ -30,10 +32,16 @@ from app.db.models import (
     WorkerState,
 )
 from app.matching.category_fit import category_fit, too_few_nodes
+from app.matching.gridengine.values import Target, read_values
 from app.matching.misfits import REASONS, reasons_now
 from app.matching.readiness import DYNAMIC_REASONS
+from app.matching.requests import JobSpec
 from app.matching.stats import count_by_state
+from app.matching.workers import WorkerDescription, describe_worker
+from app.notations.flux.requires import format_requires
+from app.notations.flux.shape import ShapeError, format_shape
 from app.wire.categories import WorkerFit
+from app.wire.values import Values
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 
@@ -83,6 +91,18 @@ class Overview:
         """Mean dispatches per minute over the window."""
         counts = [count for _minute, count in self.dispatches_per_minute]
         return sum(counts) / len(counts) if counts else 0.0
+
+    @property
+    def dispatch_peak(self) -> int:
+        """The most dispatches of one minute of the window: the top of the sparkline's axis."""
+        return max((count for _minute, count in self.dispatches_per_minute), default=0)
+
+    def bar_tenths(self, count: int) -> int:
+        """A minute's bar height in tenths of the peak (0 to 10), so the busiest minute
+        fills the chart whatever its count; a minute with any dispatch shows at least 1."""
+        if count <= 0 or self.dispatch_peak <= 0:
+            return 0
+        return max(1, round(10 * count / self.dispatch_peak))
 
 
 def _dispatches_per_minute(
@@ -206,21 +226,98 @@ class CategoryWorkerFit:
 
 @dataclass(frozen=True)
 class WorkerDetail:
+    """The worker page: its line of the workers page, what it is (GET /v1/workers/{name}:
+    Momotor resources, rank, properties, inventory, queue instances), its Grid Engine
+    values (GET /v1/values/hosts/{name}), its running jobs and the live categories it
+    fits or not."""
+
     row: WorkerRow
+    rank: int | None
+    resources: str
+    description: WorkerDescription
+    values: Values
     running: list[RunningJob]
     fitting: list[CategoryWorkerFit]
     misfitting: list[CategoryWorkerFit]
 
+    @property
+    def value_rows(self) -> list[HostValue]:
+        """The host's Grid Engine values, one per attribute and kind, with what is booked
+        of a consumable's capacity."""
+        kinds = (
+            ("complex_values", self.values.complex_values),
+            ("load_values (admin)", self.values.load_values),
+            ("load_values (reported)", self.values.reported_load_values),
+        )
+        rows = []
+        for kind, texts in kinds:
+            for name, text in texts.items():
+                booked = self.values.consumables.get(name) if kind == "complex_values" else None
+                rows.append(
+                    HostValue(
+                        name,
+                        kind,
+                        text,
+                        None
+                        if booked is None
+                        else f"{_amount(booked.used)} of {_amount(booked.capacity)}",
+                    )
+                )
+        return rows
+
+
+@dataclass(frozen=True)
+class HostValue:
+    """One Grid Engine value of a host: the attribute, which kind of value, its text, and
+    for a consumable, what running jobs book of its capacity (``2 of 8``)."""
+
+    attribute: str
+    kind: str
+    text: str
+    booked: str | None
+
+
+def _amount(value: float) -> str:
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
+#: Between the parts of a request in one line: not a comma, which property lists, -l
+#: lists and Momotor tag lists use themselves.
+REQUEST_PART_SEPARATOR = " · "
+
+
+def shape_text(jobspec: str) -> str:
+    """RFC 14 resources JSON as a person writes them: the RFC 46 shape
+    (``node=3/slot/core=8``) when one expands to the same list, else ``jobspec`` and the
+    JSON (a list no shape can say, such as a label on a node)."""
+    try:
+        return f"shape {format_shape(json.loads(jobspec))}"
+    except (ShapeError, ValueError):
+        return f"jobspec {jobspec}"
+
+
+def constraint_text(constraint: str) -> str:
+    """RFC 31 constraint JSON as a person writes it: the RFC 35 ``--requires`` text
+    (``gpu,ib | host:node[1-4]``) when one compiles to the same constraint, else
+    ``constraint`` and the JSON."""
+    try:
+        text = format_requires(json.loads(constraint))
+    except ValueError:
+        text = None
+    return f"requires {text}" if text is not None else f"constraint {constraint}"
+
 
 def category_request(category: Category) -> str:
-    """A category's request in one line, in the notations it was written in."""
+    """A category's request in one line, each part in the text of its notation (the
+    category keeps the canonical form only: shapes and RFC 35 text are written back from
+    it, each checked to read back the same), joined by :data:`REQUEST_PART_SEPARATOR`."""
     parts = []
     if category.resources:
         parts.append(category.resources.replace("\n", "; "))
     if category.constraint:
-        parts.append(f"constraint {category.constraint}")
+        parts.append(constraint_text(category.constraint))
     if category.jobspec:
-        parts.append(f"jobspec {category.jobspec}")
+        parts.append(shape_text(category.jobspec))
     if category.hard != "NONE":
         parts.append(f"-l {category.hard}")
     if category.soft != "NONE":
@@ -235,8 +332,71 @@ def category_request(category: Category) -> str:
         if text != "NONE":
             parts.append(f"{option} {text}")
     if category.slots != 1:
-        parts.append(f"{category.slots} slots")
-    return ", ".join(parts) or "(anything)"
+        parts.append(f"{category.slots}\u00a0slots")
+    return REQUEST_PART_SEPARATOR.join(parts) or "(anything)"
+
+
+def category_requests(session: Session, category_ids: list[int]) -> dict[int, str]:
+    """:func:`category_request` of each category that exists, by id."""
+    return {
+        c.id: category_request(c)
+        for c in session.scalars(select(Category).where(Category.id.in_(category_ids)))
+    }
+
+
+@dataclass(frozen=True)
+class RequestPart:
+    """One part of a job's request as it was submitted: the field's label with its
+    notation (``shape (RFC 46)``), the option a one-line summary puts before it
+    (``shape``, ``-l``; empty for Momotor tags) and the text."""
+
+    label: str
+    option: str
+    text: str
+
+
+def command_text(command: str | None) -> str | None:
+    """A job's argv (JSON) as a shell would take it: ``python3 -c 'print("hi")'``."""
+    return shlex.join(json.loads(command)) if command else None
+
+
+def submitted_request(job: Job) -> list[RequestPart]:
+    """The job's request field by field, exactly as submitted (the job row keeps the
+    text of each notation it was given in)."""
+    constraint_label = "RFC 35" if job.constraint_syntax == "rfc35" else "RFC 31"
+    fields = [
+        ("Momotor resources", "", job.resources or None),
+        (
+            f"constraint ({constraint_label})",
+            "requires" if job.constraint_syntax == "rfc35" else "constraint",
+            job.constraint,
+        ),
+        ("shape (RFC 46)", "shape", job.shape),
+        ("jobspec (RFC 14)", "jobspec", job.jobspec),
+        ("task (debusine)", "task", job.task),
+        ("hard -l (Grid Engine)", "-l", job.hard),
+        ("soft -l (Grid Engine)", "-soft -l", job.soft),
+        (
+            "-pe (Grid Engine)",
+            "-pe",
+            f"{job.pe} {job.pe_slots or ''}".strip() if job.pe else None,
+        ),
+        ("hard -q (Grid Engine)", "-q", job.queue_list),
+        ("-masterq (Grid Engine)", "-masterq", job.master_queue_list),
+        ("soft -q (Grid Engine)", "-soft -q", job.soft_queue_list),
+        ("-P project (Grid Engine)", "-P", job.project),
+    ]
+    return [RequestPart(label, option, text) for label, option, text in fields if text]
+
+
+def request_summary(job: Job) -> str:
+    """The job's request in one line, as submitted: ``shape node=3/slot/core=8``."""
+    parts = [
+        f"{part.option} {part.text}".strip().replace("\n", "; ") for part in submitted_request(job)
+    ]
+    if job.slots != 1:
+        parts.append(f"{job.slots}\u00a0slots")
+    return REQUEST_PART_SEPARATOR.join(parts) or "(anything)"
 
 
 def _live_categories(session: Session, submitter: str | None) -> list[Category]:
@@ -308,6 +468,10 @@ def worker_detail(session: Session, worker: Worker, *, submitter: str | None) ->
     ]
     return WorkerDetail(
         row=row,
+        rank=worker.rank,
+        resources=worker.resources,
+        description=describe_worker(session, worker),
+        values=read_values(session, Target("host", worker.id)),
         running=running,
         fitting=[f for f in fits if f.fits],
         misfitting=[f for f in fits if not f.fits],
@@ -406,6 +570,31 @@ def fit_matrix(session: Session, *, submitter: str | None) -> FitMatrix:
     )
 
 
+def spec_summary(spec: JobSpec) -> str:
+    """:func:`request_summary` of a job not stored (one of a what-if's ``add_jobs``): its
+    fields laid out as a submission stores them, on a job row that is never added."""
+    constraint = json.dumps(spec.constraint) if spec.constraint is not None else spec.requires
+    syntax = "rfc31" if spec.constraint is not None else "rfc35" if spec.requires else None
+    unsaved = Job(
+        resources=spec.resources,
+        constraint=constraint,
+        constraint_syntax=syntax,
+        shape=spec.shape,
+        jobspec=json.dumps(spec.jobspec) if spec.jobspec is not None else None,
+        task=spec.task,
+        hard=spec.hard or None,
+        soft=spec.soft or None,
+        pe=spec.pe,
+        pe_slots=spec.pe_slots,
+        queue_list=spec.queue_list or None,
+        master_queue_list=spec.master_queue_list or None,
+        soft_queue_list=spec.soft_queue_list or None,
+        project=spec.project,
+        slots=spec.slots,
+    )
+    return request_summary(unsaved)
+
+
 @dataclass(frozen=True)
 class JobLine:
     """One line of the jobs page."""
@@ -417,6 +606,10 @@ class JobLine:
     worker: str | None
     submitted_at: datetime
     failure_reason: str | None
+    #: The request in one line, in the notations it was submitted in.
+    request: str
+    #: The command as a shell would take it; None for a job without one.
+    command: str | None
 
 
 def recent_jobs(
@@ -424,18 +617,9 @@ def recent_jobs(
 ) -> list[JobLine]:
     """The newest jobs (of the submitter, when given; in that state, when given)."""
     query = (
-        _own_jobs(
-            select(
-                Job.id,
-                Job.state,
-                Job.submitter,
-                Job.category_id,
-                Worker.name,
-                Job.submitted_at,
-                Job.failure_reason,
-            ),
-            submitter,
-        )
+        _own_jobs(select(Job, Worker.name), submitter)
+        # The output tail is the job page's, not the list's: not read for 200 rows.
+        .options(defer(Job.output))
         .outerjoin(Worker, Worker.id == Job.worker_id)
         .order_by(Job.id.desc())
         .limit(PAGE_ROWS)
@@ -443,8 +627,18 @@ def recent_jobs(
     if state is not None:
         query = query.where(Job.state == state)
     return [
-        JobLine(job_id, job_state.value, who, category_id, worker, at, reason)
-        for job_id, job_state, who, category_id, worker, at, reason in session.execute(query)
+        JobLine(
+            job.id,
+            job.state.value,
+            job.submitter,
+            job.category_id,
+            worker,
+            job.submitted_at,
+            job.failure_reason,
+            request_summary(job),
+            command_text(job.command),
+        )
+        for job, worker in session.execute(query)
     ]
 
 

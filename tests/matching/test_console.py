@@ -1,6 +1,7 @@
 """The console's read services (app/matching/console.py) on the small console cluster:
 counts by state, dispatches per minute, the queue by category, a worker's fit, and the fit
-matrix, which must say what the v_category_fit view says."""
+matrix, which must say what the v_category_fit view says; requests in the text of the
+notation they were written in."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from sqlalchemy import text
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import JobEventKind, JobState, Worker, WorkerState
-from app.matching import console, history
+from app.matching import console, history, submission, workers
+from app.matching.gridengine import admin as gridengine_admin
+from app.matching.gridengine.values import resolve_target
+from app.matching.requests import JobSpec
 from app.matching.worker_lifecycle import WorkerChanges, update_worker
+from app.matching.workers import WorkerSpec
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
 
 pytestmark = pytest.mark.db
@@ -126,7 +131,7 @@ def test_a_worker_s_page_lists_its_running_jobs_and_its_fit(
     assert bob.running == []
     reasons = {fit.request: fit.reason for fit in everything.misfitting}
     assert reasons["gpu:cuda;language:python"] == "job-requires-tag"
-    assert reasons["java:?17;language:java, 3 slots"] == "too-few-slots"
+    assert reasons["java:?17;language:java · 3\u00a0slots"] == "too-few-slots"
     assert all(fit.words != fit.reason for fit in everything.misfitting)
     assert "language:python;python:3.7" in {fit.request for fit in everything.fitting}
 
@@ -161,3 +166,77 @@ def test_a_category_page_counts_the_submitter_s_own_jobs(
         "gpu-node": False,
         "java-box": False,
     }
+
+
+def test_requests_are_shown_in_the_notation_they_were_written_in(
+    database: Database, cluster: ConsoleCluster
+) -> None:
+    """A job's row keeps what was submitted; a category keeps the canonical JSON, shown
+    as the shape or RFC 35 text that compiles back to it (JSON only when none does)."""
+    command = ["python3", "-c", 'print("hi")']
+    specs = {
+        "shape": JobSpec(shape="node=3/slot/core=8"),
+        "requires": JobSpec(requires="ssd,ib | host:node[1-4]", shape="slot/core=2"),
+        "constraint": JobSpec(constraint={"properties": ["ssd"]}),
+        "labelled": JobSpec(
+            jobspec=[
+                {"type": "node", "count": 1, "label": "n", "with": [{"type": "core", "count": 1}]}
+            ]
+        ),
+        "command": JobSpec("language: python", command=command, slots=2),
+        "gridengine": JobSpec(hard="arch=lx-amd64"),
+    }
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="node0", slots=8, inventory="node/core=32"))
+        jobs = {
+            name: submission.submit_job(session, spec, submitter="carol")
+            for name, spec in specs.items()
+        }
+        lines = {line.id: line for line in console.recent_jobs(session, submitter=None, state=None)}
+        requests = console.category_requests(session, [job.category_id for job in jobs.values()])
+        shown = {name: requests[job.category_id] for name, job in jobs.items()}
+        summaries = {name: lines[job.id].request for name, job in jobs.items()}
+        commands = {name: lines[job.id].command for name, job in jobs.items()}
+    assert shown["shape"] == "shape node=3/slot/core=8"
+    assert shown["requires"] == "requires ib,ssd | host:node[1-4] · shape slot/core=2"
+    assert shown["constraint"] == "requires ssd"
+    # A label on a node has no shape: the RFC 14 JSON is shown, named.
+    assert shown["labelled"].startswith('jobspec [{"')
+    assert shown["gridengine"] == "-l arch=lx-amd64"
+    assert summaries["shape"] == "shape node=3/slot/core=8"
+    assert summaries["requires"] == "requires ssd,ib | host:node[1-4] · shape slot/core=2"
+    assert summaries["constraint"] == 'constraint {"properties": ["ssd"]}'
+    assert summaries["command"] == "language: python · 2\u00a0slots"
+    assert summaries["gridengine"] == "-l arch=lx-amd64"
+    assert commands["command"] == "python3 -c 'print(\"hi\")'"
+    assert commands["shape"] is None
+    spec_summary = console.spec_summary(JobSpec(shape="node=2/slot/core=4", slots=1))
+    assert spec_summary == "shape node=2/slot/core=4"
+
+
+def test_a_worker_s_page_shows_what_it_offers(database: Database, cluster: ConsoleCluster) -> None:
+    with database.transaction() as session:
+        workers.upsert_worker(
+            session,
+            WorkerSpec(
+                name="node0", rank=3, properties=("ssd",), slots=8, inventory="node/core=32"
+            ),
+        )
+        target = resolve_target(session, "host", "node0", None)
+        gridengine_admin.apply_values(session, target, {"complex_values": {"h_vmem": "64G"}})
+        worker = session.query(Worker).filter_by(name="node0").one()
+        detail = console.worker_detail(session, worker, submitter=None)
+    assert (detail.rank, detail.description.properties) == (3, ["ssd"])
+    assert detail.description.inventory == "node/core=32"
+    assert [(q.queue, q.slots) for q in detail.description.queues] == [("default", 8)]
+    assert [(v.attribute, v.kind, v.text) for v in detail.value_rows] == [
+        ("h_vmem", "complex_values", "64G")
+    ]
+
+
+def test_the_sparkline_scales_to_the_busiest_minute(database: Database) -> None:
+    minutes = [(utcnow(), count) for count in (0, 1, 4, 8)]
+    overview = console.Overview({}, {}, minutes, None)
+    assert overview.dispatch_peak == 8
+    assert [overview.bar_tenths(count) for _at, count in minutes] == [0, 1, 5, 10]
+    assert console.Overview({}, {}, [(utcnow(), 0)], None).bar_tenths(0) == 0

@@ -122,18 +122,19 @@ def sign_in_page(request: Request, session: SessionDep) -> Response:
 
 @router.post("/sign-in")
 def sign_in(request: Request, session: SessionDep, fields: FormDep) -> Response:
-    """Check the pasted token against the admin token and the token table, and keep it in
-    the session cookie."""
+    """Check the pasted token against the admin token and the token table, and start a
+    session (its id, not the token, goes in the cookie)."""
     if not same_origin(request):
         return error_page(None, 403, "sign-in refused: the form came from elsewhere")
     token = fields.get("token", "").strip()
-    if console_session.principal_for_token(request, session, token) is None:
+    principal = console_session.principal_for_token(request, session, token)
+    if principal is None:
         message = (
             "That token is unknown, revoked, or a worker's: paste an admin or submitter token."
         )
         return render("sign_in.html", None, status=401, message=message)
     response = _see_other("/ui")
-    console_session.start_session(request, response, token)
+    console_session.start_session(request, response, session, principal)
     return response
 
 
@@ -143,7 +144,7 @@ def sign_out(request: Request, session: SessionDep, fields: FormDep) -> Response
     if viewer is not None and not csrf_ok(request, viewer, fields):
         return error_page(viewer, 403, "sign-out refused: missing or wrong CSRF token")
     response = _see_other(SIGN_IN)
-    console_session.end_session(request, response)
+    console_session.end_session(request, response, session)
     return response
 
 
@@ -281,7 +282,15 @@ def whatif_page(viewer: ViewerDep) -> Response:
     """Admin: a form to paste a change set, and what it would change."""
     if not viewer.is_admin:
         return error_page(viewer, 403, "the what-if needs the admin token")
-    return render("whatif.html", viewer, changes=WHATIF_EXAMPLE, answer=None, problems=[])
+    return render(
+        "whatif.html",
+        viewer,
+        changes=WHATIF_EXAMPLE,
+        answer=None,
+        problems=[],
+        requests={},
+        provisional=frozenset(),
+    )
 
 
 @router.post("/whatif")
@@ -304,4 +313,6 @@ def whatif_run(
         changes=text,
         answer=outcome.answer,
         problems=outcome.problems,
+        requests=outcome.requests,
+        provisional=outcome.provisional,
     )

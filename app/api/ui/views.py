@@ -4,7 +4,7 @@ assembly from the job, history, candidates, explain and allocation services."""
 
 from __future__ import annotations
 
-import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 
 from app import __version__
@@ -22,9 +23,9 @@ from app.matching import output as job_output
 from app.matching.allocation import r as r_description
 from app.matching.allocation.allocator import Policy
 from app.matching.candidates import Candidate
-from app.matching.console import reason_words
+from app.matching.console import command_text, reason_words, submitted_request
 from app.matching.gridengine import explain as gridengine_explain
-from app.wire.explanation import ExplainSummary, WorkerExplanation
+from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
 
 #: Headers of every console page: never cached (they show live state and a CSRF token),
 #: never framed (clickjacking of the admin buttons), no script or style from elsewhere.
@@ -61,6 +62,38 @@ def timestamp(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "—"
 
 
+def wrap_points(text: str) -> Markup:
+    """The text, escaped, with its tokens kept whole: each run between spaces, split once
+    more after each comma, is a ``<span class="tok">`` that does not wrap, and a ``<wbr>``
+    follows a comma that no space follows. A long request then wraps between its items and
+    at its spaces only, never inside ``node=3/slot/core=8`` or ``host:node[1-4]`` (which a
+    browser would otherwise break after its hyphen)."""
+    pieces = []
+    for piece in _TOKENS.split(text):
+        if not piece:
+            continue
+        if piece.isspace():
+            pieces.append(escape(piece))
+        else:
+            pieces.append(Markup('<span class="tok">{}</span>').format(piece))
+            if piece.endswith(","):
+                pieces.append(Markup("<wbr>"))
+    return Markup("").join(pieces)
+
+
+#: Where :func:`wrap_points` splits: around runs of spaces, and after a comma.
+_TOKENS = re.compile(r"(\s+)|(?<=,)(?=\S)")
+
+
+def by_code(clauses: list[Clause]) -> list[tuple[str, list[str]]]:
+    """A worker's failing clauses grouped by reason code, in the order each code first
+    fails: the code is shown once, with the sentence of each of its clauses under it."""
+    grouped: dict[str, list[str]] = {}
+    for clause in clauses:
+        grouped.setdefault(clause.reason, []).append(clause.message)
+    return list(grouped.items())
+
+
 def _environment() -> Environment:
     environment = Environment(
         loader=PackageLoader("app.api.ui", "templates"),
@@ -72,6 +105,8 @@ def _environment() -> Environment:
     environment.filters["age"] = age
     environment.filters["timestamp"] = timestamp
     environment.filters["reason_words"] = reason_words
+    environment.filters["wrap_points"] = wrap_points
+    environment.filters["by_code"] = by_code
     environment.globals["version"] = __version__
     environment.globals["csrf_field"] = CSRF_FIELD
     return environment
@@ -135,23 +170,12 @@ class JobPage:
 
 
 def request_lines(job: Job) -> list[tuple[str, str]]:
-    """The job's request field by field, as written (the notation named in each label)."""
-    fields: list[tuple[str, str | None]] = [
-        ("Momotor resources", job.resources or None),
-        (f"constraint ({job.constraint_syntax or 'RFC 31'})", job.constraint),
-        ("shape (RFC 46)", job.shape),
-        ("jobspec (RFC 14)", job.jobspec),
-        ("task (debusine)", job.task),
-        ("hard -l (Grid Engine)", job.hard),
-        ("soft -l (Grid Engine)", job.soft),
-        ("-pe (Grid Engine)", f"{job.pe} {job.pe_slots or ''}".strip() if job.pe else None),
-        ("hard -q (Grid Engine)", job.queue_list),
-        ("-masterq (Grid Engine)", job.master_queue_list),
-        ("soft -q (Grid Engine)", job.soft_queue_list),
-        ("-P project (Grid Engine)", job.project),
-        ("command", " ".join(json.loads(job.command)) if job.command else None),
-    ]
-    shown = [(label, text) for label, text in fields if text]
+    """The job's request field by field, as written (the notation named in each label),
+    its command as a shell would take it, its slots and priority."""
+    shown = [(part.label, part.text) for part in submitted_request(job)]
+    command = command_text(job.command)
+    if command is not None:
+        shown.append(("command", command))
     shown.append(("slots", str(job.slots)))
     shown.append(("priority", str(job.priority)))
     return shown

@@ -4,7 +4,7 @@ refusal becomes a line the page shows under the form instead of an error page.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 from pydantic import ValidationError
@@ -13,16 +13,21 @@ from sqlalchemy.orm import Session
 from app.api.problems import ProblemError, human_message
 from app.api.routes.whatif import answer_for
 from app.api.schemas.whatif import WhatIfIn, WhatIfOut
+from app.matching import console
 from app.matching.errors import InvalidFieldError
 from app.settings import Settings
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """The answer, or the problems of the pasted change set (one line each)."""
+    """The answer, or the problems of the pasted change set (one line each), and what
+    each category of the answer requests (by id)."""
 
     answer: WhatIfOut | None
     problems: list[str]
+    requests: dict[int, str] = field(default_factory=dict)
+    #: The categories the what-if's own jobs made: rolled back, so no page shows them.
+    provisional: frozenset[int] = frozenset()
 
 
 class FormProblems(Exception):
@@ -55,10 +60,30 @@ def parse(text: str) -> WhatIfIn:
         ) from None
 
 
+def requests_of(
+    session: Session, body: WhatIfIn, answer: WhatIfOut
+) -> tuple[dict[int, str], frozenset[int]]:
+    """What each category of the answer requests, in its notations: a stored category's
+    request, or, for one the what-if's jobs made (rolled back with them), the request of
+    the first added job in it, as submitted; and the ids of the latter."""
+    ids = [c.category_id for c in answer.categories]
+    found = console.category_requests(session, ids)
+    provisional = set()
+    for added in answer.added_jobs:
+        if added.category_id not in found:
+            provisional.add(added.category_id)
+            summary = console.spec_summary(body.add_jobs[added.index].spec())
+            found[added.category_id] = f"{summary} (new: add_jobs #{added.index})"
+    return found, frozenset(provisional)
+
+
 def run(session: Session, text: str, settings: Settings, *, by: str) -> Outcome:
     """The what-if of ``text``; nothing is stored either way."""
     try:
-        return Outcome(answer_for(session, parse(text), settings, by=by), [])
+        body = parse(text)
+        answer = answer_for(session, body, settings, by=by)
+        requests, provisional = requests_of(session, body, answer)
+        return Outcome(answer, [], requests, provisional)
     except FormProblems as error:
         return Outcome(None, error.problems)
     except (InvalidFieldError, ProblemError) as error:

@@ -9,6 +9,7 @@ from app.db.models.allocation import (
     WorkerInventory,
 )
 from app.db.models.cluster import Queue, QueueInstance, SchedulerConfig, Worker
+from app.db.models.console import ConsoleSession
 from app.db.models.debusine import CategoryTask, Task, WorkerMetadata, WorkerMetadataNamespace
 from app.db.models.enums import UNAVAILABLE_WORKER_STATES, JobState, TagMode, WorkerState
 from app.db.models.flux import (
@@ -67,6 +68,7 @@ __all__ = [
     "CategoryShape",
     "CategoryTag",
     "CategoryTask",
+    "ConsoleSession",
     "ConstraintHostRun",
     "ConstraintProperty",
     "ConstraintRankRun",

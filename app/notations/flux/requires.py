@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from app.notations.errors import NotationError
-from app.notations.flux.constraints import Constraint, parse_constraint
+from app.notations.flux.constraints import Constraint, constraint_to_json, parse_constraint
 
 #: Longest query accepted.
 MAX_QUERY_LENGTH = 65_536
@@ -391,3 +391,60 @@ def _to_json(node: _Node) -> dict[str, object]:
     if isinstance(node, _Not):
         return {"not": [_to_json(node.child)]}
     return {node.kind: [_to_json(child) for child in node.children]}
+
+
+# -- formatter -------------------------------------------------------------------------------
+
+#: An operand that needs no quotes: no space, parenthesis, ``|``, ``&``, ``:`` or quote,
+#: not a keyword, and not starting with ``-`` (which would negate it).
+_BARE_OPERAND = re.compile(r"[^\s()|&:'\"-][^\s()|&:'\"]*")
+#: The operators :data:`FLUX_REQUIRES` writes under a shorter name.
+_SHORT_NAMES = {"hostlist": "host", "ranks": "rank"}
+
+
+def format_requires(value: object) -> str | None:
+    """The RFC 35 ``--requires`` text of an RFC 31 constraint: the form a person types
+    (``gpu,ib & (host:node[1-4] | rank:0-3)``), or None when no text compiles back to the
+    same constraint (a hostlist of several entries, an operand with both quotes, an empty
+    properties list). Checked by compiling the text again, as shapes are
+    (:func:`app.notations.flux.shape.format_shape`)."""
+    try:
+        expected = constraint_to_json(parse_constraint(value))
+        text = _format_node(expected, top=True)
+        again = constraint_to_json(compile_requires_constraint(text))
+    except (NotationError, _NoText):
+        return None
+    return text if again == expected else None
+
+
+class _NoText(Exception):
+    """A part of the constraint has no RFC 35 text (an empty list of values)."""
+
+
+def _operand(value: str) -> str:
+    if _BARE_OPERAND.fullmatch(value) and not _KEYWORD.fullmatch(value):
+        return value
+    return f"'{value}'" if "'" not in value else f'"{value}"'
+
+
+def _format_node(node: dict[str, object], *, top: bool = False) -> str:
+    ((operator, values),) = node.items()
+    assert isinstance(values, list)
+    if operator in ("and", "or"):
+        parts = [_format_node(child) for child in values]
+        text = (" & " if operator == "and" else " | ").join(parts)
+        return text if top or operator == "and" else f"({text})"
+    if operator == "not":
+        (child,) = values
+        inner = _format_node(child, top=True)
+        ((child_operator, _),) = child.items()
+        return f"not ({inner})" if child_operator in ("and", "or") else f"not {inner}"
+    if not values:
+        raise _NoText(operator)
+    if operator == "properties":
+        names = [str(name) for name in values]
+        if all(_BARE_OPERAND.fullmatch(n) and not _KEYWORD.fullmatch(n) for n in names):
+            return ",".join(names)
+        return " & ".join(f"properties:{_operand(name)}" for name in names)
+    name = _SHORT_NAMES.get(operator, operator)
+    return " & ".join(f"{name}:{_operand(str(v))}" for v in values)

@@ -12,11 +12,15 @@ without it they skip, saying how to install it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.api.ui.session import SESSION_COOKIE
 from app.db.engine import Database
 from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
@@ -306,3 +310,278 @@ def test_a_job_page_shows_its_queue_lists_and_why_other_queues_cannot_run_it(
     )
     Screens(tmp_path).take(page, "job-queue-lists")
     context.close()
+
+
+#: The widths every console page is looked at: a laptop's window and a phone's screen.
+WIDTHS = {"wide": 1400, "phone": 390}
+
+#: Where the screenshots of :func:`test_every_page_at_both_widths` go when set: its
+#: subdirectory named after the database (made if missing); the test's tmp_path
+#: otherwise. Either way each path is printed (run with -s).
+SCREENSHOTS_ENV = "JOBMATCH_CONSOLE_SCREENSHOTS"
+
+COMMAND = ["python3", "-c", 'print("hi")']
+
+
+@dataclass(frozen=True)
+class RichCluster:
+    """What :func:`_flux_and_grid_engine` adds to the console's cluster."""
+
+    several_nodes: int
+    requires_job: int
+    jobspec_job: int
+    gridengine_job: int
+    finished: int
+
+
+def _ok(answer: tuple[int, Any], *expected: int) -> Any:
+    status, body = answer
+    assert status in (expected or (200, 201)), (status, body)
+    return body
+
+
+def _flux_and_grid_engine(server: LiveServer) -> RichCluster:
+    """A Flux node with a rank, properties, an inventory and Grid Engine values, and jobs
+    in every notation the console must show as written: shapes, an RFC 35 constraint, an
+    RFC 14 jobspec, a Grid Engine -l list and a command that ran and ended."""
+    node = _ok(
+        server.request(
+            "POST",
+            "/v1/workers",
+            {
+                "name": "flux-node",
+                "rank": 0,
+                "properties": ["ssd", "ib"],
+                "slots": 8,
+                "inventory": "node/[socket=2/[core=16;gpu=2];memory=256{unit:GB}]",
+            },
+        )
+    )
+    _ok(
+        server.request(
+            "PUT",
+            "/v1/values/hosts/flux-node",
+            {"complex_values": {"h_vmem": "64G"}, "load_values": {"arch": "lx-amd64"}},
+        )
+    )
+    submit = {
+        "ran": {"shape": "slot/core=2", "priority": 20, "command": COMMAND},
+        "several": {"shape": "node=3/slot/core=8"},
+        "requires": {"shape": "slot/core=4", "requires": "ssd,ib | host:node[1-4]"},
+        "jobspec": {
+            "jobspec": [
+                {
+                    "type": "slot",
+                    "count": 1,
+                    "label": "task",
+                    "with": [{"type": "core", "count": 2}],
+                }
+            ]
+        },
+        "gridengine": {"hard": "arch=lx-amd64,h_vmem=2G"},
+    }
+    ids = {
+        name: _ok(server.request("POST", "/v1/jobs", body))["id"] for name, body in submit.items()
+    }
+    pulled = _ok(server.request("POST", "/v1/workers/flux-node/pull", token=node["token"]))
+    assert pulled["id"] == ids["ran"], pulled
+    _ok(
+        server.request(
+            "POST",
+            f"/v1/jobs/{ids['ran']}/finish",
+            {"outcome": "finished", "exit_code": 0, "output": "hi\n"},
+            token=node["token"],
+        )
+    )
+    return RichCluster(
+        ids["several"], ids["requires"], ids["jobspec"], ids["gridengine"], ids["ran"]
+    )
+
+
+#: Whether a token of the page's text sits on one line: the rectangles of a range over it
+#: in the first element that holds it (None when no element holds it).
+_TOKEN_LINES = """([selector, token]) => {
+    for (const element of document.querySelectorAll(selector)) {
+        const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+        const text = element.textContent;
+        const at = text.indexOf(token);
+        if (at < 0) continue;
+        // Find the text node and offset of the token's first and last characters.
+        let seen = 0, start = null, end = null;
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const length = node.textContent.length;
+            if (start === null && at < seen + length) start = [node, at - seen];
+            if (at + token.length <= seen + length) {
+                end = [node, at + token.length - seen];
+                break;
+            }
+            seen += length;
+        }
+        const range = document.createRange();
+        range.setStart(start[0], start[1]);
+        range.setEnd(end[0], end[1]);
+        return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+    }
+    return null;
+}"""
+
+
+def _lines_of(page: Page, selector: str, token: str) -> int | None:
+    return page.evaluate(_TOKEN_LINES, [selector, token])
+
+
+def _scroll_hint(page: Page, table: str) -> dict[str, Any]:
+    """How the box around a table scrolls: whether it overflows, and whether the note
+    under it shows (and what it says)."""
+    return page.evaluate(
+        """(table) => {
+            const box = document.getElementById(table).closest(".scroll");
+            return {
+                overflows: box.scrollWidth > box.clientWidth + 1,
+                note: getComputedStyle(box, "::after").content,
+                shown: getComputedStyle(box, "::after").content !== "none"
+                    && getComputedStyle(box, "::after").visibility === "visible",
+                overflowX: getComputedStyle(box).overflowX,
+            };
+        }""",
+        table,
+    )
+
+
+def test_every_page_at_both_widths(
+    browser: Browser, server: LiveServer, cluster: ConsoleCluster, tmp_path: Path, backend: str
+) -> None:
+    """Every console page at 1400 and 390 pixels, each screenshotted, with what issue 39
+    found wrong checked as a person sees it: requests as they were written and never
+    broken inside a token, readable fit-matrix labels, a worker's resources, the jobs
+    list's request, command and filter, a job's exit code and quoted command, the
+    sparkline's axis, and tables that scroll sideways on a phone and say so."""
+    rich = _flux_and_grid_engine(server)
+    configured = os.environ.get(SCREENSHOTS_ENV)
+    directory = Path(configured) / backend if configured else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+    screens = Screens(directory)
+    base = server.base_url
+    for label, width in WIDTHS.items():
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+
+        def shot(name: str, label: str = label, page: Page = page) -> None:
+            if label == "phone":
+                # clientWidth: the layout viewport; a table scrolls in its own box.
+                overflow = page.evaluate(
+                    "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                )
+                assert overflow <= 1, (name, overflow)
+            screens.take(page, f"{label}-{name}")
+
+        page.goto(f"{base}/ui")
+        shot("sign-in")
+        _sign_in(page, server, ADMIN)
+        # The browser holds a session id, never the token it signed in with.
+        (session_cookie,) = [c for c in context.cookies() if c["name"] == SESSION_COOKIE]
+        assert ADMIN not in session_cookie["value"] and session_cookie["httpOnly"]
+
+        expect(page.locator("#sparkline .spark-axis")).to_contain_text("0")
+        expect(page.locator("#sparkline .spark-times")).to_contain_text("UTC")
+        expect(page.locator("#sparkline figcaption")).to_contain_text("peak")
+        shot("overview")
+
+        page.goto(f"{base}/ui/workers")
+        expect(page.locator("tr[data-worker=flux-node]")).to_be_visible()
+        if label == "phone":
+            hint = _scroll_hint(page, "workers")
+            assert hint["overflows"] and hint["overflowX"] == "auto", hint
+            assert "scroll sideways" in hint["note"] and hint["shown"], hint
+        shot("workers")
+
+        page.goto(f"{base}/ui/workers/flux-node")
+        expect(page.locator("#worker-rank")).to_have_text("0")
+        expect(page.locator("#worker-properties")).to_have_text("ib, ssd")
+        expect(page.locator("#worker-inventory")).to_contain_text(
+            "node/[socket=2/[core=16;gpu=2];memory=256{unit:GB}]"
+        )
+        expect(page.locator("#worker-values tr[data-attribute=h_vmem]")).to_contain_text("64G")
+        expect(page.locator("#worker-values tr[data-attribute=arch]")).to_contain_text("lx-amd64")
+        expect(page.locator("#worker-queues")).to_contain_text("default@flux-node")
+        shot("worker-flux")
+        page.goto(f"{base}/ui/workers/docs-worker")
+        expect(page.locator("#worker-resources")).to_contain_text("language: ?java, ?python")
+        shot("worker-tags")
+
+        page.goto(f"{base}/ui/queue")
+        queue = page.locator("#queue")
+        expect(queue).to_contain_text("shape node=3/slot/core=8")
+        expect(queue).to_contain_text("requires ib,ssd | host:node[1-4]")
+        expect(queue).to_contain_text("-l arch=lx-amd64,h_vmem=2G")
+        assert '"type"' not in (queue.text_content() or "")  # no RFC 14 JSON
+        for token in ["node=3/slot/core=8", "host:node[1-4]", "arch=lx-amd64,"]:
+            assert _lines_of(page, "#queue td.request", token) == 1, token
+        oldest = page.locator("#queue tbody tr td:nth-child(4)").first
+        assert oldest.evaluate("cell => getComputedStyle(cell).whiteSpace") == "nowrap"
+        shot("queue")
+
+        page.goto(f"{base}/ui/jobs")
+        expect(page.locator("#job-filters a.current")).to_have_text("all")
+        finished = page.locator(f"tr[data-job='{rich.finished}']")
+        expect(finished.locator("td.request")).to_have_text("shape slot/core=2")
+        expect(finished.locator("td.command")).to_have_text("python3 -c 'print(\"hi\")'")
+        expect(page.locator(f"tr[data-job='{rich.jobspec_job}'] td.request")).to_contain_text(
+            "jobspec ["
+        )
+        shot("jobs")
+        page.click("#job-filters >> text=waiting")
+        expect(page.locator("#job-filters a.current")).to_have_text("waiting")
+        expect(page.locator("#job-filters a[aria-current=page]")).to_have_count(1)
+        shot("jobs-waiting")
+
+        page.goto(f"{base}/ui/jobs/{rich.finished}")
+        expect(page.locator("#exit-code")).to_have_text("0")
+        expect(page.locator("#request pre[data-field=command]")).to_have_text(
+            "python3 -c 'print(\"hi\")'"
+        )
+        expect(page.locator("#request pre[data-field='shape (RFC 46)']")).to_have_text(
+            "slot/core=2"
+        )
+        expect(page.locator("#output")).to_have_text("hi")
+        # The note shows under a table that scrolls, and under no other.
+        candidates = _scroll_hint(page, "candidates")
+        assert not candidates["overflows"] and not candidates["shown"], candidates
+        shot("job-finished")
+        page.goto(f"{base}/ui/jobs/{rich.several_nodes}")
+        expect(page.locator("#exit-code")).to_contain_text("not yet")
+        shot("job-waiting")
+        page.goto(f"{base}/ui/jobs/{cluster.alice_waiting}")
+        # Each code once per worker, its clauses under it.
+        java_box = page.locator("#explain tr[data-worker=java-box]")
+        expect(java_box.locator(".reason")).to_have_count(2)
+        shot("job-clauses")
+
+        page.goto(f"{base}/ui/fit")
+        label_cell = page.locator("#matrix tr[data-category] th:has-text('node=3/slot/core=8')")
+        expect(label_cell).to_contain_text("shape node=3/slot/core=8")
+        assert "…" not in (page.locator("#matrix tbody").text_content() or "")
+        assert "..." not in (page.locator("#matrix tbody").text_content() or "")
+        assert "node=3/slot/core=8" in (label_cell.get_attribute("title") or "")
+        assert _lines_of(page, "#matrix th.category-label", "node=3/slot/core=8") == 1
+        shot("fit")
+        label_cell.locator("a").click()
+        expect(page.locator("#category-request")).to_have_text("shape node=3/slot/core=8")
+        shot("category")
+
+        page.goto(f"{base}/ui/whatif")
+        shot("whatif-form")
+        changes = json.dumps(
+            {"drain_workers": ["flux-node"], "add_jobs": [{"shape": "node=2/slot/core=4"}]}
+        )
+        page.fill("#changes", changes)
+        page.click("#run-whatif")
+        categories = page.locator("#whatif-categories")
+        expect(categories).to_contain_text("shape node=2/slot/core=4 (new: add_jobs #0)")
+        expect(categories).to_contain_text("requires ib,ssd | host:node[1-4]")
+        shot("whatif-answer")
+
+        page.goto(f"{base}/ui/jobs/999999")
+        expect(page.locator("h1")).to_have_text("404")
+        shot("not-found")
+        context.close()

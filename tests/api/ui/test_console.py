@@ -1,17 +1,24 @@
-"""The web console through Starlette's TestClient: sign-in and its cookie flags, CSRF and
-origin checks on every form, what a submitter may see and do, and the 404 pages."""
+"""The web console through Starlette's TestClient: sign-in and its cookie flags, the
+server-side sessions (the cookie holds no token; sign-out, revocation and a new admin token
+end them), CSRF and origin checks on every form, what a submitter may see and do, and the
+404 pages."""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import select, update
 
 from app.api.app import create_app
-from app.api.ui.session import CSRF_COOKIE, SESSION_COOKIE
+from app.api.ui.session import CSRF_COOKIE, SESSION_COOKIE, SESSION_SECONDS
+from app.db.base import utcnow
 from app.db.engine import Database
-from app.db.models import Worker, WorkerState
+from app.db.models import ApiToken, ConsoleSession, Worker, WorkerState
+from app.db.tokens import hash_token
 from app.matching import output
 from app.settings import Settings
 from tests.conftest import ADMIN_TOKEN
@@ -191,7 +198,7 @@ def test_a_category_page_shows_its_fit_over_the_workers(
     found = re.search(r'href="/ui/categories/(\d+)"', job)
     assert found
     page = client.get(f"/ui/categories/{found.group(1)}").text
-    assert 'id="category-request">arch:~x86<' in page
+    assert 'id="category-request"><span class="tok">arch:~x86</span><' in page
     assert re.search(r'id="category-waiting">1 of yours<', page)
     rows = dict(
         re.findall(r'data-worker="([a-z-]+)">.*?<span class="reason reason-([a-z-]+)"', page, re.S)
@@ -332,3 +339,121 @@ def test_sign_out_ends_the_session(client: TestClient, cluster: ConsoleCluster) 
 def test_the_console_is_not_in_the_openapi_document(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert not [path for path in paths if path.startswith("/ui")]
+
+
+def _session_rows(database: Database) -> list[ConsoleSession]:
+    with database.transaction(write=False) as session:
+        rows = list(session.scalars(select(ConsoleSession).order_by(ConsoleSession.id)))
+        session.expunge_all()
+        return rows
+
+
+def test_the_cookie_holds_a_session_id_whose_hash_alone_is_stored(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, ADMIN_TOKEN)
+    session_id = client.cookies.get(SESSION_COOKIE)
+    assert session_id and ADMIN_TOKEN not in session_id
+    client.cookies.clear()  # another browser
+    _sign_in(client, cluster.alice_token)
+    alice_id = client.cookies.get(SESSION_COOKIE)
+    assert alice_id and alice_id != session_id and cluster.alice_token not in alice_id
+    admin_row, alice_row = _session_rows(database)
+    assert admin_row.session_hash == hash_token(session_id)
+    assert admin_row.token_id is None and admin_row.admin_fingerprint is not None
+    assert alice_row.session_hash == hash_token(alice_id) and alice_row.token_id is not None
+    for row in (admin_row, alice_row):
+        stored = " ".join(str(value) for value in vars(row).values())
+        for secret in (session_id, alice_id, ADMIN_TOKEN, cluster.alice_token):
+            assert secret not in stored
+        assert row.expires_at - row.created_at == timedelta(seconds=SESSION_SECONDS)
+
+
+def test_a_new_sign_in_ends_the_browser_s_previous_session(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    first = client.cookies.get(SESSION_COOKIE)
+    _sign_in(client, ADMIN_TOKEN)
+    (row,) = _session_rows(database)
+    assert row.token_id is None and row.session_hash != hash_token(first or "")
+
+
+def test_sign_out_revokes_the_session_server_side(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    csrf = _sign_in(client, ADMIN_TOKEN)
+    session_id = client.cookies.get(SESSION_COOKIE)
+    assert session_id is not None
+    client.post("/ui/sign-out", data={"csrf": csrf}, headers=ORIGIN, follow_redirects=False)
+    assert _session_rows(database) == []
+    # The old cookie, sent again as a copy of it would be, opens nothing.
+    client.cookies.set(SESSION_COOKIE, session_id, path="/ui")
+    client.cookies.set(CSRF_COOKIE, csrf, path="/ui")
+    answer = client.get("/ui", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/sign-in"
+
+
+def test_revoking_a_token_revokes_its_sessions(
+    client: TestClient, database: Database, cluster: ConsoleCluster, admin_headers: dict[str, str]
+) -> None:
+    issued = client.post(
+        "/v1/tokens", json={"role": "submitter", "subject": "carol"}, headers=admin_headers
+    ).json()
+    _sign_in(client, issued["token"])
+    assert client.get("/ui/jobs").status_code == 200
+    client.cookies.clear()  # another browser, with another token's session, left alone
+    _sign_in(client, cluster.alice_token)
+    alice_cookie = client.cookies.get(SESSION_COOKIE)
+    client.cookies.set(SESSION_COOKIE, "", path="/ui")
+    assert len(_session_rows(database)) == 2
+    revoked = client.delete(f"/v1/tokens/{issued['id']}", headers=admin_headers)
+    assert revoked.status_code == 200
+    rows = _session_rows(database)
+    assert [row.session_hash for row in rows] == [hash_token(alice_cookie or "")]
+
+
+def test_a_revoked_token_s_session_is_refused_at_once(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    assert client.get("/ui/jobs").status_code == 200
+    # Revoked behind the console's back (another process, a restored backup): the
+    # session is read joined to its token, so it is refused even with its row still there.
+    with database.transaction() as session:
+        session.execute(
+            update(ApiToken).where(ApiToken.subject == "alice").values(revoked_at=utcnow())
+        )
+    assert len(_session_rows(database)) == 1
+    assert client.get("/ui/jobs", follow_redirects=False).status_code == 303
+
+
+def test_changing_the_admin_token_ends_its_sessions(
+    settings: Settings, database: Database, cluster: ConsoleCluster
+) -> None:
+    with TestClient(create_app(settings, database=database)) as before:
+        _sign_in(before, ADMIN_TOKEN)
+        session_id = before.cookies.get(SESSION_COOKIE)
+        csrf = before.cookies.get(CSRF_COOKIE)
+    changed = settings.model_copy(update={"admin_token": SecretStr("a-new-admin-token")})
+    with TestClient(create_app(changed, database=database)) as after:
+        after.cookies.set(SESSION_COOKIE, session_id or "", path="/ui")
+        after.cookies.set(CSRF_COOKIE, csrf or "", path="/ui")
+        answer = after.get("/ui", follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/sign-in"
+    with TestClient(create_app(settings, database=database)) as same:
+        same.cookies.set(SESSION_COOKIE, session_id or "", path="/ui")
+        same.cookies.set(CSRF_COOKIE, csrf or "", path="/ui")
+        assert same.get("/ui", follow_redirects=False).status_code == 200
+
+
+def test_expired_sessions_are_refused_and_deleted_at_the_next_sign_in(
+    client: TestClient, database: Database, cluster: ConsoleCluster
+) -> None:
+    _sign_in(client, cluster.alice_token)
+    with database.transaction() as session:
+        session.execute(update(ConsoleSession).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert client.get("/ui", follow_redirects=False).status_code == 303
+    _sign_in(client, ADMIN_TOKEN)
+    (row,) = _session_rows(database)
+    assert row.token_id is None and row.expires_at > utcnow()

@@ -18,6 +18,7 @@ from app.notations.flux.requires import (
     RequiresError,
     compile_requires,
     compile_requires_constraint,
+    format_requires,
     parse_query,
 )
 from tests.vectors import FLUX
@@ -108,3 +109,56 @@ def test_property_only_notation_errors(text: str) -> None:
         compile_requires(text)
     except NotationError as error:
         assert isinstance(error, RequiresError)
+
+
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("gpu&ib | host:node[1-4]", "gpu,ib | host:node[1-4]"),
+        ("a|b c", "(a | b) & c"),
+        ("not (a|b)", "not (a | b)"),
+        ("-host:n1", "not host:n1"),
+        ("gpu,ib & (host:node[1-4] | rank:0-3)", "gpu,ib & (host:node[1-4] | rank:0-3)"),
+        ("^foo", "^foo"),
+        ('properties:"a b"', "properties:'a b'"),
+        ("rank:0-3 rank:5", "rank:0-3 & rank:5"),
+    ],
+)
+def test_a_constraint_is_written_back_as_requires_text(query: str, text: str) -> None:
+    constraint = compile_requires(query)
+    assert format_requires(constraint) == text
+    assert compile_requires_constraint(text) == compile_requires_constraint(query)
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"hostlist": ["a", "b"]},  # one hostlist term holds one entry in RFC 35 text
+        {"properties": []},  # no term says "nothing"
+        {"properties": ['it\'s "both"']},  # no quote encloses both quotes
+    ],
+)
+def test_a_constraint_without_requires_text_has_none(constraint: dict[str, object]) -> None:
+    assert format_requires(constraint) is None
+
+
+def test_an_invalid_constraint_has_no_requires_text() -> None:
+    assert format_requires({"nonsense": ["x"]}) is None
+
+
+valid_words = st.sampled_from(
+    ["a", "b", "gpu", "^ssd", "host:n[1-2]", "rank:0-3", "'q r'", "-c", "-host:x", "a,b"]
+)
+
+
+@given(st.lists(st.tuples(joiners, valid_words), min_size=0, max_size=6), valid_words)
+def test_property_written_text_compiles_to_the_same_constraint(
+    pairs: list[tuple[str, str]], first: str
+) -> None:
+    """Whatever valid query a person typed, the text written back from its constraint
+    (when there is one) compiles to the same constraint."""
+    query = first + "".join(j + w for j, w in pairs)
+    constraint = compile_requires_constraint(query)
+    text = format_requires(compile_requires(query))
+    assert text is not None, query
+    assert compile_requires_constraint(text) == constraint
