@@ -57,6 +57,7 @@ from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
 from app.matching.slots import worker_free_slots
 from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
+from app.words import plural
 
 #: What each dynamic reason code means; the static ones are the misfit codes
 #: (app/matching/misfits.py ``REASONS``).
@@ -197,9 +198,9 @@ class DynamicCheck:
             return [
                 Clause(
                     "no-free-slots",
-                    f"the job needs {self.job.slots} slots on one queue instance; the "
-                    f"worker has at most {worker.largest_free} free now "
-                    f"({worker.running_jobs} running jobs)",
+                    f"the job needs {plural(self.job.slots, 'slot')} on one queue "
+                    f"instance; the worker has at most {worker.largest_free} free now "
+                    f"({plural(worker.running_jobs, 'running job')})",
                 )
             ]
         if self.grid_engine_job or has_complex_values(self.session, worker.id):
