@@ -56,7 +56,8 @@ def test_a_busy_worker_says_why_it_did_not_take_the_job(
     workers = {w["worker"]: w for w in body["workers"]}
     assert workers["w1"]["eligible"] is True and workers["w1"]["can_run_now"] is False
     assert workers["w1"]["reason"] == "no-free-slots"
-    assert "needs 1 slot;" in workers["w1"]["clauses"][0]["message"]
+    assert "(1 running job)" in workers["w1"]["clauses"][0]["message"]
+    assert "needs 1 slot on one queue instance" in workers["w1"]["clauses"][0]["message"]
     assert workers["w2"]["reason"] == workers["w2"]["misfit_reason"] == "job-requires-tag"
     assert body["summary"] == {
         "workers": 2,
