@@ -357,9 +357,7 @@ def _waiting_pulls(server: LiveServer) -> float:
 STOP_BOUND_SECONDS = 5.0
 
 
-def test_an_idle_agent_stops_at_once_on_sigterm(
-    server: LiveServer, agents: AgentProcesses
-) -> None:
+def test_an_idle_agent_stops_at_once_on_sigterm(server: LiveServer, agents: AgentProcesses) -> None:
     server.start()
     agent = agents.start("w1", _register(server, "w1"), "--wait", "30")
     wait_for(lambda: _waiting_pulls(server) == 1, what="the agent's pull waiting on the server")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -247,3 +248,20 @@ def test_deleting_a_busy_worker_names_requeue(jobmatch: Jobmatch) -> None:
     )
     deleted = jobmatch("workers", "delete", "w1", "--requeue")
     assert deleted.code == 0, deleted.stderr
+
+
+def test_ctrl_c_stops_following_without_a_traceback(jobmatch: Jobmatch) -> None:
+    job = RunningJob(jobmatch)
+    job.send("working\n")
+    follower = start_following(jobmatch, job.id)
+    try:
+        assert next_line(follower) == "working\n"
+        follower.send_signal(signal.SIGINT)
+        stdout, stderr = follower.communicate(timeout=LINE_DEADLINE)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 130
+    assert (stdout, stderr) == ("", f"(stopped following job {job.id}; it goes on)\n")
+    assert jobmatch.api("GET", f"/v1/jobs/{job.id}")["state"] == "running"
