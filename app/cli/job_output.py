@@ -88,7 +88,8 @@ class OutputReader:
         if self.streamed or not reported:
             return
         if self.json:
-            print_json_line({"job": self.job_id, "output": reported})
+            # Not an answer of the output route: marked, with the same "text" key for jq.
+            print_json_line({"job": self.job_id, "text": reported, "reported_with_end": True})
             return
         sys.stdout.write(reported if reported.endswith("\n") else reported + "\n")
         sys.stdout.flush()

@@ -4,6 +4,7 @@ output with its lines; `jobs output ID [--follow]` and `jobs history ID`; an emp
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -157,6 +158,12 @@ def test_follow_of_a_finished_job_prints_its_output_and_exits_0(jobmatch: Jobmat
     followed = jobmatch("jobs", "output", str(job.id), "--follow")
     assert (followed.code, followed.stdout) == (0, "42\n")
     assert followed.stderr == f"(job {job.id} finished, exit code 0)\n"
+    # Nothing was streamed: the output reported with the end, marked as such.
+    as_json = jobmatch("jobs", "output", str(job.id), "--follow", "-o", "json")
+    assert as_json.code == 0, as_json.stderr
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
+        {"job": job.id, "text": "42\n", "reported_with_end": True}
+    ]
 
 
 def test_follow_of_a_cancelled_job_exits_7(jobmatch: Jobmatch) -> None:
