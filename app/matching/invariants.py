@@ -127,7 +127,7 @@ def _consumable_violations(session: Session) -> list[str]:
             )
         if not -TOLERANCE <= used <= capacity + TOLERANCE or nonexclusive < -TOLERANCE:
             problems.append(f"{where} books {used:g} of {capacity:g}")
-    problems += ended_jobs_holding(session, JobBooking.__table__, "consumable bookings")
+    problems += ended_jobs_holding(session, JobBooking.__table__, "consumable booking")
     return problems
 
 

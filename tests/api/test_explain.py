@@ -65,7 +65,7 @@ def test_a_busy_worker_says_why_it_did_not_take_the_job(
         "can_run_now": 0,
         "fit_but_busy": 1,
         "first_failures": {"job-requires-tag": 1, "no-free-slots": 1},
-        "suggestion": "wait for one of the 1 running jobs of worker w1 to end",
+        "suggestion": "wait for the running job of worker w1 to end",
         # Every worker accounted for (issue 35): w1 not now, w2 never.
         "outranked": 0,
         "not_now": 1,
