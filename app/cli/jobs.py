@@ -13,7 +13,13 @@ from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
 from app.cli.files import read_file_or_stdin
 from app.cli.help import command_group
-from app.cli.job_output import follow_output, note, print_history, print_output
+from app.cli.job_output import (
+    OUTCOME_CODES,
+    follow_output,
+    note,
+    print_history,
+    print_output,
+)
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
@@ -109,8 +115,6 @@ def list_jobs(
 #: most the last this many characters; `jobs output ID` prints it whole.
 SHOWN_OUTPUT_LINES = 20
 SHOWN_OUTPUT_CHARS = 4000
-#: The job states after which nothing changes (its output is complete).
-ENDED = (JobState.FINISHED.value, JobState.FAILED.value, JobState.CANCELLED.value)
 
 
 def output_tail(output: str) -> tuple[str, int]:
@@ -129,7 +133,7 @@ def print_output_block(job: Row) -> None:
     """The job's output under the fields, its lines as the command printed them (two
     spaces in), cut to its end when long, with the command that prints all of it."""
     output = job.get("output")
-    if job.get("state") not in ENDED:
+    if job.get("state") not in OUTCOME_CODES:  # not ended: its output may still grow
         follow = f"jobmatch jobs output {job.get('id')} --follow"
         print_lines([f"output:    (while it runs: {follow})"])
         return
