@@ -14,6 +14,7 @@ import typer.main
 
 from app.cli.errors import ExitCode
 from app.cli.main import cli, main
+from app.settings import get_settings
 from tests.cli.conftest import Run, run_jobmatch
 
 #: Nothing listens there: a command that got past its usage checks would say so (exit 3).
@@ -80,8 +81,13 @@ def run_main(args: list[str], capsys: pytest.CaptureFixture[str], database_url: 
         # `db downgrade` takes an unknown option as its revision (it may be -1): Alembic
         # refuses it, after opening the database, which must not be ./jobmatch.db.
         patch.setenv("JOBMATCH_DATABASE_URL", database_url)
-        with pytest.raises(SystemExit) as exited:
-            main()
+        # The settings are read once per process: another test may have read them.
+        get_settings.cache_clear()
+        try:
+            with pytest.raises(SystemExit) as exited:
+                main()
+        finally:
+            get_settings.cache_clear()
     captured = capsys.readouterr()
     code = exited.value.code
     return Run(code if isinstance(code, int) else 1, captured.out, captured.err)
