@@ -17,24 +17,88 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
+
+import stamina.instrumentation
 
 from app import __version__
 from app.agent.execution import ALLOWED_ENVIRONMENT, TOKEN_VARIABLE
 from app.agent.runner import Agent, AgentOptions, WorkerRefused
 from app.agent.spool import SpoolError
-from app.client import RetryPolicy, Timeouts, WorkerClient
+from app.client import RetryPolicy, Timeouts, WorkerClient, retry_line, server_url_mistake
 from app.logs import configure_logging
 
 REFUSED = 3
-#: The environment variables the agent reads (besides those it passes on to jobs).
-SERVER_VARIABLE, SPOOL_VARIABLE, LOG_FORMAT_VARIABLE = (
+USAGE = 2
+#: The environment variables the agent reads (besides those it passes on to jobs). The
+#: server's URL is JOBMATCH_URL, as for the `jobmatch` commands; JOBMATCH_SERVER, its old
+#: name, is still read (with a warning).
+URL_VARIABLE, OLD_URL_VARIABLE, SPOOL_VARIABLE, LOG_FORMAT_VARIABLE = (
+    "JOBMATCH_URL",
     "JOBMATCH_SERVER",
     "JOBMATCH_AGENT_SPOOL",
     "JOBMATCH_LOG_FORMAT",
 )
-READS_ENVIRONMENT = (TOKEN_VARIABLE, SERVER_VARIABLE, SPOOL_VARIABLE, LOG_FORMAT_VARIABLE)
+READS_ENVIRONMENT = (
+    TOKEN_VARIABLE,
+    URL_VARIABLE,
+    OLD_URL_VARIABLE,
+    SPOOL_VARIABLE,
+    LOG_FORMAT_VARIABLE,
+)
+#: Loggers of the HTTP libraries: a line per request is for debugging, not for the log of
+#: a worker that pulls every 30 seconds.
+HTTP_LOGGERS = ("httpx2", "httpcore2", "httpx", "httpcore")
+
+log = logging.getLogger("jobmatch.agent")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error said as every `jobmatch` command says one: a single
+    `error:` line naming --help, exit 2 (argparse prints the usage block, then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
+class DebugOnly(logging.Filter):
+    """Turns a record into a DEBUG one, kept only when the log shows DEBUG (a logger
+    filter: the HTTP libraries log each request at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def log_retry(details: stamina.instrumentation.RetryDetails) -> None:
+    """stamina's retry hook: one line saying what failed, and which attempt comes when."""
+    log.warning("%s", retry_line(details))
+
+
+def quiet_http_libraries() -> None:
+    """Request lines of the HTTP libraries at DEBUG, retries as one line of the agent's
+    (instead of stamina's bare `stamina.retry_scheduled`)."""
+    for name in HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DebugOnly) for f in logger.filters):
+            logger.addFilter(DebugOnly())
+    stamina.instrumentation.set_on_retry_hooks([log_retry])
+
+
+def server_from_environment(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The server's URL from the environment, and a warning line when it came from (or
+    was also set as) the deprecated JOBMATCH_SERVER."""
+    url, old = environ.get(URL_VARIABLE), environ.get(OLD_URL_VARIABLE)
+    if old is None:
+        return url, None
+    if url is not None:
+        return url, (
+            f"warning: {OLD_URL_VARIABLE} is deprecated and ignored: {URL_VARIABLE} is "
+            f"set too, and wins ({url})"
+        )
+    return old, f"warning: {OLD_URL_VARIABLE} is deprecated: set {URL_VARIABLE} instead"
 
 
 def _positive(text: str) -> float:
@@ -73,15 +137,15 @@ SECONDS_OPTIONS = (
 )  # fmt: skip
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="jobmatch-agent",
+def build_parser(prog: str = "jobmatch-agent") -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog=prog,
         description="Run a jobmatch worker agent: report this host's facts and load, pull "
         "jobs (long-poll), run their commands, stream their output, report their ends. "
         f"The worker's token is read from {TOKEN_VARIABLE}.",
         epilog="Examples:\n"
-        f"  {TOKEN_VARIABLE}=... jobmatch-agent --server http://127.0.0.1:8000 --name w1\n"
-        f"  {TOKEN_VARIABLE}=... jobmatch worker --server http://jobmatch:8000 --slots 4\n"
+        f"  {TOKEN_VARIABLE}=... jobmatch-agent --url http://127.0.0.1:8000 --name w1\n"
+        f"  {TOKEN_VARIABLE}=... jobmatch worker --url http://jobmatch:8000 --slots 4\n"
         "\nA pull waits up to --wait seconds without a word to the server: keep it well "
         "under the server's JOBMATCH_LEASE_SECONDS (300 by default).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -90,9 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--version", action="version", version=f"jobmatch-agent {__version__}")
     add(
+        "--url",
         "--server",
-        default=env(SERVER_VARIABLE),
-        help="the jobmatch server's URL, e.g. http://127.0.0.1:8000 [env JOBMATCH_SERVER]",
+        dest="url",
+        help="the jobmatch server's URL, e.g. http://127.0.0.1:8000 [env JOBMATCH_URL; "
+        "--server and JOBMATCH_SERVER are its old names]",
     )
     add("--name", help="the worker's registered name [default: the host name]")
     add("--slots", type=_count, default=1, help="jobs run at once [default: 1]")
@@ -151,22 +217,31 @@ def _options(args: argparse.Namespace, name: str) -> AgentOptions:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "jobmatch-agent") -> int:
+    """Run the agent; ``prog`` is how it was called (`jobmatch worker` runs it too)."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     token = os.environ.get(TOKEN_VARIABLE, "")
-    if not args.server:
-        parser.error("--server (or JOBMATCH_SERVER) is required")
+    if not args.url:
+        args.url, warning = server_from_environment(os.environ)
+        if warning is not None:
+            print(warning, file=sys.stderr)
+    if not args.url:
+        parser.error(f"--url (or {URL_VARIABLE}) is required")
+    mistake = server_url_mistake(args.url)
+    if mistake is not None:
+        parser.error(f"the server URL {args.url!r} (--url, {URL_VARIABLE}) {mistake}")
     if not token:
         parser.error(f"set {TOKEN_VARIABLE} to this worker's token")
     if TOKEN_VARIABLE in args.pass_env:
         parser.error(f"--pass-env {TOKEN_VARIABLE}: the agent's token never reaches a job")
     configure_logging(args.log_level, args.log_format)
+    quiet_http_libraries()
     name = args.name or socket.gethostname()
     options = _options(args, name)
     # Short tries per call: the agent's own backoff retries for as long as it takes.
     retry = RetryPolicy(attempts=2, timeout=10.0, wait_max=1.0)
-    with WorkerClient(args.server, token, name, retry=retry, timeouts=Timeouts()) as client:
+    with WorkerClient(args.url, token, name, retry=retry, timeouts=Timeouts()) as client:
         try:
             agent = Agent(client, options, secret=token)
         except SpoolError as error:
@@ -177,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return agent.run()
         except WorkerRefused as refused:
-            logging.getLogger("jobmatch.agent").error("stopped: %s", refused)
+            log.error("stopped: %s", refused)
             print(f"jobmatch-agent: error: {refused}", file=sys.stderr)
             return REFUSED
         except SpoolError as error:

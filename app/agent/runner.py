@@ -25,9 +25,10 @@ does. A job that ends while a pull waits on the server is reported at once inste
 slot would otherwise stay booked for the whole wait). A server without batch pulls (404
 or 405) gets single pulls and finishes, as before.
 
-On SIGTERM it stops pulling; running commands get ``grace`` seconds to finish (their
-results are reported as usual), after which they are terminated and their jobs returned to
-the queue, unfinished, for another worker.
+On SIGTERM it stops pulling (a pull waiting on the server is cancelled: its connection is
+shut, and the server, seeing the worker gone, takes no job for it); running commands get
+``grace`` seconds to finish (their results are reported as usual), after which they are
+terminated and their jobs returned to the queue, unfinished, for another worker.
 """
 
 from __future__ import annotations
@@ -369,6 +370,9 @@ class Agent:
                 future = puller.submit(self._pull_single)
             while not future.done():
                 if self.stopping.wait(0.1):
+                    # The long-poll is not waited out: its connection is shut, the server
+                    # takes no job for it, and the stop takes a moment, not --wait seconds.
+                    self.client.cancel_waiting_pulls()
                     self._abandoned = future
                     return []
         finally:

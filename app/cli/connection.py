@@ -18,10 +18,10 @@ from typing import Annotated, Any
 import stamina.instrumentation
 import typer
 
-from app.cli.errors import reported
+from app.cli.errors import ExitCode, fail, reported
 from app.cli.help import examples
 from app.cli.output import Column, Row, collect_pages, more_hint, print_json, print_table
-from app.client import AdminClient, RetryPolicy, Timeouts
+from app.client import AdminClient, RetryPolicy, Timeouts, server_url_mistake
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -97,6 +97,9 @@ class Remote:
         code. The admin client has every method; the server decides what the token may do."""
         # A retry is the program's business: no log line about it between the user's lines.
         stamina.instrumentation.set_on_retry_hooks([])
+        mistake = server_url_mistake(self.url)
+        if mistake is not None:
+            fail(f"the server URL {self.url!r} (--url, JOBMATCH_URL) {mistake}", ExitCode.USAGE)
         with reported(token_given=bool(self.token)):
             client = AdminClient(self.url, self.token, timeouts=CLI_TIMEOUTS, retry=CLI_RETRY)
             try:

@@ -45,10 +45,36 @@ def missing_sqlite_file(url: str) -> Path | None:
     return None if path.exists() else path
 
 
+#: URL schemes other programs accept for PostgreSQL (Heroku, libpq, psql) that SQLAlchemy
+#: does not load, or loads with a driver jobmatch does not install (psycopg2).
+POSTGRES_SCHEMES = ("postgres", "postgresql", "postgresql+psycopg2")
+
+
+def database_url_mistake(url: str) -> str | None:
+    """What is wrong with a database URL people often give, in one line (None when it
+    looks usable): `postgres://` makes SQLAlchemy say "Can't load plugin", and a plain
+    `postgresql://` asks for psycopg2, which is not installed; jobmatch speaks psycopg 3."""
+    scheme, separator, rest = url.strip().partition("://")
+    if separator and scheme.lower() in POSTGRES_SCHEMES:
+        return (
+            f"the database URL {shown_url(url)!r} starts with {scheme}://, which jobmatch "
+            f"cannot use: give {shown_url('postgresql+psycopg://' + rest)!r} (psycopg 3)"
+        )
+    return None
+
+
+def check_database_url(url: str) -> None:
+    """Stop with one line and exit 2 when ``url`` is a database URL people get wrong."""
+    mistake = database_url_mistake(url)
+    if mistake is not None:
+        fail(mistake, ExitCode.USAGE)
+
+
 @contextmanager
 def database_errors(url: str) -> Iterator[None]:
     """Report a database that cannot be reached, or a migration that cannot run, in one
-    line with its exit code instead of a traceback."""
+    line with its exit code instead of a traceback (a mistaken URL is said first)."""
+    check_database_url(url)
     from alembic.util import CommandError as AlembicCommandError
     from sqlalchemy.exc import ArgumentError, DBAPIError
 

@@ -33,6 +33,11 @@ class ExitCode(enum.IntEnum):
     AUTH = 4
     #: The server failed (5xx) or answered something this program does not understand.
     SERVER = 5
+    #: `jobs output --follow`: the job it followed ended failed (or its worker lost it
+    #: for good).
+    JOB_FAILED = 6
+    #: `jobs output --follow`: the job it followed was cancelled.
+    JOB_CANCELLED = 7
 
 
 EXIT_CODES_HELP = """\b
@@ -44,6 +49,8 @@ Exit codes:
   3  cannot reach the server (or, for local commands, the database)
   4  the token was refused (401 unknown or missing, 403 not allowed)
   5  the server failed (5xx) or answered something unexpected
+  6  jobs output --follow: the job failed (0: it finished)
+  7  jobs output --follow: the job was cancelled
 
 Errors are one line on stderr, starting with "error:". docs/cli.md has more."""
 

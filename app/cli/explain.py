@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from app.cli.output import Column, Row, field, print_lines, print_table, text
+from app.words import plural
 
 
 def _first_clause(row: Row) -> Row:
@@ -66,18 +67,31 @@ SUMMARY_COUNTS = ("workers", "eligible", "can_run_now", "fit_but_busy")
 ANSWER_COUNTS = ("outranked", "not_now", "never")
 
 
+def words(name: str) -> str:
+    """A JSON field's name as words: `can_run_now` is `can run now`."""
+    return name.replace("_", " ")
+
+
+def counted(value: Any, singular: str) -> str:
+    """A count the server sent and its noun (`1 place`, `2 places`); a value that is no
+    count is shown as it came."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return plural(value, singular)
+    return f"{text(value)} {singular}s"
+
+
 def summary_lines(summary: Any) -> list[str]:
     """A waiting job's summary: the counts, how many workers fail first on each clause,
     and the one change that would let it run soonest; other fields as `name: value`."""
     if not isinstance(summary, dict):
         return [f"summary: {text(summary)}"]
     counts = [
-        f"{summary[name]} {name.replace('_', ' ')}" for name in SUMMARY_COUNTS if name in summary
+        plural(summary[name], "worker") if name == "workers" else f"{summary[name]} {words(name)}"
+        for name in SUMMARY_COUNTS
+        if name in summary
     ]
     lines = ["summary: " + ", ".join(counts)] if counts else ["summary:"]
-    answers = [
-        f"{summary[name]} {name.replace('_', ' ')}" for name in ANSWER_COUNTS if name in summary
-    ]
+    answers = [f"{summary[name]} {words(name)}" for name in ANSWER_COUNTS if name in summary]
     if answers and "can_run_now" in summary:
         lines.append(f"  answers: {summary['can_run_now']} now, " + ", ".join(answers))
     failures = summary.get("first_failures") or {}
@@ -98,14 +112,14 @@ def summary_lines(summary: Any) -> list[str]:
 def allocation_lines(allocation: Row) -> list[str]:
     lines = [
         f"allocation: {'placeable now' if allocation.get('placeable') else 'cannot be placed now'}"
-        f" ({allocation.get('candidate_workers')} candidate workers)"
+        f" ({counted(allocation.get('candidate_workers'), 'candidate worker')})"
     ]
     if allocation.get("note"):
         lines.append(f"  {allocation['note']}")
     for shortfall in allocation.get("shortfalls") or []:
         lines.append(
             f"  {shortfall.get('path')}: needed {shortfall.get('needed')}, found "
-            f"{shortfall.get('found')} in {shortfall.get('places')} places "
+            f"{shortfall.get('found')} in {counted(shortfall.get('places'), 'place')} "
             f"(workers: {text(shortfall.get('workers'))})"
         )
     return lines

@@ -13,6 +13,13 @@ from app.cli.errors import CommandError, ExitCode
 from app.cli.explain import print_explanation
 from app.cli.files import read_file_or_stdin
 from app.cli.help import command_group
+from app.cli.job_output import (
+    OUTCOME_CODES,
+    follow_output,
+    note,
+    print_history,
+    print_output,
+)
 from app.cli.output import (
     DEFAULT_LIMIT,
     Column,
@@ -20,11 +27,15 @@ from app.cli.output import (
     field,
     notations,
     print_fields,
+    print_lines,
     print_table,
 )
 from app.client import AdminClient, Forbidden, JobSpec, JobState
+from app.words import plural
 
-jobs_cli = command_group("List, show, explain, submit and cancel jobs.")
+jobs_cli = command_group(
+    "List, show, explain, submit and cancel jobs; read their output and history."
+)
 
 JobArgument = Annotated[
     int, typer.Argument(metavar="ID", min=1, help="the job's id", show_default=False)
@@ -100,6 +111,46 @@ def list_jobs(
     remote.show_page(page, JOB_COLUMNS)
 
 
+#: `jobs show` prints at most the last this many lines of a job's output, and of those at
+#: most the last this many characters; `jobs output ID` prints it whole.
+SHOWN_OUTPUT_LINES = 20
+SHOWN_OUTPUT_CHARS = 4000
+
+
+def output_tail(output: str) -> tuple[str, int]:
+    """The end of a job's output that `jobs show` prints (its last SHOWN_OUTPUT_LINES
+    lines, at most SHOWN_OUTPUT_CHARS characters), and how many lines it leaves out."""
+    lines = output.splitlines()
+    kept = lines[-SHOWN_OUTPUT_LINES:]
+    text = "\n".join(kept)
+    if len(text) > SHOWN_OUTPUT_CHARS:
+        text = text[-SHOWN_OUTPUT_CHARS:]
+        kept = text.splitlines()
+    return text, len(lines) - len(kept)
+
+
+def print_output_block(job: Row) -> None:
+    """The job's output under the fields, its lines as the command printed them (two
+    spaces in), cut to its end when long, with the command that prints all of it."""
+    output = job.get("output")
+    if job.get("state") not in OUTCOME_CODES:  # not ended: its output may still grow
+        follow = f"jobmatch jobs output {job.get('id')} --follow"
+        print_lines([f"output:    (while it runs: {follow})"])
+        return
+    if not output:
+        print_lines(["output:    -"])
+        return
+    text, cut = output_tail(output)
+    lines = ["output:"]
+    if cut:
+        lines.append(
+            f"  [{plural(cut, 'earlier line')} cut: jobmatch jobs output {job.get('id')} "
+            "prints them all]"
+        )
+    lines += [f"  {line}" for line in text.splitlines()]
+    print_lines(lines)
+
+
 def print_job(job: Row, *, wide: bool) -> None:
     fields: list[tuple[str, Any]] = [
         ("id", job.get("id")),
@@ -114,6 +165,7 @@ def print_job(job: Row, *, wide: bool) -> None:
         ("submitted", job.get("submitted_at")),
         ("started", job.get("started_at")),
         ("ended", job.get("ended_at")),
+        ("exit code", job.get("exit_code")),
     ]
     if wide:
         fields += [
@@ -121,19 +173,74 @@ def print_job(job: Row, *, wide: bool) -> None:
             ("command", job.get("command")),
             ("timeout", job.get("timeout")),
             ("pe slots", job.get("pe_slots")),
-            ("exit code", job.get("exit_code")),
-            ("output", job.get("output")),
         ]
     print_fields(fields)
+    print_output_block(job)
 
 
 @remote_command(
     jobs_cli, "show", "jobmatch jobs show 12", "jobmatch jobs show 12 -o json | jq .state"
 )
 def show_job(remote: Remote, job_id: JobArgument) -> None:
-    """Show one job: what it asks for, its state, where it runs."""
+    """Show one job: what it asks for, its state, where it runs, its exit code and the
+    end of its output (`jobs output ID` prints all of it)."""
     remote.call_and_show(
         lambda client: client.get_job(job_id), lambda job: print_job(job, wide=remote.wide)
+    )
+
+
+@remote_command(
+    jobs_cli,
+    "output",
+    "jobmatch jobs output 12",
+    "jobmatch jobs output 12 --follow   # until the job ends; exits 0, 6 failed, 7 cancelled",
+    "jobmatch jobs output 12 --follow -o json | jq -r .text",
+)
+def job_output(
+    remote: Remote,
+    job_id: JobArgument,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="print new output as it comes until the job ends, then exit with its "
+            "outcome: 0 finished, 6 failed, 7 cancelled",
+        ),
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(min=0.05, help="with --follow, seconds between two reads"),
+    ] = 1.0,
+) -> None:
+    """Print a job's output: what its worker streamed so far (or, when it streamed
+    nothing, what it reported with the job's end). -o json prints the API's answer (with
+    --follow, one line of JSON per answer that carries text)."""
+    with remote.client() as client:
+        if not follow:
+            print_output(client, job_id, json=remote.json)
+            return
+        try:
+            code = follow_output(client, job_id, json=remote.json, interval=interval)
+        except KeyboardInterrupt:
+            # The person stopped following; the job itself goes on.
+            note(f"stopped following job {job_id}; it goes on")
+            raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+@remote_command(
+    jobs_cli,
+    "history",
+    "jobmatch jobs history 12",
+    "jobmatch jobs history 12 -o json | jq '.events[].kind'",
+)
+def job_history(remote: Remote, job_id: JobArgument) -> None:
+    """Show what happened to a job, oldest first: submitted, dispatched (to which
+    worker), requeued, returned, finished, failed, cancelled."""
+    remote.call_and_show(
+        lambda client: client.job_history(job_id),
+        lambda history: print_history(history, wide=remote.wide),
     )
 
 
@@ -195,15 +302,28 @@ def _file_body(path: Path | None) -> dict[str, Any]:
 JSON_OPTIONS = ("constraint", "jobspec")
 
 
-def job_spec(file: Path | None, options: dict[str, Any]) -> JobSpec:
+#: The fields by which a job asks for something, in any notation: a job with none of them
+#: runs on any worker, which `jobs submit` does only when told --anything.
+ASKING_FIELDS = (*REQUEST_FIELDS, "requires")
+
+
+def job_spec(file: Path | None, options: dict[str, Any], *, anything: bool = True) -> JobSpec:
     """The job to submit: --file's fields, overridden by the options given (the JSON ones
-    parsed first, so that a bad one is reported before the file is read)."""
+    parsed first, so that a bad one is reported before the file is read). Unless
+    ``anything``, a job that asks for nothing in any notation is refused."""
     given = {
         key: _json_option(value, key) if key in JSON_OPTIONS else value
         for key, value in options.items()
     }
     body = _file_body(file)
     body.update({key: value for key, value in given.items() if value not in (None, [])})
+    if not anything and not any(body.get(name) not in (None, "", []) for name in ASKING_FIELDS):
+        raise CommandError(
+            "the job asks for nothing (no --resources, --requires, --constraint, --shape, "
+            "--jobspec, --task, --hard, --soft, --pe, -q, --project or such field in "
+            "--file), so any worker would run it; give what it needs, or --anything",
+            ExitCode.USAGE,
+        )
     try:
         return JobSpec(**body)
     except TypeError as error:
@@ -286,6 +406,14 @@ def submit_job(
         Path | None,
         typer.Option(help="a JSON body of POST /v1/jobs ('-': stdin); options override it"),
     ] = None,
+    anything: Annotated[
+        bool,
+        typer.Option(
+            "--anything",
+            help="submit a job that asks for nothing, which any worker may run (without it, "
+            "such a job is refused: exit 2)",
+        ),
+    ] = False,
 ) -> None:
     """Submit a job in any notation; prints it (its id and state first). With -t, an array
     job: prints its tasks' jobs."""
@@ -315,13 +443,13 @@ def submit_job(
     if tasks is not None or task_concurrency is not None:
         # An array job goes through the bulk route, which answers every task's job.
         remote.call_and_show(
-            lambda client: client.submit_jobs([job_spec(file, options)]),
+            lambda client: client.submit_jobs([job_spec(file, options, anything=anything)]),
             lambda answer: print_submitted(answer, wide=remote.wide),
         )
         return
     # Read inside the call, where a bad --file or JSON option becomes one line and exit 2.
     remote.call_and_show(
-        lambda client: client.submit_job(job_spec(file, options)),
+        lambda client: client.submit_job(job_spec(file, options, anything=anything)),
         lambda job: print_job(job, wide=remote.wide),
     )
 
@@ -401,7 +529,8 @@ def submit_many(
             except Exception:
                 if stored:
                     typer.echo(
-                        f"jobmatch: the {len(stored)} jobs of bodies 0 to {start - 1} were "
+                        f"jobmatch: the {plural(len(stored), 'job')} of bodies 0 to "
+                        f"{start - 1} were "
                         f"submitted; the request of bodies {start} onwards was not (the "
                         "error's body indexes count from its first body)",
                         err=True,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.database import database_errors, shown_url
+from app.cli.database import check_database_url, database_errors, shown_url
 from app.cli.errors import ExitCode, fail
 from app.cli.help import examples
 
@@ -140,6 +140,7 @@ def serve(
             os.environ[f"JOBMATCH_{field.upper()}"] = str(value)
     get_settings.cache_clear()
     settings = get_settings()
+    check_database_url(settings.database_url)
     # Before the worker processes start: they inherit the raised limit.
     files = capacity.raise_open_files_limit()
     configure_logging(settings.log_level, settings.log_format)
@@ -391,7 +392,7 @@ def requires(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
     epilog=examples(
-        "JOBMATCH_WORKER_TOKEN=... jobmatch worker --server http://127.0.0.1:8000 --name w1",
+        "JOBMATCH_WORKER_TOKEN=... jobmatch worker --url http://127.0.0.1:8000 --name w1",
         "jobmatch worker --help   # the agent's own options (the same as jobmatch-agent)",
     ),
 )
@@ -400,4 +401,4 @@ def worker(ctx: typer.Context) -> None:
     its options)."""
     from app.agent.main import main as agent_main
 
-    raise typer.Exit(agent_main(ctx.args))
+    raise typer.Exit(agent_main(ctx.args, prog="jobmatch worker"))

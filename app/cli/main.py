@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from app import __version__
 from app.cli.catalog import attributes_cli, tasks_cli
@@ -20,6 +21,7 @@ from app.cli.local import local_cli
 from app.cli.quotas import quotas_cli
 from app.cli.scenarios import scenario_cli
 from app.cli.tokens import tokens_cli
+from app.cli.usage import usage_message
 from app.cli.values import values_cli
 from app.cli.whatif import whatif_cli
 from app.cli.workers import workers_cli
@@ -103,7 +105,21 @@ def _options(
 def main() -> None:
     """Run the program; an error no command expected is still one line on stderr."""
     try:
-        cli(prog_name="jobmatch")
+        # Not standalone: click's usage errors come here, to be said in one line.
+        returned = cli(prog_name="jobmatch", standalone_mode=False)
+    except NoArgsIsHelpError as error:
+        # `jobmatch jobs` alone: the group's help, as click prints it.
+        error.show()
+        sys.exit(error.exit_code)
+    except UsageError as error:
+        typer.echo(f"error: {usage_message(error)}", err=True)
+        sys.exit(int(ExitCode.USAGE))
+    except ClickException as error:
+        typer.echo(f"error: {' '.join(error.format_message().split())}", err=True)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         typer.echo("error: interrupted", err=True)
         sys.exit(130)
@@ -120,3 +136,5 @@ def main() -> None:
             err=True,
         )
         sys.exit(int(ExitCode.SERVER))
+    # Click returns the code of a typer.Exit (or the command's value: None, success).
+    sys.exit(returned if isinstance(returned, int) else 0)

@@ -81,6 +81,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def print_json_line(data: Any) -> None:
+    """One answer as one line of JSON (JSON lines: a stream of answers, for `jq -c`)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
 def print_table(rows: Iterable[Row], columns: Sequence[Column], *, wide: bool) -> None:
     shown = [column for column in columns if wide or not column.wide_only]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from app.cli.connection import LimitOption, Remote, remote_command
+from app.cli.errors import CommandError, ExitCode
 from app.cli.help import command_group
 from app.cli.output import (
     DEFAULT_LIMIT,
@@ -16,7 +17,7 @@ from app.cli.output import (
     print_fields,
     print_table,
 )
-from app.client import NULL, WorkerPatch, WorkerState
+from app.client import NULL, Conflict, WorkerPatch, WorkerState
 
 workers_cli = command_group("See the workers and steer them: list, show, drain, resume, delete.")
 
@@ -167,6 +168,17 @@ def resume_worker(
     set_state(remote, name, WorkerState.ACTIVE, reason)
 
 
+def requeue_hint(error: Conflict, name: str) -> str:
+    """The 409 of deleting a worker that runs jobs, with what to type instead of the
+    API's `requeue=true`: the server's reason (which jobs it runs), then the options."""
+    reason = (error.detail or "the worker runs jobs").split(";")[0]
+    return (
+        f"{error.status} {error.title}: {reason}; drain it (jobmatch workers drain {name} "
+        f"--reason ...) and wait for them to end, or return them to the queue with "
+        f"jobmatch workers delete {name} --requeue"
+    )
+
+
 @remote_command(
     workers_cli,
     "delete",
@@ -188,6 +200,11 @@ def delete_worker(
     """Remove a worker and its token. With -o json nothing is printed (the API answers 204
     without a body)."""
     with remote.client() as client:
-        client.delete_worker(name, requeue=requeue)
+        try:
+            client.delete_worker(name, requeue=requeue)
+        except Conflict as error:
+            if requeue:
+                raise
+            raise CommandError(requeue_hint(error, name), ExitCode.REFUSED) from None
     if not remote.json:
         typer.echo(f"worker {name}: deleted" + (" (its jobs requeued)" if requeue else ""))

@@ -13,7 +13,7 @@ worker host needs none of the server's stack. docs/client.md shows an example pe
 """
 
 from app.client.admin import AdminClient
-from app.client.base import USER_AGENT, BaseClient
+from app.client.base import USER_AGENT, BaseClient, retry_line
 from app.client.errors import (
     ApiError,
     BadRequest,
@@ -51,6 +51,7 @@ from app.client.requests import (
     WorkerSpec,
 )
 from app.client.submitter import SubmitterClient
+from app.client.urls import server_url_mistake
 from app.client.worker import EndReport, WorkerClient
 from app.wire.queues import QueueSpec
 
@@ -98,4 +99,6 @@ __all__ = [
     "WorkerPatch",
     "WorkerSpec",
     "WorkerState",
+    "retry_line",
+    "server_url_mistake",
 ]

@@ -4,6 +4,7 @@ timeouts, the retry policy, the user agent, and turning answers into models or t
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any, Self, TypeVar
@@ -11,6 +12,7 @@ from urllib.parse import quote
 
 import httpx2
 import stamina
+import stamina.instrumentation
 
 from app import __version__
 from app.client import operations as ops
@@ -28,6 +30,26 @@ T = TypeVar("T")
 
 USER_AGENT = f"jobmatch-client/{__version__} httpx2/{httpx2.__version__}"
 IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
+#: The request each thread is sending (method and path) and how many tries its policy
+#: allows: what :func:`retry_line` names, since stamina's hooks see neither.
+_sending = threading.local()
+
+
+def retry_line(details: stamina.instrumentation.RetryDetails) -> str:
+    """One line for a retry stamina scheduled (for a hook of
+    ``stamina.instrumentation.set_on_retry_hooks``): what failed, why, which attempt
+    comes next and when, e.g. ``POST /v1/workers/w1/heartbeat failed (cannot reach the
+    jobmatch server at http://h:8000: [Errno 111] Connection refused); attempt 2 of 3 in
+    0.4 s``."""
+    request = getattr(_sending, "request", "a request")
+    attempts = getattr(_sending, "attempts", None)
+    of = f" of {attempts}" if attempts else ""
+    return (
+        f"{request} failed ({details.caused_by}); attempt {details.retry_num + 1}{of} "
+        f"in {details.wait_for:.1f} s"
+    )
 
 
 class BaseClient:
@@ -56,12 +78,24 @@ class BaseClient:
         headers = {"User-Agent": user_agent or USER_AGENT, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx2.Client(
+        self._http = self._new_http(headers, timeouts, transport)
+
+    def _new_http(
+        self,
+        headers: Mapping[str, str],
+        timeouts: Timeouts | None,
+        transport: httpx2.BaseTransport | None,
+        limits: httpx2.Limits | None = None,
+    ) -> httpx2.Client:
+        """An httpx client to this server with these headers (a role may need a second
+        one, with other limits: the worker's waiting pulls)."""
+        return httpx2.Client(
             base_url=self.base_url,
-            headers=headers,
+            headers=dict(headers),
             timeout=(timeouts or Timeouts()).as_httpx(),
             transport=transport,
             follow_redirects=False,
+            limits=limits or httpx2.Limits(),
         )
 
     def __enter__(self) -> Self:
@@ -84,10 +118,13 @@ class BaseClient:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
         read_timeout: float | None = None,
+        http: httpx2.Client | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> httpx2.Response:
         """Send ``operation`` and return its 2xx response, retrying as the policy allows;
         raise the typed error of any other answer. ``read_timeout`` replaces the client's
-        for this request (a long-poll holds its answer back on purpose)."""
+        for this request (a long-poll holds its answer back on purpose); ``http`` sends it
+        through another httpx client than the usual one, ``extensions`` are httpx's."""
         url = operation.path.format(
             **{key: quote(str(value), safe="") for key, value in (path or {}).items()}
         )
@@ -99,6 +136,8 @@ class BaseClient:
         def hook(error: Exception) -> bool | float:
             return retry_wait(error, idempotent=safe, wait_max=policy.wait_max)
 
+        _sending.request = f"{operation.method} {url}"
+        _sending.attempts = policy.attempts
         for attempt in stamina.retry_context(
             on=hook,
             attempts=policy.attempts,
@@ -109,7 +148,14 @@ class BaseClient:
         ):
             with attempt:
                 response = self._once(
-                    operation.method, url, params, json_body, headers, read_timeout
+                    operation.method,
+                    url,
+                    params,
+                    json_body,
+                    headers,
+                    read_timeout,
+                    http=http,
+                    extensions=extensions,
                 )
         return response
 
@@ -121,20 +167,25 @@ class BaseClient:
         json_body: Any,
         headers: Mapping[str, str] | None,
         read_timeout: float | None = None,
+        *,
+        http: httpx2.Client | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> httpx2.Response:
-        timeout = self._http.timeout
+        sender = http or self._http
+        timeout = sender.timeout
         if read_timeout is not None:
             timeout = httpx2.Timeout(
                 connect=timeout.connect, read=read_timeout, write=timeout.write, pool=timeout.pool
             )
         try:
-            response = self._http.request(
+            response = sender.request(
                 method,
                 url,
                 params=dict(params),
                 json=json_body,
                 headers=dict(headers or {}),
                 timeout=timeout,
+                extensions=dict(extensions or {}),
             )
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as error:
             raise ServerUnreachable(self.base_url, _reason(error), sent=False) from None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import socket
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -64,6 +67,53 @@ class WorkerClient(BaseClient):
         #: Whether the last pull was superseded: a newer waiting pull of this worker (from
         #: this process or another one under the same name) took its place.
         self.superseded = False
+        # Waiting pulls go through a pool of their own that keeps no connection: each
+        # opens one, which the trace hook below sees being made, so that a stopping agent
+        # can shut it (cancel_waiting_pulls) instead of waiting out the long-poll.
+        self._waiting_http = self._new_http(
+            self._http.headers, timeouts, transport, httpx2.Limits(max_keepalive_connections=0)
+        )
+        self._waiting_lock = threading.Lock()
+        self._waiting_streams: list[Any] = []
+        self._waiting_cancelled = False
+
+    def close(self) -> None:
+        super().close()
+        self._waiting_http.close()
+
+    def cancel_waiting_pulls(self) -> None:
+        """End the waiting pull in progress now, and any later one at once (safe from
+        another thread). Its connection is shut: the server sees the worker gone and takes
+        no job for it, and the pull raises ServerUnreachable. Pulls that do not wait and
+        every other call go on as before: a stopping agent still reports its jobs."""
+        with self._waiting_lock:
+            self._waiting_cancelled = True
+            streams = list(self._waiting_streams)
+        for stream in streams:
+            _shut(stream)
+
+    def _waiting_request(self, wait: float | None) -> dict[str, Any]:
+        """How a pull that may wait ``wait`` seconds is sent: a waiting one through the
+        pool of waiting pulls, its connections traced (so that they can be shut)."""
+        if not wait:
+            return {}
+        return {"http": self._waiting_http, "extensions": {"trace": self._trace_waiting}}
+
+    def _trace_waiting(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace of a waiting pull: keep each connection it opens (the TLS
+        one replaces the TCP one it wraps); shut it at once when pulls were cancelled."""
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        with self._waiting_lock:
+            self._waiting_streams = [stream]
+            cancelled = self._waiting_cancelled
+        if cancelled:
+            _shut(stream)
+
+    def _waited(self) -> None:
+        with self._waiting_lock:
+            self._waiting_streams = []
 
     @covers(ops.PULL)
     def pull(self, *, wait: float | None = None) -> Job | None:
@@ -77,9 +127,16 @@ class WorkerClient(BaseClient):
         free slot of the worker)."""
         query = {"wait": None if wait is None else _seconds(wait)}
         read_timeout = None if wait is None else self._read_timeout + _seconds(wait)
-        response = self._send(
-            ops.PULL, path={"name": self.name}, query=query, read_timeout=read_timeout
-        )
+        try:
+            response = self._send(
+                ops.PULL,
+                path={"name": self.name},
+                query=query,
+                read_timeout=read_timeout,
+                **self._waiting_request(wait),
+            )
+        finally:
+            self._waited()
         self.refresh_requested = response.headers.get(REFRESH_HEADER, "").lower() == "true"
         self.superseded = response.headers.get(SUPERSEDED_HEADER, "").lower() == "true"
         if response.status_code == 204:
@@ -106,13 +163,17 @@ class WorkerClient(BaseClient):
         query = {"max": max_jobs, "wait": None if wait is None else _seconds(wait)}
         read_timeout = None if wait is None else self._read_timeout + _seconds(wait)
         body = {"finished": [without_none(asdict(report)) for report in finished]}
-        response = self._send(
-            ops.PULL_BATCH,
-            path={"name": self.name},
-            query=query,
-            body=body,
-            read_timeout=read_timeout,
-        )
+        try:
+            response = self._send(
+                ops.PULL_BATCH,
+                path={"name": self.name},
+                query=query,
+                body=body,
+                read_timeout=read_timeout,
+                **self._waiting_request(wait),
+            )
+        finally:
+            self._waited()
         self.refresh_requested = response.headers.get(REFRESH_HEADER, "").lower() == "true"
         self.superseded = response.headers.get(SUPERSEDED_HEADER, "").lower() == "true"
         return self._parse(PulledBatch, response)
@@ -182,6 +243,18 @@ MAX_WAIT = 60
 REFRESH_HEADER = "Jobmatch-Refresh-Metadata"
 #: Set on a waiting pull's 204 when a newer pull of the same worker took its place.
 SUPERSEDED_HEADER = "Jobmatch-Superseded"
+
+
+def _shut(stream: Any) -> None:
+    """Shut an httpcore network stream's socket for reading and writing: a thread blocked
+    reading it wakes up (closing the socket would not wake it), and the server sees the
+    connection end."""
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return
+    # OSError: already closed, or wrapped by its TLS stream (which is shut instead).
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _seconds(wait: float) -> int:

@@ -29,6 +29,7 @@ from app.notations.momotor.groups import ResourceGroup
 from app.notations.momotor.items import ResourceItem
 from app.notations.momotor.resources import Resources
 from app.wire.explanation import Clause
+from app.words import plural
 
 
 def _items(resources: Resources, name: str) -> dict[str, ResourceItem]:
@@ -113,7 +114,7 @@ def slot_clauses(job_slots: int, largest_queue_instance: int) -> list[Clause]:
     return [
         Clause(
             "too-few-slots",
-            f"the job needs {job_slots} slots; the worker's largest "
+            f"the job needs {plural(job_slots, 'slot')}; the worker's largest "
             f"queue instance has {largest_queue_instance}",
         )
     ]

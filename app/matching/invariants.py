@@ -21,6 +21,7 @@ from app.db.models import (
 from app.matching.allocation.invariants import inventory_violations
 from app.matching.gridengine.quotas import quota_violations
 from app.matching.held_bookings import ended_jobs_holding
+from app.words import plural
 
 #: Consumable amounts are floats (memory in bytes, fractional licences): sums of bookings
 #: may differ from the running total in the last bits without anything being wrong.
@@ -60,7 +61,9 @@ def violations(session: Session) -> list[str]:
         .group_by(Job.id, Job.slots)
         .having(func.sum(Allocation.slots) != Job.slots)
     ):
-        problems.append(f"running job {job_id} asked for {slots} slots but holds {holding}")
+        problems.append(
+            f"running job {job_id} asked for {plural(slots, 'slot')} but holds {holding}"
+        )
 
     # Each queue instance's booking equals its open allocations and stays within capacity.
     for qi_id, slots, used, allocated in session.execute(
@@ -78,10 +81,10 @@ def violations(session: Session) -> list[str]:
     ):
         if used != allocated:
             problems.append(
-                f"queue instance {qi_id} books {used} slots, allocations hold {allocated}"
+                f"queue instance {qi_id} books {plural(used, 'slot')}, allocations hold {allocated}"
             )
         if not 0 <= used <= slots:
-            problems.append(f"queue instance {qi_id} books {used} of {slots} slots")
+            problems.append(f"queue instance {qi_id} books {used} of {plural(slots, 'slot')}")
     problems += _consumable_violations(session)
     problems += _parallel_environment_violations(session)
     problems += quota_violations(session, TOLERANCE)
@@ -124,7 +127,7 @@ def _consumable_violations(session: Session) -> list[str]:
             )
         if not -TOLERANCE <= used <= capacity + TOLERANCE or nonexclusive < -TOLERANCE:
             problems.append(f"{where} books {used:g} of {capacity:g}")
-    problems += ended_jobs_holding(session, JobBooking.__table__, "consumable bookings")
+    problems += ended_jobs_holding(session, JobBooking.__table__, "consumable booking")
     return problems
 
 
@@ -142,5 +145,7 @@ def _parallel_environment_violations(session: Session) -> list[str]:
         )
     ):
         if in_use > slots:
-            problems.append(f"parallel environment {name} lends {in_use} of {slots} slots")
+            problems.append(
+                f"parallel environment {name} lends {in_use} of {plural(slots, 'slot')}"
+            )
     return problems

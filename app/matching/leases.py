@@ -29,6 +29,7 @@ from app.matching import announce, domain_events, history, liveness
 from app.matching.dispatch.pull import release_allocations, wait_again
 from app.matching.late_reports import LEASE_EXPIRED
 from app.matching.locks import worker_by_name
+from app.words import plural
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def expire_leases(
         job.awaiting_pickup = False
         if job.attempts >= max_attempts:
             job.state = JobState.FAILED
-            job.failure_reason = f"{detail}; {job.attempts} attempts used"
+            job.failure_reason = f"{detail}; {plural(job.attempts, 'attempt')} used"
             job.ended_at = now
             history.record(
                 session,

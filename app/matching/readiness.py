@@ -57,6 +57,7 @@ from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
 from app.matching.slots import worker_free_slots
 from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
+from app.words import plural
 
 #: What each dynamic reason code means; the static ones are the misfit codes
 #: (app/matching/misfits.py ``REASONS``).
@@ -197,9 +198,9 @@ class DynamicCheck:
             return [
                 Clause(
                     "no-free-slots",
-                    f"the job needs {self.job.slots} slots on one queue instance; the "
-                    f"worker has at most {worker.largest_free} free now "
-                    f"({worker.running_jobs} running jobs)",
+                    f"the job needs {plural(self.job.slots, 'slot')} on one queue "
+                    f"instance; the worker has at most {worker.largest_free} free now "
+                    f"({plural(worker.running_jobs, 'running job')})",
                 )
             ]
         if self.grid_engine_job or has_complex_values(self.session, worker.id):
@@ -298,9 +299,9 @@ def summarise(
         fit_but_busy=len(eligible) - len(ready),
         first_failures=dict(sorted(failures.items())),
         suggestion=(
-            f"register {short.needed - short.found} more worker(s) with an inventory that "
-            f"could hold a node of it (it needs {short.needed} nodes; {short.found} could "
-            "hold one)"
+            f"register {plural(short.needed - short.found, 'more worker')} with an inventory "
+            f"that could hold a node of it (it needs {plural(short.needed, 'node')}; "
+            f"{short.found} could hold one)"
             if short is not None
             else _suggestion(verdicts, workers)
         ),
@@ -329,11 +330,11 @@ def _suggestion(verdicts: list[WorkerExplanation], workers: dict[str, WorkerNow]
     if busy:
         soonest = min(busy, key=lambda v: (workers[v.worker].running_jobs, v.worker))
         count = workers[soonest.worker].running_jobs
-        return (
-            f"wait for worker {soonest.worker}: {soonest.clauses[0].message}"
-            if count == 0
-            else f"wait for one of the {count} running jobs of worker {soonest.worker} to end"
-        )
+        if count == 0:
+            return f"wait for worker {soonest.worker}: {soonest.clauses[0].message}"
+        if count == 1:
+            return f"wait for the running job of worker {soonest.worker} to end"
+        return f"wait for one of the {count} running jobs of worker {soonest.worker} to end"
     failing = [v for v in verdicts if v.reason is not None and v.clauses]
     if not failing:
         return None

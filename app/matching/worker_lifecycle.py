@@ -45,6 +45,7 @@ from app.matching.errors import ConflictError, InvalidFieldError, WorkerExistsEr
 from app.matching.locks import worker_by_name
 from app.matching.workers import DEFAULT_QUEUE, WorkerSpec, upsert_worker
 from app.wire.queues import QueueSpec
+from app.words import noun
 
 T = TypeVar("T")
 
@@ -285,8 +286,9 @@ def delete_worker(session: Session, name: str, *, requeue: bool, by: str) -> lis
     if running and not requeue:
         listed = ", ".join(str(job_id) for job_id in running)
         raise ConflictError(
-            f"worker {name!r} runs jobs {listed}; drain it and wait for them to end, or "
-            "delete it with requeue=true to return them to the queue"
+            f"worker {name!r} runs {noun(len(running), 'job')} {listed}; drain it and wait "
+            f"for {noun(len(running), 'it', 'them')} to end, or delete it with requeue=true "
+            f"to return {noun(len(running), 'it', 'them')} to the queue"
         )
     if running:
         _requeue(session, running, worker, by=by)

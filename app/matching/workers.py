@@ -30,6 +30,7 @@ from app.matching.named_rows import rows_by_name
 from app.notations.errors import NotationError
 from app.notations.flux.constraints import validate_property_name
 from app.wire.queues import QueueSlots, QueueSpec
+from app.words import plural
 
 DEFAULT_QUEUE = "default"
 
@@ -79,7 +80,7 @@ def _sync_queue_instances(session: Session, worker: Worker, specs: tuple[QueueSp
             if wanted[name] < qi.used_slots:
                 raise InvalidFieldError(
                     "queues",
-                    f"queue {name!r} has {qi.used_slots} slots in use; cannot shrink to "
+                    f"queue {name!r} has {plural(qi.used_slots, 'slot')} in use; cannot shrink to "
                     f"{wanted[name]}",
                 )
             qi.slots = wanted[name]

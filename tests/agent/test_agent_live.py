@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -339,3 +341,88 @@ def test_sigterm_drains_every_slot_and_logs_json_lines(
     records = [json.loads(line) for line in lines]
     assert {"time", "level", "logger", "message"} <= set(records[0])
     assert any(record["message"].startswith("stopping") for record in records)
+
+
+def _waiting_pulls(server: LiveServer) -> float:
+    """The server's count of pulls waiting for work, from /metrics."""
+    status, text = server.request("GET", "/metrics", token="")
+    assert status == 200
+    found = re.search(r"^jobmatch_longpoll_waiting (\S+)$", text, re.M)
+    assert found is not None, text
+    return float(found.group(1))
+
+
+#: With --wait 30, an idle agent that waited out its pull took up to 30 s to stop; one
+#: that cancels it takes a fraction of a second. The bound is far from both.
+STOP_BOUND_SECONDS = 5.0
+
+
+def test_an_idle_agent_stops_at_once_on_sigterm(server: LiveServer, agents: AgentProcesses) -> None:
+    server.start()
+    agent = agents.start("w1", _register(server, "w1"), "--wait", "30")
+    wait_for(lambda: _waiting_pulls(server) == 1, what="the agent's pull waiting on the server")
+    told = time.monotonic()
+    agent.send_signal(signal.SIGTERM)
+    code = agent.wait(timeout=60)
+    took = time.monotonic() - told
+    assert code == 0, agents.log("w1").read_text()
+    assert took < STOP_BOUND_SECONDS, f"the agent took {took:.1f} s to stop"
+    # The server saw the pull's connection end: it waits no more, and takes no job for it.
+    wait_for(lambda: _waiting_pulls(server) == 0, what="the server to end the pull")
+    job = _submit(server, command=_script("print(1)"))
+    assert _job(server, job)["state"] == "waiting"
+
+
+def test_the_agent_reads_jobmatch_url_and_warns_of_jobmatch_server(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    server.start()
+    token = _register(server, "w1")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
+    common = [AGENT, "--name", "w1", "--max-jobs", "1", "--wait", "1", "--log-format", "text"]
+    for variables, warning in (
+        ({"JOBMATCH_URL": server.base_url}, None),
+        (
+            {"JOBMATCH_SERVER": server.base_url},
+            "warning: JOBMATCH_SERVER is deprecated: set JOBMATCH_URL instead",
+        ),
+        (
+            {"JOBMATCH_URL": server.base_url, "JOBMATCH_SERVER": "http://127.0.0.1:1"},
+            "warning: JOBMATCH_SERVER is deprecated and ignored: JOBMATCH_URL is set too, "
+            f"and wins ({server.base_url})",
+        ),
+    ):
+        job = _submit(server, command=_script("print('ran')"))
+        env = {**base, **variables, "JOBMATCH_WORKER_TOKEN": token}
+        env["JOBMATCH_AGENT_SPOOL"] = str(tmp_path / "spool")
+        ran = subprocess.run(common, env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        assert _job(server, job)["state"] == "finished"
+        first = ran.stderr.splitlines()[0]
+        if warning is None:
+            assert "warning" not in ran.stderr
+        else:
+            assert first == warning
+
+
+def test_the_log_has_no_request_lines_and_one_line_per_retry(
+    server: LiveServer, agents: AgentProcesses
+) -> None:
+    server.start()
+    token = _register(server, "w1")
+    server.stop()
+    agent = agents.start("w1", token, "--log-format", "text")
+    retried = re.compile(
+        r"WARNING \[-\] jobmatch\.agent: GET /v1/tasks failed \(cannot reach the jobmatch "
+        r"server at http://127\.0\.0\.1:\d+: .+\); attempt 2 of 2 in \d+\.\d s$",
+        re.M,
+    )
+    wait_for(lambda: retried.search(agents.log("w1").read_text()), what="a retry's line")
+    server.start()
+    job = _submit(server, command=_script("print('after')"))
+    assert _ended(server, job)["state"] == "finished"
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(timeout=60)
+    log = agents.log("w1").read_text()
+    assert "HTTP Request" not in log and "httpx" not in log and "httpcore" not in log, log
+    assert "stamina" not in log, log

@@ -56,7 +56,8 @@ def test_a_busy_worker_says_why_it_did_not_take_the_job(
     workers = {w["worker"]: w for w in body["workers"]}
     assert workers["w1"]["eligible"] is True and workers["w1"]["can_run_now"] is False
     assert workers["w1"]["reason"] == "no-free-slots"
-    assert "needs 1 slots" in workers["w1"]["clauses"][0]["message"]
+    assert "(1 running job)" in workers["w1"]["clauses"][0]["message"]
+    assert "needs 1 slot on one queue instance" in workers["w1"]["clauses"][0]["message"]
     assert workers["w2"]["reason"] == workers["w2"]["misfit_reason"] == "job-requires-tag"
     assert body["summary"] == {
         "workers": 2,
@@ -64,7 +65,7 @@ def test_a_busy_worker_says_why_it_did_not_take_the_job(
         "can_run_now": 0,
         "fit_but_busy": 1,
         "first_failures": {"job-requires-tag": 1, "no-free-slots": 1},
-        "suggestion": "wait for one of the 1 running jobs of worker w1 to end",
+        "suggestion": "wait for the running job of worker w1 to end",
         # Every worker accounted for (issue 35): w1 not now, w2 never.
         "outranked": 0,
         "not_now": 1,

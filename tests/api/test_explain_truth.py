@@ -51,7 +51,7 @@ def test_a_three_node_job_in_a_two_node_cluster_runs_nowhere_and_nobody_is_busy(
     summary = body["summary"]
     assert summary["can_run_now"] == 0 and summary["fit_but_busy"] == 0
     assert summary["never"] == 4 and summary["first_failures"] == {"needs-several-nodes": 4}
-    assert summary["suggestion"].startswith("register 1 more worker(s) with an inventory")
+    assert summary["suggestion"].startswith("register 1 more worker with an inventory")
     _accounted(summary)
     assert body["allocation"]["placeable"] is False
     candidates = client.get(f"/v1/jobs/{job_id}/candidates", headers=admin_headers).json()

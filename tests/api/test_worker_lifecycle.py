@@ -187,7 +187,7 @@ def test_delete_refuses_a_busy_worker_unless_requeue(client: TestClient, admin_h
     assert client.post("/v1/workers/w1/pull", headers=worker).json()["state"] == "running"
 
     problem = assert_problem(client.delete("/v1/workers/w1", headers=admin_headers), 409)
-    assert f"runs jobs {job['id']}" in problem["detail"]
+    assert f"runs job {job['id']}; drain it and wait for it to end" in problem["detail"]
     assert _worker(client, admin_headers)["name"] == "w1"
 
     response = client.delete("/v1/workers/w1?requeue=true", headers=admin_headers)

@@ -52,8 +52,8 @@ def test_a_role_that_may_not_is_refused_with_code_4(jobmatch: Jobmatch) -> None:
 def test_a_usage_error_exits_2_without_calling_the_server() -> None:
     result = run_jobmatch("jobs", "list", "--state", "sleeping", "--url", "http://127.0.0.1:1")
     assert result.code == ExitCode.USAGE
-    assert "Invalid value for '--state'" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: invalid value for --state: 'sleeping' is not one of")
+    assert result.stderr.count("\n") == 1
 
 
 def test_a_server_that_is_not_jobmatch_is_exit_5(tmp_path: Path) -> None:
@@ -80,3 +80,50 @@ def test_a_server_that_is_not_jobmatch_is_exit_5(tmp_path: Path) -> None:
     finally:
         other.terminate()
         other.wait(timeout=10)
+
+
+def test_a_server_url_mistake_is_one_line_naming_the_url_to_give() -> None:
+    """Issue 39: a URL without a scheme, or with the API's /v1, gets a hint, before any
+    request (nothing listens at these addresses: a request would be exit 3)."""
+    cases = {
+        "localhost:1": "the server URL 'localhost:1' (--url, JOBMATCH_URL) has no scheme: "
+        "give http://localhost:1 (or https://)",
+        "http://127.0.0.1:1/v1": "the server URL 'http://127.0.0.1:1/v1' (--url, "
+        "JOBMATCH_URL) ends with /v1: give the server's root, http://127.0.0.1:1 (each "
+        "request adds /v1)",
+        "http://127.0.0.1:1/jobmatch/v1/": "the server URL 'http://127.0.0.1:1/jobmatch/v1/' "
+        "(--url, JOBMATCH_URL) ends with /v1: give the server's root, "
+        "http://127.0.0.1:1/jobmatch (each request adds /v1)",
+        "ftp://127.0.0.1:1": "the server URL 'ftp://127.0.0.1:1' (--url, JOBMATCH_URL) must "
+        "start with http:// or https://",
+    }
+    for url, line in cases.items():
+        result = run_jobmatch("jobs", "list", "--url", url)
+        assert (result.code, result.stdout, result.stderr) == (
+            ExitCode.USAGE,
+            "",
+            f"error: {line}\n",
+        )
+        from_environment = run_jobmatch("workers", "list", env={"JOBMATCH_URL": url})
+        assert from_environment.stderr == f"error: {line}\n"
+    agent = run_jobmatch("worker", "--url", "localhost:1")
+    assert (agent.code, agent.stderr) == (
+        ExitCode.USAGE,
+        "error: the server URL 'localhost:1' (--url, JOBMATCH_URL) has no scheme: give "
+        "http://localhost:1 (or https://) (see 'jobmatch worker --help')\n",
+    )
+
+
+def test_a_postgres_database_url_is_one_line_naming_the_url_to_give() -> None:
+    for scheme in ("postgres", "postgresql"):
+        url = f"{scheme}://jm:secret@127.0.0.1:1/jm"
+        line = (
+            f"error: the database URL '{scheme}://jm:***@127.0.0.1:1/jm' starts with "
+            f"{scheme}://, which jobmatch cannot use: give "
+            "'postgresql+psycopg://jm:***@127.0.0.1:1/jm' (psycopg 3)\n"
+        )
+        for args in (["db", "current"], ["db", "upgrade"], ["serve", "--port", "1"]):
+            result = run_jobmatch(*args, env={"JOBMATCH_DATABASE_URL": url})
+            assert (result.code, result.stdout, result.stderr) == (ExitCode.USAGE, "", line)
+        demo = run_jobmatch("demo", "--database-url", url)
+        assert (demo.code, demo.stderr) == (ExitCode.USAGE, line)

@@ -164,11 +164,11 @@ def test_submit_an_array_job_with_t_and_tc(jobmatch: Jobmatch) -> None:
     assert {job["state"] for job in answer["jobs"]} == {"waiting"}
     task = jobmatch.api("GET", f"/v1/jobs/{answer['jobs'][1]['id']}")
     assert (task["task_id"], task["task_range"], task["command"]) == (3, "1-99:2", ["./render.sh"])
-    table = jobmatch("jobs", "submit", "-t", "5-6")
+    table = jobmatch("jobs", "submit", "-t", "5-6", "--anything")
     assert table.code == 0, table.stderr
     assert table.stdout.splitlines()[0].split() == ["ID", "STATE", "ARRAY", "TASK", "FAILURE"]
     assert [row.split()[3] for row in table.stdout.splitlines()[2:]] == ["5", "6"]
-    bad = jobmatch("jobs", "submit", "-t", "5-3")
+    bad = jobmatch("jobs", "submit", "-t", "5-3", "--anything")
     assert bad.code != 0 and "qsub -t" in bad.stderr
 
 

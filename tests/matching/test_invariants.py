@@ -98,7 +98,7 @@ def test_ended_job_still_holding_consumables(
         session.execute(text("UPDATE jobs SET state = 'failed'"))
         session.execute(text("UPDATE allocations SET released_at = allocated_at"))
         session.execute(text("UPDATE queue_instances SET used_slots = 0"))
-        assert violations(session) == [f"job {job_id} is failed but holds 1 consumable bookings"]
+        assert violations(session) == [f"job {job_id} is failed but holds 1 consumable booking"]
 
 
 def test_parallel_environment_lending_more_than_it_has(
@@ -201,4 +201,4 @@ def test_ended_job_still_holding_vertices(database: Database) -> None:
         session.execute(text("UPDATE jobs SET state = 'finished'"))
         session.execute(text("UPDATE allocations SET released_at = allocated_at"))
         session.execute(text("UPDATE queue_instances SET used_slots = 0"))
-        assert violations(session) == [f"job {job_id} is finished but holds 1 inventory bookings"]
+        assert violations(session) == [f"job {job_id} is finished but holds 1 inventory booking"]

@@ -170,4 +170,4 @@ def _untouched_violations(session: Session) -> list[str]:
 
 def _ended_job_violations(session: Session) -> list[str]:
     """Only running jobs have active inventory bookings."""
-    return ended_jobs_holding(session, INVENTORY_BOOKINGS, "inventory bookings", _ACTIVE)
+    return ended_jobs_holding(session, INVENTORY_BOOKINGS, "inventory booking", _ACTIVE)

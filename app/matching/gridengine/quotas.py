@@ -552,5 +552,5 @@ def quota_violations(session: Session, tolerance: float = 1e-6) -> list[str]:
             problems.append(
                 f"quota usage {usage_id} ({key!r}) says {used:g} but jobs hold {holding:g}"
             )
-    problems += ended_jobs_holding(session, QuotaBooking.__table__, "quota bookings")
+    problems += ended_jobs_holding(session, QuotaBooking.__table__, "quota booking")
     return problems

@@ -36,6 +36,7 @@ from app.matching.submission import (
 )
 from app.notations.errors import NotationError
 from app.notations.gridengine.task_ranges import TaskRange, parse_task_range
+from app.words import plural
 
 #: Rows per INSERT statement: well under SQLite's 32,766 bound parameters (about 30 a job).
 ROWS_PER_STATEMENT = 500
@@ -122,7 +123,7 @@ def submit_jobs(
             if total > max_tasks:
                 raise InvalidFieldError(
                     "tasks",
-                    f"the request would submit more than {max_tasks} jobs "
+                    f"the request would submit more than {plural(max_tasks, 'job')} "
                     "(JOBMATCH_MAX_BULK_TASKS)",
                 )
             prepared, failed = requests.of(item.spec)
