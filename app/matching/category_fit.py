@@ -30,6 +30,7 @@ from app.db.models import (
 from app.matching.errors import NotFoundError
 from app.matching.misfits import REASONS, fits_category, reasons_now
 from app.wire.categories import CategoryRequest, WorkerFit
+from app.words import plural
 
 #: The Grid Engine request text of a category without hard or soft requests.
 NO_REQUESTS = "NONE"
@@ -121,9 +122,9 @@ class TooFewNodes:
     @property
     def words(self) -> str:
         return (
-            f"the job needs {self.needed} nodes (one worker is one node) and only "
-            f"{self.found} registered worker(s) could hold a node of it: no set of workers "
-            f"could ever hold it"
+            f"the job needs {plural(self.needed, 'node')} (one worker is one node) and only "
+            f"{plural(self.found, 'registered worker')} could hold a node of it: no set of "
+            "workers could ever hold it"
         )
 
 

@@ -42,6 +42,7 @@ from app.notations.flux.requires import format_requires
 from app.notations.flux.shape import ShapeError, format_shape
 from app.wire.categories import WorkerFit
 from app.wire.values import Values
+from app.words import noun, plural
 
 SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 
@@ -495,12 +496,12 @@ class QueuedCategory:
     @property
     def why_waiting(self) -> str:
         if self.fitting_workers:
-            return (
-                f"{self.fitting_workers} worker(s) fit: waiting for free slots, inventory or a pull"
-            )
+            fit = noun(self.fitting_workers, "fits", "fit")
+            workers = plural(self.fitting_workers, "worker")
+            return f"{workers} {fit}: waiting for free slots, inventory or a pull"
         if self.top_reason is None:
             return "no worker is available"
-        return f"{reason_words(self.top_reason)} ({self.top_reason_workers} worker(s))"
+        return f"{reason_words(self.top_reason)} ({plural(self.top_reason_workers, 'worker')})"
 
 
 def queue_by_category(session: Session, *, submitter: str | None) -> list[QueuedCategory]:

@@ -112,9 +112,9 @@ def test_the_queue_says_why_each_category_waits(
         "job-requires-tag",
         3,
     )
-    assert gpu.why_waiting == "the job requires a tag the worker does not offer (3 worker(s))"
+    assert gpu.why_waiting == "the job requires a tag the worker does not offer (3 workers)"
     assert (alice.request, alice.waiting, alice.fitting_workers) == ("arch:~x86", 1, 2)
-    assert alice.why_waiting.startswith("2 worker(s) fit")
+    assert alice.why_waiting.startswith("2 workers fit")
     # The demo's arch:~x86 job waits in the same category: counted for the admin only.
     assert lines["arch:~x86"].waiting == 2
 

@@ -26,6 +26,7 @@ from app.matching.candidates import Candidate
 from app.matching.console import command_text, reason_words, submitted_request
 from app.matching.gridengine import explain as gridengine_explain
 from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
+from app.words import plural
 
 #: Headers of every console page: never cached (they show live state and a CSRF token),
 #: never framed (clickjacking of the admin buttons), no script or style from elsewhere.
@@ -106,6 +107,7 @@ def _environment() -> Environment:
     environment.filters["timestamp"] = timestamp
     environment.filters["reason_words"] = reason_words
     environment.filters["wrap_points"] = wrap_points
+    environment.filters["plural"] = plural
     environment.filters["by_code"] = by_code
     environment.globals["version"] = __version__
     environment.globals["csrf_field"] = CSRF_FIELD

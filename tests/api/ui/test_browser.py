@@ -160,7 +160,7 @@ def test_every_page_renders_and_a_drain_click_drains(
     expect(page.locator("#request")).to_contain_text("language: python; python: 3.7")
     expect(page.locator("#history")).to_contain_text("dispatched")
     expect(page.locator("#candidates")).to_contain_text("running on docs-worker")
-    expect(page.locator("#explain-summary")).to_contain_text("1 of 4 worker(s) eligible")
+    expect(page.locator("#explain-summary")).to_contain_text("1 of 4 workers eligible")
     screens.take(page, "job")
 
     page.goto(f"{server.base_url}/ui/jobs/{cluster.alice_waiting}")

@@ -182,7 +182,7 @@ def test_a_waiting_job_s_page_says_what_would_let_it_run(
     summary = explained["summary"]
     assert (summary["eligible"], summary["can_run_now"]) == (1, 0)
     assert (
-        f"{summary['workers']} worker(s) looked at: 1 eligible, 0 can run it now, 1 fit but busy"
+        f"{summary['workers']} workers looked at: 1 eligible, 0 can run it now, 1 fit but busy"
     ) in page
     assert "To run it soonest: resume worker gpu-node (it is draining)." in page
     row = re.search(r'<tr data-worker="gpu-node">.*?</tr>', page, re.S)
