@@ -144,6 +144,8 @@ async def pull_or_wait(
     waiter = hub.register(loop, worker) if wait > 0 and not hub.closed else None
     refresh_was_due: bool | None = None
     outcome: PullOutcome[Body] | None = None
+    # Whether the next attempt follows a wake-up: it then goes first at the gate.
+    woken = False
     gone = asyncio.Event()
     watcher = None
     if waiter is not None and client_gone is not None:
@@ -156,7 +158,7 @@ async def pull_or_wait(
             if waiter is None or worker is None:
                 outcome = await run_in_threadpool(pull_once)
             else:
-                async with hub.attempts_of(worker), hub.any_attempt():
+                async with hub.attempts_of(worker), hub.any_attempt(woken=woken):
                     if waiter.superseded:  # while it queued for its turn
                         return replace(outcome, superseded=True) if outcome else SUPERSEDED
                     outcome = await run_in_threadpool(pull_once)

@@ -172,3 +172,72 @@ def test_the_oldest_categories_answers_are_forgotten_past_the_bound(
         woken_by(hub, payload, {1: False})
     # c1 was forgotten when c3 came, so it is asked again; c2 was kept.
     assert [category for category, _ in fits.questions] == [1, 2, 3, 1]
+
+
+def test_the_attempt_gate_lets_a_woken_waiter_pass_new_pulls() -> None:
+    """Issue 37: with the gate's turns taken, a woken waiter's attempt runs before the new
+    pulls' first attempts that queued before it; each kind keeps its own order."""
+
+    async def scenario() -> list[str]:
+        gate = wakeups.AttemptGate(1)
+        ran: list[str] = []
+        release = asyncio.Event()
+
+        async def attempt(name: str, woken: bool) -> None:
+            async with gate.turn(woken=woken):
+                ran.append(name)
+                if name == "holder":
+                    await release.wait()
+
+        holder = asyncio.create_task(attempt("holder", False))
+        await asyncio.sleep(0)
+        queued = [
+            asyncio.create_task(attempt("new-1", False)),
+            asyncio.create_task(attempt("new-2", False)),
+            asyncio.create_task(attempt("woken-1", True)),
+            asyncio.create_task(attempt("woken-2", True)),
+        ]
+        await asyncio.sleep(0)
+        assert ran == ["holder"]
+        release.set()
+        await asyncio.gather(holder, *queued)
+        return ran
+
+    assert asyncio.run(scenario()) == ["holder", "woken-1", "woken-2", "new-1", "new-2"]
+
+
+def test_a_cancelled_attempt_gives_its_turn_on() -> None:
+    """An attempt cancelled while it queues (its client went away) takes no turn, and one
+    cancelled just after it was granted its turn hands it on: the gate never leaks."""
+
+    async def scenario() -> list[str]:
+        gate = wakeups.AttemptGate(1)
+        ran: list[str] = []
+        release = asyncio.Event()
+
+        async def attempt(name: str, woken: bool) -> None:
+            async with gate.turn(woken=woken):
+                ran.append(name)
+                if name == "holder":
+                    await release.wait()
+
+        holder = asyncio.create_task(attempt("holder", False))
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(attempt("gone", True))
+        granted_then_gone = asyncio.create_task(attempt("granted-then-gone", True))
+        last = asyncio.create_task(attempt("last", False))
+        await asyncio.sleep(0)
+        gone.cancel()
+        release.set()
+        # The holder's release grants the next woken turn; cancel it before it runs.
+        await asyncio.sleep(0)
+        granted_then_gone.cancel()
+        await asyncio.gather(holder, last, gone, granted_then_gone, return_exceptions=True)
+        # Every turn is back: four attempts more all run.
+        await asyncio.gather(*(attempt(f"after-{i}", False) for i in range(4)))
+        return ran
+
+    ran = asyncio.run(scenario())
+    assert ran[:2] == ["holder", "last"] and "gone" not in ran
+    assert "granted-then-gone" not in ran
+    assert ran[-4:] == [f"after-{i}" for i in range(4)]
