@@ -103,8 +103,17 @@ def _make_run(port: int) -> list[str]:
     ]
 
 
+#: What an enclosing make (CI's `make test`) passes down; without them the child is the
+#: top-level make a person types, whose error line says `make:`, not `make[1]:`.
+MAKE_ENVIRONMENT = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def _run_env(database: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMATCH_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("JOBMATCH_") and k not in MAKE_ENVIRONMENT
+    }
     env.update(JOBMATCH_DATABASE_URL=f"sqlite:///{database}", JOBMATCH_ADMIN_TOKEN="run-token")
     return env
 

@@ -414,7 +414,37 @@ def format_requires(value: object) -> str | None:
         again = constraint_to_json(compile_requires_constraint(text))
     except (NotationError, _NoText):
         return None
-    return text if again == expected else None
+    return text if same_constraint(again, expected) else None
+
+
+def same_constraint(first: Mapping[str, object], second: Mapping[str, object]) -> bool:
+    """Whether two RFC 31 constraints (JSON) say the same up to what ``and`` and ``or``
+    are: associative, commutative and idempotent, and a ``properties`` list is the ``and``
+    of its names. ``b a&host:n[1-2]`` compiles to ``b`` and ``(a & host)`` nested; the text
+    written back, ``b & a & host:n[1-2]``, to ``properties [a, b] & host``: both hold on the
+    same nodes."""
+    return _canonical(first) == _canonical(second)
+
+
+def _canonical(node: Mapping[str, object]) -> object:
+    ((operator, values),) = node.items()
+    if not isinstance(values, list):
+        return (operator, str(values))
+    if operator == "properties":
+        names = [("properties", str(name)) for name in values]
+        return names[0] if len(names) == 1 else ("and", frozenset(names))
+    if operator in ("and", "or"):
+        terms: set[object] = set()
+        for child in values:
+            term = _canonical(child)
+            if isinstance(term, tuple) and term[0] == operator:
+                terms |= term[1]
+            else:
+                terms.add(term)
+        return next(iter(terms)) if len(terms) == 1 else (operator, frozenset(terms))
+    if operator == "not":
+        return (operator, tuple(_canonical(child) for child in values))
+    return (operator, frozenset(str(v) for v in values))
 
 
 class _NoText(Exception):

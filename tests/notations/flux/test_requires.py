@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.notations.errors import NotationError
-from app.notations.flux.constraints import ConstraintError, Hosts, Properties, Ranks
+from app.notations.flux.constraints import (
+    ConstraintError,
+    Hosts,
+    Properties,
+    Ranks,
+    constraint_to_json,
+)
 from app.notations.flux.requires import (
     FLUX_REQUIRES,
     MAX_DEPTH,
@@ -20,6 +26,7 @@ from app.notations.flux.requires import (
     compile_requires_constraint,
     format_requires,
     parse_query,
+    same_constraint,
 )
 from tests.vectors import FLUX
 
@@ -161,4 +168,17 @@ def test_property_written_text_compiles_to_the_same_constraint(
     constraint = compile_requires_constraint(query)
     text = format_requires(compile_requires(query))
     assert text is not None, query
-    assert compile_requires_constraint(text) == constraint
+    again = compile_requires_constraint(text)
+    assert same_constraint(constraint_to_json(again), constraint_to_json(constraint)), text
+
+
+def test_repeated_terms_write_back_as_the_same_constraint() -> None:
+    """Found by the property above (CI, 2026-11-29): ``a a&host:n[1-2]`` compiles to a
+    nested ``and`` repeating ``a``; its text ``a & a & host:n[1-2]`` compiles without the
+    repetition. Both hold on the same nodes, so the text is written, not refused."""
+    assert format_requires(compile_requires("a a&host:n[1-2]")) == "a & a & host:n[1-2]"
+    assert not same_constraint({"properties": ["a"]}, {"properties": ["b"]})
+    assert not same_constraint(
+        {"and": [{"properties": ["a"]}, {"hostlist": ["n1"]}]},
+        {"or": [{"properties": ["a"]}, {"hostlist": ["n1"]}]},
+    )
