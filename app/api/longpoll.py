@@ -154,20 +154,17 @@ async def pull_or_wait(
         while True:
             if waiter is None or worker is None:
                 if waiter is not None:
-                    # Registered before the attempt: what happens during it wakes us after.
-                    waiter.rearm()
+                    # Armed before the attempt: what happens during it wakes us after.
+                    hub.arm(waiter)
                 outcome = await run_in_threadpool(pull_once)
             else:
                 async with hub.attempts_of(worker), hub.any_attempt(woken=woken):
                     if waiter.superseded:  # while it queued for its turn
                         return replace(outcome, superseded=True) if outcome else SUPERSEDED
-                    # Armed as the attempt starts, not before it queued for its turn: news
-                    # that came while it queued is in what the attempt reads (an
-                    # announcement is sent after its commit). A waiter whose worker is
-                    # not known yet is woken by any news; armed early, each of a farm's
-                    # queued first attempts (some 170 deadlines a second at 10,000
-                    # workers) was woken by every submission into a second attempt.
-                    waiter.rearm()
+                    # Armed as the attempt starts, not before it queued for its turn
+                    # (WakeupHub.arm): news that came while it queued is in what the
+                    # attempt reads.
+                    hub.arm(waiter)
                     outcome = await run_in_threadpool(pull_once)
             if waiter is not None:
                 hub.settled(waiter, outcome.category_id)

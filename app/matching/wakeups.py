@@ -355,11 +355,24 @@ class WakeupHub:
             self._registered += 1
             waiter = Waiter(loop, order=self._registered, key=key, _indexed=self._index)
             self._waiters.add(waiter)
-            self._unknown.add(waiter)
             superseded = self._supersede(waiter) if key is not None else []
         LONGPOLL_WAITING.inc()
         self._wake(superseded)
         return waiter
+
+    def arm(self, waiter: Waiter) -> None:
+        """The waiter's attempt starts now: news from now on may be after what it reads,
+        and wakes it to look again. Until an attempt has read its worker, any news does
+        (the waiter cannot be told apart); news that came before the attempt started does
+        not, since the attempt reads what it was about (an announcement is sent after its
+        commit). A farm's first attempts queue for their turn (some 170 deadlines end each
+        second at 10,000 workers): counted among the unknown from their registration,
+        every announcement woke all of them."""
+        waiter.rearm()
+        if waiter.worker_id is None:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._unknown.add(waiter)
 
     def hold(self, waiter: Waiter, limit: int) -> None:
         """The waiter's attempt found nothing and it is about to wait: its worker may hold

@@ -112,15 +112,21 @@ def test_a_failed_fit_question_wakes_the_candidates() -> None:
 
 
 def test_a_waiter_whose_worker_is_unknown_yet_wakes_for_anything() -> None:
+    """Once its attempt has started (armed): news from then on may be after what the
+    attempt reads. Before that (queued for its turn) news does not wake it: the attempt
+    reads what the news was about (issue 37)."""
     fits = Fits({})
     hub = WakeupHub(fits)
 
-    async def scenario() -> bool:
+    async def scenario() -> tuple[bool, bool]:
         waiter = hub.register(asyncio.get_running_loop())
         hub.deliver("c9")
-        return await waiter.wait(0.2)
+        before_its_attempt = await waiter.wait(0.1)
+        hub.arm(waiter)
+        hub.deliver("c9")
+        return before_its_attempt, await waiter.wait(0.2)
 
-    assert asyncio.run(scenario())
+    assert asyncio.run(scenario()) == (False, True)
     assert fits.questions == []
 
 
