@@ -180,21 +180,29 @@ def test_the_oldest_categories_answers_are_forgotten_past_the_bound(
     assert [category for category, _ in fits.questions] == [1, 2, 3, 1]
 
 
+class _Attempts:
+    """Attempts at one gate of a single turn: each records its name when it runs, and the
+    one named ``holder`` keeps its turn until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.gate = wakeups.AttemptGate(1)
+        self.ran: list[str] = []
+        self.release = asyncio.Event()
+
+    async def attempt(self, name: str, woken: bool) -> None:
+        async with self.gate.turn(woken=woken):
+            self.ran.append(name)
+            if name == "holder":
+                await self.release.wait()
+
+
 def test_the_attempt_gate_lets_a_woken_waiter_pass_new_pulls() -> None:
     """Issue 37: with the gate's turns taken, a woken waiter's attempt runs before the new
     pulls' first attempts that queued before it; each kind keeps its own order."""
 
     async def scenario() -> list[str]:
-        gate = wakeups.AttemptGate(1)
-        ran: list[str] = []
-        release = asyncio.Event()
-
-        async def attempt(name: str, woken: bool) -> None:
-            async with gate.turn(woken=woken):
-                ran.append(name)
-                if name == "holder":
-                    await release.wait()
-
+        attempts = _Attempts()
+        attempt, ran, release = attempts.attempt, attempts.ran, attempts.release
         holder = asyncio.create_task(attempt("holder", False))
         await asyncio.sleep(0)
         queued = [
@@ -217,16 +225,8 @@ def test_a_cancelled_attempt_gives_its_turn_on() -> None:
     cancelled just after it was granted its turn hands it on: the gate never leaks."""
 
     async def scenario() -> list[str]:
-        gate = wakeups.AttemptGate(1)
-        ran: list[str] = []
-        release = asyncio.Event()
-
-        async def attempt(name: str, woken: bool) -> None:
-            async with gate.turn(woken=woken):
-                ran.append(name)
-                if name == "holder":
-                    await release.wait()
-
+        attempts = _Attempts()
+        attempt, ran, release = attempts.attempt, attempts.ran, attempts.release
         holder = asyncio.create_task(attempt("holder", False))
         await asyncio.sleep(0)
         gone = asyncio.create_task(attempt("gone", True))
