@@ -484,9 +484,9 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
     # A task of an array that limits its running tasks is counted under the array's lock,
     # taken after the workers and the job (a pull takes the job with SKIP LOCKED, so it
     # never waits for it while it holds the array): statement by statement.
-    limited = job.array_id is not None
+    array_id = job.array_id
     one_statement = (
-        not limited and dialect.supports_writing_ctes(connection) and book_pg.disjoint(plan)
+        array_id is None and dialect.supports_writing_ctes(connection) and book_pg.disjoint(plan)
     )
     if dialect.supports_skip_locked(connection) and not one_statement:
         # Row locks (PostgreSQL), in the usual order, in one statement; the one-statement
@@ -497,11 +497,7 @@ def schedule_job(session: Session, job_id: int, policy: Policy) -> Job:
         ).scalar_one()
         if state != JobState.WAITING:
             raise _not_waiting(session, job)
-    if (
-        limited
-        and job.array_id is not None
-        and not task_limits.array_has_room(session, job.array_id)
-    ):
+    if array_id is not None and not task_limits.array_has_room(session, array_id):
         raise _array_full(job)
     return start_placed(session, job, plan, leader, one_statement=one_statement, lock=worker_ids)
 
