@@ -129,7 +129,8 @@ def parse_payload(payload: str) -> Announcement:
 @dataclass(eq=False)
 class Waiter:
     """One waiting pull. ``worker_id`` is unknown until its first attempt read it (then
-    every announcement wakes it); ``wants_work`` is False while its worker could take no
+    every announcement wakes it), unless an earlier pull of the same name found it
+    (``guessed``); ``wants_work`` is False while its worker could take no
     job at all (inactive, or no free slot), so that only news about the worker wakes it."""
 
     loop: asyncio.AbstractEventLoop
@@ -142,6 +143,9 @@ class Waiter:
     key: str | None = None
     #: A newer pull of the same worker took this one's place: it answers at once.
     superseded: bool = False
+    #: ``worker_id`` is the id an earlier pull of the same name found (WakeupHub.arm), not
+    #: yet confirmed by this pull's attempt.
+    guessed: bool = False
     #: Categories whose relay woke this waiter and awaits its attempt.
     relays: set[int] = field(default_factory=set)
     _event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -150,7 +154,13 @@ class Waiter:
     _indexed: Callable[[Waiter, int | None], None] | None = None
 
     def expect(self, worker_id: int, *, wants_work: bool) -> None:
+        """Its attempt read the worker (from the event loop). A guessed id that was wrong
+        (the name now belongs to another worker) heard the other worker's news during the
+        attempt and not this one's: the waiter looks again rather than miss any."""
         before = self.worker_id
+        if self.guessed and before != worker_id:
+            self._event.set()
+        self.guessed = False
         self.worker_id = worker_id
         self.wants_work = wants_work
         if self._indexed is not None and before != worker_id:
@@ -185,8 +195,9 @@ MAX_CONCURRENT_ATTEMPTS = 16
 #: A waiter's registration order, the relays' sort key.
 _ORDER = operator.attrgetter("order")
 
-#: Workers whose limit of waiting pulls the hub remembers (the least recently waiting are
-#: forgotten: they may hold one until their next attempt says more).
+#: Workers whose limit of waiting pulls and id the hub remembers (the least recently waiting
+#: are forgotten: they may hold one, and their first attempt wakes for any news, until
+#: their next attempt says more).
 MAX_REMEMBERED_LIMITS = 65_536
 
 #: Waiters a relay keeps trying beyond its announced jobs, for the race a woken waiter
@@ -285,6 +296,8 @@ class WakeupHub:
         #: The waiting pulls each worker may hold, as its last attempt found (see hold);
         #: a worker not in it may hold one.
         self._limits: OrderedDict[str, int] = OrderedDict()
+        #: Each worker name's id, as its last attempt found (see arm).
+        self._ids: OrderedDict[str, int] = OrderedDict()
         #: Each waiting worker's gate of attempts (see attempts_of), and all workers' one.
         self._gates: dict[str, asyncio.Semaphore] = {}
         self._all_attempts: tuple[asyncio.AbstractEventLoop, AttemptGate] | None = None
@@ -329,6 +342,17 @@ class WakeupHub:
                 self._unindex(waiter, before)
             if waiter.worker_id is not None:
                 self._by_worker.setdefault(waiter.worker_id, set()).add(waiter)
+                if waiter.key is not None:
+                    self._remember(self._ids, waiter.key, waiter.worker_id)
+
+    @staticmethod
+    def _remember(found: OrderedDict[str, int], key: str, value: int) -> None:
+        """Under the lock: what a worker's attempt found, kept for its next pulls; the
+        least recently waiting workers are forgotten past MAX_REMEMBERED_LIMITS."""
+        found[key] = value
+        found.move_to_end(key)
+        while len(found) > MAX_REMEMBERED_LIMITS:
+            found.popitem(last=False)
 
     def _unindex(self, waiter: Waiter, worker_id: int) -> None:
         """Under the lock: the waiter leaves its worker's entry of the index."""
@@ -362,17 +386,32 @@ class WakeupHub:
 
     def arm(self, waiter: Waiter) -> None:
         """The waiter's attempt starts now: news from now on may be after what it reads,
-        and wakes it to look again. Until an attempt has read its worker, any news does
-        (the waiter cannot be told apart); news that came before the attempt started does
-        not, since the attempt reads what it was about (an announcement is sent after its
+        and wakes it to look again. News that came before the attempt started does not,
+        since the attempt reads what it was about (an announcement is sent after its
         commit). A farm's first attempts queue for their turn (some 170 deadlines end each
         second at 10,000 workers): counted among the unknown from their registration,
-        every announcement woke all of them."""
+        every announcement woke all of them.
+
+        Until an attempt has read its worker, the waiter cannot be told apart, and any
+        news wakes it. A worker that pulled before (in this process) is known by its
+        name: its id is taken as the last attempt found it, so that only news about that
+        worker, or about a category it fits, wakes it. Every announcement waking every
+        first attempt in flight made a farm's deadline pulls (up to the gate's 16 per
+        process) attempt again after each submission, finish and take: the busier the
+        server, the more attempts in flight and the more wasted (issue 37). A wrong guess
+        is caught when the attempt reads the worker (:meth:`Waiter.expect`)."""
         waiter.rearm()
         if waiter.worker_id is None:
             with self._lock:
-                if waiter in self._waiters:
+                if waiter not in self._waiters:
+                    return
+                known = self._ids.get(waiter.key) if waiter.key is not None else None
+                if known is None:
                     self._unknown.add(waiter)
+                    return
+                waiter.guessed = True
+                waiter.worker_id = known
+                self._by_worker.setdefault(known, set()).add(waiter)
 
     def hold(self, waiter: Waiter, limit: int) -> None:
         """The waiter's attempt found nothing and it is about to wait: its worker may hold
@@ -381,10 +420,7 @@ class WakeupHub:
         if waiter.key is None:
             return
         with self._lock:
-            self._limits[waiter.key] = max(1, limit)
-            self._limits.move_to_end(waiter.key)
-            while len(self._limits) > MAX_REMEMBERED_LIMITS:
-                self._limits.popitem(last=False)
+            self._remember(self._limits, waiter.key, max(1, limit))
             superseded = self._supersede(waiter)
         self._wake(superseded)
 

@@ -130,6 +130,73 @@ def test_a_waiter_whose_worker_is_unknown_yet_wakes_for_anything() -> None:
     assert fits.questions == []
 
 
+def test_a_worker_that_pulled_before_is_known_by_name_in_its_next_first_attempt() -> None:
+    """A farm's deadline pulls come back under the same names: their first attempts are
+    woken by news about their own worker or a category it fits, not by every
+    announcement (issue 37: each submission, finish and take made every first attempt in
+    flight attempt again)."""
+    hub = WakeupHub(Fits({7: {1}}))
+
+    async def scenario() -> dict[str, bool]:
+        loop = asyncio.get_running_loop()
+        earlier = hub.register(loop, key="node-1")
+        hub.arm(earlier)
+        earlier.expect(1, wants_work=True)
+        hub.unregister(earlier)  # its deadline passed: the worker pulls again
+
+        seen = {}
+        again = hub.register(loop, key="node-1")
+        hub.arm(again)  # its first attempt: worker 1 by its name
+        for payload in ("r2", "w2", "c8", "t7"):  # another worker, a category it does not fit
+            hub.deliver(payload)
+        seen["news about others"] = await again.wait(0.1)
+        hub.deliver("r1")
+        seen["its own room"] = await again.wait(0.2)
+        again.rearm()
+        hub.deliver("c7")
+        seen["a category it fits"] = await again.wait(0.2)
+        again.rearm()
+        again.expect(1, wants_work=True)  # the guess was right: nothing to look at again
+        seen["confirmed"] = await again.wait(0.05)
+        hub.unregister(again)
+
+        stranger = hub.register(loop, key="node-9")  # never pulled here: not told apart
+        hub.arm(stranger)
+        hub.deliver("r2")
+        seen["unknown name"] = await stranger.wait(0.2)
+        hub.unregister(stranger)
+        return seen
+
+    assert asyncio.run(scenario()) == {
+        "news about others": False,
+        "its own room": True,
+        "a category it fits": True,
+        "confirmed": False,
+        "unknown name": True,
+    }
+
+
+def test_a_wrong_guess_of_the_workers_id_makes_the_waiter_look_again() -> None:
+    """The name was deleted and registered again (a new id) while the pull's attempt ran:
+    news about the new worker went unheard, so the waiter looks again at once."""
+    hub = WakeupHub(Fits({}))
+
+    async def scenario() -> tuple[bool, int, int]:
+        loop = asyncio.get_running_loop()
+        earlier = hub.register(loop, key="node-1")
+        hub.arm(earlier)
+        earlier.expect(1, wants_work=True)
+        hub.unregister(earlier)
+        again = hub.register(loop, key="node-1")
+        hub.arm(again)
+        hub.deliver("r5")  # the new worker's news, heard by nobody
+        again.expect(5, wants_work=True)
+        looks_again = await again.wait(0.2)
+        return looks_again, hub.waiting_for(5), hub.waiting_for(1)
+
+    assert asyncio.run(scenario()) == (True, 1, 0)
+
+
 def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
     """Five equal workers, one job: two pulls, not five; an empty-handed one hands on to the
     next in waiting order; a job counted off (t) stops the relay."""
