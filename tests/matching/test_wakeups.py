@@ -197,9 +197,11 @@ def test_a_wrong_guess_of_the_workers_id_makes_the_waiter_look_again() -> None:
     assert asyncio.run(scenario()) == (True, 1, 0)
 
 
-def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
-    """Five equal workers, one job: two pulls, not five; an empty-handed one hands on to the
-    next in waiting order; a job counted off (t) stops the relay."""
+def test_a_relay_wakes_one_waiter_per_job_and_a_spare_in_waves() -> None:
+    """Five equal workers, one job: two pulls, not five. A waiter that lost the race while
+    the other of its wave still runs hands on to nobody (the other may be taking the job);
+    a take here counts the job off before its ``t`` comes; a ``t`` stops the relay; a new
+    job starts it again, longest waiting first."""
     hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5}}))
 
     async def scenario() -> list[list[int]]:
@@ -210,29 +212,76 @@ def test_a_relay_wakes_one_waiter_per_job_and_a_spare_then_hands_on() -> None:
             waiter.expect(worker_id, wants_work=True)
             waiters.append(waiter)
 
-        async def woken() -> list[int]:
-            await asyncio.sleep(0.05)
-            found = []
-            for waiter in waiters:
-                if await waiter.wait(0):
-                    found.append(waiter.worker_id)
-                    waiter.rearm()
-            return found
-
         rounds = []
         hub.deliver("c7")
-        rounds.append(await woken())
-        hub.settled(waiters[1], None)  # worker 2 lost the race: worker 3 tries
-        rounds.append(await woken())
-        hub.deliver("t7")  # worker 1 took the job
-        hub.settled(waiters[0], 7)
-        hub.settled(waiters[2], None)  # nothing left to try for
-        rounds.append(await woken())
+        rounds.append(await _woken(waiters))
+        hub.settled(waiters[1], None)  # worker 2 lost the race; worker 1 still runs
+        rounds.append(await _woken(waiters, wakeups.HAND_ON_GRACE * 2))
+        hub.settled(waiters[0], 7)  # worker 1 took the job; its t is on its way
+        rounds.append(await _woken(waiters, wakeups.HAND_ON_GRACE * 2))
+        hub.deliver("t7")
         hub.deliver("c7 c8")  # a new job: the relay starts again, longest waiting first
-        rounds.append(await woken())
+        rounds.append(await _woken(waiters))
         return rounds
 
-    assert asyncio.run(scenario()) == [[1, 2], [3], [], [1, 2]]
+    assert asyncio.run(scenario()) == [[1, 2], [], [], [1, 2]]
+
+
+def test_an_empty_handed_wave_waits_for_the_takers_t_then_hands_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: a herd job (every waiter fits) taken in another process left this
+    process's wave empty-handed before the taker's ``t`` came; handing on at once woke
+    waiter after waiter until it came. The next wave now waits HAND_ON_GRACE: a ``t``
+    within it ends the relay; without one (the job does not fit the wave's free room)
+    the next wave is woken, and the waves after it at once. (A grace of a second, so that
+    "not yet" holds on a busy machine.)"""
+    monkeypatch.setattr(wakeups, "HAND_ON_GRACE", 1.0)
+    hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5, 6}}))
+
+    async def scenario() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        waiters = []
+        for worker_id in (1, 2, 3, 4, 5, 6):
+            waiter = hub.register(loop)
+            waiter.expect(worker_id, wants_work=True)
+            waiters.append(waiter)
+
+        rounds = []
+        hub.deliver("c7")  # taken elsewhere
+        rounds.append(await _woken(waiters))
+        hub.settled(waiters[0], None)
+        hub.settled(waiters[1], None)
+        hub.deliver("t7")  # within the grace
+        rounds.append(await _woken(waiters, 1.5))
+
+        hub.deliver("c7")  # a job that fits nobody's room in the first waves
+        rounds.append(await _woken(waiters))
+        hub.settled(waiters[0], None)
+        hub.settled(waiters[1], None)
+        rounds.append(await _woken(waiters, 0))  # within the grace: nobody yet
+        await waiters[2].wait(5.0)
+        rounds.append(await _woken(waiters, 0))
+        hub.settled(waiters[2], None)
+        hub.settled(waiters[3], None)
+        rounds.append(await _woken(waiters, 0))  # graced once: the next wave at once
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2], [], [1, 2], [], [3, 4], [5, 6]]
+
+
+async def _woken(waiters: list[wakeups.Waiter], after: float = 0.05) -> list[int]:
+    """The workers whose waiters were woken within ``after`` seconds, and by what was
+    scheduled before (rearmed for the next round)."""
+    await asyncio.sleep(after)
+    await asyncio.sleep(0)  # a wake-up is a callback: the one scheduled last runs now
+    found = []
+    for waiter in waiters:
+        if await waiter.wait(0):
+            assert waiter.worker_id is not None
+            found.append(waiter.worker_id)
+            waiter.rearm()
+    return found
 
 
 def test_the_oldest_categories_answers_are_forgotten_past_the_bound(
