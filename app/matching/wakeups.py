@@ -23,9 +23,10 @@ everything (``*`` forgets all).
 A job is taken by one worker, so a ``c`` does not wake every waiter that fits (with 200
 equal workers, 200 pulls would race for one job): a relay per category wakes, in waiting
 order, as many as there are announced jobs not yet taken plus one spare. Those woken
-together are a wave: when the wave's last attempt is over, a relay whose jobs are not all
-taken wakes the next wave; a ``t`` (taken) counts a job off; the relay ends when its jobs
-are taken or every fitting waiter has tried once. A waiter itself sends no statement while
+together are a wave: when the wave's last attempt is over and some attempt of it came back
+empty-handed, a relay whose jobs are not all taken wakes the next wave; a ``t`` (taken)
+counts a job off; the relay ends when its jobs are taken or every fitting waiter has tried
+once. A waiter itself sends no statement while
 it waits.
 
 Why waves, and why the first empty-handed wave waits :data:`HAND_ON_GRACE` before the
@@ -280,6 +281,8 @@ class _Relay:
     running: set[Waiter] = field(default_factory=set)
     #: An empty-handed wave waited HAND_ON_GRACE since the last announced job.
     graced: bool = False
+    #: Some attempt of the running wave came back without the relay's job.
+    empty_handed: bool = False
 
 
 @dataclass
@@ -504,9 +507,12 @@ class WakeupHub:
     def settled(self, waiter: Waiter, took_category: int | None) -> None:
         """A waiter's attempt is over: it took a job of ``took_category``, or nothing. A
         relay that woke it and has no other attempt running (its wave is over) wakes the
-        next wave for the jobs not taken: at once after a take here (counting that job off
-        until its ``t`` comes), after HAND_ON_GRACE when the first wave since the last
-        announced job came back empty-handed (module docstring)."""
+        next wave when some attempt of the wave came back empty-handed: after
+        HAND_ON_GRACE the first time since the last announced job, at once after that
+        (module docstring). A wave that took a job hands on only for its empty-handed
+        attempts, never for its takes: their ``t`` may have been counted already or not,
+        so the relay cannot tell whether a job is left, and waking a wave for each take
+        would wake waiters for jobs already taken."""
         with self._lock:
             woken: list[Waiter] = []
             for category_id in waiter.relays:
@@ -514,11 +520,12 @@ class WakeupHub:
                 if relay is None:
                     continue
                 relay.running.discard(waiter)
-                if relay.running:
+                if category_id != took_category:
+                    relay.empty_handed = True
+                if relay.running or not relay.empty_handed:
                     continue
-                if category_id == took_category:
-                    woken += self._hand_on(category_id, relay, taken_here=1)
-                elif relay.graced:
+                relay.empty_handed = False
+                if relay.graced:
                     woken += self._hand_on(category_id, relay)
                 else:
                     relay.graced = True
@@ -583,20 +590,17 @@ class WakeupHub:
         relay.queue = sorted((w for w in fitting if w not in relay.running), key=_ORDER)
         return self._hand_on(category_id, relay)
 
-    def _hand_on(self, category_id: int, relay: _Relay, taken_here: int = 0) -> list[Waiter]:
+    def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:
         """Under the lock: wake waiters of the queue until as many run as the relay has
-        jobs (less ``taken_here``, taken by a waiter whose ``t`` has not come yet) plus a
-        spare; forget the relay once nothing is left to try (kept while a ``t`` is
-        owed, so that it counts off this relay's job, not a later one's)."""
+        jobs plus a spare; forget the relay once nothing is left to try."""
         woken: list[Waiter] = []
-        jobs = relay.jobs - taken_here
-        while jobs > 0 and relay.queue and len(relay.running) < jobs + RELAY_SPARE:
+        while relay.jobs > 0 and relay.queue and len(relay.running) < relay.jobs + RELAY_SPARE:
             waiter = relay.queue.pop(0)
             if waiter in self._waiters and waiter.wants_work:
                 relay.running.add(waiter)
                 waiter.relays.add(category_id)
                 woken.append(waiter)
-        if not relay.running and not taken_here and (not relay.queue or relay.jobs == 0):
+        if not relay.running and (not relay.queue or relay.jobs == 0):
             del self._relays[category_id]
         return woken
 

@@ -200,8 +200,7 @@ def test_a_wrong_guess_of_the_workers_id_makes_the_waiter_look_again() -> None:
 def test_a_relay_wakes_one_waiter_per_job_and_a_spare_in_waves() -> None:
     """Five equal workers, one job: two pulls, not five. A waiter that lost the race while
     the other of its wave still runs hands on to nobody (the other may be taking the job);
-    a take here counts the job off before its ``t`` comes; a ``t`` stops the relay; a new
-    job starts it again, longest waiting first."""
+    a ``t`` stops the relay; a new job starts it again, longest waiting first."""
     hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5}}))
 
     async def scenario() -> list[list[int]]:
@@ -217,9 +216,9 @@ def test_a_relay_wakes_one_waiter_per_job_and_a_spare_in_waves() -> None:
         rounds.append(await _woken(waiters))
         hub.settled(waiters[1], None)  # worker 2 lost the race; worker 1 still runs
         rounds.append(await _woken(waiters, wakeups.HAND_ON_GRACE * 2))
-        hub.settled(waiters[0], 7)  # worker 1 took the job; its t is on its way
+        hub.settled(waiters[0], 7)  # worker 1 took the job
+        hub.deliver("t7")  # its t, within the grace
         rounds.append(await _woken(waiters, wakeups.HAND_ON_GRACE * 2))
-        hub.deliver("t7")
         hub.deliver("c7 c8")  # a new job: the relay starts again, longest waiting first
         rounds.append(await _woken(waiters))
         return rounds
@@ -268,6 +267,36 @@ def test_an_empty_handed_wave_waits_for_the_takers_t_then_hands_on(
         return rounds
 
     assert asyncio.run(scenario()) == [[1, 2], [], [1, 2], [], [3, 4], [5, 6]]
+
+
+def test_a_wave_that_took_one_of_two_jobs_hands_the_other_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two jobs, a wave of three: one takes (its ``t`` counted before its attempt is
+    over), two come back empty-handed. The job left goes to the next wave: a take never
+    counts twice, once by its ``t`` and once by its attempt."""
+    monkeypatch.setattr(wakeups, "HAND_ON_GRACE", 0.01)
+    hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5, 6}}))
+
+    async def scenario() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        waiters = []
+        for worker_id in (1, 2, 3, 4, 5, 6):
+            waiter = hub.register(loop)
+            waiter.expect(worker_id, wants_work=True)
+            waiters.append(waiter)
+        hub.deliver("c7")
+        hub.deliver("c7")
+        rounds = [await _woken(waiters)]
+        hub.deliver("t7")
+        hub.settled(waiters[0], 7)
+        hub.settled(waiters[1], None)
+        hub.settled(waiters[2], None)
+        await waiters[3].wait(5.0)
+        rounds.append(await _woken(waiters, 0))
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2, 3], [4, 5]]
 
 
 async def _woken(waiters: list[wakeups.Waiter], after: float = 0.05) -> list[int]:
