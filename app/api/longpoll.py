@@ -158,7 +158,7 @@ async def pull_or_wait(
                     hub.arm(waiter)
                 outcome = await run_in_threadpool(pull_once)
             else:
-                async with hub.attempts_of(worker), hub.any_attempt(woken=woken):
+                async with hub.attempts_of(worker), hub.any_attempt(woken=woken, waiter=waiter):
                     if waiter.superseded:  # while it queued for its turn
                         return replace(outcome, superseded=True) if outcome else SUPERSEDED
                     # Armed as the attempt starts, not before it queued for its turn

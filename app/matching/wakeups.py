@@ -153,9 +153,11 @@ class Waiter:
     key: str | None = None
     #: A newer pull of the same worker took this one's place: it answers at once.
     superseded: bool = False
-    #: ``worker_id`` is the id an earlier pull of the same name found (WakeupHub.arm), not
-    #: yet confirmed by this pull's attempt.
+    #: ``worker_id`` is the id an earlier pull of the same name found (WakeupHub.register),
+    #: not yet confirmed by this pull's attempt.
     guessed: bool = False
+    #: The gate and the turn this waiter queues for, while it queues (AttemptGate).
+    queued: tuple[AttemptGate, asyncio.Future[None]] | None = None
     #: Categories whose relay woke this waiter and awaits its attempt.
     relays: set[int] = field(default_factory=set)
     _event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -182,7 +184,15 @@ class Waiter:
 
     def wake(self) -> None:
         """Wake the waiter from any thread."""
-        self.loop.call_soon_threadsafe(self._event.set)
+        self.loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        """On the loop: the wake-up arrives. A waiter queued for its attempt's turn goes
+        before the new pulls (its attempt will read what the news was about)."""
+        self._event.set()
+        if self.queued is not None:
+            gate, turn = self.queued
+            gate.promote(turn)
 
     async def wait(self, timeout: float) -> bool:
         """True when woken within ``timeout`` seconds, False when the time ran out."""
@@ -236,16 +246,16 @@ class AttemptGate:
         self._new: deque[asyncio.Future[None]] = deque()
 
     @asynccontextmanager
-    async def turn(self, *, woken: bool) -> AsyncIterator[None]:
+    async def turn(self, *, woken: bool, waiter: Waiter | None = None) -> AsyncIterator[None]:
         """Hold one of the gate's turns for the block (``woken``: the attempt follows a
-        wake-up)."""
-        await self._acquire(woken)
+        wake-up). A ``waiter`` woken while it queues goes before the new pulls."""
+        await self._acquire(woken, waiter)
         try:
             yield
         finally:
             self._release()
 
-    async def _acquire(self, woken: bool) -> None:
+    async def _acquire(self, woken: bool, waiter: Waiter | None) -> None:
         # A free turn means nobody waits for one: a release hands its turn to a waiting
         # attempt before it frees it.
         if self._free > 0:
@@ -253,6 +263,8 @@ class AttemptGate:
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         (self._woken if woken else self._new).append(turn)
+        if waiter is not None:
+            waiter.queued = (self, turn)
         try:
             await turn
         except asyncio.CancelledError:
@@ -260,6 +272,18 @@ class AttemptGate:
                 # Granted, then cancelled before it could run: hand the turn on.
                 self._release()
             raise
+        finally:
+            if waiter is not None:
+                waiter.queued = None
+
+    def promote(self, turn: asyncio.Future[None]) -> None:
+        """A new pull's queued turn becomes a woken one's: news concerns its worker (a
+        job for it waits behind a farm's deadline pulls otherwise)."""
+        try:
+            self._new.remove(turn)
+        except ValueError:  # granted already, or queued as woken
+            return
+        self._woken.append(turn)
 
     def _release(self) -> None:
         for queue in (self._woken, self._new):
@@ -397,6 +421,13 @@ class WakeupHub:
             self._registered += 1
             waiter = Waiter(loop, order=self._registered, key=key, _indexed=self._index)
             self._waiters.add(waiter)
+            known = self._ids.get(key) if key is not None else None
+            if known is not None:
+                # Known by its name (see arm): news about it reaches it from now on, also
+                # while it queues for its first attempt's turn, which the news hastens.
+                waiter.guessed = True
+                waiter.worker_id = known
+                self._by_worker.setdefault(known, set()).add(waiter)
             superseded = self._supersede(waiter) if key is not None else []
         LONGPOLL_WAITING.inc()
         self._wake(superseded)
@@ -406,30 +437,25 @@ class WakeupHub:
         """The waiter's attempt starts now: news from now on may be after what it reads,
         and wakes it to look again. News that came before the attempt started does not,
         since the attempt reads what it was about (an announcement is sent after its
-        commit). A farm's first attempts queue for their turn (some 170 deadlines end each
-        second at 10,000 workers): counted among the unknown from their registration,
-        every announcement woke all of them.
+        commit).
 
         Until an attempt has read its worker, the waiter cannot be told apart, and any
-        news wakes it. A worker that pulled before (in this process) is known by its
-        name: its id is taken as the last attempt found it, so that only news about that
-        worker, or about a category it fits, wakes it. Every announcement waking every
-        first attempt in flight made a farm's deadline pulls (up to the gate's 16 per
-        process) attempt again after each submission, finish and take: the busier the
-        server, the more attempts in flight and the more wasted (issue 37). A wrong guess
-        is caught when the attempt reads the worker (:meth:`Waiter.expect`)."""
+        news from its attempt's start on wakes it; before that (a farm's first attempts
+        queue for their turn: some 170 deadlines end each second at 10,000 workers),
+        none does. A worker that pulled before in this process is known by its name
+        from its registration (:meth:`register`): its id is taken as the last attempt
+        found it, so that only news about that worker, or about a category it fits,
+        wakes it, and such news moves its queued turn before the new pulls'
+        (:meth:`AttemptGate.promote`). Every announcement waking every first attempt in
+        flight made the deadline pulls (up to the gate's 16 per process) attempt again
+        after each submission, finish and take: 15.6 waiters woken per job meant for
+        one worker at 10,000 workers (issue 37). A wrong guess is caught when the
+        attempt reads the worker (:meth:`Waiter.expect`)."""
         waiter.rearm()
         if waiter.worker_id is None:
             with self._lock:
-                if waiter not in self._waiters:
-                    return
-                known = self._ids.get(waiter.key) if waiter.key is not None else None
-                if known is None:
+                if waiter in self._waiters:
                     self._unknown.add(waiter)
-                    return
-                waiter.guessed = True
-                waiter.worker_id = known
-                self._by_worker.setdefault(known, set()).add(waiter)
 
     def hold(self, waiter: Waiter, limit: int) -> None:
         """The waiter's attempt found nothing and it is about to wait: its worker may hold
@@ -456,7 +482,9 @@ class WakeupHub:
             superseded.append(oldest)
         return superseded
 
-    def any_attempt(self, *, woken: bool = False) -> AbstractAsyncContextManager[None]:
+    def any_attempt(
+        self, *, woken: bool = False, waiter: Waiter | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """A turn at the gate of every waiting pull's attempts together: at most
         :data:`MAX_CONCURRENT_ATTEMPTS` hold a thread of the pool at once, so that the other
         requests always find one, and a woken waiter goes first (:class:`AttemptGate`).
@@ -468,7 +496,7 @@ class WakeupHub:
         if self._all_attempts is None or self._all_attempts[0] is not loop:
             # One per event loop: an app served again (tests) runs on another loop.
             self._all_attempts = (loop, AttemptGate(MAX_CONCURRENT_ATTEMPTS))
-        return self._all_attempts[1].turn(woken=woken)
+        return self._all_attempts[1].turn(woken=woken, waiter=waiter)
 
     def attempts_of(self, key: str) -> asyncio.Semaphore:
         """The gate of the worker's attempts: as many run at once as it may hold waiting

@@ -365,6 +365,50 @@ def test_the_attempt_gate_lets_a_woken_waiter_pass_new_pulls() -> None:
     assert asyncio.run(scenario()) == ["holder", "woken-1", "woken-2", "new-1", "new-2"]
 
 
+def test_news_about_a_known_worker_moves_its_queued_first_attempt_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: a job for one worker waited behind a farm's deadline pulls queued at the
+    gate (39.6 s once, on a loaded host) while that worker's pull queued among them for
+    its first attempt. News about a worker known by its name now moves its queued turn
+    before the new pulls'."""
+    monkeypatch.setattr(wakeups, "MAX_CONCURRENT_ATTEMPTS", 1)
+    hub = WakeupHub(Fits({}))
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        for key, worker_id in (("a", 1), ("b", 2)):  # both pulled before
+            earlier = hub.register(loop, key=key)
+            hub.arm(earlier)
+            earlier.expect(worker_id, wants_work=True)
+            hub.unregister(earlier)
+        ran: list[str] = []
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with hub.any_attempt():
+                ran.append("holder")
+                await release.wait()
+
+        async def first_attempt(key: str) -> None:
+            waiter = hub.register(loop, key=key)
+            async with hub.any_attempt(waiter=waiter):
+                ran.append(key)
+            hub.unregister(waiter)
+
+        tasks = [asyncio.create_task(holder())]
+        await asyncio.sleep(0)
+        tasks += [asyncio.create_task(first_attempt(key)) for key in ("a", "b")]
+        await asyncio.sleep(0)
+        hub.deliver("r2")  # worker b's room changed: a job may be for it
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(*tasks)
+        return ran
+
+    assert asyncio.run(scenario()) == ["holder", "b", "a"]
+
+
 def test_a_cancelled_attempt_gives_its_turn_on() -> None:
     """An attempt cancelled while it queues (its client went away) takes no turn, and one
     cancelled just after it was granted its turn hands it on: the gate never leaks."""
