@@ -187,6 +187,9 @@ class DynamicCheck:
             or names_queues(category)
         )
         self._state: ClusterState | None = None
+        #: Whether the last Grid Engine refusal was a resource quota's (a policy that
+        #: holds the job, as against room: app/matching/demand/answers.py).
+        self.quota_refused = False
 
     def clauses(self, worker: WorkerNow) -> list[Clause]:
         """The first dynamic clause that keeps the worker from taking the job now, if any
@@ -222,6 +225,7 @@ class DynamicCheck:
             user=self.job.submitter,
             project=self.job.project,
         )
+        self.quota_refused = decision.quota_refusal is not None
         if decision.assignment is not None:
             return []
         said = [fit.message for _slot, fit in decision.fits if fit.message]
