@@ -14,12 +14,14 @@ from app.matching.demand.answers import Verdict, judge
 from app.matching.demand.mix import Mix, Wanted, alone, suggest
 from app.matching.demand.need import category_need, node_needs
 from app.matching.demand.simulate import simulate
-from app.matching.demand.templates import Template, fitting_categories, list_templates
+from app.matching.demand.templates import (
+    WAITING_FOR,
+    Template,
+    fitting_categories,
+    list_templates,
+)
 from app.matching.demand.waiting import WaitingCategory, waiting_categories
 from app.wire.demand import ANSWERS, CAPACITY, NEVER, CategoryDemand, Suggestion
-
-#: What a never category is said to wait for when a template could run it.
-WAITING_FOR = "waiting for a worker like template {}"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ from app.matching.worker_lifecycle import register_worker
 from app.matching.workers import WorkerSpec
 from app.wire.queues import QueueSpec
 
+#: What a job that waits for a new worker of a template is said to wait for.
+WAITING_FOR = "waiting for a worker like template {}"
+
 #: Who registers a template's simulated workers (the services record it where they would).
 SIMULATOR = "demand"
 
@@ -172,3 +175,13 @@ def delete_template(session: Session, name: str) -> None:
 def any_template(session: Session) -> bool:
     """Whether some template is registered (then jobs may wait for its workers)."""
     return session.scalar(select(WorkerTemplate.id).limit(1)) is not None
+
+
+def template_for(session: Session, category_id: int) -> str | None:
+    """The first worker template (by name) whose new worker would fit the category, as
+    the misfit cache says with the worker registered in a savepoint; None without one.
+    What a submission asks of a job no registered worker fits, and what an explanation
+    says it waits for."""
+    if not any_template(session):
+        return None
+    return fitting_categories(session, list_templates(session), [category_id]).get(category_id)

@@ -15,7 +15,7 @@ from app.db.models import Category, Job, JobEventKind, JobState, Task
 from app.matching import announce, history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.debusine.registry import get_task
-from app.matching.demand.templates import any_template, fitting_categories, list_templates
+from app.matching.demand.templates import template_for
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.groups import check_project
@@ -91,15 +91,7 @@ def fails_at_once(session: Session, prepared: Prepared) -> bool:
         return False
     if any_worker_fits(session, prepared.category.id, prepared.task):
         return False
-    return not template_for(session, prepared.category.id)
-
-
-def template_for(session: Session, category_id: int) -> str | None:
-    """The first worker template (by name) whose new worker would fit the category, as
-    the misfit cache says with the worker registered in a savepoint; None without one."""
-    if not any_template(session):
-        return None
-    return fitting_categories(session, list_templates(session), [category_id]).get(category_id)
+    return template_for(session, prepared.category.id) is None
 
 
 def job_values(
