@@ -29,7 +29,7 @@ class Wanted:
 
 def _item(simulated: Simulated, wanted: Wanted) -> Item:
     runs = simulated.runs[wanted.category_id]
-    return Item(wanted.category_id, wanted.jobs, runs.size, wanted.nodes, runs.first_new)
+    return Item(wanted.category_id, wanted.jobs, runs.size, runs.allocated, runs.extrapolate)
 
 
 def _packer(simulated: Simulated) -> Packer:
@@ -83,9 +83,11 @@ class Mix:
 
 def _cost_per_job(simulated: Simulated, want: Wanted) -> tuple[float, int, str]:
     runs = simulated.runs[want.category_id]
+    if runs.allocated:
+        # New workers per job, as the simulation's allocations took them.
+        per_job = runs.allocated[-1] / len(runs.allocated)
+        return (simulated.template.cost * per_job, 0, simulated.template.name)
     held = max(per_worker(simulated.capacity, runs.size), 1)
-    if want.nodes > 1:
-        return (simulated.template.cost * want.nodes, -held, simulated.template.name)
     return (simulated.template.cost / held, -held, simulated.template.name)
 
 

@@ -13,18 +13,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+#: More workers than any limit: jobs that the simulation could not start.
+MANY = 2**62
+
 
 @dataclass(frozen=True)
 class Item:
-    """``count`` waiting jobs of one category, each booking ``size`` on each of its
-    ``nodes`` workers; for a job on several nodes, ``first_new`` is how many new workers
-    its first job needs (the registered ones that fit and are free take the rest)."""
+    """``count`` waiting jobs of one category, each booking ``size`` on one worker; for
+    jobs on several nodes, ``allocated[k]`` is how many new workers the real allocations
+    of the simulation took to start the first k + 1 of them."""
 
     key: int
     count: int
     size: dict[str, int]
-    nodes: int = 1
-    first_new: int = 1
+    allocated: tuple[int, ...] = ()
+    #: Whether jobs beyond ``allocated`` take as many new workers each as the last did.
+    extrapolate: bool = False
 
 
 def per_worker(capacity: dict[str, int], size: dict[str, int]) -> int:
@@ -60,7 +64,7 @@ class Packer:
 
     def add(self, item: Item) -> int:
         """Place as many jobs of ``item`` as the limit lets; how many were placed."""
-        if item.nodes > 1:
+        if item.allocated:
             return self._several(item)
         placed = self._fill(item)
         left = item.count - placed
@@ -105,23 +109,27 @@ class Packer:
         self.workers += workers
 
     def _several(self, item: Item) -> int:
-        """Jobs on several nodes get workers of their own: the first needs ``first_new``,
-        each other all its nodes, spread over workers holding ``fit`` nodes of distinct
-        jobs each."""
-        fit = per_worker(self.capacity, item.size)
-        if fit == 0 or item.count <= 0:
-            return 0
+        """Jobs on several nodes get workers of their own, as many as the simulation's
+        allocations took; beyond the jobs it allocated, each more job takes as many as
+        the last one did (at least one)."""
+        table = item.allocated
 
         def workers_for(jobs: int) -> int:
             if jobs <= 0:
                 return 0
-            others = jobs - 1
-            return item.first_new + (
-                max(item.nodes, math.ceil(others * item.nodes / fit)) if others else 0
-            )
+            if jobs <= len(table):
+                return table[jobs - 1]
+            if not item.extrapolate:
+                return MANY
+            step = max(table[-1] - (table[-2] if len(table) > 1 else 0), 1)
+            return table[-1] + step * (jobs - len(table))
 
-        jobs = item.count
-        while jobs > 0 and workers_for(jobs) > self.room():
-            jobs -= 1
-        self.workers += workers_for(jobs)
-        return jobs
+        low, high = 0, item.count
+        while low < high:
+            middle = (low + high + 1) // 2
+            if workers_for(middle) <= self.room():
+                low = middle
+            else:
+                high = middle - 1
+        self.workers += workers_for(low)
+        return low

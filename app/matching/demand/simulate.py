@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import InventoryCount, Job, QueueInstance
+from app.db.models import InventoryCount, Job, JobState, QueueInstance
 from app.matching.allocation import allocate
 from app.matching.allocation.allocator import Policy
 from app.matching.demand.answers import pull_would_start
@@ -19,6 +19,7 @@ from app.matching.demand.need import job_slots, node_needs, vertex_name
 from app.matching.demand.sandbox import rolled_back
 from app.matching.demand.templates import Template, register_simulated
 from app.matching.demand.waiting import WaitingCategory
+from app.matching.errors import ConflictError
 
 #: The dimension of a job's slots in a packing (vertices are named by their type).
 SLOTS = "slots"
@@ -27,12 +28,15 @@ SLOTS = "slots"
 @dataclass(frozen=True)
 class Runs:
     """A template's new workers against one category: a new worker can start its jobs;
-    ``size`` is what one job books on one of them; ``first_new`` how many new workers the
-    first job needs (several only for a job on several nodes)."""
+    ``size`` is what one job books on one of them; for a job on several nodes,
+    ``allocated[k]`` is how many new workers started its first k + 1 jobs (empty for a
+    job on one node), and ``extrapolate`` whether jobs beyond those may be counted at the
+    rate of the last (the simulation ran out of jobs to try, not of workers)."""
 
     category_id: int
     size: dict[str, int]
-    first_new: int
+    allocated: tuple[int, ...]
+    extrapolate: bool
 
 
 @dataclass(frozen=True)
@@ -62,23 +66,65 @@ def _capacity(session: Session, worker_id: int) -> tuple[dict[str, int], bool]:
     return capacity, bool(inventory)
 
 
-def _new_nodes(
-    session: Session, template: Template, job: Job, nodes: int, policy: Policy
-) -> int | None:
-    """How many new workers of the template (one is registered already) let an
-    allocation now place the job on several nodes; None: not even ``nodes`` of them, or
-    more than the template's maximum."""
-    most = nodes if template.max_count is None else min(nodes, template.max_count)
-    if most < 1:
-        return None
+#: Jobs of a category on several nodes that are allocated for real in the simulation;
+#: the workers of any more are extrapolated from the last of them.
+SIMULATED_ALLOCATIONS = 32
+
+
+def _allocations(
+    session: Session, template: Template, category_id: int, policy: Policy
+) -> tuple[int, ...]:
+    """How many new workers of the template (one is registered already) it takes to
+    start the first 1, 2, ... waiting jobs of a category on several nodes, by allocating
+    them for real (``schedule_job``, the decision of ``POST /v1/jobs/{id}/allocate``) and
+    adding a worker whenever the next one does not fit; up to
+    :data:`SIMULATED_ALLOCATIONS` jobs and the template's ``max_count``. Empty when not
+    even the first starts."""
+    job_ids = session.scalars(
+        select(Job.id)
+        .where(Job.category_id == category_id, Job.state == JobState.WAITING)
+        .order_by(Job.id)
+        .limit(SIMULATED_ALLOCATIONS)
+    ).all()
+    most = template.max_count
+    needed: list[int] = []
+    registered = 1
     with rolled_back(session):
-        for count in range(1, most + 1):
-            if count > 1:
-                register_simulated(session, template, count)
-            placed = allocate.placement_now(session, session.get(Job, job.id) or job, policy)
-            if placed is not None:
-                return count
-    return None
+        for job_id in job_ids:
+            while not _allocated(session, job_id, policy):
+                if most is not None and registered >= most:
+                    return tuple(needed)
+                if needed and registered - needed[-1] >= NEW_NODES_PER_JOB_LIMIT:
+                    return tuple(needed)
+                if not needed and registered >= NEW_NODES_PER_JOB_LIMIT:
+                    return tuple(needed)
+                registered += 1
+                register_simulated(session, template, registered)
+            needed.append(registered)
+    return tuple(needed)
+
+
+def _more_than_simulated(needed: tuple[int, ...]) -> bool:
+    """Whether the simulation stopped for want of jobs to try rather than of room: then
+    the jobs beyond it may be extrapolated."""
+    return len(needed) == SIMULATED_ALLOCATIONS
+
+
+#: New workers one more job on several nodes may take before the simulation gives up
+#: (a job that does not fit on this many fresh nodes of the template never will).
+NEW_NODES_PER_JOB_LIMIT = 64
+
+
+def _allocated(session: Session, job_id: int, policy: Policy) -> bool:
+    """Allocate the job now in a savepoint kept on success (the caller rolls back)."""
+    savepoint = session.begin_nested()
+    try:
+        allocate.schedule_job(session, job_id, policy)
+    except ConflictError:
+        savepoint.rollback()
+        return False
+    savepoint.commit()
+    return True
 
 
 def simulate(
@@ -101,12 +147,14 @@ def simulate(
             if has_inventory:
                 size.update(_per_node(session, category.id))
             if wc.nodes > 1:
-                first_new = _new_nodes(session, template, job, wc.nodes, policy)
-                if first_new is not None:
-                    runs[category.id] = Runs(category.id, size, first_new)
+                needed = _allocations(session, template, category.id, policy)
+                if needed:
+                    runs[category.id] = Runs(
+                        category.id, size, needed, _more_than_simulated(needed)
+                    )
                 continue
             if pull_would_start(session, name, job.id, policy):
-                runs[category.id] = Runs(category.id, size, 1)
+                runs[category.id] = Runs(category.id, size, (), False)
     return Simulated(template, capacity, runs)
 
 
