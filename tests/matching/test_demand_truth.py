@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.engine import Database
@@ -42,14 +43,16 @@ def workers(draw: st.DrawFn) -> dict[str, Any]:
         "resources": _tags(draw(st.lists(st.sampled_from(VERSIONS[:2]), max_size=2, unique=True))),
         "slots": draw(st.integers(min_value=1, max_value=3)),
         "inventory": draw(INVENTORIES),
-        "busy": draw(st.booleans()),
+        "busy": draw(st.sampled_from([True, True, False])),
     }
 
 
 @st.composite
 def templates(draw: st.DrawFn) -> dict[str, Any]:
     return {
-        "resources": _tags(draw(st.lists(st.sampled_from(VERSIONS), max_size=3, unique=True))),
+        "resources": _tags(
+            draw(st.lists(st.sampled_from(VERSIONS), min_size=1, max_size=3, unique=True))
+        ),
         "slots": draw(st.integers(min_value=1, max_value=4)),
         "inventory": draw(INVENTORIES),
         "cost": float(draw(st.integers(min_value=1, max_value=4))),
@@ -70,6 +73,16 @@ def _empty(database: Database) -> None:
     with database.transaction() as session:
         for table in (Job, Category, Worker, WorkerTemplate):
             session.execute(delete(table))
+
+
+def _register(session: Session, name: str, spec: dict[str, Any]) -> None:
+    """A worker (of the fleet, or of a template) registered for real."""
+    upsert_worker(
+        session,
+        WorkerSpec(
+            name=name, resources=spec["resources"], slots=spec["slots"], inventory=spec["inventory"]
+        ),
+    )
 
 
 def _quiesce(database: Database, names: list[str]) -> set[int]:
@@ -111,7 +124,7 @@ def _quiesce(database: Database, names: list[str]) -> set[int]:
 @given(
     fleet=st.lists(workers(), min_size=1, max_size=3),
     kinds=st.lists(templates(), min_size=1, max_size=3),
-    wanted=st.lists(jobs(), min_size=1, max_size=6),
+    wanted=st.lists(jobs(), min_size=2, max_size=6),
 )
 def test_the_suggested_workers_start_what_demand_said(
     database: Database,
@@ -123,21 +136,13 @@ def test_the_suggested_workers_start_what_demand_said(
     names = [f"w{index}" for index in range(len(fleet))]
     with database.transaction() as session:
         for name, spec in zip(names, fleet, strict=True):
-            upsert_worker(
-                session,
-                WorkerSpec(
-                    name=name,
-                    resources=spec["resources"],
-                    slots=spec["slots"],
-                    inventory=spec["inventory"],
-                ),
-            )
+            _register(session, name, spec)
         for index, kind in enumerate(kinds):
             body = {key: kind[key] for key in ("resources", "slots", "inventory") if kind[key]}
             put_template(session, Template(f"t{index}", body, kind["cost"], kind["max_count"]))
     # Busy workers hold their room with a job of their own.
     with database.transaction() as session:
-        for name, spec in zip(names, fleet, strict=True):
+        for spec in fleet:
             if spec["busy"]:
                 submission.submit_job(
                     session, JobSpec(resources=spec["resources"].replace("?", "")), submitter="t"
@@ -177,15 +182,7 @@ def test_the_suggested_workers_start_what_demand_said(
             kind = bodies[item.template]
             for count in range(item.workers):
                 name = f"{item.template}-real{count}"
-                upsert_worker(
-                    session,
-                    WorkerSpec(
-                        name=name,
-                        resources=kind["resources"],
-                        slots=kind["slots"],
-                        inventory=kind["inventory"],
-                    ),
-                )
+                _register(session, name, kind)
                 added.append(name)
     started = _quiesce(database, added)
     with database.transaction() as session:

@@ -127,7 +127,8 @@ class Packer:
         low, high = 0, item.count
         while low < high:
             middle = (low + high + 1) // 2
-            if workers_for(middle) <= self.room():
+            needed = workers_for(middle)
+            if needed < MANY and needed <= self.room():
                 low = middle
             else:
                 high = middle - 1

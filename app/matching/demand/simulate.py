@@ -72,12 +72,12 @@ SIMULATED_ALLOCATIONS = 32
 
 
 def _allocations(
-    session: Session, template: Template, category_id: int, policy: Policy
+    session: Session, template: Template, category_id: int, nodes: int, policy: Policy
 ) -> tuple[int, ...]:
     """How many new workers of the template (one is registered already) it takes to
     start the first 1, 2, ... waiting jobs of a category on several nodes, by allocating
     them for real (``schedule_job``, the decision of ``POST /v1/jobs/{id}/allocate``) and
-    adding a worker whenever the next one does not fit; up to
+    adding a worker whenever the next one does not fit (at most ``nodes`` per job); up to
     :data:`SIMULATED_ALLOCATIONS` jobs and the template's ``max_count``. Empty when not
     even the first starts."""
     job_ids = session.scalars(
@@ -94,9 +94,9 @@ def _allocations(
             while not _allocated(session, job_id, policy):
                 if most is not None and registered >= most:
                     return tuple(needed)
-                if needed and registered - needed[-1] >= NEW_NODES_PER_JOB_LIMIT:
-                    return tuple(needed)
-                if not needed and registered >= NEW_NODES_PER_JOB_LIMIT:
+                if registered - (needed[-1] if needed else 0) >= nodes:
+                    # A job on ``nodes`` nodes that as many fresh workers cannot hold,
+                    # more will not either.
                     return tuple(needed)
                 registered += 1
                 register_simulated(session, template, registered)
@@ -108,11 +108,6 @@ def _more_than_simulated(needed: tuple[int, ...]) -> bool:
     """Whether the simulation stopped for want of jobs to try rather than of room: then
     the jobs beyond it may be extrapolated."""
     return len(needed) == SIMULATED_ALLOCATIONS
-
-
-#: New workers one more job on several nodes may take before the simulation gives up
-#: (a job that does not fit on this many fresh nodes of the template never will).
-NEW_NODES_PER_JOB_LIMIT = 64
 
 
 def _allocated(session: Session, job_id: int, policy: Policy) -> bool:
@@ -147,7 +142,7 @@ def simulate(
             if has_inventory:
                 size.update(_per_node(session, category.id))
             if wc.nodes > 1:
-                needed = _allocations(session, template, category.id, policy)
+                needed = _allocations(session, template, category.id, wc.nodes, policy)
                 if needed:
                     runs[category.id] = Runs(
                         category.id, size, needed, _more_than_simulated(needed)
