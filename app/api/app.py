@@ -24,6 +24,7 @@ from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import (
     categories,
+    demand,
     flux,
     gridengine,
     groups,
@@ -88,6 +89,7 @@ ROUTERS = (
     groups.router,
     queues.router,
     whatif.router,
+    demand.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,
 )

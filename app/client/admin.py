@@ -10,6 +10,7 @@ from app.client.models import (
     AccessList,
     AccessListPage,
     Attribute,
+    Demand,
     Expired,
     HostGroup,
     HostGroupPage,
@@ -33,6 +34,8 @@ from app.client.models import (
     WhatIf,
     Worker,
     WorkerMetadata,
+    WorkerTemplate,
+    WorkerTemplatePage,
 )
 from app.client.operations import covers
 from app.client.parsing import without_none
@@ -41,6 +44,7 @@ from app.client.requests import (
     PeSpec,
     QueueInstancePatch,
     TaskSpec,
+    TemplateSpec,
     ValuesSpec,
     WhatIfSpec,
     WorkerPatch,
@@ -350,3 +354,42 @@ class AdminClient(SubmitterClient):
         first pull), computed by the server in a transaction it rolls back: nothing is
         stored. ``changes`` may be the body itself, as a JSON object read from a file."""
         return self._call(WhatIf, ops.WHAT_IF, body=changes)
+
+    # -- demand: worker templates and what the waiting jobs need ---------------------------
+
+    @covers(ops.PUT_TEMPLATE)
+    def put_template(self, name: str, template: TemplateSpec | dict[str, Any]) -> WorkerTemplate:
+        """Register or replace the worker template ``name`` (a kind of worker an
+        autoscaler can create); refused (ApiError, 422) as a worker registration would be."""
+        return self._call(WorkerTemplate, ops.PUT_TEMPLATE, path={"name": name}, body=template)
+
+    @covers(ops.LIST_TEMPLATES)
+    def list_templates(
+        self, *, limit: int | None = None, offset: int | None = None
+    ) -> WorkerTemplatePage:
+        """The worker templates by name, a page at a time."""
+        return self._page(WorkerTemplatePage, ops.LIST_TEMPLATES, limit, offset)
+
+    @covers(ops.GET_TEMPLATE)
+    def get_template(self, name: str) -> WorkerTemplate:
+        return self._call(WorkerTemplate, ops.GET_TEMPLATE, path={"name": name})
+
+    @covers(ops.DELETE_TEMPLATE)
+    def delete_template(self, name: str) -> None:
+        self._send(ops.DELETE_TEMPLATE, path={"name": name})
+
+    @covers(ops.GET_DEMAND)
+    def demand(
+        self,
+        templates: list[str] | None = None,
+        *,
+        every_template: bool = False,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Demand:
+        """What the waiting jobs need, per category: why they wait (never, capacity,
+        policy, ready) and what would start them; with ``templates`` (or
+        ``every_template``) which new workers of them would start what (simulated by the
+        server in a transaction it rolls back)."""
+        names = "*" if every_template else ",".join(templates) if templates else None
+        return self._page(Demand, ops.GET_DEMAND, limit, offset, templates=names)

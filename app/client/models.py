@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from app.wire.categories import CategoryRequest, WorkerFit
+from app.wire.demand import CategoryDemand, Suggestion
 from app.wire.explanation import ExplainSummary, WorkerExplanation
-from app.wire.queues import QueueSlots
+from app.wire.queues import QueueSlots, QueueSpec
 from app.wire.states import JobEventKind as JobEventKind
 from app.wire.states import JobState as JobState
 from app.wire.states import Role as Role
@@ -540,3 +541,40 @@ class WhatIf:
     first_pulls: list[FirstPull]
     explain_job: CandidatesChange | None
     provisional_ids: bool = True
+
+
+@dataclass(frozen=True)
+class WorkerTemplate:
+    """A kind of worker an autoscaler can create (PUT /v1/templates/{name}): a worker body
+    without a name, what one new worker of it costs and how many may be created (None:
+    no limit)."""
+
+    name: str
+    resources: str
+    slots: int
+    state: WorkerState
+    queues: list[QueueSpec] | None
+    properties: list[str]
+    inventory: Any
+    cost: float
+    max_count: int | None
+
+
+class WorkerTemplatePage(Page[WorkerTemplate]):
+    """A page of worker templates."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the waiting jobs need (GET /v1/demand): a page of categories with why each
+    waits, the totals over every category per answer, and with templates asked what new
+    workers of them would start."""
+
+    items: list[CategoryDemand]
+    limit: int
+    offset: int
+    next_offset: int | None
+    categories: int
+    jobs: dict[str, int]
+    category_counts: dict[str, int]
+    suggestion: Suggestion | None

@@ -150,6 +150,13 @@ RESET_SCHEDULER = Operation("DELETE", "/v1/scheduler")
 #: A what-if stores nothing (its changes are rolled back), so it is safe to send again.
 WHAT_IF = Operation("POST", "/v1/whatif", pure=True)
 
+# Demand (issue 40): the worker templates and what the waiting jobs need
+PUT_TEMPLATE = Operation("PUT", "/v1/templates/{name}")
+LIST_TEMPLATES = Operation("GET", "/v1/templates")
+GET_TEMPLATE = Operation("GET", "/v1/templates/{name}")
+DELETE_TEMPLATE = Operation("DELETE", "/v1/templates/{name}")
+GET_DEMAND = Operation("GET", "/v1/demand")
+
 
 def all_operations() -> frozenset[Operation]:
     """Every operation in this table."""

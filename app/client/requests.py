@@ -192,3 +192,19 @@ class WhatIfSpec:
     remove_workers: list[str] | None = None
     add_jobs: list[JobSpec] | None = None
     explain_job: int | None = None
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """A worker template to register or replace (PUT /v1/templates/{name}): a worker body
+    as :class:`WorkerSpec` without a name or a rank, plus what one new worker of it costs
+    and how many an autoscaler may create; fields at None take the server's defaults."""
+
+    resources: str | None = None
+    slots: int | None = None
+    state: WorkerState | None = None
+    queues: list[QueueSpec] | None = None
+    properties: list[str] | None = None
+    inventory: str | list[Any] | None = None
+    cost: float | None = None
+    max_count: int | None = None

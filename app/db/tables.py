@@ -28,6 +28,7 @@ from app.db.models import (
     QueueInstance,
     Worker,
     WorkerInventory,
+    WorkerTemplate,
 )
 
 
@@ -52,3 +53,4 @@ QUEUE_INSTANCES = table_of(QueueInstance)
 QUEUES = table_of(Queue)
 WORKERS = table_of(Worker)
 WORKER_INVENTORIES = table_of(WorkerInventory)
+WORKER_TEMPLATES = table_of(WorkerTemplate)

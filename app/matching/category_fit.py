@@ -47,7 +47,8 @@ class CategoryView:
     fitting_workers: int
 
 
-def _request(category: Category, task: str | None) -> CategoryRequest:
+def category_request(category: Category, task: str | None) -> CategoryRequest:
+    """What the category's jobs ask for, per family in its own notation."""
     return CategoryRequest(
         resources=category.resources,
         slots=category.slots,
@@ -171,7 +172,7 @@ def _views(session: Session, *conditions: Any, limit: int, offset: int) -> list[
         CategoryView(
             id=category.id,
             created_at=category.created_at,
-            request=_request(category, task),
+            request=category_request(category, task),
             waiting=int(waiting),
             running=int(running),
             fitting_workers=int(fitting),

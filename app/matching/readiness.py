@@ -22,6 +22,7 @@ job run soonest.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from app.matching.allocation import allocate, trees
 from app.matching.allocation.allocator import Policy, place_requests
 from app.matching.candidates import StaticExplanation, explain_job
 from app.matching.category_fit import TooFewNodes, too_few_nodes
+from app.matching.demand.templates import WAITING_FOR, template_for
 from app.matching.dispatch import task_limits
 from app.matching.dispatch.pull import category_requests, next_job, would_start
 from app.matching.gridengine.decide import has_complex_values, pe_from_database, plan_job
@@ -187,6 +189,9 @@ class DynamicCheck:
             or names_queues(category)
         )
         self._state: ClusterState | None = None
+        #: Whether the last Grid Engine refusal was a resource quota's (a policy that
+        #: holds the job, as against room: app/matching/demand/answers.py).
+        self.quota_refused = False
 
     def clauses(self, worker: WorkerNow) -> list[Clause]:
         """The first dynamic clause that keeps the worker from taking the job now, if any
@@ -222,6 +227,7 @@ class DynamicCheck:
             user=self.job.submitter,
             project=self.job.project,
         )
+        self.quota_refused = decision.quota_refusal is not None
         if decision.assignment is not None:
             return []
         said = [fit.message for _slot, fit in decision.fits if fit.message]
@@ -509,7 +515,14 @@ def explain_workers(
     verdicts = list(judged)
     if not waiting:
         return verdicts, None
-    return verdicts, summarise(verdicts, now, too_few_nodes(session, job.category_id))
+    summary = summarise(verdicts, now, too_few_nodes(session, job.category_id))
+    if summary.eligible == 0:
+        # Nothing registered could hold it: it waits for a new worker of a template
+        # (issue 40), if one would fit it.
+        template = template_for(session, job.category_id)
+        if template is not None:
+            summary = dataclasses.replace(summary, suggestion=WAITING_FOR.format(template))
+    return verdicts, summary
 
 
 def some_worker_can_run_now(session: Session, job: Job, policy: Policy) -> bool:

@@ -20,7 +20,7 @@ from app.client import AdminClient, SubmitterClient, WorkerClient, errors, model
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
-from app.wire import categories, explanation, queues, values, whatif
+from app.wire import categories, demand, explanation, queues, values, whatif
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,6 +195,16 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "EndedOut": models.Ended,
     "PullBatchOut": models.PulledBatch,
     "FinishedIn": worker.EndReport,
+    "TemplateIn": requests.TemplateSpec,
+    "TemplateOut": models.WorkerTemplate,
+    "Page_TemplateOut_": models.WorkerTemplatePage,
+    "DemandOut": models.Demand,
+    "CategoryDemandOut": demand.CategoryDemand,
+    "NeedOut": demand.Need,
+    "SuggestionOut": demand.Suggestion,
+    "TemplateDemandOut": demand.TemplateDemand,
+    "MixItemOut": demand.MixItem,
+    "UnrunnableOut": demand.Unrunnable,
 }
 
 ENUMS_BY_SCHEMA: dict[str, type[enum.Enum]] = {

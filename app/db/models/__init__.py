@@ -49,6 +49,7 @@ from app.db.models.jobs import (
 from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.output import JobOutput
 from app.db.models.quotas import QuotaBooking, QuotaLimit, QuotaSet, QuotaUsage
+from app.db.models.templates import WorkerTemplate
 from app.db.models.tokens import ApiToken, Role
 
 __all__ = [
@@ -107,4 +108,5 @@ __all__ = [
     "WorkerProperty",
     "WorkerState",
     "WorkerTag",
+    "WorkerTemplate",
 ]

@@ -15,6 +15,7 @@ from app.db.models import Category, Job, JobEventKind, JobState, Task
 from app.matching import announce, history
 from app.matching.categories import any_worker_fits, get_or_create_category
 from app.matching.debusine.registry import get_task
+from app.matching.demand.templates import template_for
 from app.matching.dispatch.pull import booked_workers, lock_workers, release_allocations
 from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.gridengine.groups import check_project
@@ -82,12 +83,15 @@ def prepare(session: Session, spec: JobSpec, *, submitter: str) -> Prepared:
 
 def fails_at_once(session: Session, prepared: Prepared) -> bool:
     """Whether the job fails at submission with "No suitable worker found": no
-    registered worker could ever run it (debusine's rule). Grid Engine keeps a job that
-    nothing can run pending, even one whose attribute is attached to no object
-    (docs/notations/gridengine.md)."""
-    return not prepared.request.grid_engine and not any_worker_fits(
-        session, prepared.category.id, prepared.task
-    )
+    registered worker could ever run it (debusine's rule), and no worker template could
+    either (issue 40: a job that a new worker of a template would fit waits for one).
+    Grid Engine keeps a job that nothing can run pending, even one whose attribute is
+    attached to no object (docs/notations/gridengine.md)."""
+    if prepared.request.grid_engine:
+        return False
+    if any_worker_fits(session, prepared.category.id, prepared.task):
+        return False
+    return template_for(session, prepared.category.id) is None
 
 
 def job_values(

@@ -51,6 +51,7 @@ from app.db.tables import (
     CATEGORY_MISFITS,
     JOB_EVENTS,
     JOBS,
+    WORKER_TEMPLATES,
     WORKERS,
 )
 from app.matching.categories import category_key
@@ -76,9 +77,10 @@ def _cache_row(table: Any) -> Any:
     )
 
 
-#: The category of a key hash, and whether some available worker fits it: by its fit
-#: rows for a category that lists them, else by the absence of misfit rows, as
-#: :func:`app.matching.misfits.fits` decides.
+#: The category of a key hash, whether some available worker fits it (by its fit rows for
+#: a category that lists them, else by the absence of misfit rows, as
+#: :func:`app.matching.misfits.fits` decides) and whether any worker template is
+#: registered (then a job no worker fits may wait for one: the general way decides).
 LOOKUP = Prebuilt(
     select(
         CATEGORIES.c.id,
@@ -92,6 +94,7 @@ LOOKUP = Prebuilt(
                 ),
             )
         ),
+        exists(select(WORKER_TEMPLATES.c.id)),
     ).where(CATEGORIES.c.key_hash == bindparam("p_key_hash", type_=String))
 )
 
@@ -205,7 +208,11 @@ async def submit_on_loop(
     )
     if not found:
         return None
-    ((category_id, fits),) = found
+    ((category_id, fits, templates),) = found
+    if not fits and templates:
+        # Whether a template's new worker would fit it takes a registration in a
+        # savepoint (app/matching/submission): the general way's.
+        return None
     failed = not fits
     prepared = Prepared(request, None, None, Category(id=category_id))
     values = job_values(spec, prepared, submitter=submitter, submitted_at=now, failed=failed)
