@@ -55,6 +55,8 @@ from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering import standing
 from app.matching.slots import worker_free_slots
 from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
 from app.words import plural
@@ -436,11 +438,14 @@ class _Judge:
             return [], NOW
         if taken is None:
             return [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])], NOT_NOW
+        ordering = ordering_policy.active()
+        ahead = standing.jobs_ahead(self.session, self.job, worker.id, ordering)
         return [
             Clause(
                 "outranked",
                 f"the worker could start the job now, but its next pull takes job {taken} "
-                "first (a job it was placed, or one of higher priority or older)",
+                f"first (a job it was placed, or one that goes first): "
+                f"{standing.words(ahead, ordering)}",
             )
         ], OUTRANKED
 

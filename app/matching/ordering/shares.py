@@ -25,8 +25,6 @@ from app.matching.ordering.usage import ensure_rows
 
 #: Weights beyond this are refused: the pull's arithmetic takes their log.
 MAX_WEIGHT = 1e9
-#: Most submitters a listing returns (they are sorted by standing, furthest below first).
-MAX_LISTED = 1000
 
 
 @dataclass(frozen=True)
@@ -57,9 +55,7 @@ def standings(
             SubmitterShare.weight,
             SubmitterShare.usage,
             SubmitterShare.usage_epoch,
-        )
-        .order_by(SubmitterShare.submitter)
-        .limit(MAX_LISTED)
+        ).order_by(SubmitterShare.submitter)
     ).all()
     usage = {
         name: decayed(used, max(0.0, now - epoch), halflife_seconds) if used > 0 else 0.0
@@ -81,11 +77,18 @@ def standings(
     return listed
 
 
-def set_weight(
-    session: Session, submitter: str, weight: float, halflife_seconds: float
-) -> Standing:
-    """Give the submitter a weight (its share grows with it); its row is made if need be."""
-    del halflife_seconds  # the stored usage keeps its instant; only its log per weight moves
+def standing_of(session: Session, submitter: str, halflife_seconds: float) -> Standing | None:
+    """One submitter's standing among all (None without a row)."""
+    for standing in standings(session, halflife_seconds):
+        if standing.submitter == submitter:
+            return standing
+    return None
+
+
+def set_weight(session: Session, submitter: str, weight: float) -> None:
+    """Give the submitter a weight (its share grows with it); its row is made if need be.
+    The stored usage keeps its instant; only its log per weight, which the pull orders
+    by, moves."""
     if not (
         isinstance(weight, (int, float)) and math.isfinite(weight) and 0 < weight <= MAX_WEIGHT
     ):
@@ -96,4 +99,3 @@ def set_weight(
     row.weight = float(weight)
     row.usage_log2 = usage_log2(row.usage, row.weight)
     session.flush()
-    return Standing(submitter, row.weight, 0.0, row.usage, 0.0)

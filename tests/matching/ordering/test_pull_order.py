@@ -85,7 +85,7 @@ def test_weights_set_the_shares(database: Database, use_ordering: Callable[..., 
     assert pull_job(database, "w") == dave_job
     with database.transaction() as session:
         dispatch.finish(session, dave_job, "w", "finished")
-        set_weight(session, "carol", 2.0, ordering.halflife_seconds)
+        set_weight(session, "carol", 2.0)
     assert pull_job(database, "w") == carol_job
 
 
