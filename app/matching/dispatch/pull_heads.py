@@ -26,6 +26,7 @@ from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
 from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms, share_key
 from app.matching.slots import WAITING
+from app.wire.ordering import FAIR_SHARE
 
 # ``state = 'waiting'`` (WAITING) is written as a literal, not a bound parameter: the
 # partial indexes on waiting jobs (``ix_jobs_waiting_order``) are usable only when the
@@ -71,6 +72,8 @@ def heads_statement(
     submitter's standing (``share_key``) after the four columns."""
     fit, plain = _fit(managed, refusals, puller), _plain(managed)
     if ordering.fair_share:
+        if skip_locked and ordering.rules[0] == FAIR_SHARE:
+            return _heads_by_submitters_in_turn(fit, plain, limit, ordering)
         return _heads_by_category_and_submitter(fit, plain, limit, ordering)
     if skip_locked:
         return _heads_by_best_categories(fit, plain, limit, ordering.rules)
@@ -207,6 +210,81 @@ def _jobs_of_heads(heads: Any, order: Any, limit: Any, *more: Any) -> Select[Any
         )
         .join(heads, Job.id == heads.c.job_id)
         .order_by(*order)
+        .limit(limit)
+    )
+
+
+#: Submitters a fair-share pull may look through (see _heads_by_submitters_in_turn): the
+#: LIMIT keeps the ordered subquery a subquery, whose order the plan then keeps.
+_MAX_SUBMITTERS: Any = literal_column("1000000")
+
+
+def _heads_by_submitters_in_turn(
+    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any, ordering: Ordering
+) -> Select[Any]:
+    """PostgreSQL, fair share first: the submitters in the order of their standing, and
+    for each the best jobs of the categories the worker fits (one seek per category in
+    ``ix_jobs_waiting_submitter_order``), best first. The submitters come in order and
+    the answer is sorted by standing first, so the plan stops (LIMIT over an incremental
+    sort) once the submitters of the first standings gave ``limit`` heads: a pull costs
+    O(categories) per submitter it looks at, usually one, not O(categories x
+    submitters). Submitters of equal standing (no usage yet) are all read: among them
+    priority, then age decide."""
+    within = ordering.within_submitter
+    key = share_key(ordering.halflife_seconds)
+    shares = (
+        select(SubmitterShare.submitter, key.label("share_key"))
+        .order_by(key)
+        .limit(_MAX_SUBMITTERS)
+        .subquery("s")
+    )
+    first = (
+        select(Job.id, Job.priority, Job.submitted_at, Job.array_id)
+        .where(
+            Job.category_id == Category.id,
+            Job.submitter == shares.c.submitter,
+            Job.state == WAITING,
+            not_held_back(),
+        )
+        .order_by(*_job_order(within))
+        .limit(_ONE)
+        # The submitter is the outer query's, two levels up.
+        .correlate_except(Job)
+        .lateral("first")
+    )
+    best = (
+        select(
+            first.c.id,
+            first.c.priority,
+            first.c.submitted_at,
+            first.c.array_id,
+            CategoryTask.task_id,
+            plain.label("plain"),
+        )
+        .select_from(Category)
+        .join(first, true())
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .order_by(*order_terms(within, first.c.priority, first.c.submitted_at, first.c.id))
+        .limit(limit)
+        .lateral("best")
+    )
+    limited = limited_array(best.c.array_id)
+    return (
+        select(
+            best.c.id,
+            best.c.task_id,
+            and_(best.c.plain, limited.is_(None)).label("plain"),
+            limited.label("limited_array"),
+            shares.c.share_key,
+        )
+        .select_from(shares)
+        .join(best, true())
+        .order_by(
+            *order_terms(
+                ordering.rules, best.c.priority, best.c.submitted_at, best.c.id, shares.c.share_key
+            )
+        )
         .limit(limit)
     )
 
