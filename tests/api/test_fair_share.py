@@ -74,6 +74,52 @@ def test_usage_shares_weights_and_explain(
     assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == late[0]
 
 
+def test_a_what_if_of_weights_shows_who_goes_first(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """carol and dave used the same; a weight of 3 for carol would send her job first,
+    and nothing is stored."""
+    client = fair_client
+    carol, dave = _token(client, admin_headers, "carol"), _token(client, admin_headers, "dave")
+    worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
+    w = {"Authorization": f"Bearer {worker.json()['token']}"}
+    ran = [client.post("/v1/jobs", json={}, headers=h).json()["id"] for h in (carol, dave)]
+    for job_id in ran:  # each runs one job: both have usage
+        assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == job_id
+        client.post(f"/v1/jobs/{job_id}/finish", json={"outcome": "finished"}, headers=w)
+    waiting = {
+        name: client.post("/v1/jobs", json={}, headers=h).json()["id"]
+        for name, h in (("carol", carol), ("dave", dave))
+    }
+    usage = {
+        s["submitter"]: s["usage"]
+        for s in client.get("/v1/shares", headers=admin_headers).json()["submitters"]
+    }
+    lighter = min(usage, key=lambda name: usage[name])
+    heavier = "dave" if lighter == "carol" else "carol"
+
+    def first_pull(weights: list[dict[str, object]]) -> int:
+        answer = client.post(
+            "/v1/whatif",
+            json={"set_weights": weights, "pull_workers": ["w"]},
+            headers=admin_headers,
+        )
+        assert answer.status_code == 200, answer.text
+        (pull,) = answer.json()["first_pulls"]
+        return int(pull["job"])
+
+    assert first_pull([]) == waiting[lighter]
+    assert first_pull([{"submitter": heavier, "weight": 1e6}]) == waiting[heavier]
+    shares = client.get("/v1/shares", headers=admin_headers).json()["submitters"]
+    assert {s["submitter"]: s["weight"] for s in shares} == {"carol": 1.0, "dave": 1.0}
+    refused = client.post(
+        "/v1/whatif",
+        json={"set_weights": [{"submitter": "carol", "weight": 0}]},
+        headers=admin_headers,
+    )
+    assert refused.status_code == 422 and "set_weights" in refused.text
+
+
 @pytest.mark.parametrize("weight", [0, -1, "x", 1e12])
 def test_a_bad_weight_is_a_422_and_nothing_is_stored(
     fair_client: TestClient, admin_headers: dict[str, str], weight: object

@@ -187,6 +187,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "StandingOut": models.Standing,
     "FieldProblem": errors.FieldError,
     "WhatIfIn": requests.WhatIfSpec,
+    "WeightChangeIn": requests.WeightChange,
     "WorkerChangeIn": requests.WorkerChange,
     "ValuesChangeIn": requests.ValuesChange,
     "WhatIfOut": models.WhatIf,
