@@ -4,6 +4,7 @@ which jobs go before it and by which rule."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -72,6 +73,30 @@ def test_usage_shares_weights_and_explain(
     assert weighted.status_code == 200, weighted.text
     assert weighted.json()["share"] == pytest.approx(0.75)
     assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == late[0]
+
+
+def test_the_console_queue_shows_usage_against_share(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = fair_client
+    alice = _token(client, admin_headers, "alice")
+    client.post("/v1/jobs", json={}, headers=alice)
+    client.put("/v1/shares/bob", json={"weight": 3}, headers=admin_headers)
+    signed = client.post(
+        "/ui/sign-in",
+        data={"token": admin_headers["Authorization"].split()[1]},
+        headers={"Origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303
+    page = client.get("/ui/queue").text
+    assert '<table class="list" id="shares">' in page
+    rows = re.findall(
+        r'<tr data-submitter="(\w+)">\s*<td>\w+</td>'
+        r'\s*<td class="num">([^<]+)</td>\s*<td class="num">([^<]+)</td>',
+        page,
+    )
+    assert rows == [("alice", "1", "25.0%"), ("bob", "3", "75.0%")]
 
 
 def test_a_what_if_of_weights_shows_who_goes_first(
