@@ -388,6 +388,8 @@ class _Judge:
         )
         self._placement: list[int] | None = None
         self._placed = False
+        #: Where the job stands, counted once per set of fitting categories.
+        self._standings: standing.Standings | None = None
 
     def verdict(self, e: StaticExplanation, worker: WorkerNow) -> WorkerExplanation:
         static = _static_clauses(e, self.lines)
@@ -438,14 +440,14 @@ class _Judge:
             return [], NOW
         if taken is None:
             return [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])], NOT_NOW
-        ordering = ordering_policy.active()
-        ahead = standing.jobs_ahead(self.session, self.job, worker.id, ordering)
+        if self._standings is None:
+            self._standings = standing.Standings(self.session, self.job, ordering_policy.active())
         return [
             Clause(
                 "outranked",
                 f"the worker could start the job now, but its next pull takes job {taken} "
                 f"first (a job it was placed, or one that goes first): "
-                f"{standing.words(ahead, ordering)}",
+                f"{self._standings.words(worker.id)}",
             )
         ], OUTRANKED
 

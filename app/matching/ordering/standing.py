@@ -71,20 +71,49 @@ def _target_key(session: Session, job: Job, ordering: Ordering) -> float | None:
     return None if key is None else float(key)
 
 
-def jobs_ahead(session: Session, job: Job, worker_id: int, ordering: Ordering) -> list[Ahead]:
-    """The waiting jobs the worker's pulls take before ``job``, counted per submitter and
-    deciding rule, most first."""
+def fitting_categories(session: Session, worker_id: int) -> frozenset[int]:
+    """The categories the worker fits (the misfit cache at its generation)."""
+    worker = select(Worker.id, Worker.generation).where(Worker.id == worker_id).subquery()
+    return frozenset(
+        session.scalars(
+            select(Category.id)
+            .join(worker, worker.c.id == worker_id)
+            .where(worker_fits(Category, worker.c.id, worker.c.generation))
+        )
+    )
+
+
+class Standings:
+    """Where one waiting job stands, per set of fitting categories: workers that fit the
+    same categories see the same jobs ahead, so a farm of alike workers costs one count
+    (an explanation asks for every worker that would run the job after others)."""
+
+    def __init__(self, session: Session, job: Job, ordering: Ordering) -> None:
+        self.session = session
+        self.job = job
+        self.ordering = ordering
+        self._counted: dict[frozenset[int], list[Ahead]] = {}
+
+    def words(self, worker_id: int) -> str:
+        categories = fitting_categories(self.session, worker_id)
+        if categories not in self._counted:
+            self._counted[categories] = jobs_ahead(
+                self.session, self.job, categories, self.ordering
+            )
+        return words(self._counted[categories], self.ordering)
+
+
+def jobs_ahead(
+    session: Session, job: Job, categories: frozenset[int], ordering: Ordering
+) -> list[Ahead]:
+    """The waiting jobs of these categories (those a worker fits) that its pulls take
+    before ``job``, counted per submitter and deciding rule, most first."""
     terms = _rule_terms(ordering, job, _target_key(session, job, ordering))
     before: list[ColumnElement[bool]] = []
     for index, (_rule, goes_before, _ties) in enumerate(terms):
         before.append(and_(*(ties for _r, _b, ties in terms[:index]), goes_before))
     deciding: Any = case(*((~ties, rule) for rule, _b, ties in terms[:-1]), else_=literal("id"))
-    worker = select(Worker.id, Worker.generation).where(Worker.id == worker_id).subquery()
-    fitting = (
-        select(Category.id)
-        .join(worker, worker.c.id == worker_id)
-        .where(worker_fits(Category, worker.c.id, worker.c.generation))
-    )
+    fitting = sorted(categories)
     ahead = (
         select(Job.submitter, deciding.label("rule"))
         .outerjoin(SubmitterShare, SubmitterShare.submitter == Job.submitter)
