@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python bench/dispatch.py                     # both databases, full size
     .venv/bin/python bench/dispatch.py --database postgresql
     .venv/bin/python bench/dispatch.py --quick             # small sizes, about a minute
+    .venv/bin/python bench/dispatch.py --fair-share        # fair share on against off
 
 It builds a scratch database per backend (SQLite under /tmp, PostgreSQL ``jobmatch_bench_*``
 on 127.0.0.1:5432 as user postgres; both removed at the end unless ``--keep``), fills it

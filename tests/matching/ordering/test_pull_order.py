@@ -18,6 +18,7 @@ from app.matching.ordering.shares import set_weight
 from app.matching.ordering.usage import book
 from app.matching.submission import JobSpec
 from tests.support.pulls import add_worker, pull_job
+from tests.support.statements import statements_sent
 
 
 def _submit(database: Database, submitter: str, count: int = 1, priority: int = 0) -> list[int]:
@@ -104,3 +105,22 @@ def test_decayed_usage_counts_less(
         book(session, "frank", 200.0, now, ordering.halflife_seconds)
     assert pull_job(database, "w") == erin_job
     assert pull_job(database, "w") == frank_job
+
+
+def test_fair_share_keeps_the_pull_s_statements(
+    database: Database, use_ordering: Callable[..., Ordering]
+) -> None:
+    """The pull sends as many statements with fair share on as with today's order (on
+    PostgreSQL the worker's lock and the one statement that takes the job), and the
+    statement that takes it reads the heads per submitter."""
+    add_worker(database, "w", slots=4)
+    _submit(database, "alice", 2)
+    counts = {}
+    for text in ("priority,age", "fair-share,priority,age"):
+        use_ordering(text)
+        _submit(database, "bob")
+        with database.transaction() as session, statements_sent(database.engine) as sent:
+            assert dispatch.pull(session, "w") is not None
+        counts[text] = len(sent)
+        assert ("submitter_shares" in " ".join(sent)) == (text != "priority,age")
+    assert counts["fair-share,priority,age"] == counts["priority,age"]
