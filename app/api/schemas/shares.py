@@ -3,9 +3,22 @@ decayed usage, and a weight to set."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.matching.ordering.shares import MAX_WEIGHT
+
+#: A fair-share weight, wherever a body sets one (here and in a what-if).
+Weight = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=MAX_WEIGHT,
+        allow_inf_nan=False,
+        description="the submitter's weight (1 by default); its share is its weight over all",
+    ),
+]
 
 
 class WeightIn(BaseModel):
@@ -13,12 +26,7 @@ class WeightIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"weight": 2}]})
 
-    weight: float = Field(
-        gt=0,
-        le=MAX_WEIGHT,
-        allow_inf_nan=False,
-        description="the submitter's weight (1 by default); its share is its weight over all",
-    )
+    weight: Weight
 
 
 class StandingOut(BaseModel):

@@ -11,9 +11,9 @@ from app.api.schemas.common import MAX_ID, BodyInt, Name
 from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
 from app.api.schemas.quotas import QuotaSetIn
+from app.api.schemas.shares import Weight
 from app.api.schemas.workers import WorkerIn, WorkerName, WorkerPatch
 from app.db.models import JobState
-from app.matching.ordering.shares import MAX_WEIGHT
 
 #: The most items of one kind a body may hold whatever the settings say, so that pydantic
 #: never reads an unbounded list; the configured limits (JOBMATCH_WHATIF_MAX_WORKERS and
@@ -112,12 +112,7 @@ class WeightChangeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     submitter: Name = Field(description="the submitter")
-    weight: float = Field(
-        gt=0,
-        le=MAX_WEIGHT,
-        allow_inf_nan=False,
-        description="its weight; its share is its weight over every submitter's",
-    )
+    weight: Weight
 
 
 class WhatIfIn(BaseModel):
