@@ -6,8 +6,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.wire.ordering import parse_ordering
 
 
 class Settings(BaseSettings):
@@ -129,6 +131,20 @@ class Settings(BaseSettings):
     max_bulk_tasks: int = Field(default=100_000, ge=1)
     #: Connections the kernel queues for the process before it accepts them (listen backlog).
     backlog: int = Field(default=2048, ge=1)
+    #: Which waiting job a worker takes first: rules, best first, of ``priority``,
+    #: ``fair-share`` and ``age`` (docs/ordering.md). The default is debusine's order;
+    #: ``fair-share,priority,age`` gives the submitter furthest below its share first.
+    ordering: str = "priority,age"
+    #: Seconds in which a submitter's booked usage decays to half (HTCondor's
+    #: PRIORITY_HALFLIFE, Slurm's PriorityDecayHalfLife; both default to a day).
+    fair_share_halflife_seconds: float = Field(default=86_400.0, gt=0)
+
+    @field_validator("ordering")
+    @classmethod
+    def _known_rules(cls, value: str) -> str:
+        """Refuse an unknown or repeated rule at start, naming it (a ValueError here is
+        pydantic's validation error, which the server prints before it serves)."""
+        return ",".join(parse_ordering(value))
 
 
 @lru_cache(maxsize=1)

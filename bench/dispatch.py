@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python bench/dispatch.py                     # both databases, full size
     .venv/bin/python bench/dispatch.py --database postgresql
     .venv/bin/python bench/dispatch.py --quick             # small sizes, about a minute
+    .venv/bin/python bench/dispatch.py --fair-share        # fair share on against off
 
 It builds a scratch database per backend (SQLite under /tmp, PostgreSQL ``jobmatch_bench_*``
 on 127.0.0.1:5432 as user postgres; both removed at the end unless ``--keep``), fills it
@@ -86,7 +87,18 @@ from _data import (  # noqa: E402
 )
 from _measure import RoundTrips, load_average, scratch_database  # noqa: E402
 from _measure import processes_cpu as process_cpu  # noqa: E402
-from sqlalchemy import BindParameter, bindparam, event, func, select, text  # noqa: E402
+from sqlalchemy import (  # noqa: E402
+    BindParameter,
+    String,
+    bindparam,
+    cast,
+    event,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import make_url  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 from sqlalchemy.sql import Select, visitors  # noqa: E402
@@ -108,6 +120,8 @@ from app.db.models import Worker as WorkerRow  # noqa: E402
 from app.matching import candidates  # noqa: E402
 from app.matching.dispatch import express  # noqa: E402
 from app.matching.dispatch import pull as dispatch  # noqa: E402
+from app.matching.ordering import policy as ordering_policy  # noqa: E402
+from app.matching.ordering import usage as fair_share_usage  # noqa: E402
 from app.matching.reasons import SCOPE_PARAM  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
 from app.notations.momotor.resources import Resources  # noqa: E402
@@ -920,6 +934,65 @@ def profile(call: Callable[[], object], label: str) -> None:
 # ---------------------------------------------------------------------------- one backend
 
 
+def spread_over_submitters(database: Database, submitters: int) -> None:
+    """Give the waiting jobs ``submitters`` submitters (by id, round robin), each a share
+    row with some usage of its own (drawn, fixed seed), as a farm shared by that many
+    people after a while (docs/ordering.md)."""
+    rng = random.Random(SEED + 41)
+    names = [f"user{index}" for index in range(submitters)]
+    with database.transaction() as session:
+        name = literal("user", String) + cast(Job.id % submitters, String)
+        session.execute(update(Job).where(Job.state == JobState.WAITING).values(submitter=name))
+        now = utcnow()
+        for name in names:
+            fair_share_usage.book(session, name, rng.uniform(0, 3600), now, 3600.0)
+
+
+def fair_share_comparison(
+    database: Database, pullers: list[str], sizes: Sizes, report: Report, submitters: int
+) -> None:
+    """Issue 41: the pull with fair share on (heads per category and submitter) against
+    the same pull with today's order, on the same data (rolled back: every pull sees the
+    same state), the two alternating round by round so that the machine's load weighs on
+    both alike."""
+    spread_over_submitters(database, submitters)
+    analyze(database)
+    fair = ordering_policy.Ordering.of("fair-share,priority,age", 3600.0)
+    for ordering in (fair, ordering_policy.DEFAULT):
+        ordering_policy.use(ordering)
+        repeat_rolled_back(database, pullers[:20])  # warm-up: the statements, the caches
+    off_rounds: list[list[float]] = []
+    on_rounds: list[list[float]] = []
+    for _ in range(sizes.rounds):
+        for ordering, rounds in ((ordering_policy.DEFAULT, off_rounds), (fair, on_rounds)):
+            ordering_policy.use(ordering)
+            times, _empty = repeat_rolled_back(database, pullers)
+            rounds.append(times)
+            print(f"    {ordering.text()}: round p50 {_ms(times)[0]:.2f} ms; {load_average()}")
+    ordering_policy.use(ordering_policy.DEFAULT)
+    off50, off99, off_note = pooled_rounds(off_rounds)
+    on50, on99, on_note = pooled_rounds(on_rounds)
+    report.add(
+        Figure(
+            "pull, fair share off (priority, age)",
+            off50,
+            off99,
+            note=f"{off_note}; {load_average()}",
+        )
+    )
+    report.add(
+        Figure(
+            f"pull, fair share on ({submitters} submitters)",
+            on50,
+            on99,
+            target="<1.3x off",
+            met=on50 < 1.3 * off50 and on99 < 1.3 * off99,
+            note=f"{on_note}; p50 {on50 / off50:.2f}x, p99 {on99 / off99:.2f}x of off; "
+            f"{load_average()}",
+        )
+    )
+
+
 def pooled_rounds(rounds: list[list[float]]) -> tuple[float, float, str]:
     """p50 and p99 (ms) of every round's samples pooled, and each round's p50 beside
     them: a busy neighbour shows as a round that stands out, and it counts."""
@@ -1069,6 +1142,10 @@ def _run(
     main_waiting = count_waiting(database)
     report.sizes["waiting jobs (main)"] = f"{main_waiting:,}"
     print(f"  {main_waiting:,} waiting jobs", flush=True)
+    if args.fair_share:
+        pullers = random.Random(SEED + 1).sample(data.pullers, min(sizes.pulls, len(data.pullers)))
+        fair_share_comparison(database, pullers, sizes, report, args.submitters)
+        return
 
     trips, commits = calibration(database)
     t50, t99 = _ms(trips)
@@ -1434,6 +1511,15 @@ def main() -> None:
         "copying the rows of each machine profile's first worker",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
+    parser.add_argument(
+        "--fair-share",
+        action="store_true",
+        help="after building the data, compare the pull with fair share on and off (issue "
+        "41) and stop",
+    )
+    parser.add_argument(
+        "--submitters", type=int, default=100, help="submitters of --fair-share (default 100)"
+    )
     args = parser.parse_args()
     sizes = _sizes(args)
     backends = ["sqlite", "postgresql"] if args.database == "both" else [args.database]

@@ -35,6 +35,7 @@ from app.api.routes import (
     output,
     queues,
     quotas,
+    shares,
     tasks,
     tokens,
     whatif,
@@ -48,6 +49,8 @@ from app.db.engine import Database
 from app.db.event_loop import EventLoopConnections
 from app.db.revocations import RevocationWatch
 from app.logs import configure_logging
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering.usage import rows_for_waiting_jobs
 from app.metrics import forget_this_process
 from app.settings import Settings, get_settings
 
@@ -86,6 +89,7 @@ ROUTERS = (
     tasks.router,
     gridengine.router,
     quotas.router,
+    shares.router,
     groups.router,
     queues.router,
     whatif.router,
@@ -111,6 +115,11 @@ def service_routes(settings: Settings | None = None) -> list[BaseRoute]:
     return [route for router in service_routers(settings) for route in router.routes]
 
 
+def _share_rows(database: Database) -> None:
+    with database.transaction() as session:
+        rows_for_waiting_jobs(session)
+
+
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> FastAPI:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_format)
@@ -122,6 +131,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             options=ConnectionOptions.from_settings(settings),
         )
 
+    # Every pull, explain and what-if of this process orders by the deployment's policy.
+    ordering = ordering_policy.Ordering.from_settings(settings)
+    ordering_policy.use(ordering)
     schema = SchemaWatch(database)
     # No sweep while the schema is not at head: its tables may not exist yet.
     sweeper = LeaseSweeper(database, settings, ready=schema.ready)
@@ -134,6 +146,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
         # Logs a schema not at head (a warning: the server answers 503 until it is).
         await anyio.to_thread.run_sync(schema.check_at_start)
+        if ordering.fair_share and schema.ready():
+            # Jobs that waited before fair share was turned on get their submitters' rows.
+            await anyio.to_thread.run_sync(_share_rows, database)
         sweeper.start()
         longpoll.start()
         revocations.start()

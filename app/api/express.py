@@ -83,6 +83,7 @@ from app.db.retry import retry_reason
 from app.matching.dispatch import express as express_dispatch
 from app.matching.dispatch.batch import MAX_BATCH
 from app.matching.errors import MatchingError
+from app.matching.ordering import policy as ordering_policy
 from app.matching.requests import JobSpec, ParsedRequest
 from app.matching.submission import express as express_submission
 from app.metrics import EXPRESS_REQUESTS, TRANSACTION_RETRIES
@@ -143,6 +144,11 @@ class ExpressLane:
         self.express_sql = database.dialect_name == "postgresql"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not ordering_policy.active().is_default:
+            # The express statements order by today's rules and make no share rows: under
+            # another policy every request goes the general way (docs/ordering.md).
+            await self.app(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"] == _SUBMIT_PATH and scope["method"] == "POST":
             submitter = _submitter_of(scope)
             if submitter is not None:

@@ -20,6 +20,7 @@ from app.cli.jobs import jobs_cli
 from app.cli.local import local_cli
 from app.cli.quotas import quotas_cli
 from app.cli.scenarios import scenario_cli
+from app.cli.shares import shares_cli
 from app.cli.tokens import tokens_cli
 from app.cli.usage import usage_message
 from app.cli.values import values_cli
@@ -39,6 +40,7 @@ REMOTE_COMMANDS = (
     "attributes",
     "values",
     "quotas",
+    "shares",
     "hostgroups",
     "acls",
     "projects",
@@ -74,6 +76,7 @@ cli.add_typer(tasks_cli, name="tasks")
 cli.add_typer(attributes_cli, name="attributes")
 cli.add_typer(values_cli, name="values")
 cli.add_typer(quotas_cli, name="quotas")
+cli.add_typer(shares_cli, name="shares")
 cli.add_typer(hostgroups_cli, name="hostgroups")
 cli.add_typer(acls_cli, name="acls")
 cli.add_typer(projects_cli, name="projects")

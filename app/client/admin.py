@@ -27,6 +27,8 @@ from app.client.models import (
     Role,
     SchedulerConf,
     ScheduleRun,
+    Shares,
+    Standing,
     Task,
     Token,
     TokenPage,
@@ -216,6 +218,21 @@ class AdminClient(SubmitterClient):
     @covers(ops.DELETE_QUOTA_SET)
     def delete_quota_set(self, name: str) -> None:
         self._send(ops.DELETE_QUOTA_SET, path={"name": name})
+
+    # -- fair share ------------------------------------------------------------------------
+
+    @covers(ops.LIST_SHARES)
+    def list_shares(self) -> Shares:
+        """Every submitter's weight, share and decayed usage, furthest below its share
+        first (docs/ordering.md)."""
+        return self._call(Shares, ops.LIST_SHARES)
+
+    @covers(ops.SET_SHARE_WEIGHT)
+    def set_share_weight(self, submitter: str, weight: float) -> Standing:
+        """Give a submitter a weight; its share is its weight over every submitter's."""
+        return self._call(
+            Standing, ops.SET_SHARE_WEIGHT, path={"submitter": submitter}, body={"weight": weight}
+        )
 
     # -- host groups, user access lists, projects --------------------------------------
 

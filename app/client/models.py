@@ -406,6 +406,31 @@ class QuotaUsage:
 
 
 @dataclass(frozen=True)
+class Standing:
+    """One submitter under fair share (docs/ordering.md): its weight, its share (weight
+    over every submitter's), its usage in slot-seconds decayed to now, and that usage
+    over everybody's."""
+
+    submitter: str
+    weight: float
+    share: float
+    usage: float
+    usage_fraction: float
+    below_share: bool
+
+
+@dataclass(frozen=True)
+class Shares:
+    """The deployment's ordering rules, its half-life and every submitter's standing,
+    furthest below its share first."""
+
+    ordering: str
+    fair_share: bool
+    halflife_seconds: float
+    submitters: list[Standing]
+
+
+@dataclass(frozen=True)
 class QuotaSet:
     """A Grid Engine resource quota set (sge_resource_quota(5)) and its books."""
 

@@ -125,6 +125,8 @@ LIST_QUOTA_SETS = Operation("GET", "/v1/quotas")
 GET_QUOTA_SET = Operation("GET", "/v1/quotas/{name}")
 REPLACE_QUOTA_SET = Operation("PUT", "/v1/quotas/{name}")
 DELETE_QUOTA_SET = Operation("DELETE", "/v1/quotas/{name}")
+LIST_SHARES = Operation("GET", "/v1/shares")
+SET_SHARE_WEIGHT = Operation("PUT", "/v1/shares/{submitter}")
 # Grid Engine host groups, user access lists and projects
 CREATE_HOST_GROUP = Operation("POST", "/v1/hostgroups")
 LIST_HOST_GROUPS = Operation("GET", "/v1/hostgroups")

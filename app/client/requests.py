@@ -175,12 +175,21 @@ class QuotaSetText:
 
 
 @dataclass(frozen=True)
+class WeightChange:
+    """A submitter's fair-share weight in a what-if: ``WeightChange("alice", 2)``."""
+
+    submitter: str
+    weight: float
+
+
+@dataclass(frozen=True)
 class WhatIfSpec:
     """A change set for POST /v1/whatif, applied in this order: ``add_workers``,
     ``change_workers``, ``set_values``, ``add_quota_sets``, ``replace_quota_sets`` (each
     names its set in its text), ``remove_quota_sets``, ``drain_workers``,
-    ``remove_workers`` (their jobs requeued), ``add_jobs``; ``explain_job`` names a
-    waiting job whose candidates are compared."""
+    ``remove_workers`` (their jobs requeued), ``add_jobs``; ``set_weights`` (fair
+    share) come after the quota sets; ``explain_job`` names a waiting job whose
+    candidates are compared, ``pull_workers`` more workers whose first pull is shown."""
 
     add_workers: list[WorkerSpec] | None = None
     change_workers: list[WorkerChange] | None = None
@@ -188,10 +197,12 @@ class WhatIfSpec:
     add_quota_sets: list[QuotaSetText] | None = None
     replace_quota_sets: list[QuotaSetText] | None = None
     remove_quota_sets: list[str] | None = None
+    set_weights: list[WeightChange] | None = None
     drain_workers: list[str] | None = None
     remove_workers: list[str] | None = None
     add_jobs: list[JobSpec] | None = None
     explain_job: int | None = None
+    pull_workers: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def current_revisions_at(url: str) -> set[str]:
 
 #: Indexes on expressions (``priority DESC``) that SQLite's reflection cannot compare with
 #: the model; the migrations create them, autogenerate must not try to "fix" them.
-EXPRESSION_INDEXES = frozenset({"ix_jobs_waiting_order"})
+EXPRESSION_INDEXES = frozenset({"ix_jobs_waiting_order", "ix_jobs_waiting_submitter_order"})
 
 
 def include_object(

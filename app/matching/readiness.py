@@ -57,6 +57,8 @@ from app.matching.gridengine.quotas import load_quota_book
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.gridengine.table import load_table
 from app.matching.misfits import REASONS
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering import standing
 from app.matching.slots import worker_free_slots
 from app.wire.explanation import Clause, ExplainSummary, WorkerExplanation
 from app.words import plural
@@ -392,6 +394,8 @@ class _Judge:
         )
         self._placement: list[int] | None = None
         self._placed = False
+        #: Where the job stands, counted once per set of fitting categories.
+        self._standings: standing.Standings | None = None
 
     def verdict(self, e: StaticExplanation, worker: WorkerNow) -> WorkerExplanation:
         static = _static_clauses(e, self.lines)
@@ -442,11 +446,14 @@ class _Judge:
             return [], NOW
         if taken is None:
             return [Clause("pull-declines", DYNAMIC_REASONS["pull-declines"])], NOT_NOW
+        if self._standings is None:
+            self._standings = standing.Standings(self.session, self.job, ordering_policy.active())
         return [
             Clause(
                 "outranked",
                 f"the worker could start the job now, but its next pull takes job {taken} "
-                "first (a job it was placed, or one of higher priority or older)",
+                f"first (a job it was placed, or one that goes first): "
+                f"{self._standings.words(worker.id)}",
             )
         ], OUTRANKED
 

@@ -23,6 +23,8 @@ from prometheus_client.registry import Collector
 from app.api.auth import PrincipalDep
 from app.api.deps import SessionDep
 from app.api.responses import errors
+from app.matching.ordering import policy
+from app.matching.ordering.shares import Standing, standings
 from app.matching.stats import Stats, collect
 from app.metrics import multiprocess_dir
 
@@ -34,8 +36,9 @@ class _DatabaseGauges(Collector):
     """Gauges read from the database at scrape time: each family is one kind of thing,
     so that no sum over a label mixes unlike ones (booked and total slots are two)."""
 
-    def __init__(self, stats: Stats) -> None:
+    def __init__(self, stats: Stats, shares: list[Standing]) -> None:
         self.stats = stats
+        self.shares = shares
 
     def collect(self) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("jobmatch_jobs", "Jobs by state.", labels=["state"])
@@ -71,6 +74,32 @@ class _DatabaseGauges(Collector):
             capacity.add_metric([figures.name, figures.level], figures.capacity)
             used.add_metric([figures.name, figures.level], figures.booked)
         yield from (jobs, workers, slots, booked, capacity, used)
+        yield from self._fair_share()
+
+    def _fair_share(self) -> Iterator[Metric]:
+        """Usage against share per submitter, under a policy with fair share."""
+        if not self.shares:
+            return
+        usage = GaugeMetricFamily(
+            "jobmatch_submitter_usage",
+            "Slot-seconds a submitter's ended jobs used, decayed to now with the half-life.",
+            labels=["submitter"],
+        )
+        share = GaugeMetricFamily(
+            "jobmatch_submitter_share",
+            "A submitter's share: its weight over every submitter's (0 to 1).",
+            labels=["submitter"],
+        )
+        fraction = GaugeMetricFamily(
+            "jobmatch_submitter_usage_fraction",
+            "A submitter's decayed usage over everybody's (0 to 1).",
+            labels=["submitter"],
+        )
+        for standing in self.shares:
+            usage.add_metric([standing.submitter], standing.usage)
+            share.add_metric([standing.submitter], standing.share)
+            fraction.add_metric([standing.submitter], standing.usage_fraction)
+        yield from (usage, share, fraction)
 
 
 def _scrape(session: SessionDep) -> Response:
@@ -84,7 +113,9 @@ def _scrape(session: SessionDep) -> Response:
         MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
         processes = generate_latest(registry)
     database = CollectorRegistry()
-    database.register(_DatabaseGauges(collect(session)))
+    ordering = policy.active()
+    shares = standings(session, ordering.halflife_seconds) if ordering.fair_share else []
+    database.register(_DatabaseGauges(collect(session), shares))
     return Response(processes + generate_latest(database), media_type=CONTENT_TYPE_LATEST)
 
 

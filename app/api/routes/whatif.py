@@ -20,7 +20,7 @@ from app.api.schemas.whatif import (
     WhatIfOut,
 )
 from app.matching.errors import InvalidFieldError
-from app.matching.whatif.changes import ChangeSet, ValuesChange, WorkerChange
+from app.matching.whatif.changes import ChangeSet, ValuesChange, WeightChange, WorkerChange
 from app.matching.whatif.run import Answer, what_if
 from app.settings import Settings
 
@@ -35,12 +35,14 @@ def _check_limits(body: WhatIfIn, settings: Settings) -> None:
         + len(body.change_workers)
         + len(body.drain_workers)
         + len(body.remove_workers)
+        + len(body.pull_workers)
     )
     if workers > settings.whatif_max_workers:
         problems.append(
             {
                 "field": "body.add_workers",
-                "message": f"{workers} worker items (added, changed, drained and removed); "
+                "message": f"{workers} worker items (added, changed, drained, removed and "
+                "pulling); "
                 f"at most {settings.whatif_max_workers} (JOBMATCH_WHATIF_MAX_WORKERS)",
                 "type": "too_long",
             }
@@ -78,10 +80,12 @@ def _change_set(body: WhatIfIn) -> ChangeSet:
         add_quota_sets=tuple(q.text for q in body.add_quota_sets),
         replace_quota_sets=tuple(q.text for q in body.replace_quota_sets),
         remove_quota_sets=tuple(body.remove_quota_sets),
+        set_weights=tuple(WeightChange(w.submitter, w.weight) for w in body.set_weights),
         drain_workers=tuple(body.drain_workers),
         remove_workers=tuple(body.remove_workers),
         add_jobs=tuple(j.spec() for j in body.add_jobs),
         explain_job=body.explain_job,
+        pull_workers=tuple(body.pull_workers),
     )
 
 

@@ -11,6 +11,7 @@ from app.api.schemas.common import MAX_ID, BodyInt, Name
 from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
 from app.api.schemas.quotas import QuotaSetIn
+from app.api.schemas.shares import Weight
 from app.api.schemas.workers import WorkerIn, WorkerName, WorkerPatch
 from app.db.models import JobState
 
@@ -105,13 +106,23 @@ WHATIF_EXAMPLES: list[JsonValue] = [
 ]
 
 
+class WeightChangeIn(BaseModel):
+    """A submitter's fair-share weight, as `PUT /v1/shares/{submitter}` sets it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    submitter: Name = Field(description="the submitter")
+    weight: Weight
+
+
 class WhatIfIn(BaseModel):
     """A change set. It is applied in this order, each item by the service of its own
     route: `add_workers` (as `POST /v1/workers?replace=true`: an existing name is replaced
     whole), `change_workers` (as `PATCH /v1/workers/{name}`), `set_values` (as `PUT
     /v1/values/...`), `add_quota_sets` (as `POST /v1/quotas`), `replace_quota_sets` (as
     `PUT /v1/quotas/{name}`, the set named in the text), `remove_quota_sets` (as `DELETE
-    /v1/quotas/{name}`), `drain_workers` (state `draining`),
+    /v1/quotas/{name}`), `set_weights` (as `PUT /v1/shares/{submitter}`), `drain_workers`
+    (state `draining`),
     `remove_workers` (as `DELETE /v1/workers/{name}?requeue=true`) and `add_jobs` (as
     `POST /v1/jobs`). Nothing is stored."""
 
@@ -144,6 +155,10 @@ class WhatIfIn(BaseModel):
         MAX_ADMIN_ITEMS,
         "names of resource quota sets to remove",
     )
+    set_weights: list[WeightChangeIn] = _items(
+        MAX_ADMIN_ITEMS,
+        "fair-share weights of submitters, as PUT /v1/shares/{submitter} sets them",
+    )
     drain_workers: list[WorkerName] = _items(
         MAX_ITEMS,
         "names of workers to drain (they finish what they run, get nothing new)",
@@ -161,6 +176,11 @@ class WhatIfIn(BaseModel):
         ge=1,
         le=MAX_ID,
         description="a waiting job whose candidates before and after the change are wanted",
+    )
+    pull_workers: list[WorkerName] = _items(
+        MAX_ITEMS,
+        "workers whose first pull the answer shows, beside those the change set adds or "
+        "changes (who would go first after a change of weights)",
     )
 
 

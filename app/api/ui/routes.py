@@ -34,6 +34,8 @@ from app.db.models import JobState, WorkerState
 from app.matching import console, submission, worker_lifecycle
 from app.matching.errors import ConflictError, NotFoundError
 from app.matching.locks import worker_by_name
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering import shares as fair_shares
 from app.matching.worker_lifecycle import WorkerChanges
 
 
@@ -216,7 +218,15 @@ def resume_worker(
 @router.get("/queue")
 def queue_page(viewer: ViewerDep, session: SessionDep) -> Response:
     lines = console.queue_by_category(session, submitter=viewer.submitter)
-    return render("queue.html", viewer, lines=lines, now=_now())
+    ordering = ordering_policy.active()
+    # Usage against share under fair share (docs/ordering.md); every submitter's, so an
+    # administrator's view only.
+    shares = (
+        fair_shares.standings(session, ordering.halflife_seconds)
+        if ordering.fair_share and viewer.is_admin
+        else None
+    )
+    return render("queue.html", viewer, lines=lines, now=_now(), shares=shares)
 
 
 @router.get("/jobs")

@@ -108,6 +108,17 @@ class Job(Base):
             "id",
             where="state = 'waiting'",
         ),
+        # The fair-share pull's index (docs/ordering.md): the best waiting job of one
+        # submitter in one category is one seek.
+        partial_index(
+            "ix_jobs_waiting_submitter_order",
+            "category_id",
+            "submitter",
+            text("priority DESC"),
+            "submitted_at",
+            "id",
+            where="state = 'waiting'",
+        ),
         Index("ix_jobs_state_id", "state", "id"),
         # Whether a worker has a placed job to deliver, asked by every pull: one seek into
         # the few placed jobs instead of a walk over every job the worker ever ran (which

@@ -55,6 +55,7 @@ from app.matching.gridengine.pull import GridEnginePull
 from app.matching.gridengine.queue_lists import names_queues
 from app.matching.gridengine.state import ClusterState, load_state
 from app.matching.locks import worker_by_name
+from app.matching.ordering import usage as fair_share_usage
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 from app.notations.flux.jobspec import validate_resources
 from app.task_plugins import can_run_on
@@ -210,7 +211,7 @@ class _HeadRounds:
             if not heads:
                 return None
             refused_before = len(self.plugins.refused)
-            for job_id, task_id, plain, limited_array in heads:
+            for job_id, task_id, plain, limited_array, *_standing in heads:
                 # A plug-in's verdict depends on the task and the worker only, so a refusal
                 # rules out every category of the task; the next query leaves them out, and
                 # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
@@ -384,6 +385,8 @@ def wait_again(
     back, its lease ran out, or its worker was deleted. The attempt stays counted. The
     pulls waiting for its category are woken, whichever of the three it was."""
     announce.job_waits(session, job.category_id)
+    # Its run counts against its submitter's share (fair share), as a finished one does.
+    fair_share_usage.book_job(session, job, utcnow())
     job.state = JobState.WAITING
     job.worker_id = None
     job.started_at = None
@@ -485,6 +488,7 @@ def _finish(
     if ended is not None:
         # The statements wrote the history row themselves; log what they changed.
         domain_events.job_event(session, kind, ended.id, worker=worker_name, detail=reason)
+        fair_share_usage.book_job(session, ended)
         return ended
     try:
         worker, job = _running_job_of(session, job_id, worker_name)
@@ -505,6 +509,7 @@ def _finish(
     history.record(session, job, kind, worker=worker.name, detail=reason)
     liveness.heard_from(session, worker)
     session.flush()
+    fair_share_usage.book_job(session, job)
     return job
 
 

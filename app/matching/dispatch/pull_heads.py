@@ -18,13 +18,15 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, literal_column, o
 from sqlalchemy.orm import Session
 
 from app.db import dialect
-from app.db.models import Category, CategoryTask, Job
+from app.db.models import Category, CategoryTask, Job, SubmitterShare
 from app.matching.allocation import coarse_filter
 from app.matching.dispatch.puller import Puller
 from app.matching.dispatch.task_limits import limited_array, not_held_back
 from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
+from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms, share_key
 from app.matching.slots import WAITING
+from app.wire.ordering import FAIR_SHARE
 
 # ``state = 'waiting'`` (WAITING) is written as a literal, not a bound parameter: the
 # partial indexes on waiting jobs (``ix_jobs_waiting_order``) are usable only when the
@@ -54,8 +56,6 @@ HEADS_PER_ROUND = 8
 #: plan of the heads look dearer than a custom one.
 _ONE: Any = literal_column("1")
 _REFUSED: Any = bindparam("p_refused", expanding=True)
-#: Best first: priority, then age, then id (the order of ``ix_jobs_waiting_order``).
-_BEST_FIRST = (Job.priority.desc(), Job.submitted_at, Job.id)
 
 
 def heads_statement(
@@ -64,13 +64,25 @@ def heads_statement(
     refusals: bool,
     limit: Any = _LIMIT,
     puller: PullerTerms = BOUND,
-) -> Select[int, int | None, bool, int | None]:
+    ordering: Ordering = DEFAULT,
+) -> Select[Any]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
-    the one-statement take of app/matching/dispatch/pull_plain.py does."""
+    the one-statement take of app/matching/dispatch/pull_plain.py does. Under a policy
+    with fair share the heads are per category and submitter, and the rows carry the
+    submitter's standing (``share_key``) after the four columns."""
     fit, plain = _fit(managed, refusals, puller), _plain(managed)
+    if ordering.fair_share:
+        if skip_locked and ordering.rules[0] == FAIR_SHARE:
+            return _heads_by_submitters_in_turn(fit, plain, limit, ordering)
+        return _heads_by_category_and_submitter(fit, plain, limit, ordering)
     if skip_locked:
-        return _heads_by_best_categories(fit, plain, limit)
-    return _one_head_per_category(fit, plain, limit)
+        return _heads_by_best_categories(fit, plain, limit, ordering.rules)
+    return _one_head_per_category(fit, plain, limit, ordering.rules)
+
+
+def _job_order(rules: tuple[str, ...]) -> tuple[Any, ...]:
+    """ORDER BY terms of jobs under rules without fair share."""
+    return tuple(order_terms(rules, Job.priority, Job.submitted_at, Job.id))
 
 
 def _fit(managed: bool, refusals: bool, puller: PullerTerms) -> list[ColumnElement[bool]]:
@@ -109,17 +121,21 @@ def _plain(managed: bool) -> ColumnElement[bool]:
 
 
 def _heads_by_best_categories(
-    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
-) -> Select[int, int | None, bool, int | None]:
+    fit: list[ColumnElement[bool]],
+    plain: ColumnElement[bool],
+    limit: Any,
+    rules: tuple[str, ...],
+) -> Select[Any]:
     """PostgreSQL: the best categories by their head job first (one index seek each),
     then several jobs of each of those, so that a pull that finds the best head locked by
     a concurrent pull takes the next job of the same category. The overall best ``limit``
     jobs all lie in the best ``limit`` categories: each of their categories has a head at
     least as good as they are."""
+    best_first = _job_order(rules)
     first = (
         select(Job.id, Job.priority, Job.submitted_at)
         .where(Job.category_id == Category.id, Job.state == WAITING, not_held_back())
-        .order_by(*_BEST_FIRST)
+        .order_by(*best_first)
         .limit(_ONE)
         .lateral("first")
     )
@@ -129,14 +145,14 @@ def _heads_by_best_categories(
         .join(first, true())
         .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
         .where(*fit)
-        .order_by(first.c.priority.desc(), first.c.submitted_at, first.c.id)
+        .order_by(*order_terms(rules, first.c.priority, first.c.submitted_at, first.c.id))
         .limit(limit)
         .subquery("best")
     )
     head = (
         select(Job.id, Job.priority, Job.submitted_at, Job.array_id)
         .where(Job.category_id == best.c.category_id, Job.state == WAITING, not_held_back())
-        .order_by(*_BEST_FIRST)
+        .order_by(*best_first)
         .limit(limit)
         .lateral("head")
     )
@@ -150,19 +166,23 @@ def _heads_by_best_categories(
         )
         .select_from(best)
         .join(head, true())
-        .order_by(head.c.priority.desc(), head.c.submitted_at, head.c.id)
+        .order_by(*order_terms(rules, head.c.priority, head.c.submitted_at, head.c.id))
         .limit(limit)
     )
 
 
 def _one_head_per_category(
-    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any
-) -> Select[int, int | None, bool, int | None]:
+    fit: list[ColumnElement[bool]],
+    plain: ColumnElement[bool],
+    limit: Any,
+    rules: tuple[str, ...],
+) -> Select[Any]:
     """SQLite (no LATERAL): the head job of each category the worker fits, best first."""
+    best_first = _job_order(rules)
     head_id = (
         select(Job.id)
         .where(Job.category_id == Category.id, Job.state == WAITING, not_held_back())
-        .order_by(*_BEST_FIRST)
+        .order_by(*best_first)
         .limit(1)
         .scalar_subquery()
     )
@@ -173,6 +193,12 @@ def _one_head_per_category(
         .where(*fit)
         .subquery()
     )
+    return _jobs_of_heads(heads, best_first, limit)
+
+
+def _jobs_of_heads(heads: Any, order: Any, limit: Any, *more: Any) -> Select[Any]:
+    """(job id, task id, plain, limited array, ``more``...) of the head jobs that
+    ``heads`` names (its ``job_id``, ``task_id`` and ``plain``), in ``order``."""
     limited = limited_array(Job.array_id)
     return (
         select(
@@ -180,11 +206,127 @@ def _one_head_per_category(
             heads.c.task_id,
             and_(heads.c.plain, limited.is_(None)).label("plain"),
             limited.label("limited_array"),
+            *more,
         )
         .join(heads, Job.id == heads.c.job_id)
-        .order_by(*_BEST_FIRST)
+        .order_by(*order)
         .limit(limit)
     )
+
+
+#: Submitters a fair-share pull may look through (see _heads_by_submitters_in_turn): the
+#: LIMIT keeps the ordered subquery a subquery, whose order the plan then keeps.
+_MAX_SUBMITTERS: Any = literal_column("1000000")
+
+
+def _heads_by_submitters_in_turn(
+    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any, ordering: Ordering
+) -> Select[Any]:
+    """PostgreSQL, fair share first: the submitters in the order of their standing, and
+    for each the best jobs of the categories the worker fits (one seek per category in
+    ``ix_jobs_waiting_submitter_order``), best first. The submitters come in order and
+    the answer is sorted by standing first, so the plan stops (LIMIT over an incremental
+    sort) once the submitters of the first standings gave ``limit`` heads: a pull costs
+    O(categories) per submitter it looks at, usually one, not O(categories x
+    submitters). Submitters of equal standing (no usage yet) are all read: among them
+    priority, then age decide."""
+    within = ordering.within_submitter
+    key = share_key(ordering.halflife_seconds)
+    shares = (
+        select(SubmitterShare.submitter, key.label("share_key"))
+        .order_by(key)
+        .limit(_MAX_SUBMITTERS)
+        .subquery("s")
+    )
+    first = (
+        select(Job.id, Job.priority, Job.submitted_at, Job.array_id)
+        .where(
+            Job.category_id == Category.id,
+            Job.submitter == shares.c.submitter,
+            Job.state == WAITING,
+            not_held_back(),
+        )
+        .order_by(*_job_order(within))
+        .limit(_ONE)
+        # The submitter is the outer query's, two levels up.
+        .correlate_except(Job)
+        .lateral("first")
+    )
+    best = (
+        select(
+            first.c.id,
+            first.c.priority,
+            first.c.submitted_at,
+            first.c.array_id,
+            CategoryTask.task_id,
+            plain.label("plain"),
+        )
+        .select_from(Category)
+        .join(first, true())
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .order_by(*order_terms(within, first.c.priority, first.c.submitted_at, first.c.id))
+        .limit(limit)
+        .lateral("best")
+    )
+    limited = limited_array(best.c.array_id)
+    return (
+        select(
+            best.c.id,
+            best.c.task_id,
+            and_(best.c.plain, limited.is_(None)).label("plain"),
+            limited.label("limited_array"),
+            shares.c.share_key,
+        )
+        .select_from(shares)
+        .join(best, true())
+        .order_by(
+            *order_terms(
+                ordering.rules, best.c.priority, best.c.submitted_at, best.c.id, shares.c.share_key
+            )
+        )
+        .limit(limit)
+    )
+
+
+def _heads_by_category_and_submitter(
+    fit: list[ColumnElement[bool]], plain: ColumnElement[bool], limit: Any, ordering: Ordering
+) -> Select[Any]:
+    """Fair share (docs/ordering.md): the head job of each category the worker fits and
+    each submitter with a share row (every submitter that submitted while fair share was
+    on has one), one seek each in ``ix_jobs_waiting_submitter_order``; best first by the
+    policy's rules, the submitter's standing (``share_key``) standing for fair share.
+    The same statement on both databases (correlated subqueries, no LATERAL): a pull
+    that finds its best head locked takes the next head, of another pair."""
+    within = _job_order(ordering.within_submitter)
+    key = share_key(ordering.halflife_seconds)
+    head_id = (
+        select(Job.id)
+        .where(
+            Job.category_id == Category.id,
+            Job.submitter == SubmitterShare.submitter,
+            Job.state == WAITING,
+            not_held_back(),
+        )
+        .order_by(*within)
+        .limit(1)
+        .scalar_subquery()
+    )
+    pairs = (
+        select(
+            head_id.label("job_id"),
+            CategoryTask.task_id,
+            plain.label("plain"),
+            key.label("share_key"),
+        )
+        .select_from(Category)
+        .join(SubmitterShare, true())
+        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+        .where(*fit)
+        .subquery("pairs")
+    )
+    order = order_terms(ordering.rules, Job.priority, Job.submitted_at, Job.id, pairs.c.share_key)
+    return _jobs_of_heads(pairs, order, limit, pairs.c.share_key)
 
 
 _cached_heads = lru_cache(maxsize=8)(heads_statement)
@@ -241,7 +383,7 @@ def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int])
     inventory only gets jobspec jobs that fit on one node and that its free counts could
     hold (the allocation itself is decided after the claim)."""
     skip_locked = dialect.supports_skip_locked(session.connection())
-    statement = _cached_heads(skip_locked, puller.managed, bool(refused_tasks))
+    statement = _cached_heads(skip_locked, puller.managed, bool(refused_tasks), ordering=active())
     parameters: dict[str, Any] = {
         "p_worker_id": puller.id,
         "p_generation": puller.generation,

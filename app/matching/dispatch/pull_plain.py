@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -45,6 +46,7 @@ from app.matching.dispatch.record import (
     dispatched_event_values,
     record_dispatches,
 )
+from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms
 from app.matching.slots import WAITING, book_room_statement
 from app.matching.wakeups import TAKEN, job_taken
 
@@ -103,7 +105,12 @@ _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instan
 )
 
 
-def _take_best(managed: bool, puller: PullerTerms = BOUND, window: int = HEADS_PER_ROUND) -> Any:
+def _take_best(
+    managed: bool,
+    puller: PullerTerms = BOUND,
+    window: int = HEADS_PER_ROUND,
+    ordering: Ordering = DEFAULT,
+) -> Any:
     """PostgreSQL: the heads query and :data:`_TAKE_IN_ONE` in one statement, for the
     common pull whose best heads are all plain jobs without a task: the first of them
     that no concurrent pull holds is claimed, booked, allocated and recorded.
@@ -125,9 +132,9 @@ def _take_best(managed: bool, puller: PullerTerms = BOUND, window: int = HEADS_P
     # generic plan looked dearer than any custom plan, and PostgreSQL planned this
     # statement anew on every pull (1.5 to 2 ms of its CPU, more than running it); with
     # literal limits it settles on the generic plan after five runs.
-    candidates = heads_statement(True, managed, False, literal_column(str(window)), puller).cte(
-        "heads"
-    )
+    candidates = heads_statement(
+        True, managed, False, literal_column(str(window)), puller, ordering
+    ).cte("heads")
     needs_more = (
         select(candidates.c.id)
         .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
@@ -137,7 +144,15 @@ def _take_best(managed: bool, puller: PullerTerms = BOUND, window: int = HEADS_P
         select(JOBS.c.id)
         .join(candidates, candidates.c.id == JOBS.c.id)
         .where(JOBS.c.state == WAITING, ~needs_more)
-        .order_by(JOBS.c.priority.desc(), JOBS.c.submitted_at, JOBS.c.id)
+        .order_by(
+            *order_terms(
+                ordering.rules,
+                JOBS.c.priority,
+                JOBS.c.submitted_at,
+                JOBS.c.id,
+                candidates.c.share_key if ordering.fair_share else None,
+            )
+        )
         .limit(literal_column("1"))
         .with_for_update(of=JOBS, skip_locked=True)
         .scalar_subquery()
@@ -211,12 +226,21 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
 #: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.
 TAKE_BEST_BY_NAME = _take_best_by_name()
 TAKE_BEST_BY_NAME_WIDE = _take_best_by_name(BATCH_HEADS)
-_TAKE_BEST = {
-    managed: select(
+
+
+def _orm_take(take: Any) -> Any:
+    return select(
         Job, take.selected_columns.booked_queue_instance, take.selected_columns.heads
     ).from_statement(take)
-    for managed, take in TAKE_BEST_CORE.items()
-}
+
+
+_TAKE_BEST = {managed: _orm_take(take) for managed, take in TAKE_BEST_CORE.items()}
+
+
+@lru_cache(maxsize=8)
+def _take_best_ordered(managed: bool, ordering: Ordering) -> Any:
+    """:data:`_TAKE_BEST` under another ordering policy than today's, built on first use."""
+    return _orm_take(_take_best(managed, ordering=ordering))
 
 
 def take_best_plain(session: Session, puller: Puller, now: datetime) -> Taken:
@@ -228,8 +252,14 @@ def take_best_plain(session: Session, puller: Puller, now: datetime) -> Taken:
         and dialect.supports_writing_ctes(session.connection())
     ):
         return Taken(decided=False)
+    ordering = active()
+    statement = (
+        _TAKE_BEST[puller.managed]
+        if ordering.is_default
+        else _take_best_ordered(puller.managed, ordering)
+    )
     row = session.execute(
-        _TAKE_BEST[puller.managed],
+        statement,
         {
             "p_worker_id": puller.id,
             "p_generation": puller.generation,

@@ -18,7 +18,11 @@ A case, one JSON object per line (docs/cli.md, "Scenario files"):
   (``j1``, ``j2``, ... by position);
 * ``allocate``: labels of jobs to allocate in turn (``POST /v1/jobs/{id}/allocate``);
   ``pulls``: worker names that pull in turn (``POST /v1/workers/{name}/pull``);
-  ``policy``: the allocation policy, ``first`` (the default) or ``pack``.
+  ``policy``: the allocation policy, ``first`` (the default) or ``pack``;
+* ``ordering``: the ordering policy (``JOBMATCH_ORDERING``'s words, docs/ordering.md),
+  today's by default; a job may name its ``submitter`` (``scenario`` otherwise), and
+  ``usage`` (slot-seconds per submitter, booked after the submissions) and ``weights``
+  (per submitter) set where fair share stands before anything is read.
 
 The outcome: ``jobs`` by label, each with ``submit`` (``accepted``/``rejected``),
 ``refused`` (the 422's detail, or the failure reason of a job no worker could ever run),
@@ -40,6 +44,7 @@ from typing import Any, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Job, JobState, Worker
 from app.matching import candidates, readiness, submission, worker_lifecycle
@@ -50,9 +55,13 @@ from app.matching.debusine import metadata as debusine_metadata
 from app.matching.debusine.registry import upsert_task
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import MatchingError
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering import shares as fair_shares
+from app.matching.ordering import usage as fair_share_usage
 from app.matching.scenarios.bodies import job_spec, task_spec, worker_spec
 from app.matching.scenarios.cases import ScenarioError
 from app.notations.errors import NotationError
+from app.wire.ordering import OrderingError
 
 #: Who the runner acts as (the admin of ``POST /v1/workers``, the submitter of jobs).
 ACTOR = "scenario"
@@ -71,7 +80,9 @@ class Family:
 
 
 SHARED_WORKER_FIELDS = frozenset({"name", "slots", "state", "queues"})
-SHARED_JOB_FIELDS = frozenset({"priority", "slots", "command", "timeout", "label"})
+SHARED_JOB_FIELDS = frozenset({"priority", "slots", "command", "timeout", "label", "submitter"})
+#: What a job body of a case holds beside the API's fields.
+CASE_JOB_FIELDS = ("label", "submitter")
 
 FAMILIES = {
     "momotor": Family("momotor", frozenset({"resources"}), frozenset({"resources"})),
@@ -111,6 +122,7 @@ def check_case(case: Mapping[str, Any]) -> Family:
             raise ScenarioError(f"case {case['id']}: '{steps}' is a list of names")
     if case.get("policy", "first") not in ("first", "pack"):
         raise ScenarioError(f"case {case['id']}: policy {case['policy']!r} is not first or pack")
+    _check_ordering(case)
     allowed_worker = SHARED_WORKER_FIELDS | family.worker_fields | family.worker_extras
     for body in cluster["workers"]:
         _check(case, f"worker {body.get('name')}", body, allowed_worker, family)
@@ -130,6 +142,32 @@ def _check(
             f"case {case['id']}: {what}: {', '.join(other)} not among the fields of "
             f"{family.name} cases"
         )
+
+
+def _check_ordering(case: Mapping[str, Any]) -> None:
+    """``ordering``, ``usage`` and ``weights``, when the case has them."""
+    try:
+        ordering_policy.Ordering.of(str(case.get("ordering", "priority,age")))
+    except OrderingError as error:
+        raise ScenarioError(f"case {case['id']}: ordering: {error}") from None
+    for field in ("usage", "weights"):
+        given = case.get(field, {})
+        if not isinstance(given, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in given.values()
+        ):
+            raise ScenarioError(f"case {case['id']}: '{field}' maps submitters to numbers")
+
+
+def _stand(session: Session, case: Mapping[str, Any], ordering: ordering_policy.Ordering) -> None:
+    """Book the case's usage and set its weights, as of now."""
+    try:
+        for name, weight in case.get("weights", {}).items():
+            fair_shares.set_weight(session, name, float(weight))
+    except MatchingError as error:
+        raise ScenarioError(f"case {case['id']}: weights: {error}") from None
+    now = utcnow()
+    for name, used in case.get("usage", {}).items():
+        fair_share_usage.book(session, name, float(used), now, ordering.halflife_seconds)
 
 
 def _labels(case: Mapping[str, Any]) -> list[str]:
@@ -161,10 +199,10 @@ def _setup(session: Session, case: Mapping[str, Any]) -> None:
 
 
 def _submit(session: Session, body: Mapping[str, Any]) -> tuple[Job | None, dict[str, Any]]:
-    spec = job_spec({k: v for k, v in body.items() if k != "label"})
+    spec = job_spec({k: v for k, v in body.items() if k not in CASE_JOB_FIELDS})
     savepoint = session.begin_nested()
     try:
-        job = submission.submit_job(session, spec, submitter=ACTOR)
+        job = submission.submit_job(session, spec, submitter=str(body.get("submitter", ACTOR)))
     except (MatchingError, NotationError) as error:
         savepoint.rollback()
         return None, {"submit": "rejected", "refused": str(error)}
@@ -225,6 +263,21 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     """The outcome of one case, in one transaction that is rolled back."""
     check_case(case)
     labels = _labels(case)
+    ordering = ordering_policy.Ordering.of(str(case.get("ordering", "priority,age")))
+    before = ordering_policy.active()
+    ordering_policy.use(ordering)
+    try:
+        return _run(database, case, labels, ordering)
+    finally:
+        ordering_policy.use(before)
+
+
+def _run(
+    database: Database,
+    case: Mapping[str, Any],
+    labels: list[str],
+    ordering: ordering_policy.Ordering,
+) -> dict[str, Any]:
     policy = cast(Policy, case.get("policy", "first"))
     with database.transaction() as session:
         _setup(session, case)
@@ -232,6 +285,7 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
         outcomes: dict[str, dict[str, Any]] = {}
         for label, body in zip(labels, case["jobs"], strict=True):
             jobs[label], outcomes[label] = _submit(session, body)
+        _stand(session, case, ordering)
         for label, job in jobs.items():
             if job is not None:
                 outcomes[label].update(_ranking(session, job, policy))

@@ -26,6 +26,7 @@ from app.matching.gridengine.verify import (
     check_queues_exist,
     runs_in_empty_cluster,
 )
+from app.matching.ordering import usage as fair_share_usage
 from app.matching.requests import JobSpec, ParsedRequest, parse_request
 
 __all__ = [
@@ -144,6 +145,7 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     )
     session.add(job)
     session.flush()
+    fair_share_usage.if_fair_share(session, [submitter])
     history.record(session, job, JobEventKind.SUBMITTED)
     if job.state is JobState.FAILED:
         history.record(session, job, JobEventKind.FAILED, detail=NO_SUITABLE_WORKER)
@@ -225,8 +227,11 @@ def cancel_job(session: Session, job_id: int) -> Job:
     if job.state is JobState.RUNNING:
         announce.rooms_changed(session, {job.worker_id} | booked_workers(session, job_id))
         release_allocations(session, job)
+    was_running = job.state is JobState.RUNNING
     job.state = JobState.CANCELLED
     job.ended_at = utcnow()
     history.record(session, job, JobEventKind.CANCELLED)
     session.flush()
+    if was_running:
+        fair_share_usage.book_job(session, job)
     return job

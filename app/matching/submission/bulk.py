@@ -25,6 +25,7 @@ from app.db.models import JobEventKind, JobState
 from app.db.tables import JOB_ARRAYS, JOB_EVENTS, JOBS
 from app.matching import announce, domain_events
 from app.matching.errors import InvalidFieldError
+from app.matching.ordering import usage as fair_share_usage
 from app.matching.requests import check_job_fields
 from app.matching.submission import (
     NO_SUITABLE_WORKER,
@@ -148,6 +149,7 @@ def submit_jobs(
                 for task_id in ranged.ids()
             )
     ids = _insert_returning_ids(session, JOBS, rows)
+    fair_share_usage.if_fair_share(session, [submitter])
     _record_history(session, ids, rows)
     for category_id in sorted({r["category_id"] for r in rows if r["state"] is JobState.WAITING}):
         announce.job_waits(session, category_id)

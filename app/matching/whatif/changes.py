@@ -33,6 +33,14 @@ class ValuesChange:
 
 
 @dataclass(frozen=True)
+class WeightChange:
+    """``set_weights`` item: a submitter's fair-share weight (docs/ordering.md)."""
+
+    submitter: str
+    weight: float
+
+
+@dataclass(frozen=True)
 class ChangeSet:
     """What a what-if applies, in this order: registrations (a name that exists is
     replaced, as ``POST /v1/workers?replace=true`` does), changes of some fields, Grid
@@ -47,11 +55,16 @@ class ChangeSet:
     add_quota_sets: tuple[str, ...] = ()
     replace_quota_sets: tuple[str, ...] = ()
     remove_quota_sets: tuple[str, ...] = ()
+    #: Fair-share weights, as ``PUT /v1/shares/{submitter}`` sets them.
+    set_weights: tuple[WeightChange, ...] = ()
     drain_workers: tuple[str, ...] = ()
     remove_workers: tuple[str, ...] = ()
     add_jobs: tuple[JobSpec, ...] = ()
     #: A waiting job whose candidates before and after the change are wanted.
     explain_job: int | None = None
+    #: Workers whose first pull is wanted beside those the change set adds or changes
+    #: (who goes first after a change of weights, say).
+    pull_workers: tuple[str, ...] = ()
 
 
 class ChangeRefused(InvalidFieldError):

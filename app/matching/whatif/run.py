@@ -29,6 +29,7 @@ from app.matching.gridengine.quota_sets import (
     replace_named_quota_set,
 )
 from app.matching.gridengine.values import resolve_target
+from app.matching.ordering.shares import set_weight
 from app.matching.whatif.changes import REFUSALS, ChangeSet, refused
 from app.matching.whatif.runnable import Snapshot, snapshot
 from app.matching.worker_lifecycle import (
@@ -116,6 +117,9 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
     for index, name in enumerate(changes.remove_quota_sets):
         with _item(f"remove_quota_sets.{index}"):
             delete_quota_set(session, name)
+    for index, weight in enumerate(changes.set_weights):
+        with _item(f"set_weights.{index}"):
+            set_weight(session, weight.submitter, weight.weight)
     for index, name in enumerate(changes.drain_workers):
         with _item(f"drain_workers.{index}"):
             update_worker(session, name, WorkerChanges(state=WorkerState.DRAINING), by=by)
@@ -133,11 +137,13 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
 
 def _pulling_workers(changes: ChangeSet) -> list[str]:
     """The workers the change set adds or changes (their own values or those of one of
-    their queue instances included) and does not remove, in its order."""
+    their queue instances included) or names in ``pull_workers``, and does not remove,
+    in its order."""
     names = [spec.name for spec in changes.add_workers]
     names += [change.name for change in changes.change_workers]
     names += [values.host for values in changes.set_values if values.host is not None]
     names += list(changes.drain_workers)
+    names += list(changes.pull_workers)
     removed = set(changes.remove_workers)
     return [name for name in dict.fromkeys(names) if name not in removed]
 

@@ -1,0 +1,166 @@
+"""Fair share over HTTP (docs/ordering.md): the shares routes (usage against share, the
+weights, 422 on a bad weight), the /metrics gauges, and explain of a waiting job saying
+which jobs go before it and by which rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.app import create_app
+from app.db.engine import Database
+from app.matching.ordering import policy
+from app.settings import Settings
+
+
+@pytest.fixture
+def fair_client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    fair = settings.model_copy(update={"ordering": "fair-share,priority,age"})
+    with TestClient(create_app(fair, database=database), raise_server_exceptions=False) as client:
+        yield client
+    policy.use(policy.DEFAULT)
+
+
+def _token(client: TestClient, admin: dict[str, str], subject: str) -> dict[str, str]:
+    answer = client.post(
+        "/v1/tokens", json={"role": "submitter", "subject": subject}, headers=admin
+    )
+    assert answer.status_code == 201, answer.text
+    return {"Authorization": f"Bearer {answer.json()['token']}"}
+
+
+def test_usage_shares_weights_and_explain(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = fair_client
+    alice, bob = _token(client, admin_headers, "alice"), _token(client, admin_headers, "bob")
+    worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
+    w = {"Authorization": f"Bearer {worker.json()['token']}"}
+    flood = [client.post("/v1/jobs", json={}, headers=alice).json()["id"] for _ in range(4)]
+    first = client.post("/v1/workers/w/pull", headers=w).json()
+    assert first["id"] == flood[0]
+    finished = client.post(
+        f"/v1/jobs/{first['id']}/finish", json={"outcome": "finished"}, headers=w
+    )
+    assert finished.status_code == 200, finished.text
+    late = [client.post("/v1/jobs", json={}, headers=bob).json()["id"] for _ in range(2)]
+
+    shares = client.get("/v1/shares", headers=admin_headers).json()
+    assert shares["ordering"] == "fair-share,priority,age" and shares["fair_share"] is True
+    by_name = {s["submitter"]: s for s in shares["submitters"]}
+    assert by_name["alice"]["usage"] > 0 and by_name["bob"]["usage"] == 0
+    assert by_name["bob"]["below_share"] is True and by_name["alice"]["below_share"] is False
+    assert [s["submitter"] for s in shares["submitters"]] == ["bob", "alice"]
+    assert by_name["alice"]["share"] == pytest.approx(0.5)
+
+    # alice's second job waits behind bob's: explain says how many go first, and why.
+    explained = client.get(f"/v1/jobs/{flood[1]}/explain", headers=admin_headers).json()
+    (verdict,) = explained["workers"]
+    assert verdict["answer"] == "outranked", verdict
+    message = verdict["clauses"][0]["message"]
+    assert f"takes job {late[0]} first" in message
+    assert "2 jobs ahead of it on this worker by the ordering fair-share, priority, age" in message
+    assert "2 of bob (further below bob's share)" in message
+
+    metrics = client.get("/metrics").text
+    assert 'jobmatch_submitter_share{submitter="alice"} 0.5' in metrics
+    assert 'jobmatch_submitter_usage{submitter="bob"} 0.0' in metrics
+
+    weighted = client.put("/v1/shares/bob", json={"weight": 3}, headers=admin_headers)
+    assert weighted.status_code == 200, weighted.text
+    assert weighted.json()["share"] == pytest.approx(0.75)
+    assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == late[0]
+
+
+def test_the_console_queue_shows_usage_against_share(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = fair_client
+    alice = _token(client, admin_headers, "alice")
+    client.post("/v1/jobs", json={}, headers=alice)
+    client.put("/v1/shares/bob", json={"weight": 3}, headers=admin_headers)
+    signed = client.post(
+        "/ui/sign-in",
+        data={"token": admin_headers["Authorization"].split()[1]},
+        headers={"Origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303
+    page = client.get("/ui/queue").text
+    assert '<table class="list" id="shares">' in page
+    rows = re.findall(
+        r'<tr data-submitter="(\w+)">\s*<td>\w+</td>'
+        r'\s*<td class="num">([^<]+)</td>\s*<td class="num">([^<]+)</td>',
+        page,
+    )
+    assert rows == [("alice", "1", "25.0%"), ("bob", "3", "75.0%")]
+
+
+def test_a_what_if_of_weights_shows_who_goes_first(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """carol and dave used the same; a weight of 3 for carol would send her job first,
+    and nothing is stored."""
+    client = fair_client
+    carol, dave = _token(client, admin_headers, "carol"), _token(client, admin_headers, "dave")
+    worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
+    w = {"Authorization": f"Bearer {worker.json()['token']}"}
+    ran = [client.post("/v1/jobs", json={}, headers=h).json()["id"] for h in (carol, dave)]
+    for job_id in ran:  # each runs one job: both have usage
+        assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == job_id
+        client.post(f"/v1/jobs/{job_id}/finish", json={"outcome": "finished"}, headers=w)
+    waiting = {
+        name: client.post("/v1/jobs", json={}, headers=h).json()["id"]
+        for name, h in (("carol", carol), ("dave", dave))
+    }
+    usage = {
+        s["submitter"]: s["usage"]
+        for s in client.get("/v1/shares", headers=admin_headers).json()["submitters"]
+    }
+    lighter = min(usage, key=lambda name: usage[name])
+    heavier = "dave" if lighter == "carol" else "carol"
+
+    def first_pull(weights: list[dict[str, object]]) -> int:
+        answer = client.post(
+            "/v1/whatif",
+            json={"set_weights": weights, "pull_workers": ["w"]},
+            headers=admin_headers,
+        )
+        assert answer.status_code == 200, answer.text
+        (pull,) = answer.json()["first_pulls"]
+        return int(pull["job"])
+
+    assert first_pull([]) == waiting[lighter]
+    assert first_pull([{"submitter": heavier, "weight": 1e6}]) == waiting[heavier]
+    shares = client.get("/v1/shares", headers=admin_headers).json()["submitters"]
+    assert {s["submitter"]: s["weight"] for s in shares} == {"carol": 1.0, "dave": 1.0}
+    refused = client.post(
+        "/v1/whatif",
+        json={"set_weights": [{"submitter": "carol", "weight": 0}]},
+        headers=admin_headers,
+    )
+    assert refused.status_code == 422 and "set_weights" in refused.text
+
+
+@pytest.mark.parametrize("weight", [0, -1, "x", 1e12])
+def test_a_bad_weight_is_a_422_and_nothing_is_stored(
+    fair_client: TestClient, admin_headers: dict[str, str], weight: object
+) -> None:
+    answer = fair_client.put("/v1/shares/carol", json={"weight": weight}, headers=admin_headers)
+    assert answer.status_code == 422
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert "weight" in answer.text
+    listed = fair_client.get("/v1/shares", headers=admin_headers).json()
+    assert listed["submitters"] == []
+
+
+def test_the_default_policy_says_fair_share_is_off(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    shares = client.get("/v1/shares", headers=admin_headers).json()
+    assert (shares["ordering"], shares["fair_share"]) == ("priority,age", False)
+    assert client.get("/v1/shares").status_code == 401
+    assert "jobmatch_submitter_usage" not in client.get("/metrics").text
