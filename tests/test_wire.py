@@ -46,6 +46,7 @@ def test_the_wire_package_imports_only_the_standard_library() -> None:
         "categories.py",
         "demand.py",
         "explanation.py",
+        "ordering.py",
         "queues.py",
         "states.py",
         "values.py",
