@@ -15,7 +15,7 @@ from app.api.demand_gauges import compute_figures
 from app.db.engine import Database
 from app.settings import Settings
 from tests.api.test_demand import JAVA17_BOX, NODE_8CORE, _cluster, _put
-from tests.support.http_api import assert_problem, submit
+from tests.support.http_api import assert_problem, define_license, register, submit
 from tests.support.table_digest import table_digest
 
 
@@ -190,3 +190,33 @@ def test_scale_endpoint_is_for_the_admin_and_checks_its_query(
     assert unknown["errors"][0]["field"] == "query.templates"
     bad = assert_problem(client.get("/v1/demand/scale?templates=a,,b", headers=admin_headers), 422)
     assert "item 2" in bad["errors"][0]["message"]
+
+
+def test_a_licence_that_more_hosts_would_not_help_is_unrunnable(
+    cached: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """docs/demand.md's Grid Engine example: a global consumable licence (2) and two 2-slot
+    hosts, all busy; five jobs ask -l lic=1, four ask nothing. A burst host would start
+    the plain jobs, never the licence ones (aws-parallelcluster#541: more nodes would not
+    help): demand suggests one host, and the licence jobs are unrunnable."""
+    define_license(cached, admin_headers)
+    values = cached.put(
+        "/v1/values/global", json={"complex_values": {"lic": "2"}}, headers=admin_headers
+    )
+    assert values.status_code == 200, values.text
+    hosts = {name: register(cached, admin_headers, name, slots=2) for name in ("h1", "h2")}
+    assert _put(cached, admin_headers, "host-2slot", {"slots": 2}).status_code == 201
+    licensed = [submit(cached, admin_headers, hard="lic=1") for _ in range(5)]
+    plain = [submit(cached, admin_headers) for _ in range(4)]
+    for name, headers in hosts.items():
+        for _ in range(2):
+            assert cached.post(f"/v1/workers/{name}/pull", headers=headers).status_code == 200
+    answer = cached.get("/v1/demand/scale", headers=admin_headers).json()
+    assert answer["templates"] == {"host-2slot": {"workers": 1, "jobs": 2}}
+    assert answer["jobs"]["capacity"] == answer["jobs"]["waiting"] == 5
+    assert answer["unrunnable"] == 3
+    demand = cached.get("/v1/demand?templates=*", headers=admin_headers).json()
+    assert demand["suggestion"]["unrunnable"] == [
+        {"category_id": licensed[0]["category_id"], "jobs": 3, "beyond_limits": False}
+    ]
+    assert demand["suggestion"]["mix"][0]["categories"] == [plain[0]["category_id"]]

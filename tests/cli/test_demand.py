@@ -44,7 +44,7 @@ def test_templates_put_list_show_and_delete(jobmatch: Jobmatch, tmp_path: Path) 
         "3",
     ]
     assert jobmatch("templates", "list", "-o", "json").json() == jobmatch.api(
-        "GET", "/v1/templates"
+        "GET", "/v1/templates?limit=50"
     )
     assert jobmatch("templates", "show", "java17-box", "-o", "json").json() == jobmatch.api(
         "GET", "/v1/templates/java17-box"
