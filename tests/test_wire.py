@@ -44,6 +44,8 @@ def test_the_wire_package_imports_only_the_standard_library() -> None:
     assert [path.name for path in sources] == [
         "__init__.py",
         "categories.py",
+        "demand.py",
+        "demand_scale.py",
         "explanation.py",
         "queues.py",
         "states.py",

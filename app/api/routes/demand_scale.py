@@ -47,7 +47,7 @@ def _figures_now(session: Session, request: Request, names: list[str]) -> Demand
     "/demand/scale",
     operation_id="get_demand_scale",
     summary="Demand as plain numbers for autoscalers (KEDA metrics-api)",
-    responses=errors(401, 403, 404, 422, 503),
+    responses=errors(401, 403, 422, 503),
 )
 def get_demand_scale(
     request: Request,
