@@ -220,3 +220,51 @@ def test_a_licence_that_more_hosts_would_not_help_is_unrunnable(
         {"category_id": licensed[0]["category_id"], "jobs": 3, "beyond_limits": False}
     ]
     assert demand["suggestion"]["mix"][0]["categories"] == [plain[0]["category_id"]]
+
+
+LINUX_ARM64 = {
+    "resources": "os: ?linux; arch: ?arm64; toolchain: ?gcc, ?rust",
+    "slots": 2,
+    "cost": 1.0,
+    "max_count": 10,
+}
+MACOS = {"resources": "os: ?macos; arch: ?arm64; toolchain: ?xcode", "cost": 4.0, "max_count": 3}
+
+
+def test_a_ci_farm_scales_runners_by_labels(
+    cached: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """docs/demand.md's CI farm: an amd64 runner exists, arm64 and macOS runners come from
+    templates; busy amd64 work is capacity no template adds, arm64 and macOS work is never
+    today and counts its runners, and a Windows job fails at submission (neither a
+    registered worker nor a template could run it)."""
+    runner = register(cached, admin_headers, "amd64-1", "os: ?linux; arch: ?amd64; toolchain: ?gcc")
+    assert _put(cached, admin_headers, "linux-arm64", LINUX_ARM64).status_code == 201
+    assert _put(cached, admin_headers, "macos", MACOS).status_code == 201
+    amd64 = [submit(cached, admin_headers, "os: linux; arch: amd64") for _ in range(2)]
+    assert cached.post("/v1/workers/amd64-1/pull", headers=runner).json()["id"] == amd64[0]["id"]
+    arm64 = [
+        submit(cached, admin_headers, "os: linux; arch: arm64; toolchain: rust") for _ in range(3)
+    ]
+    macos = submit(cached, admin_headers, "os: macos; toolchain: xcode")
+    windows = submit(cached, admin_headers, "os: windows")
+    assert [job["state"] for job in (*arm64, macos, windows)] == [*["waiting"] * 4, "failed"]
+
+    answer = cached.get("/v1/demand/scale", headers=admin_headers).json()
+    assert answer["templates"] == {
+        "linux-arm64": {"workers": 2, "jobs": 3},
+        "macos": {"workers": 1, "jobs": 1},
+    }
+    assert answer["jobs"] == {"never": 4, "capacity": 1, "policy": 0, "ready": 0, "waiting": 5}
+    assert (answer["workers"], answer["unrunnable"]) == (3, 1)
+    demand = cached.get("/v1/demand?templates=*", headers=admin_headers).json()
+    found = {item["category_id"]: item for item in demand["items"]}
+    assert found[arm64[0]["category_id"]]["reasons"] == [
+        "no worker offers tag 'arm64' in group 'arch'",
+        "no worker offers tag 'rust' in group 'toolchain'",
+        "waiting for a worker like template linux-arm64",
+    ]
+    assert found[amd64[1]["category_id"]]["answer"] == "capacity"
+    assert demand["suggestion"]["unrunnable"] == [
+        {"category_id": amd64[1]["category_id"], "jobs": 1, "beyond_limits": False}
+    ]
