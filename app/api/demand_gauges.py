@@ -5,8 +5,8 @@ Demand with worker templates simulates new workers with the real services and ca
 seconds at farm scale, and scrapers (Prometheus, several KEDA triggers) poll on their own
 clocks: so no scrape computes it unbounded. The last answer is kept for the TTL; a request
 that finds it stale starts one computation in a background thread and answers with the
-last value at once (a scrape never waits for a simulation, except the very first one of
-the process, which has nothing to serve yet). While one computation runs, every other
+last value at once (a scrape never waits for a simulation, except before the process's
+first figures: it has nothing to serve yet, so it waits for that one computation). While one computation runs, every other
 request serves the last value: single-flight. A computation that fails keeps the last
 value, logs why and is tried again by the next request.
 
@@ -130,23 +130,24 @@ class DemandGauges:
         self.computations = 0
 
     def figures(self) -> DemandFigures | None:
-        """The last figures, refreshed in the background when older than the TTL; the
-        first call of the process waits for the first computation."""
+        """The last figures, refreshed in the background when older than the TTL. Before
+        the process has any, a call waits for the first computation (its own, or the one
+        under way) rather than start a second."""
         if self.ttl <= 0:
             return None
         with self._lock:
             fresh = self._computed_at is not None and self._clock() - self._computed_at < self.ttl
-            if fresh or self._running is not None:
-                return self._last
-            thread = threading.Thread(
-                target=self._refresh, name="jobmatch-demand-gauges", daemon=True
-            )
-            self._running = thread
-            self.computations += 1
-            thread.start()
+            running = self._running
+            if not fresh and running is None:
+                running = threading.Thread(
+                    target=self._refresh, name="jobmatch-demand-gauges", daemon=True
+                )
+                self._running = running
+                self.computations += 1
+                running.start()
             first = self._last is None
-        if first:
-            thread.join()
+        if first and running is not None:
+            running.join()
         return self._last
 
     def settle(self) -> None:

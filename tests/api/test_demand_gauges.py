@@ -100,3 +100,20 @@ def test_zero_seconds_turns_the_figures_off() -> None:
     gauges = DemandGauges(compute, ttl=0)
     assert gauges.figures() is None
     assert gauges.computations == 0 and compute.marks == 0
+
+
+def test_before_any_figures_a_second_caller_waits_for_the_first_computation() -> None:
+    compute = _Computation()
+    compute.hold = True
+    gauges = DemandGauges(compute, ttl=30, clock=_Clock())
+    answers: list[DemandFigures | None] = []
+    first = threading.Thread(target=lambda: answers.append(gauges.figures()))
+    first.start()
+    compute.started.wait()
+    second = threading.Thread(target=lambda: answers.append(gauges.figures()))
+    second.start()
+    compute.release.set()
+    first.join()
+    second.join()
+    assert answers == [_figures(1), _figures(1)]
+    assert gauges.computations == 1
