@@ -6,9 +6,10 @@ seconds at farm scale, and scrapers (Prometheus, several KEDA triggers) poll on 
 clocks: so no scrape computes it unbounded. The last answer is kept for the TTL; a request
 that finds it stale starts one computation in a background thread and answers with the
 last value at once (a scrape never waits for a simulation, except before the process's
-first figures: it has nothing to serve yet, so it waits for that one computation). While one computation runs, every other
-request serves the last value: single-flight. A computation that fails keeps the last
-value, logs why and is tried again by the next request.
+first figures: it has nothing to serve yet, so it waits for that one computation). While
+one computation runs, every other request serves the last value: single-flight. A
+computation that fails keeps the last value, logs why and is tried again by the next
+request.
 
 Label cardinality is bounded: the first :data:`MAX_CATEGORY_LABELS` categories with
 waiting jobs (by id, the demand service's own page order; 500 is its largest page) are
