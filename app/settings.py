@@ -124,6 +124,11 @@ class Settings(BaseSettings):
     whatif_max_workers: int = Field(default=100, ge=0)
     #: Most jobs one what-if may add.
     whatif_max_jobs: int = Field(default=1000, ge=0)
+    #: Seconds the demand figures of /metrics (``jobmatch_demand_*``) and of
+    #: ``GET /v1/demand/scale`` are kept per server process before a request recomputes
+    #: them in the background (app/api/demand_gauges.py); 0: no demand in /metrics, and
+    #: the scale endpoint computes each answer when asked.
+    demand_metrics_seconds: float = Field(default=30.0, ge=0)
     #: Most job bodies in one bulk submission (POST /v1/jobs/bulk); more is a 422.
     max_bulk_jobs: int = Field(default=1000, ge=1)
     #: Most jobs one bulk submission may store, an array's tasks each counted (qsub -t

@@ -45,6 +45,7 @@ def test_the_wire_package_imports_only_the_standard_library() -> None:
         "__init__.py",
         "categories.py",
         "demand.py",
+        "demand_scale.py",
         "explanation.py",
         "ordering.py",
         "queues.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from starlette.routing import BaseRoute
 from app import __version__, heap
 from app.api import capacity
 from app.api.body_limits import BodyLimitMiddleware
+from app.api.demand_gauges import DemandGauges, compute_figures
 from app.api.docs_ui import install_docs_ui
 from app.api.express import ExpressLane
 from app.api.index import install_index
@@ -25,6 +27,7 @@ from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import (
     categories,
     demand,
+    demand_scale,
     flux,
     gridengine,
     groups,
@@ -94,6 +97,7 @@ ROUTERS = (
     queues.router,
     whatif.router,
     demand.router,
+    demand_scale.router,
     # The web console: its own sign-in (a cookie), so the token gate lets it through.
     console.router,
 )
@@ -141,6 +145,10 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     longpoll = LongPoll(database, waiting_budget)
     revocations = RevocationWatch(database)
     loop_connections = EventLoopConnections.for_database(database)
+    demand_gauges = DemandGauges(
+        functools.partial(compute_figures, database, settings.allocation_policy),
+        settings.demand_metrics_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[dict[str, object]]:
@@ -169,6 +177,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         if loop_connections is not None:
             await loop_connections.close()
         revocations.stop()
+        # A demand computation under way uses the database: let it end before disposal.
+        await anyio.to_thread.run_sync(demand_gauges.settle)
         longpoll.stop()
         sweeper.stop()
         forget_this_process()
@@ -191,6 +201,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.state.longpoll = longpoll
     app.state.revocations = revocations
     app.state.schema = schema
+    app.state.demand_gauges = demand_gauges
     # The last added runs first: request ids and access logs, then the schema gate, the
     # body limits, then the token gate, all before FastAPI reads a byte of the body; the
     # express lane last.

@@ -13,6 +13,7 @@ from app import __version__
 from app.cli.catalog import attributes_cli, tasks_cli
 from app.cli.categories import categories_cli
 from app.cli.database import db_cli
+from app.cli.demand import demand_cli
 from app.cli.errors import EXIT_CODES_HELP, ExitCode
 from app.cli.groups import acls_cli, hostgroups_cli, projects_cli
 from app.cli.help import examples
@@ -21,6 +22,7 @@ from app.cli.local import local_cli
 from app.cli.quotas import quotas_cli
 from app.cli.scenarios import scenario_cli
 from app.cli.shares import shares_cli
+from app.cli.templates import templates_cli
 from app.cli.tokens import tokens_cli
 from app.cli.usage import usage_message
 from app.cli.values import values_cli
@@ -45,6 +47,8 @@ REMOTE_COMMANDS = (
     "acls",
     "projects",
     "whatif",
+    "demand",
+    "templates",
     "tokens",
 )
 LOCAL_COMMANDS = ("serve", "db", "demo", "scenario")
@@ -80,10 +84,12 @@ cli.add_typer(shares_cli, name="shares")
 cli.add_typer(hostgroups_cli, name="hostgroups")
 cli.add_typer(acls_cli, name="acls")
 cli.add_typer(projects_cli, name="projects")
+cli.add_typer(templates_cli, name="templates")
 cli.add_typer(tokens_cli, name="tokens")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(scenario_cli, name="scenario")
 cli.add_typer(whatif_cli)
+cli.add_typer(demand_cli)
 
 
 def _print_version(asked: bool) -> None:

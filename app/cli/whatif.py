@@ -3,16 +3,13 @@ the server (POST /v1/whatif), which applies it in a transaction it rolls back.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from app.cli.connection import Remote, remote_command
-from app.cli.errors import CommandError, ExitCode
-from app.cli.files import read_file_or_stdin
+from app.cli.files import read_json_object
 from app.cli.output import Column, Row, field, print_lines, print_table, text
 
 whatif_cli = typer.Typer(rich_markup_mode=None)
@@ -36,22 +33,8 @@ def _change(row: Row, name: str) -> str:
 
 
 def read_change_set(path: Path) -> dict[str, Any]:
-    """The change set of ``path`` (`-`: standard input): JSON, or YAML (a superset of
-    JSON, so one reader takes both)."""
-    try:
-        body = yaml.safe_load(read_file_or_stdin(path))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise CommandError(f"{path}: {' '.join(str(error).split())}", ExitCode.USAGE) from None
-    if not isinstance(body, dict):
-        raise CommandError(
-            f"{path}: expected a JSON or YAML object (add_workers, add_jobs, ...)", ExitCode.USAGE
-        )
-    # YAML reads dates and times as objects; the API takes JSON values only.
-    try:
-        json.dumps(body)
-    except (TypeError, ValueError) as error:
-        raise CommandError(f"{path}: not a JSON value: {error}", ExitCode.USAGE) from None
-    return body
+    """The change set of ``path`` (`-`: standard input), JSON or YAML."""
+    return read_json_object(path, "add_workers, add_jobs, ...")
 
 
 def _ids(ids: list[Any]) -> str:

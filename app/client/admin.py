@@ -53,6 +53,7 @@ from app.client.requests import (
     WorkerSpec,
 )
 from app.client.submitter import SubmitterClient
+from app.wire.demand_scale import DemandScale
 
 
 class AdminClient(SubmitterClient):
@@ -410,3 +411,13 @@ class AdminClient(SubmitterClient):
         server in a transaction it rolls back)."""
         names = "*" if every_template else ",".join(templates) if templates else None
         return self._page(Demand, ops.GET_DEMAND, limit, offset, templates=names)
+
+    @covers(ops.GET_DEMAND_SCALE)
+    def demand_scale(
+        self, templates: list[str] | None = None, *, every_template: bool = False
+    ) -> DemandScale:
+        """The demand figures as plain numbers (what KEDA's metrics-api scaler reads):
+        without ``templates`` the server's cached ones over every template (see
+        ``age_seconds``), with them (or ``every_template``) computed now."""
+        names = "*" if every_template else ",".join(templates) if templates else None
+        return self._call(DemandScale, ops.GET_DEMAND_SCALE, query={"templates": names})

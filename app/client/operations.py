@@ -158,6 +158,7 @@ LIST_TEMPLATES = Operation("GET", "/v1/templates")
 GET_TEMPLATE = Operation("GET", "/v1/templates/{name}")
 DELETE_TEMPLATE = Operation("DELETE", "/v1/templates/{name}")
 GET_DEMAND = Operation("GET", "/v1/demand")
+GET_DEMAND_SCALE = Operation("GET", "/v1/demand/scale")
 
 
 def all_operations() -> frozenset[Operation]:

@@ -20,7 +20,7 @@ from app.client import AdminClient, SubmitterClient, WorkerClient, errors, model
 from app.client.base import BaseClient
 from app.client.operations import Operation, all_operations, covered_by
 from app.settings import Settings
-from app.wire import categories, demand, explanation, queues, values, whatif
+from app.wire import categories, demand, demand_scale, explanation, queues, values, whatif
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -206,6 +206,8 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "NeedOut": demand.Need,
     "SuggestionOut": demand.Suggestion,
     "TemplateDemandOut": demand.TemplateDemand,
+    "DemandScaleOut": demand_scale.DemandScale,
+    "TemplateScaleOut": demand_scale.TemplateScale,
     "MixItemOut": demand.MixItem,
     "UnrunnableOut": demand.Unrunnable,
 }

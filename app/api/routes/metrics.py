@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from app.api.auth import PrincipalDep
+from app.api.demand_gauges import DemandFigures, DemandGauges
 from app.api.deps import SessionDep
 from app.api.responses import errors
 from app.matching.ordering import policy
@@ -102,7 +103,45 @@ class _DatabaseGauges(Collector):
         yield from (usage, share, fraction)
 
 
-def _scrape(session: SessionDep) -> Response:
+class _DemandGauges(Collector):
+    """The demand figures (issue 40), as the process last computed them (within
+    JOBMATCH_DEMAND_METRICS_SECONDS; app/api/demand_gauges.py)."""
+
+    def __init__(self, figures: DemandFigures) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily(
+            "jobmatch_demand_jobs",
+            "Waiting jobs by why they wait (answer: never, capacity, policy, ready) and "
+            "category id (past the first 500 categories: category=other), as GET /v1/demand "
+            "answers.",
+            labels=["answer", "category"],
+        )
+        for (answer, category), count in sorted(self.figures.jobs.items()):
+            jobs.add_metric([answer, category], count)
+        workers = GaugeMetricFamily(
+            "jobmatch_demand_workers",
+            "New workers of each worker template in the suggested mix of GET "
+            "/v1/demand?templates=* (0: the mix uses none of it).",
+            labels=["template"],
+        )
+        for template, count in sorted(self.figures.workers.items()):
+            workers.add_metric([template], count)
+        computed = GaugeMetricFamily(
+            "jobmatch_demand_computed_timestamp_seconds",
+            "When this process last computed the demand figures (Unix time).",
+        )
+        computed.add_metric([], self.figures.computed_at)
+        took = GaugeMetricFamily(
+            "jobmatch_demand_compute_seconds",
+            "How long that computation took.",
+        )
+        took.add_metric([], self.figures.seconds)
+        yield from (jobs, workers, computed, took)
+
+
+def _scrape(request: Request, session: SessionDep) -> Response:
     directory = multiprocess_dir()
     if directory is None:
         processes = generate_latest(REGISTRY)
@@ -116,13 +155,19 @@ def _scrape(session: SessionDep) -> Response:
     ordering = policy.active()
     shares = standings(session, ordering.halflife_seconds) if ordering.fair_share else []
     database.register(_DatabaseGauges(collect(session), shares))
+    gauges: DemandGauges = request.app.state.demand_gauges
+    figures = gauges.figures()
+    if figures is not None:
+        database.register(_DemandGauges(figures))
     return Response(processes + generate_latest(database), media_type=CONTENT_TYPE_LATEST)
 
 
 _DESCRIPTION = """Request, dispatch and submit-to-dispatch latencies, category (misfit
 cache) hits and misses, transaction retries, lease expiries and requeues, long-poll waiters
 and wake-ups (all server processes together); jobs and workers by state, booked and total
-slots and consumables (read from the database now)."""
+slots and consumables (read from the database now); the demand of the waiting jobs by
+answer and category and the suggested new workers per template (computed at most once per
+JOBMATCH_DEMAND_METRICS_SECONDS per process)."""
 
 _TEXT: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/plain": {}}, "description": "The Prometheus text format"}
@@ -137,9 +182,9 @@ _TEXT: dict[int | str, dict[str, Any]] = {
     response_class=Response,
     responses={**_TEXT, **errors(503)},
 )
-def metrics(session: SessionDep) -> Response:
+def metrics(request: Request, session: SessionDep) -> Response:
     """The metrics, to anyone (the default)."""
-    return _scrape(session)
+    return _scrape(request, session)
 
 
 @guarded_router.get(
@@ -150,6 +195,6 @@ def metrics(session: SessionDep) -> Response:
     response_class=Response,
     responses={**_TEXT, **errors(401, 503)},
 )
-def guarded_metrics(session: SessionDep, _caller: PrincipalDep) -> Response:
+def guarded_metrics(request: Request, session: SessionDep, _caller: PrincipalDep) -> Response:
     """The metrics, to a caller with any valid token (JOBMATCH_METRICS_REQUIRE_TOKEN)."""
-    return _scrape(session)
+    return _scrape(request, session)
