@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.http_api import answer_of as _ok
+
 #: One request: method, path, JSON body, bearer token (None: the admin's); the answer's
 #: status and JSON body.
 Send = Callable[[str, str, Any, str | None], tuple[int, Any]]
@@ -27,12 +29,6 @@ class DemandCluster:
     three_nodes: int
 
 
-def _ok(answer: tuple[int, Any], *expected: int) -> Any:
-    status, body = answer
-    assert status in expected, (status, body)
-    return body
-
-
 def load_demand_cluster(send: Send, *, templates: bool = True) -> DemandCluster:
     if templates:
         _ok(send("PUT", "/v1/templates/java17-box", JAVA17_BOX, None), 201)
@@ -41,10 +37,20 @@ def load_demand_cluster(send: Send, *, templates: bool = True) -> DemandCluster:
         worker = {"name": name, "resources": f"language: ?java; java: ?{version}"}
         _ok(send("POST", "/v1/workers", worker, None), 201)
     for node in ("n1", "n2"):
-        _ok(send("POST", "/v1/workers", {"name": node, "inventory": "node/[core=8]", "slots": 8}, None), 201)
+        _ok(
+            send(
+                "POST",
+                "/v1/workers",
+                {"name": node, "inventory": "node/[core=8]", "slots": 8},
+                None,
+            ),
+            201,
+        )
 
     def job(resources: str = "", **extra: Any) -> dict[str, Any]:
-        body: dict[str, Any] = _ok(send("POST", "/v1/jobs", {"resources": resources, **extra}, None), 201)
+        body: dict[str, Any] = _ok(
+            send("POST", "/v1/jobs", {"resources": resources, **extra}, None), 201
+        )
         return body
 
     busy = job("language: java; java: 11")

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.responses import RedirectResponse
 
 from app.api.deps import SessionDep
+from app.api.paging import Paging50Dep
 from app.api.retries import Handler, RetryingRoute
 from app.api.schemas.common import IdPath, NamePath
-from app.api.paging import Paging50Dep
 from app.api.ui import session as console_session
 from app.api.ui import whatif_form
 from app.api.ui.demand_page import demand_page
@@ -280,9 +280,7 @@ def demand_view(
     if not viewer.is_admin:
         return error_page(viewer, 403, "the demand needs the admin token")
     try:
-        page = demand_page(
-            session, request, templates, limit=paging.limit, offset=paging.offset
-        )
+        page = demand_page(session, request, templates, limit=paging.limit, offset=paging.offset)
     except InvalidFieldError as bad:
         return error_page(viewer, 422, str(bad))
     return render("demand.html", viewer, page=page)

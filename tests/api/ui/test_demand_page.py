@@ -77,7 +77,7 @@ def test_the_page_shows_what_the_api_answers_and_stores_nothing(
     rows = {int(c[0]): c for c in map(_cells, _rows(page.text, "demand-categories"))}
     assert list(rows) == [item["category_id"] for item in api["items"]]
     for item in api["items"]:
-        category, request, waiting, _oldest, answer, why, _take, template = rows[
+        _category, _request, waiting, _oldest, answer, why, _take, template = rows[
             item["category_id"]
         ]
         assert (int(waiting), answer) == (item["waiting"], item["answer"])
@@ -105,7 +105,14 @@ def test_the_page_shows_what_the_api_answers_and_stores_nothing(
     assert [(int(u[0]), int(u[2])) for u in unrunnable] == [(cluster.java11, 3)]
     assert unrunnable[0][3] == "no template asked about could run them"
     templates = {c[0]: c for c in map(_cells, _rows(page.text, "demand-templates"))}
-    assert templates["java17-box"][1:] == ["resources language: ?java; java: ?17", "4", "1.0", "any", "1", "1"]
+    assert templates["java17-box"][1:] == [
+        "resources language: ?java; java: ?17",
+        "4",
+        "1.0",
+        "any",
+        "1",
+        "1",
+    ]
     assert templates["node-8core"][1] == "inventory node/[core=8]"
 
 
@@ -118,7 +125,7 @@ def test_the_page_pages_as_the_api_does(
     api = _api(client, admin_headers, "?limit=2")
     shown = [int(_cells(r)[0]) for r in _rows(first.text, "demand-categories")]
     assert shown == [item["category_id"] for item in api["items"]]
-    assert "Categories 1–2 of 4, by id." in first.text
+    assert "Categories 1 to 2 of 4, by id." in first.text
     assert 'href="/ui/demand?templates=&amp;limit=2&amp;offset=2">Next' in first.text
     assert "Previous" not in first.text
     assert "demand-mix" not in first.text  # no template was asked for
