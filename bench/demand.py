@@ -26,8 +26,8 @@ and serialisation included), each as the median of ``--repeat`` runs (the what-i
 Targets from the issue (at 10,000 workers, 100,000 waiting jobs, 500 categories and 5
 templates on PostgreSQL): without templates under 100 ms, with templates under 2 s; they
 are printed as ratios. Every figure has the load average beside it (the machine is
-shared). ``--profile`` prints cProfile's top functions of one demand with templates. Not a
-test, it never gates CI. The issue's size::
+shared). ``--profile`` prints cProfile's top functions of the demand service, without and
+with templates. Not a test, it never gates CI. The issue's size::
 
     python bench/demand.py postgresql --workers 10000 --jobs 100000 --categories 500
 """
@@ -54,9 +54,11 @@ from sqlalchemy import func, select, update
 
 from app.api.app import create_app
 from app.db import migrate
+from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Job, JobState, QueueInstance
 from app.matching.demand import templates as template_store
+from app.matching.demand.report import demand as demand_report
 from app.matching.demand.templates import Template
 from app.matching.submission import JobSpec, submit_job
 from app.settings import Settings
@@ -154,15 +156,25 @@ def whatif_body(client: TestClient, headers: dict[str, str], mix: list[dict[str,
     return {"add_workers": workers}
 
 
-def profile(call: Callable[[], Any]) -> None:
-    profiler = cProfile.Profile()
-    profiler.enable()
-    call()
-    profiler.disable()
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
-    stats.print_stats(35)
-    print(out.getvalue())
+def profile(database: Database, settings: Settings, *, templates: bool) -> None:
+    """cProfile of the demand service itself (``GET /v1/demand``'s, in this thread: the
+    TestClient runs the app in another one, which a profile of the request would not
+    see), rolled back; the top functions by cumulative and by own time."""
+    with database.transaction() as session:
+        chosen = template_store.list_templates(session) if templates else None
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        demand_report(
+            session, settings.allocation_policy, utcnow(), templates=chosen, limit=50, offset=0
+        )
+        profiler.disable()
+        print(f"  {time.perf_counter() - started:.2f} s under the profiler; {load_average()}")
+        session.rollback()
+    for order, lines in (("cumulative", 40), ("tottime", 15)):
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(lines)
+        print(out.getvalue())
 
 
 def main() -> None:
@@ -240,10 +252,11 @@ def main() -> None:
                 flush=True,
             )
             if args.profile:
-                print("cProfile of GET /v1/demand?templates=*:")
-                profile(lambda: ok(client.get("/v1/demand?templates=*", headers=headers)))
-                print("cProfile of GET /v1/demand:", flush=True)
-                profile(lambda: ok(client.get("/v1/demand", headers=headers)))
+                profiled = Database(url)
+                for templates in (False, True):
+                    print(f"cProfile of the demand service, templates: {templates}")
+                    profile(profiled, settings, templates=templates)
+                profiled.dispose()
             body = whatif_body(client, headers, mix)
             whatif, whatif_load, answer = timed(
                 args.whatif_repeat,
