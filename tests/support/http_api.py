@@ -5,6 +5,8 @@ Shared by tests/api, tests/matching and tests/hostile.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 
 PROBLEM = "application/problem+json"
@@ -56,3 +58,11 @@ def submit(client: TestClient, admin: dict[str, str], resources: str = "", **ext
     response = client.post("/v1/jobs", json={"resources": resources, **extra}, headers=admin)
     assert response.status_code == 201, response.text
     return response.json()  # type: ignore[no-any-return]
+
+
+def answer_of(answer: tuple[int, Any], *expected: int) -> Any:
+    """The body of a (status, body) answer, asserting its status (one of ``expected``;
+    without them 200 or 201)."""
+    status, body = answer
+    assert status in (expected or (200, 201)), (status, body)
+    return body

@@ -1,6 +1,7 @@
 """The web console under /ui: server-rendered pages over the read services of
-app/matching/console.py, three admin actions (drain, resume, cancel) as plain forms, and
-the admin's what-if form (POST /v1/whatif's service, nothing stored).
+app/matching/console.py, three admin actions (drain, resume, cancel) as plain forms,
+the admin's what-if form (POST /v1/whatif's service, nothing stored) and the admin's
+Demand page (GET /v1/demand's answer).
 
 Not part of the OpenAPI document (include_in_schema=False): these are pages, not API. Each
 page resolves its viewer from the session cookie (app/api/ui/session.py); without one it
@@ -17,10 +18,12 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.responses import RedirectResponse
 
 from app.api.deps import SessionDep
+from app.api.paging import Paging50Dep
 from app.api.retries import Handler, RetryingRoute
 from app.api.schemas.common import IdPath, NamePath
 from app.api.ui import session as console_session
 from app.api.ui import whatif_form
+from app.api.ui.demand_page import demand_page
 from app.api.ui.session import (
     BadFormError,
     Viewer,
@@ -32,7 +35,7 @@ from app.api.ui.session import (
 from app.api.ui.views import error_page, job_page, render
 from app.db.models import JobState, WorkerState
 from app.matching import console, submission, worker_lifecycle
-from app.matching.errors import ConflictError, NotFoundError
+from app.matching.errors import ConflictError, InvalidFieldError, NotFoundError
 from app.matching.locks import worker_by_name
 from app.matching.ordering import policy as ordering_policy
 from app.matching.ordering import shares as fair_shares
@@ -271,6 +274,26 @@ def category_detail(category_id: IdPath, viewer: ViewerDep, session: SessionDep)
 def fit_page(viewer: ViewerDep, session: SessionDep) -> Response:
     matrix = console.fit_matrix(session, submitter=viewer.submitter)
     return render("fit.html", viewer, matrix=matrix)
+
+
+@router.get("/demand")
+def demand_view(
+    request: Request,
+    viewer: ViewerDep,
+    session: SessionDep,
+    paging: Paging50Dep,
+    templates: str | None = None,
+) -> Response:
+    """Admin: GET /v1/demand as a page, with the same ``templates``, ``limit`` and
+    ``offset``; without ``templates`` it simulates every registered template, with an
+    empty one none."""
+    if not viewer.is_admin:
+        return error_page(viewer, 403, "the demand needs the admin token")
+    try:
+        page = demand_page(session, request, templates, limit=paging.limit, offset=paging.offset)
+    except InvalidFieldError as bad:
+        return error_page(viewer, 422, str(bad))
+    return render("demand.html", viewer, page=page)
 
 
 #: What the what-if page's form holds at first: a change set to edit.

@@ -46,17 +46,21 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
     """How long ago, in the largest two units: ``3m 12s``, ``2h 05m``, ``4d 01h``."""
     if moment is None:
         return "never"
-    seconds = max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
-    days, rest = divmod(seconds, 86400)
+    return duration(((now or datetime.now(UTC)) - moment).total_seconds())
+
+
+def duration(seconds: float) -> str:
+    """A length of time in its largest two units, as :func:`age` shows it."""
+    days, rest = divmod(max(0, int(seconds)), 86400)
     hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
+    minutes, rest = divmod(rest, 60)
     if days:
         return f"{days}d {hours:02d}h"
     if hours:
         return f"{hours}h {minutes:02d}m"
     if minutes:
-        return f"{minutes}m {seconds:02d}s"
-    return f"{seconds}s"
+        return f"{minutes}m {rest:02d}s"
+    return f"{rest}s"
 
 
 def timestamp(moment: datetime | None) -> str:
@@ -104,6 +108,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     environment.filters["age"] = age
+    environment.filters["duration"] = duration
     environment.filters["timestamp"] = timestamp
     environment.filters["reason_words"] = reason_words
     environment.filters["wrap_points"] = wrap_points

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from app.api.ui.session import SESSION_COOKIE
 from app.db.engine import Database
 from tests.live_server import LIVE_ADMIN_TOKEN, LiveServer
 from tests.support.console_cluster import ConsoleCluster, load_console_cluster
+from tests.support.demand_cluster import load_demand_cluster
+from tests.support.http_api import answer_of as _ok
 
 pytestmark = pytest.mark.db
 
@@ -214,6 +217,7 @@ def test_a_phone_sees_the_pages_without_sideways_scrolling(
         ("/ui/workers/docs-worker", "phone-worker"),
         ("/ui/jobs/1", "phone-job"),
         ("/ui/fit", "phone-fit"),
+        ("/ui/demand", "phone-demand"),
     ]
     for path, name in pages:
         page.goto(f"{server.base_url}{path}")
@@ -332,12 +336,6 @@ class RichCluster:
     jobspec_job: int
     gridengine_job: int
     finished: int
-
-
-def _ok(answer: tuple[int, Any], *expected: int) -> Any:
-    status, body = answer
-    assert status in (expected or (200, 201)), (status, body)
-    return body
 
 
 def _flux_and_grid_engine(server: LiveServer) -> RichCluster:
@@ -585,3 +583,51 @@ def test_every_page_at_both_widths(
         expect(page.locator("h1")).to_have_text("404")
         shot("not-found")
         context.close()
+
+
+def test_the_demand_page_says_what_waits_and_what_to_add(
+    browser: Browser, shared_server: LiveServer, tmp_path: Path
+) -> None:
+    """Issue 40's cluster: the java-17 and 3-node jobs never run today, the java-11 ones
+    wait for capacity; the page suggests one java17-box and one node-8core."""
+    server = shared_server
+    cluster = load_demand_cluster(
+        lambda method, path, body, token: server.request(method, path, body, token)
+    )
+    screens = Screens(tmp_path)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    _sign_in(page, server, ADMIN)
+    page.click("nav >> text=Demand")
+    expect(page).to_have_url(f"{server.base_url}/ui/demand")
+
+    totals = page.locator("#demand-totals")
+    expect(totals.locator("tr[data-answer=never] td").nth(1)).to_have_text("2")
+    expect(totals.locator("tr[data-answer=capacity] td").nth(1)).to_have_text("3")
+    java17 = page.locator(f"#demand-categories tr[data-category='{cluster.java17}']")
+    expect(java17).to_have_attribute("data-answer", "never")
+    expect(java17).to_contain_text("no worker offers tag '17' in group 'java'")
+    expect(java17.locator("td").last).to_have_text("java17-box")
+    three = page.locator(f"#demand-categories tr[data-category='{cluster.three_nodes}']")
+    expect(three).to_have_attribute("data-answer", "never")
+    expect(three).to_contain_text("24 core")
+    java11 = page.locator(f"#demand-categories tr[data-category='{cluster.java11}']")
+    expect(java11).to_have_attribute("data-answer", "capacity")
+    expect(java11.locator("td").nth(2)).to_have_text("3")
+    expect(page.locator("#demand-mix tr[data-template=java17-box] td").nth(1)).to_have_text("1")
+    expect(page.locator("#demand-mix tr[data-template=node-8core] td").nth(1)).to_have_text("1")
+    expect(page.locator("#demand-mix-summary")).to_have_text(
+        "Add 2 workers, costing 4.0 in all: they would start 2 waiting jobs."
+    )
+    unrunnable = page.locator("#demand-unrunnable tbody tr")
+    expect(unrunnable).to_have_count(1)
+    expect(unrunnable).to_have_attribute("data-category", str(cluster.java11))
+    shot = screens.take(page, "demand")
+    Path("/tmp/an").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, "/tmp/an/demand-page.png")
+
+    page.click("text=Without templates")
+    expect(page.locator("#demand-mix")).to_have_count(0)
+    expect(page.locator("#demand-templates tr[data-template=java17-box] td").last).to_have_text("—")
+    screens.take(page, "demand-without-templates")
+    context.close()
