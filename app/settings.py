@@ -127,8 +127,11 @@ class Settings(BaseSettings):
     #: Seconds the demand figures of /metrics (``jobmatch_demand_*``) and of
     #: ``GET /v1/demand/scale`` are kept per server process before a request recomputes
     #: them in the background (app/api/demand_gauges.py); 0: no demand in /metrics, and
-    #: the scale endpoint computes each answer when asked.
-    demand_metrics_seconds: float = Field(default=30.0, ge=0)
+    #: the scale endpoint computes each answer when asked. Off by default: every scrape
+    #: of /metrics would otherwise keep a farm's demand computed (some 12 s of a
+    #: process's CPU each time at 10,000 workers and 500 categories, bench/demand.py),
+    #: whether or not an autoscaler reads it.
+    demand_metrics_seconds: float = Field(default=0.0, ge=0)
     #: Most job bodies in one bulk submission (POST /v1/jobs/bulk); more is a 422.
     max_bulk_jobs: int = Field(default=1000, ge=1)
     #: Most jobs one bulk submission may store, an array's tasks each counted (qsub -t
