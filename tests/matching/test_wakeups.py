@@ -204,12 +204,7 @@ def test_a_relay_wakes_one_waiter_per_job_and_a_spare_in_waves() -> None:
     hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5}}))
 
     async def scenario() -> list[list[int]]:
-        loop = asyncio.get_running_loop()
-        waiters = []
-        for worker_id in (1, 2, 3, 4, 5):
-            waiter = hub.register(loop)
-            waiter.expect(worker_id, wants_work=True)
-            waiters.append(waiter)
+        waiters = _known_waiters(hub, (1, 2, 3, 4, 5))
 
         rounds = []
         hub.deliver("c7")
@@ -239,12 +234,7 @@ def test_an_empty_handed_wave_waits_for_the_takers_t_then_hands_on(
     hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5, 6}}))
 
     async def scenario() -> list[list[int]]:
-        loop = asyncio.get_running_loop()
-        waiters = []
-        for worker_id in (1, 2, 3, 4, 5, 6):
-            waiter = hub.register(loop)
-            waiter.expect(worker_id, wants_work=True)
-            waiters.append(waiter)
+        waiters = _known_waiters(hub, (1, 2, 3, 4, 5, 6))
 
         rounds = []
         hub.deliver("c7")  # taken elsewhere
@@ -279,12 +269,7 @@ def test_a_wave_that_took_one_of_two_jobs_hands_the_other_on(
     hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5, 6}}))
 
     async def scenario() -> list[list[int]]:
-        loop = asyncio.get_running_loop()
-        waiters = []
-        for worker_id in (1, 2, 3, 4, 5, 6):
-            waiter = hub.register(loop)
-            waiter.expect(worker_id, wants_work=True)
-            waiters.append(waiter)
+        waiters = _known_waiters(hub, (1, 2, 3, 4, 5, 6))
         hub.deliver("c7")
         hub.deliver("c7")
         rounds = [await _woken(waiters)]
@@ -297,6 +282,17 @@ def test_a_wave_that_took_one_of_two_jobs_hands_the_other_on(
         return rounds
 
     assert asyncio.run(scenario()) == [[1, 2, 3], [4, 5]]
+
+
+def _known_waiters(hub: WakeupHub, worker_ids: tuple[int, ...]) -> list[wakeups.Waiter]:
+    """One waiter per worker, past its first attempt (its worker known, wanting work), in
+    waiting order. Called on the running loop."""
+    waiters = []
+    for worker_id in worker_ids:
+        waiter = hub.register(asyncio.get_running_loop())
+        waiter.expect(worker_id, wants_work=True)
+        waiters.append(waiter)
+    return waiters
 
 
 async def _woken(waiters: list[wakeups.Waiter], after: float = 0.05) -> list[int]:
