@@ -369,7 +369,8 @@ class WakeupHub:
         return len(self._waiters)
 
     def waiting_for(self, worker_id: int) -> int:
-        """Waiters of the worker past their first attempt (their worker is known)."""
+        """Waiters indexed under the worker: past their first attempt, or known by their
+        worker's name from an earlier pull (see :meth:`register`)."""
         with self._lock:
             return len(self._by_worker.get(worker_id, ()))
 
