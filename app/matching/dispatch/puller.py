@@ -91,6 +91,10 @@ def _placed_waiting(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
         select(JOBS.c.state)
         .where(JOBS.c.worker_id == worker_id, JOBS.c.awaiting_pickup.is_(True))
         .offset(0)
+        # A subquery in FROM is not correlated by itself: without this, a worker column
+        # two levels up (PULLER_FACTS) got a FROM of its own, and any worker's placed
+        # job counted as every worker's.
+        .correlate_except(JOBS)
         .subquery("placed")
     )
     return select(placed.c.state).where(placed.c.state == JobState.RUNNING).exists()

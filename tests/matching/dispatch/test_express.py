@@ -183,6 +183,26 @@ def test_a_grid_engine_worker_is_left_to_the_general_way(database: Database) -> 
         assert ended is not None and ended.state.value == general.state.value == "finished"
 
 
+def test_another_workers_placed_job_leaves_a_puller_to_the_express_way(database: Database) -> None:
+    """A job the scheduler placed on one worker, not yet received, is that worker's to
+    deliver. The take by name read it as every worker's (its subquery in FROM was not
+    correlated with the worker), so one placed job anywhere sent every pull the general
+    way."""
+    _farm(database)
+    with database.transaction() as session:
+        job = dispatch.pull(session, "both")
+        assert job is not None
+        session.execute(
+            text("UPDATE jobs SET awaiting_pickup = true WHERE id = :id"), {"id": job.id}
+        )
+    with database.transaction() as session:
+        pulled = express.pull(session.connection(), "linux", utcnow())
+        assert pulled is not None and pulled.job is not None
+        assert not pulled.puller.placed_waiting
+        # The worker the job was placed on still goes the general way, which delivers it.
+        assert express.pull(session.connection(), "both", utcnow()) is None
+
+
 def test_a_worker_without_room_is_answered_without_a_job(database: Database) -> None:
     _farm(database)
     with database.transaction() as session:
