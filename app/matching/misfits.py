@@ -536,6 +536,21 @@ def _row_of(
     )
 
 
+def pair_fits(
+    category: type[Category],
+    worker_id: ColumnExpressionArgument[int],
+    generation: ColumnExpressionArgument[int],
+) -> ColumnElement[bool]:
+    """:func:`fits` for the categories and workers of an enclosing statement (``category``
+    is the entity in its FROM, the worker columns another relation's): one index lookup
+    per pair on the side the category lists, for statements that try many workers per
+    category and stop at the first that fits (app/matching/dispatch/plain_starts.py)."""
+    return or_(
+        and_(category.lists_fits, _row_of(CategoryFit, category.id, worker_id, generation)),
+        and_(~category.lists_fits, ~_row_of(CategoryMisfit, category.id, worker_id, generation)),
+    )
+
+
 def worker_fits(
     category: type[Category],
     worker_id: ColumnExpressionArgument[int] | int,

@@ -9,7 +9,7 @@ two give four variants, built on first use; the rare third case is built per pul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -70,7 +70,7 @@ def heads_statement(
     the one-statement take of app/matching/dispatch/pull_plain.py does. Under a policy
     with fair share the heads are per category and submitter, and the rows carry the
     submitter's standing (``share_key``) after the four columns."""
-    fit, plain = _fit(managed, refusals, puller), _plain(managed)
+    fit, plain = head_fit(managed, refusals, puller), plain_category(managed)
     if ordering.fair_share:
         if skip_locked and ordering.rules[0] == FAIR_SHARE:
             return _heads_by_submitters_in_turn(fit, plain, limit, ordering)
@@ -85,10 +85,18 @@ def _job_order(rules: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(order_terms(rules, Job.priority, Job.submitted_at, Job.id))
 
 
-def _fit(managed: bool, refusals: bool, puller: PullerTerms) -> list[ColumnElement[bool]]:
-    """What a category must meet for the worker to take its jobs."""
+def head_fit(
+    managed: bool,
+    refusals: bool,
+    puller: PullerTerms,
+    fit_test: Callable[[type[Category], Any, Any], ColumnElement[bool]] = worker_fits,
+) -> list[ColumnElement[bool]]:
+    """What a category must meet for the worker to take its jobs. ``fit_test`` writes the
+    misfit cache's verdict: :func:`worker_fits` reads one worker's cache rows once, for a
+    pull over many categories; app/matching/dispatch/plain_starts.py, over many workers,
+    looks up each pair instead (``pair_fits``)."""
     fit: list[ColumnElement[bool]] = [
-        worker_fits(Category, puller.id, puller.generation),
+        fit_test(Category, puller.id, puller.generation),
         Category.slots <= puller.max_free,
     ]
     if managed:
@@ -111,7 +119,7 @@ def _fit(managed: bool, refusals: bool, puller: PullerTerms) -> list[ColumnEleme
     return fit
 
 
-def _plain(managed: bool) -> ColumnElement[bool]:
+def plain_category(managed: bool) -> ColumnElement[bool]:
     """Whether a category's jobs need neither Grid Engine evaluation nor (on a worker
     with an inventory) an allocation."""
     plain = and_(Category.hard == "NONE", Category.pe.is_(None), names_no_queues())
@@ -339,7 +347,7 @@ def _job_fit_statement(managed: bool) -> Select[int | None, bool, int | None]:
     return (
         select(
             CategoryTask.task_id,
-            and_(_plain(managed), limited.is_(None)).label("plain"),
+            and_(plain_category(managed), limited.is_(None)).label("plain"),
             limited.label("limited_array"),
         )
         .select_from(Job)
@@ -349,7 +357,7 @@ def _job_fit_statement(managed: bool) -> Select[int | None, bool, int | None]:
             Job.id == bindparam("p_job_id"),
             Job.state == WAITING,
             not_held_back(),
-            *_fit(managed, False, BOUND),
+            *head_fit(managed, False, BOUND),
         )
     )
 

@@ -63,13 +63,39 @@ def _complex_values_exist(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
 _PULLER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).scalar_subquery()
 
 
+#: A queue instance takes jobs: neither disabled nor suspended
+#: (app/matching/gridengine/queue_states.py).
+_TAKES_JOBS = QueueInstance.states == literal_column("''")
+_FREE = QueueInstance.slots - QueueInstance.used_slots
+
+
 def _max_free(worker_id: ColumnElement[int]) -> ColumnElement[int]:
-    """The most free slots of one of the worker's queue instances that takes jobs
-    (neither disabled nor suspended: app/matching/gridengine/queue_states.py)."""
+    """The most free slots of one of the worker's queue instances that takes jobs."""
     return (
-        select(func.max(QueueInstance.slots - QueueInstance.used_slots))
-        .where(QueueInstance.worker_id == worker_id, QueueInstance.states == literal_column("''"))
+        select(func.max(_FREE))
+        .where(QueueInstance.worker_id == worker_id, _TAKES_JOBS)
         .scalar_subquery()
+    )
+
+
+def workers_with_room() -> Any:
+    """(worker_id, max_free) of every worker with a free slot, by the rule of
+    :func:`_max_free` (the pull's), grouped in one pass over the queue instances: for
+    statements about many workers at once (app/matching/dispatch/plain_starts.py)."""
+    return (
+        select(QueueInstance.worker_id, func.max(_FREE).label("max_free"))
+        .where(_TAKES_JOBS)
+        .group_by(QueueInstance.worker_id)
+        .having(func.max(_FREE) > 0)
+        .subquery("with_room")
+    )
+
+
+def plain_take_serves(worker_id: ColumnElement[int]) -> ColumnElement[bool]:
+    """What :data:`PLAIN_PULLER` asks of a worker besides its state and room, over any
+    worker id column: no inventory, no Grid Engine values and no placed job to deliver."""
+    return (
+        ~_has_inventory(worker_id) & ~_complex_values_exist(worker_id) & ~_placed_waiting(worker_id)
     )
 
 
