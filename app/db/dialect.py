@@ -6,6 +6,8 @@ adding a behaviour for one database means reading one file (Prefect's seam, made
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
@@ -15,6 +17,7 @@ from sqlalchemy import (
     Index,
     event,
     func,
+    select,
     text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -297,3 +300,26 @@ def string_request_match(
 ) -> ColumnElement[bool]:
     """See :class:`StringRequestMatch`."""
     return StringRequestMatch(value, text, folds, regex)
+
+
+@contextmanager
+def grouping_by_index(connection: Connection) -> Iterator[None]:
+    """PostgreSQL: within the block, GROUP BY reads an index in its order (a group
+    aggregate over an index-only scan) instead of hashing a scan of the whole table.
+
+    The planner costs both alike for a partial index over most of a table, but the scan
+    that filters every row took 47 ms for 100,000 waiting jobs against 17 ms for the
+    index (bench/demand.py). ``enable_hashagg`` is set for the transaction and put back
+    after the block, as it was. Elsewhere nothing changes."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    before = connection.execute(
+        select(
+            func.current_setting("enable_hashagg"), func.set_config("enable_hashagg", "off", True)
+        )
+    ).scalar_one()
+    try:
+        yield
+    finally:
+        connection.execute(select(func.set_config("enable_hashagg", before, True)))

@@ -11,8 +11,12 @@ decisions the pull and the explanation make:
   rule of the pull's (the explanation's dynamic clause says which);
 - ``capacity``: otherwise: the fitting workers are busy or not taking work.
 
-One job per category is judged (the category is the whole request), and at most
-:data:`JUDGED_WORKERS` workers with room are rehearsed per category, the roomiest first.
+One job per category is judged (the category is the whole request). The pull's decision
+for the first jobs of every category comes first, in one statement
+(app/matching/dispatch/plain_starts.py): a plain job that a worker of the plain kind
+would start is ``ready``, and a job no fitting worker has room for is ``capacity``,
+without a rehearsal. The others (Grid Engine values, inventories, plug-ins, arrays with
+a limit) rehearse at most :data:`JUDGED_WORKERS` workers with room, the roomiest first.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from app.matching.category_fit import too_few_nodes
 from app.matching.demand.need import job_slots
 from app.matching.demand.waiting import WaitingCategory
 from app.matching.dispatch import task_limits
+from app.matching.dispatch.plain_starts import StartNow
 from app.matching.dispatch.pull import would_start
 from app.matching.misfits import REASONS, fits_category, reasons_now
 from app.matching.readiness import DynamicCheck, WorkerNow, rehearse
@@ -156,16 +161,17 @@ def pull_would_start(session: Session, worker_name: str, job_id: int, policy: Po
     return rehearse(session, lambda: would_start(session, worker_name, job_id, policy))
 
 
+def _no_room(category: Category) -> str:
+    return (
+        f"every worker that fits is busy or not taking work: none has "
+        f"{plural(job_slots(category), 'slot')} free on one queue instance"
+    )
+
+
 def _one_node(session: Session, job: Job, category: Category, policy: Policy) -> Verdict:
     roomy = _roomy_workers(session, category, job_slots(category))
     if not roomy:
-        return Verdict(
-            CAPACITY,
-            [
-                f"every worker that fits is busy or not taking work: none has "
-                f"{plural(job_slots(category), 'slot')} free on one queue instance"
-            ],
-        )
+        return Verdict(CAPACITY, [_no_room(category)])
     check = DynamicCheck(session, job, category, policy)
     held: list[str] = []
     busy: list[str] = []
@@ -203,19 +209,35 @@ def _several_nodes(session: Session, job: Job, wc: WaitingCategory, policy: Poli
     )
 
 
-def judge(session: Session, wc: WaitingCategory, policy: Policy) -> Verdict:
-    """The category's answer, judged on its first waiting job."""
+def judge(
+    session: Session,
+    wc: WaitingCategory,
+    policy: Policy,
+    start: StartNow | None = None,
+    *,
+    words: bool = True,
+) -> Verdict:
+    """The category's answer, judged on its first waiting job. ``start`` is what
+    app/matching/dispatch/plain_starts.py found for that job (None: not asked): a worker
+    whose pull would start it answers ``ready``, and no room on any worker that fits
+    answers ``capacity``, without rehearsing a pull. Without ``words`` the reasons of a
+    category no worker fits are left out (counting answers needs none)."""
     category = wc.category
     if not wc.any_fit:
-        return Verdict(NEVER, missing(session, category))
+        return Verdict(NEVER, missing(session, category) if words else [])
     if wc.nodes > 1:
         short = too_few_nodes(session, category.id)
         if short is not None:
             return Verdict(NEVER, [short.words])
-    if _plugin_refuses_all(session, category, wc.task):
+    if wc.plugin and _plugin_refuses_all(session, category, wc.task):
         return Verdict(
             NEVER, [f"task {wc.task}'s can_run_on plug-in refuses every worker that fits"]
         )
+    if wc.nodes <= 1 and start is not None:
+        if start.starter is not None:
+            return Verdict(READY, [f"worker {start.starter} could start it now"])
+        if not start.room:
+            return Verdict(CAPACITY, [_no_room(category)])
     job = session.get(Job, wc.first_job)
     assert job is not None
     if wc.nodes > 1:

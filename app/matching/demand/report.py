@@ -21,6 +21,7 @@ from app.matching.demand.templates import (
     list_templates,
 )
 from app.matching.demand.waiting import WaitingCategory, waiting_categories
+from app.matching.dispatch.plain_starts import starts_now
 from app.wire.demand import ANSWERS, CAPACITY, NEVER, CategoryDemand, Suggestion
 
 
@@ -76,20 +77,39 @@ def demand(
     """The demand of every category with waiting jobs (each judged once), its page, and
     with ``templates`` (None: none asked) the simulation of new workers of each."""
     waiting = waiting_categories(session)
-    judged = [(wc, judge(session, wc, policy)) for wc in waiting]
+    starts = starts_now(session, [wc.first_job for wc in waiting if wc.any_fit and wc.nodes <= 1])
+    page_ids = {wc.category.id for wc in waiting[offset : offset + limit]}
+    judged = [
+        (
+            wc,
+            judge(
+                session,
+                wc,
+                policy,
+                starts.get(wc.first_job),
+                words=wc.category.id in page_ids,
+            ),
+        )
+        for wc in waiting
+    ]
     template_of: dict[int, str] = {}
     suggestion = None
     if templates:
         suggestion, mix = _suggestion(session, templates, judged, policy)
         template_of = dict(mix.chosen)
-    never = [wc.category.id for wc, verdict in judged if verdict.answer == NEVER]
+    page = judged[offset : offset + limit]
+    never = [
+        wc.category.id
+        for wc, verdict in page
+        if verdict.answer == NEVER and wc.category.id not in template_of
+    ]
     if never:
-        # A job that waits for a template's worker says which (as its explanation does).
+        # A job that waits for a template's worker says which (as its explanation does):
+        # asked for the page only, as each template's worker is registered to know.
         every = list_templates(session)
         if every:
             for category_id, name in fitting_categories(session, every, never).items():
                 template_of.setdefault(category_id, name)
-    page = judged[offset : offset + limit]
     needs = node_needs(session, [wc.category.id for wc, _ in page])
     categories = []
     for wc, verdict in page:

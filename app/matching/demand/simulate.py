@@ -19,6 +19,7 @@ from app.matching.demand.need import job_slots, node_needs, vertex_name
 from app.matching.demand.sandbox import rolled_back
 from app.matching.demand.templates import Template, register_simulated
 from app.matching.demand.waiting import WaitingCategory
+from app.matching.dispatch.plain_starts import starts_now
 from app.matching.errors import ConflictError
 
 #: The dimension of a job's slots in a packing (vertices are named by their type).
@@ -133,10 +134,14 @@ def simulate(
         worker = register_simulated(session, template, 1)
         name, worker_id = worker.name, worker.id
         capacity, has_inventory = _capacity(session, worker_id)
+        # The plain kind of job on the plain kind of worker is decided in one statement
+        # (app/matching/dispatch/plain_starts.py); the others are rehearsed.
+        starts = starts_now(
+            session, [wc.first_job for wc in targets if wc.nodes <= 1], worker_id=worker_id
+        )
+        if template.max_count is not None and template.max_count < 1:
+            targets = []
         for wc in targets:
-            job = session.get(Job, wc.first_job)
-            if job is None or (template.max_count is not None and template.max_count < 1):
-                continue
             category = wc.category
             size = {SLOTS: job_slots(category)}
             if has_inventory:
@@ -148,7 +153,12 @@ def simulate(
                         category.id, size, needed, _more_than_simulated(needed)
                     )
                 continue
-            if pull_would_start(session, name, job.id, policy):
+            start = starts.get(wc.first_job)
+            if start is not None and start.decided:
+                starts_it = start.starter is not None
+            else:
+                starts_it = pull_would_start(session, name, wc.first_job, policy)
+            if starts_it:
                 runs[category.id] = Runs(category.id, size, (), False)
     return Simulated(template, capacity, runs)
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.db import dialect
 from app.db.models import (
     Category,
     CategoryFit,
@@ -17,17 +18,18 @@ from app.db.models import (
     CategoryShape,
     CategoryTask,
     Job,
-    JobState,
     Task,
     Worker,
 )
+from app.matching.slots import WAITING
 
 
 @dataclass(frozen=True)
 class WaitingCategory:
     """A category with waiting jobs: the category, its task's name, how many wait, when
     the oldest was submitted, the lowest waiting job id, the nodes one job needs (0: no
-    shape) and whether some registered worker fits it, whatever its state."""
+    shape), whether some registered worker fits it, whatever its state, and whether its
+    task has a ``can_run_on`` plug-in."""
 
     category: Category
     task: str | None
@@ -36,6 +38,7 @@ class WaitingCategory:
     first_job: int
     nodes: int
     any_fit: bool
+    plugin: bool = False
 
 
 def _some_worker_fits() -> ColumnElement[bool]:
@@ -71,28 +74,33 @@ def waiting_categories(session: Session) -> list[WaitingCategory]:
             func.min(Job.submitted_at).label("oldest"),
             func.min(Job.id).label("first_job"),
         )
-        .where(Job.state == JobState.WAITING)
+        # The literal state, for the partial index on waiting jobs (app/matching/slots.py).
+        .where(Job.state == WAITING)
         .group_by(Job.category_id)
         .subquery()
     )
     any_fit = _some_worker_fits()
-    rows = session.execute(
-        select(
-            Category,
-            Task.name,
-            grouped.c.waiting,
-            grouped.c.oldest,
-            grouped.c.first_job,
-            func.coalesce(CategoryShape.min_nodes, 0),
-            any_fit,
-        )
-        .join(grouped, grouped.c.category_id == Category.id)
-        .outerjoin(CategoryShape, CategoryShape.category_id == Category.id)
-        .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
-        .outerjoin(Task, Task.id == CategoryTask.task_id)
-        .order_by(Category.id)
-    ).all()
+    with dialect.grouping_by_index(session.connection()):
+        rows = session.execute(
+            select(
+                Category,
+                Task.name,
+                grouped.c.waiting,
+                grouped.c.oldest,
+                grouped.c.first_job,
+                func.coalesce(CategoryShape.min_nodes, 0),
+                any_fit,
+                Task.plugin.is_not(None),
+            )
+            .join(grouped, grouped.c.category_id == Category.id)
+            .outerjoin(CategoryShape, CategoryShape.category_id == Category.id)
+            .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
+            .outerjoin(Task, Task.id == CategoryTask.task_id)
+            .order_by(Category.id)
+        ).all()
     return [
-        WaitingCategory(category, task, int(waiting), oldest, int(first), int(nodes), bool(fit))
-        for category, task, waiting, oldest, first, nodes, fit in rows
+        WaitingCategory(
+            category, task, int(waiting), oldest, int(first), int(nodes), bool(fit), bool(plugin)
+        )
+        for category, task, waiting, oldest, first, nodes, fit, plugin in rows
     ]
