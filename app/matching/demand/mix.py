@@ -121,9 +121,58 @@ def suggest(simulations: list[Simulated], wanted: list[Wanted]) -> Mix:
                 left -= placed
         if left > 0:
             unrunnable.append(Unrunnable(want.category_id, left, beyond_limits=True))
+    for category_id, jobs_left in _size_for_poaching(
+        simulations, wanted, packers, categories, starts
+    ).items():
+        unrunnable.append(Unrunnable(category_id, jobs_left, beyond_limits=True))
     items = [
         MixItem(name, packers[name].workers, jobs[name], sorted(categories[name]))
         for name in sorted(packers)
         if packers[name].workers
     ]
     return Mix(items, starts, chosen, sorted(unrunnable, key=lambda u: u.category_id))
+
+
+def _size_for_poaching(
+    simulations: list[Simulated],
+    wanted: list[Wanted],
+    packers: dict[str, Packer],
+    categories: dict[str, list[int]],
+    starts: dict[int, int],
+) -> dict[int, int]:
+    """A pull takes the oldest job its worker fits, not the one the packing meant for
+    it: a new worker of one template may take the jobs meant for another template's and
+    leave its own waiting (the property test of tests/matching/test_demand_truth.py
+    found a java-11 box taking a job meant for a cheaper box, which could not run the
+    java-11 job left). So each template of the mix is sized for the other templates'
+    jobs on one node that its workers could take as well; where its ``max_count`` cannot
+    hold them, as many of its own jobs are no longer said to start: they are returned,
+    by category."""
+    withdrawn: dict[int, int] = {}
+    for simulated in simulations:
+        name = simulated.template.name
+        if not packers[name].workers:
+            continue
+        own = set(categories[name])
+        poachable = [
+            want
+            for want in _largest_first(wanted)
+            if want.category_id not in own
+            and want.category_id in simulated.runs
+            and want.nodes <= 1
+            and starts.get(want.category_id, 0) > 0
+        ]
+        short = 0
+        for want in poachable:
+            count = starts[want.category_id]
+            short += count - packers[name].add(
+                _item(simulated, Wanted(want.category_id, count, want.nodes))
+            )
+        for category_id in sorted(own, reverse=True):
+            if short <= 0:
+                break
+            taken = min(short, starts[category_id])
+            starts[category_id] -= taken
+            withdrawn[category_id] = withdrawn.get(category_id, 0) + taken
+            short -= taken
+    return withdrawn
