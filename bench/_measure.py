@@ -216,3 +216,14 @@ def positive_int(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text}")
     return number
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of 0 or more (0: skip that part)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {text}")
+    return number

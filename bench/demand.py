@@ -63,7 +63,7 @@ from app.matching.demand.templates import Template
 from app.matching.submission import JobSpec, submit_job
 from app.settings import Settings
 from bench._data import SUBMITTER, CategoryInfo, Dataset, build_categories, build_workers, grow_jobs
-from bench._measure import load_average, positive_int, scratch_database
+from bench._measure import count, load_average, positive_int, scratch_database
 from bench.dispatch import analyze
 
 SEED = 4040
@@ -186,7 +186,12 @@ def main() -> None:
     parser.add_argument("--templates", type=positive_int, default=5)
     parser.add_argument("--busy", type=float, default=0.98, help="share of busy queue instances")
     parser.add_argument("--repeat", type=positive_int, default=3)
-    parser.add_argument("--whatif-repeat", type=positive_int, default=1)
+    parser.add_argument(
+        "--whatif-repeat",
+        type=count,
+        default=1,
+        help="what-ifs timed (0: none; at 10,000 workers one registers every suggested worker)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile one demand with templates")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()
@@ -259,6 +264,8 @@ def main() -> None:
                     print(f"cProfile of the demand service, templates: {templates}")
                     profile(profiled, settings, templates=templates)
                 profiled.dispose()
+            if not args.whatif_repeat:
+                return
             body = whatif_body(client, headers, mix)
             whatif, whatif_load, answer = timed(
                 args.whatif_repeat,
