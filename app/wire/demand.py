@@ -10,7 +10,7 @@ it) and ``ready`` (a worker's next pull, or an allocation now, would start it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.wire.categories import CategoryRequest
 
@@ -22,12 +22,14 @@ ANSWERS = (NEVER, CAPACITY, POLICY, READY)
 @dataclass(frozen=True)
 class Need:
     """What it would take to start every waiting job of a category at once: slots, nodes
-    (a job on several nodes counts each), and the vertices of the nodes' inventories by
-    ``type`` or ``type (unit)``."""
+    (a job on several nodes counts each), the vertices of the nodes' inventories by
+    ``type`` or ``type (unit)``, and the Grid Engine consumables the jobs request, by
+    attribute (per slot, per job, or for an exclusive one the objects held)."""
 
     slots: int
     nodes: int
     vertices: dict[str, int]
+    consumables: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def test_demand_says_never_capacity_and_ready(
     found = _by_category(answer)
     java11 = found[jobs["java11"]["category_id"]]
     assert (java11["answer"], java11["waiting"]) == ("capacity", 2)
-    assert java11["need"] == {"slots": 2, "nodes": 2, "vertices": {}}
+    assert java11["need"] == {"slots": 2, "nodes": 2, "vertices": {}, "consumables": {}}
     assert found[jobs["java12"]["category_id"]]["answer"] == "ready"
     three = found[jobs["three"]["category_id"]]
     assert three["answer"] == "never"

@@ -219,6 +219,13 @@ def test_a_licence_that_more_hosts_would_not_help_is_unrunnable(
     assert demand["suggestion"]["unrunnable"] == [
         {"category_id": licensed[0]["category_id"], "jobs": 3, "beyond_limits": False}
     ]
+    # What the three licence jobs left waiting would take: a licence per slot each.
+    (licence,) = [c for c in demand["items"] if c["category_id"] == licensed[0]["category_id"]]
+    assert licence["need"] == {"slots": 3, "nodes": 3, "vertices": {}, "consumables": {"lic": 3.0}}
+    (plain_need,) = [
+        c["need"] for c in demand["items"] if c["category_id"] == plain[0]["category_id"]
+    ]
+    assert plain_need["consumables"] == {}
     assert demand["suggestion"]["mix"][0]["categories"] == [plain[0]["category_id"]]
 
 

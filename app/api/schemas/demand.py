@@ -73,6 +73,11 @@ class NeedOut(BaseModel):
     vertices: dict[str, int] = Field(
         description="inventory vertices by `type` or `type (unit)`, over all the nodes"
     )
+    consumables: dict[str, float] = Field(
+        description="Grid Engine consumables the jobs request (`-l`), by attribute: a "
+        "per-slot amount times the slots, a per-job amount once, an exclusive one the "
+        "objects held"
+    )
 
 
 class CategoryDemandOut(BaseModel):

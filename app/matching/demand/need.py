@@ -1,6 +1,7 @@
-"""What starting every waiting job of a category at once would take: slots, nodes and the
+"""What starting every waiting job of a category at once would take: slots, nodes, the
 vertices of the nodes' inventories (what the category's jobspec asks per node, stored as
-its node needs by app/matching/allocation/inventory.py)."""
+its node needs by app/matching/allocation/inventory.py) and the Grid Engine consumables
+its jobs request (``-l``), booked as app/matching/gridengine/bookings.py books them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Category, CategoryNodeNeed
+from app.matching.gridengine.decide import category_lists
+from app.notations.gridengine.attribute_table import ComplexTable
+from app.notations.gridengine.definitions import Consumable, Relop
 from app.wire.demand import Need
 
 
@@ -42,12 +46,45 @@ def node_needs(session: Session, category_ids: Iterable[int]) -> dict[int, dict[
     return found
 
 
-def category_need(category: Category, waiting: int, nodes: int, per_node: dict[str, int]) -> Need:
+def job_consumables(category: Category, table: ComplexTable) -> dict[str, float]:
+    """What one job of the category books of the consumables its hard ``-l`` list asks
+    for: a per-slot (YES) amount times its slots, a per-job (JOB) amount once, an
+    exclusive (EXCL) request one object held whole. Defaults of attributes it does not
+    ask for are left out: they are booked only where a host or queue has the attribute,
+    which is the cluster's configuration, not the job's request."""
+    if category.hard == "NONE":
+        return {}
+    hard, _soft = category_lists(table, category.hard, "NONE")
+    booked: dict[str, float] = {}
+    for request in hard.requests:
+        definition = table.lookup(request.name)
+        if definition is None or not definition.is_consumable:
+            continue
+        if definition.relop is Relop.EXCL:
+            if request.parsed:
+                booked[request.name] = 1.0
+            continue
+        amount = request.parsed
+        if not isinstance(amount, float) or amount == 0:
+            continue
+        per_slot = definition.consumable is not Consumable.JOB
+        booked[request.name] = amount * job_slots(category) if per_slot else amount
+    return booked
+
+
+def category_need(
+    category: Category,
+    waiting: int,
+    nodes: int,
+    per_node: dict[str, int],
+    consumables: dict[str, float] | None = None,
+) -> Need:
     """What ``waiting`` jobs of the category take at once (a job on several nodes counts
-    each node)."""
+    each node); ``consumables`` is what one job books (:func:`job_consumables`)."""
     job_nodes = max(nodes, 1)
     return Need(
         slots=waiting * job_slots(category),
         nodes=waiting * job_nodes,
         vertices={name: amount * job_nodes * waiting for name, amount in per_node.items()},
+        consumables={name: amount * waiting for name, amount in (consumables or {}).items()},
     )

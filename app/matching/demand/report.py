@@ -12,7 +12,7 @@ from app.matching.allocation.allocator import Policy
 from app.matching.category_fit import category_request
 from app.matching.demand.answers import Verdict, judge
 from app.matching.demand.mix import Mix, Wanted, alone, suggest
-from app.matching.demand.need import category_need, node_needs
+from app.matching.demand.need import category_need, job_consumables, node_needs
 from app.matching.demand.simulate import simulate
 from app.matching.demand.templates import (
     WAITING_FOR,
@@ -22,6 +22,7 @@ from app.matching.demand.templates import (
 )
 from app.matching.demand.waiting import WaitingCategory, waiting_categories
 from app.matching.dispatch.plain_starts import starts_now
+from app.matching.gridengine.table import load_table
 from app.wire.demand import ANSWERS, CAPACITY, NEVER, CategoryDemand, Suggestion
 
 
@@ -111,6 +112,8 @@ def demand(
             for category_id, name in fitting_categories(session, every, never).items():
                 template_of.setdefault(category_id, name)
     needs = node_needs(session, [wc.category.id for wc, _ in page])
+    # The attribute table only for a page with Grid Engine requests.
+    table = load_table(session) if any(wc.category.hard != "NONE" for wc, _ in page) else None
     categories = []
     for wc, verdict in page:
         category_id = wc.category.id
@@ -126,7 +129,13 @@ def demand(
                 request=category_request(wc.category, wc.task),
                 answer=verdict.answer,
                 reasons=reasons,
-                need=category_need(wc.category, wc.waiting, wc.nodes, needs.get(category_id, {})),
+                need=category_need(
+                    wc.category,
+                    wc.waiting,
+                    wc.nodes,
+                    needs.get(category_id, {}),
+                    job_consumables(wc.category, table) if table is not None else None,
+                ),
                 template=template,
             )
         )

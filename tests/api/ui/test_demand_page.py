@@ -92,7 +92,7 @@ def test_the_page_shows_what_the_api_answers_and_stores_nothing(
     assert rows[cluster.java11][2:5] == ["3", rows[cluster.java11][3], "capacity"]
     assert rows[cluster.java11][6] == "3 slots, 3 nodes"
     three = next(i for i in api["items"] if i["category_id"] == cluster.three_nodes)
-    assert three["need"] == {"slots": 1, "nodes": 3, "vertices": {"core": 24}}
+    assert three["need"] == {"slots": 1, "nodes": 3, "vertices": {"core": 24}, "consumables": {}}
     assert rows[cluster.three_nodes][6] == "1 slot, 3 nodes 24 core"
 
     mix = [_cells(r) for r in _rows(page.text, "demand-mix")]
