@@ -94,7 +94,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import _longpoll_clients as clients  # noqa: E402
 import httpx2  # noqa: E402
-from _measure import postgres_server, scratch_database  # noqa: E402
+from _measure import database_backends_cpu, postgres_server, scratch_database  # noqa: E402
 from dispatch import server  # noqa: E402
 from sqlalchemy import Table, and_, case, create_engine, func, insert, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
@@ -424,6 +424,54 @@ def memory(pid: int) -> dict[int, float]:
     return {process: rss_mb(process) for process in server_processes(pid)}
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes used so far (0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every CPU of the machine spent not idle so far (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShares:
+    """Where the machine's CPU goes over a window, by kind of process: the server's,
+    PostgreSQL's backends of the bench database, the client processes that hold the
+    workers' pulls, this process (submissions and probes), and the rest."""
+
+    def __init__(self, pid: int, clients: list[int], database_name: str | None) -> None:
+        self.pid, self.clients, self.database_name = pid, clients, database_name
+
+    def sample(self) -> dict[str, float]:
+        database = database_backends_cpu(self.database_name) if self.database_name else 0.0
+        return {
+            "server": cpu_seconds(server_processes(self.pid)),
+            "PostgreSQL": database,
+            "clients": cpu_seconds(self.clients),
+            "bench": cpu_seconds([os.getpid()]),
+            "machine": machine_busy_seconds(),
+        }
+
+    @staticmethod
+    def words(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+        used = {kind: after[kind] - before[kind] for kind in before}
+        machine = used.pop("machine")
+        used["other"] = max(machine - sum(used.values()), 0.0)
+        cpus = os.cpu_count() or 1
+        shares = ", ".join(f"{kind} {100 * value / seconds:.0f}%" for kind, value in used.items())
+        return f"{shares} of one CPU ({cpus} CPUs: {100 * machine / seconds / cpus:.0f}% busy)"
+
+
 # ---------------------------------------------------------------------------- clients
 
 
@@ -656,11 +704,13 @@ async def idle_cost(
     seconds: float,
     label: str,
     table: Figures,
+    cpu: CpuShares,
 ) -> None:
     """Transactions in the database (PostgreSQL) and pull attempts over ``seconds`` with no
-    job submitted, per idle worker per minute."""
+    job submitted, per idle worker per minute, and where the CPU went meanwhile."""
     before_pulls = await metric(admin, "jobmatch_dispatch_duration_seconds_count")
     started = time.monotonic()
+    cpu_before = cpu.sample()
     if database_name is not None:
         # PostgreSQL flushes a backend's counts up to 10 s after its last transaction
         # (PGSTAT_IDLE_INTERVAL): let the earlier ones and this scrape's arrive first.
@@ -680,6 +730,7 @@ async def idle_cost(
     after_pulls = await metric(admin, "jobmatch_dispatch_duration_seconds_count")
     pulls = after_pulls - before_pulls
     scraped = time.monotonic() - started
+    table.add(f"CPU, idle {label}", CpuShares.words(cpu_before, cpu.sample(), scraped))
     table.add(
         f"pull attempts, idle {label}",
         f"{pulls:g} in {scraped:.0f} s = {pulls * 60 / scraped / workers:.3f} per idle worker "
@@ -769,6 +820,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
     processes = ClientProcesses(port, workers, args.client_processes, args.ramp)
     processes.listen()
     received = processes.received
+    cpu = CpuShares(pid, [p.pid for p in processes.processes if p.pid], database_name)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx2.AsyncClient(base_url=base, timeout=WAIT + 30) as admin:
@@ -807,7 +859,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                     # The ramp took so long that the first deadlines are near: measure
                     # anyway, and say that deadline pulls fall in the window.
                     window, label = args.idle_seconds, "while waiting, first deadlines too"
-                await idle_cost(admin, database_name, len(names), window, label, table)
+                await idle_cost(admin, database_name, len(names), window, label, table, cpu)
 
                 probes, failed = await healthz_probes(port, args.probes)
                 others = "".join(f", {n} x {what}" for what, n in failed.most_common())
@@ -848,6 +900,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                         args.steady_seconds,
                         "steady, deadlines too",
                         table,
+                        cpu,
                     )
 
                 series: list[tuple[str, Callable[[], str]]] = [
@@ -859,6 +912,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                     wakeups_before = await metric(admin, "jobmatch_longpoll_wakeups_total")
                     checks_before = await metric(admin, "jobmatch_longpoll_fit_checks_total")
                     latencies = []
+                    series_started, cpu_before = time.monotonic(), cpu.sample()
                     for _ in range(args.jobs):
                         latencies.append(await submit_and_time(admin, submitter, pick(), received))
                         await asyncio.sleep(args.gap)
@@ -869,6 +923,12 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                         await metric(admin, "jobmatch_longpoll_fit_checks_total") - checks_before
                     )
                     latency_rows(table, label, latencies)
+                    table.add(
+                        f"CPU, {label} jobs",
+                        CpuShares.words(
+                            cpu_before, cpu.sample(), time.monotonic() - series_started
+                        ),
+                    )
                     table.add(
                         f"{label} wake-ups",
                         f"{wakeups / args.jobs:.1f} waiters woken and {checks / args.jobs:.2f} fit "
