@@ -26,7 +26,7 @@ from starlette.requests import Request
 from app.db import notify
 from app.db.engine import Database
 from app.matching import misfits
-from app.matching.wakeups import Waiter, WakeupHub
+from app.matching.wakeups import MAX_CONCURRENT_ATTEMPTS, Waiter, WakeupHub
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,29 @@ POLL_SECONDS = 1.0
 STATE_KEY = "jobmatch_wakeups"
 
 
+#: Connections of the database pool left to the other requests (submissions, the hub's fit
+#: questions, token checks, probes) while waiting pulls' attempts hold the rest.
+POOL_RESERVE = 2
+
+
+def attempts_within_pool(database: Database) -> int:
+    """How many waiting pulls' attempts may run at once: fewer than the connections the
+    database pool keeps. Beyond them each attempt opened a connection of the pool's
+    overflow, which the pool closed as soon as it came back to a full pool: at 10,000
+    workers with 16 attempts against a pool of 10, PostgreSQL started some 6 sessions a
+    second (bench/longpoll.py), each a process to fork and warm, and most of the
+    machine's CPU went to that."""
+    size = getattr(database.engine.pool, "size", None)
+    kept = size() if callable(size) else MAX_CONCURRENT_ATTEMPTS + POOL_RESERVE
+    return max(1, min(MAX_CONCURRENT_ATTEMPTS, kept - POOL_RESERVE))
+
+
 class LongPoll:
     """The hub and its feed for one app (module docstring)."""
 
     def __init__(self, database: Database, max_waiting: int | None = None) -> None:
         self.database = database
-        self.hub = WakeupHub(self._fitting, max_waiting)
+        self.hub = WakeupHub(self._fitting, max_waiting, attempts_within_pool(database))
         self._listener: notify.PostgresListener | None = None
 
     def _fitting(self, category_id: int, worker_ids: frozenset[int]) -> set[int]:

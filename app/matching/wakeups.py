@@ -209,7 +209,8 @@ class Waiter:
 MAX_CACHED_CATEGORIES = 4096
 
 #: Waiting pulls' attempts that may run at once in a process: well under the thread pool's
-#: 40 threads (anyio's default), which the other requests need too.
+#: 40 threads (anyio's default), which the other requests need too. A process whose
+#: database pool keeps fewer connections lets fewer run (app/api/longpoll.py).
 MAX_CONCURRENT_ATTEMPTS = 16
 
 #: A waiter's registration order, the relays' sort key.
@@ -327,12 +328,19 @@ class WaitingFull(Exception):
 class WakeupHub:
     """The waiters of one process, woken by announcements (module docstring)."""
 
-    def __init__(self, fits: FitCheck, max_waiting: int | None = None) -> None:
+    def __init__(
+        self,
+        fits: FitCheck,
+        max_waiting: int | None = None,
+        max_attempts: int = MAX_CONCURRENT_ATTEMPTS,
+    ) -> None:
         self._fits = fits
         self._lock = threading.Lock()
         self._waiters: set[Waiter] = set()
         #: The most waiters at once (None: no bound).
         self.max_waiting = max_waiting
+        #: The most attempts of waiting pulls at once (see any_attempt).
+        self.max_attempts = max(1, max_attempts)
         #: Each worker's waiters not superseded, oldest first (by the worker's name).
         self._keyed: dict[str, list[Waiter]] = {}
         #: The waiting pulls each worker may hold, as its last attempt found (see hold);
@@ -487,7 +495,7 @@ class WakeupHub:
         self, *, woken: bool = False, waiter: Waiter | None = None
     ) -> AbstractAsyncContextManager[None]:
         """A turn at the gate of every waiting pull's attempts together: at most
-        :data:`MAX_CONCURRENT_ATTEMPTS` hold a thread of the pool at once, so that the other
+        ``max_attempts`` hold a thread of the pool at once, so that the other
         requests always find one, and a woken waiter goes first (:class:`AttemptGate`).
         Without the bound, a farm's waits ending together (2,000 deadlines within seconds)
         took every thread, each waiting on SQLite's write lock, while the transaction that
@@ -496,7 +504,7 @@ class WakeupHub:
         loop = asyncio.get_running_loop()
         if self._all_attempts is None or self._all_attempts[0] is not loop:
             # One per event loop: an app served again (tests) runs on another loop.
-            self._all_attempts = (loop, AttemptGate(MAX_CONCURRENT_ATTEMPTS))
+            self._all_attempts = (loop, AttemptGate(self.max_attempts))
         return self._all_attempts[1].turn(woken=woken, waiter=waiter)
 
     def attempts_of(self, key: str) -> asyncio.Semaphore:

@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from app.api.longpoll import PullOutcome, pull_or_wait
-from app.matching import wakeups
+from app.api.longpoll import LongPoll, PullOutcome, attempts_within_pool, pull_or_wait
+from app.db.connections import ConnectionOptions
+from app.db.engine import Database
 from app.matching.wakeups import WakeupHub
 
 
@@ -16,15 +17,12 @@ def _nothing() -> PullOutcome[str]:
     return PullOutcome(job=None, category_id=None, refresh=False, worker_id=7, could_take_work=True)
 
 
-def test_news_while_a_first_attempt_queues_costs_no_second_attempt(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_news_while_a_first_attempt_queues_costs_no_second_attempt() -> None:
     """A pull whose first attempt waits for a turn does not know its worker yet, so any
     announcement wakes it; the attempt that then runs reads what the news was about, so it
     is the only one. Armed before it queued, the pull attempted again at once: at 10,000
     workers every submission sent the queued first attempts round twice."""
-    monkeypatch.setattr(wakeups, "MAX_CONCURRENT_ATTEMPTS", 1)
-    hub = WakeupHub(lambda category, workers: set())
+    hub = WakeupHub(lambda category, workers: set(), max_attempts=1)
     attempts: list[str] = []
 
     def attempt() -> PullOutcome[str]:
@@ -72,3 +70,22 @@ def test_news_during_an_attempt_brings_another(monkeypatch: pytest.MonkeyPatch) 
         return calls
 
     assert asyncio.run(scenario()) >= 2
+
+
+@pytest.mark.parametrize(("pool_size", "attempts"), [(10, 8), (4, 2), (2, 1), (40, 16)])
+def test_attempts_at_once_stay_within_the_connections_the_pool_keeps(
+    pool_size: int, attempts: int
+) -> None:
+    """Attempts beyond the pool's kept connections each opened an overflow connection that
+    the pool closed on its return: PostgreSQL forked a session for most attempts of a
+    10,000-worker farm (bench/longpoll.py). The gate leaves the pool two connections for
+    the other requests, and never exceeds MAX_CONCURRENT_ATTEMPTS."""
+    database = Database(
+        "postgresql+psycopg://nobody@127.0.0.1:1/none",
+        options=ConnectionOptions(pool_size=pool_size),
+    )
+    try:
+        assert attempts_within_pool(database) == attempts
+        assert LongPoll(database).hub.max_attempts == attempts
+    finally:
+        database.dispose()

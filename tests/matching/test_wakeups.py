@@ -361,15 +361,12 @@ def test_the_attempt_gate_lets_a_woken_waiter_pass_new_pulls() -> None:
     assert asyncio.run(scenario()) == ["holder", "woken-1", "woken-2", "new-1", "new-2"]
 
 
-def test_news_about_a_known_worker_moves_its_queued_first_attempt_ahead(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_news_about_a_known_worker_moves_its_queued_first_attempt_ahead() -> None:
     """Issue 37: a job for one worker waited behind a farm's deadline pulls queued at the
     gate (39.6 s once, on a loaded host) while that worker's pull queued among them for
     its first attempt. News about a worker known by its name now moves its queued turn
     before the new pulls'."""
-    monkeypatch.setattr(wakeups, "MAX_CONCURRENT_ATTEMPTS", 1)
-    hub = WakeupHub(Fits({}))
+    hub = WakeupHub(Fits({}), max_attempts=1)
 
     async def scenario() -> list[str]:
         loop = asyncio.get_running_loop()
