@@ -94,7 +94,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import _longpoll_clients as clients  # noqa: E402
 import httpx2  # noqa: E402
-from _measure import database_backends_cpu, postgres_server, scratch_database  # noqa: E402
+from _measure import postgres_server, scratch_database  # noqa: E402
 from dispatch import server  # noqa: E402
 from sqlalchemy import Table, and_, case, create_engine, func, insert, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
@@ -437,6 +437,48 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds() -> float:
+    """CPU seconds of the PostgreSQL server on this machine, every database's: its live
+    processes, and the backends that ended, which the postmaster's children times hold
+    once it reaped them (a backend that lives for a few transactions is no process to
+    sample by the time the window ends)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        if not stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+        parent = Path(f"/proc/{fields[1]}/stat")
+        try:
+            postmaster = "postgres" not in parent.read_text().split(")")[0]
+        except OSError:
+            postmaster = True
+        if postmaster:
+            total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped backends
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def sessions(database_name: str) -> int:
+    """Sessions PostgreSQL established to the database so far (pg_stat_database)."""
+    engine = create_engine(postgres_server(), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+            value = connection.execute(
+                text("SELECT sessions FROM pg_stat_database WHERE datname = :name"),
+                {"name": database_name},
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    return int(value)
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds every CPU of the machine spent not idle so far (/proc/stat)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
@@ -446,17 +488,17 @@ def machine_busy_seconds() -> float:
 
 class CpuShares:
     """Where the machine's CPU goes over a window, by kind of process: the server's,
-    PostgreSQL's backends of the bench database, the client processes that hold the
-    workers' pulls, this process (submissions and probes), and the rest."""
+    PostgreSQL's (every database's: the machine's server is shared), the client
+    processes that hold the workers' pulls, this process (submissions and probes), and
+    the rest."""
 
     def __init__(self, pid: int, clients: list[int], database_name: str | None) -> None:
         self.pid, self.clients, self.database_name = pid, clients, database_name
 
     def sample(self) -> dict[str, float]:
-        database = database_backends_cpu(self.database_name) if self.database_name else 0.0
         return {
             "server": cpu_seconds(server_processes(self.pid)),
-            "PostgreSQL": database,
+            "PostgreSQL": postgres_cpu_seconds() if self.database_name else 0.0,
             "clients": cpu_seconds(self.clients),
             "bench": cpu_seconds([os.getpid()]),
             "machine": machine_busy_seconds(),
@@ -715,10 +757,15 @@ async def idle_cost(
         # PostgreSQL flushes a backend's counts up to 10 s after its last transaction
         # (PGSTAT_IDLE_INTERVAL): let the earlier ones and this scrape's arrive first.
         await asyncio.sleep(STATS_SETTLE_SECONDS)
-        before_xacts = transactions(database_name)
+        before_xacts, before_sessions = transactions(database_name), sessions(database_name)
         await asyncio.sleep(seconds)
         after_xacts = transactions(database_name)
         idle_xacts = after_xacts - before_xacts
+        opened = sessions(database_name) - before_sessions
+        table.add(
+            f"PostgreSQL sessions opened, idle {label}",
+            f"{opened} in {seconds:g} s = {opened / seconds:.1f} per second",
+        )
         table.add(
             f"transactions, idle {label}",
             f"{idle_xacts} in {seconds:g} s = {idle_xacts * 60 / seconds / workers:.3f} "
