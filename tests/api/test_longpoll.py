@@ -350,11 +350,12 @@ def test_a_worker_with_two_free_slots_holds_two_waiting_pulls(
     assert response.status_code == 204 and response.headers[SUPERSEDED] == "true"
     until(lambda: hub_of(client).waiting_for(wid) == 2, "the third pull")
     assert second.thread.is_alive()
-    since = time.monotonic()
     jobs = [submit(client, admin_headers, JAVA) for _ in range(2)]
-    taken = sorted(p.result(timeout=WOKEN_DEADLINE + 20)[0].json()["id"] for p in (second, third))
-    assert taken == sorted(job["id"] for job in jobs)
-    assert time.monotonic() - since < WOKEN_DEADLINE / 2
+    answers = [p.result(timeout=WOKEN_DEADLINE + 20)[0] for p in (second, third)]
+    # A wait that ran out would answer 204: a 200 with the job is the wake-up's (no time
+    # bound: a loaded machine once took longer than one, and timing gates no test).
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert sorted(answer.json()["id"] for answer in answers) == sorted(job["id"] for job in jobs)
 
 
 def test_a_full_waiting_budget_refuses_a_new_worker_and_probes_still_answer(
