@@ -1,9 +1,10 @@
 """Explain's account of where a waiting job stands is what the pull does (issue 41, the
 house rule that every answer predicting dispatch comes from the pull's own decision): on
 generated clusters (a few workers fitting some categories, a few submitters with random
-weights and decayed usage, jobs of varied priority, age, category and submitter), under
-fair share and under today's order, each worker pulls in a savepoint until it gets
-nothing, and for every waiting job the count of jobs ahead of it on that worker
+weights, groups and decayed usage, groups with random weights, jobs of varied priority,
+age, category and submitter), under fair share, group share and today's order, each
+worker pulls in a savepoint until it gets nothing, and for every waiting job the count of
+jobs ahead of it on that worker
 (app/matching/ordering/standing.py, what explain's ``outranked`` words carry) is the
 number of jobs those pulls took before it, submitter by submitter; explain's own answer
 for the worker (``now``, or ``outranked`` with that count in its words) agrees.
@@ -33,7 +34,7 @@ from app.db.models import Job, JobState, SubmitterShare, Worker
 from app.matching import readiness, submission
 from app.matching.dispatch.pull import pull
 from app.matching.ordering.policy import Ordering
-from app.matching.ordering.shares import set_weight
+from app.matching.ordering.shares import set_group, set_group_weight, set_weight
 from app.matching.ordering.standing import fitting_categories, jobs_ahead
 from app.matching.ordering.usage import book
 from app.matching.requests import JobSpec
@@ -51,8 +52,12 @@ POLICIES = st.sampled_from(
         "priority,age",
         "priority,fair-share,age",
         "age,fair-share",
+        "group-share,fair-share,priority,age",
+        "group-share,fair-share,priority,age",
+        "group-share,priority,age",
     ]
 )
+GROUPS = ("g1", "g2")
 AHEAD = re.compile(r"(?:at least )?(\d+) jobs? ahead of it on this worker")
 
 
@@ -64,6 +69,7 @@ def submitters(draw: st.DrawFn) -> dict[str, Any]:
         "weight": draw(st.sampled_from([1.0, 1.0, 2.0, 3.0])),
         "usage": draw(st.sampled_from([0.0, 0.0, 100.0, 200.0, 300.0])),
         "half_lives_ago": draw(st.sampled_from([0, 0, 1])),
+        "group": draw(st.sampled_from([None, None, *GROUPS])),
     }
 
 
@@ -83,9 +89,11 @@ def _build(
     fleet: list[list[str]],
     people: dict[str, dict[str, Any]],
     wanted: list[dict[str, Any]],
+    group_weights: dict[str, float],
 ) -> list[int]:
-    """The workers, the jobs (their ages set) and the submitters' weights and usage; the
-    ids of the waiting jobs."""
+    """The workers, the jobs (their ages set), the submitters' weights and usage, then
+    their groups (each takes its usage along) and the groups' weights; the ids of the
+    waiting jobs."""
     now = utcnow()
     with database.transaction() as session:
         for index, tags in enumerate(fleet):
@@ -113,6 +121,11 @@ def _build(
             if person["usage"] > 0:
                 at = now - timedelta(seconds=HALFLIFE * person["half_lives_ago"])
                 book(session, name, person["usage"], at, HALFLIFE)
+        for name, person in people.items():
+            if person["group"] is not None:
+                set_group(session, name, person["group"], HALFLIFE)
+        for group, weight in group_weights.items():
+            set_group_weight(session, group, weight)
     with database.transaction() as session:
         return list(
             session.scalars(select(Job.id).where(Job.id.in_(ids), Job.state == JobState.WAITING))
@@ -161,6 +174,9 @@ def _count_in(words: str) -> int:
     ),
     people=st.fixed_dictionaries({name: submitters() for name in SUBMITTERS}),
     wanted=st.lists(jobs(), min_size=1, max_size=9),
+    group_weights=st.fixed_dictionaries(
+        {group: st.sampled_from([1.0, 1.0, 2.0, 3.0]) for group in GROUPS}
+    ),
 )
 def test_jobs_ahead_is_what_the_pulls_take_first(
     database: Database,
@@ -169,10 +185,11 @@ def test_jobs_ahead_is_what_the_pulls_take_first(
     fleet: list[list[str]],
     people: dict[str, dict[str, Any]],
     wanted: list[dict[str, Any]],
+    group_weights: dict[str, float],
 ) -> None:
     empty_tables(database)
     ordering = use_ordering(text, HALFLIFE)
-    waiting = _build(database, fleet, people, wanted)
+    waiting = _build(database, fleet, people, wanted, group_weights)
     with database.transaction() as session:
         workers = dict(session.execute(select(Worker.name, Worker.id).order_by(Worker.name)).all())
         shares = {row.submitter: row.usage_log2 for row in session.scalars(select(SubmitterShare))}
@@ -195,7 +212,7 @@ def test_jobs_ahead_is_what_the_pulls_take_first(
                 for item in ahead:
                     by_submitter[item.submitter] += item.count
                 pulled_first = Counter(who for _id, who in taken[:place])
-                context = (text, name, job_id, taken, ahead, fleet, people, wanted)
+                context = (text, name, job_id, taken, ahead, fleet, people, wanted, group_weights)
                 assert by_submitter == pulled_first, context
                 answer, words = explained[name]
                 if place == 0:
