@@ -176,3 +176,41 @@ def test_group_share_keeps_the_pull_s_statements(
         counts[text] = len(sent)
         assert ("submitter_groups" in " ".join(sent)) == (text != "priority,age")
     assert len(set(counts.values())) == 1, counts
+
+
+def test_the_example_of_docs_ordering(
+    database: Database, use_ordering: Callable[..., Ordering]
+) -> None:
+    """docs/ordering.md's groups example: course-a (alice, bob) weighs 2, course-b
+    (carol) and dave (no group) 1; alice used 6,000, carol 5,400, dave 1,800."""
+    ordering = use_ordering("group-share,fair-share,priority,age", 86_400.0)
+    add_worker(database, "w", slots=10)
+    jobs = {name: _submit(database, name)[0] for name in ("alice", "bob", "carol", "dave")}
+    with database.transaction() as session:
+        set_group(session, "alice", "course-a", 86_400.0)
+        set_group(session, "bob", "course-a", 86_400.0)
+        set_group(session, "carol", "course-b", 86_400.0)
+        set_group_weight(session, "course-a", 2.0)
+        now = utcnow()
+        for name, used in (("alice", 6000.0), ("carol", 5400.0), ("dave", 1800.0)):
+            book(session, name, used, now, 86_400.0)
+        listed = group_standings(session, 86_400.0, at=now)
+        assert [(g.group, g.share, g.below_share) for g in listed] == [
+            (None, 0.25, True),
+            ("course-a", 0.5, True),
+            ("course-b", 0.25, False),
+        ]
+        assert [round(100 * g.usage_fraction, 1) for g in listed] == [13.6, 45.5, 40.9]
+        worker_id = session.scalar(select(Worker.id).where(Worker.name == "w"))
+        assert worker_id is not None
+        job = session.get_one(Job, jobs["carol"])
+        said = words(
+            jobs_ahead(session, job, fitting_categories(session, worker_id), ordering), ordering
+        )
+    assert said == (
+        "3 jobs ahead of it on this worker by the ordering group-share, fair-share, priority, "
+        "age: 1 of alice (group course-a further below its share), 1 of bob (group course-a "
+        "further below its share), 1 of dave (as a group of one, further below its share)"
+    )
+    order = [jobs[name] for name in ("dave", "bob", "alice", "carol")]
+    assert [pull_job(database, "w") for _ in range(4)] == order
