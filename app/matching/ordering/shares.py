@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
@@ -215,14 +216,18 @@ def set_weight(session: Session, submitter: str, weight: float) -> None:
 
 
 def ensure_group(session: Session, name: str) -> SubmitterGroup:
-    """The group's row, locked; made (weight 1, no usage) if it has none."""
+    """The group's row, locked; made (weight 1, no usage) if it has none. Concurrent
+    requests may make the same group: the primary key lets one insert win."""
+    insert_into = (
+        postgresql.insert if session.connection().dialect.name == "postgresql" else sqlite.insert
+    )
+    now = utcnow()
+    session.execute(
+        insert_into(SubmitterGroup).on_conflict_do_nothing(index_elements=["name"]),
+        [{"name": name, "usage_at": now, "usage_epoch": now.timestamp()}],
+    )
     row = session.get(SubmitterGroup, name, with_for_update=True, populate_existing=True)
-    if row is None:
-        now = utcnow()
-        row = SubmitterGroup(name=name, weight=1.0, usage=0.0, usage_at=now)
-        row.usage_epoch = now.timestamp()
-        session.add(row)
-        session.flush()
+    assert row is not None  # just made
     return row
 
 
@@ -249,9 +254,14 @@ def set_group(session: Session, submitter: str, group: str | None, halflife_seco
     now = utcnow().timestamp()
     carried = _now_usage(row.usage, row.usage_epoch, now, halflife_seconds)
     old = row.group_name
+    # Both groups locked in the order of their names, so that two moves between the
+    # same groups in opposite directions do not wait for each other.
+    locked = {
+        name: ensure_group(session, name)
+        for name in sorted(name for name in (old, group) if name is not None)
+    }
     if old is not None:
-        left = session.get(SubmitterGroup, old, with_for_update=True, populate_existing=True)
-        assert left is not None  # the foreign key
+        left = locked[old]
         add_usage(left, -carried, now, halflife_seconds)
         others = session.scalar(
             select(SubmitterShare.submitter)
@@ -262,7 +272,6 @@ def set_group(session: Session, submitter: str, group: str | None, halflife_seco
             # Nobody left: none of the rounding of the subtraction stays behind.
             add_usage(left, -left.usage, left.usage_epoch, halflife_seconds)
     if group is not None:
-        joined = ensure_group(session, group)
-        add_usage(joined, carried, now, halflife_seconds)
+        add_usage(locked[group], carried, now, halflife_seconds)
     row.group_name = group
     session.flush()
