@@ -161,7 +161,7 @@ def _count_in(words: str) -> int:
 
 
 @settings(
-    max_examples=examples(25),
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
