@@ -6,6 +6,7 @@ Run from the repository root::
     .venv/bin/python bench/dispatch.py --database postgresql
     .venv/bin/python bench/dispatch.py --quick             # small sizes, about a minute
     .venv/bin/python bench/dispatch.py --fair-share        # fair share on against off
+    .venv/bin/python bench/dispatch.py --fair-share --groups 10   # and group share
 
 It builds a scratch database per backend (SQLite under /tmp, PostgreSQL ``jobmatch_bench_*``
 on 127.0.0.1:5432 as user postgres; both removed at the end unless ``--keep``), fills it
@@ -121,6 +122,7 @@ from app.matching import candidates  # noqa: E402
 from app.matching.dispatch import express  # noqa: E402
 from app.matching.dispatch import pull as dispatch  # noqa: E402
 from app.matching.ordering import policy as ordering_policy  # noqa: E402
+from app.matching.ordering import shares as fair_shares  # noqa: E402
 from app.matching.ordering import usage as fair_share_usage  # noqa: E402
 from app.matching.reasons import SCOPE_PARAM  # noqa: E402
 from app.matching.submission import JobSpec, submit_job  # noqa: E402
@@ -948,23 +950,44 @@ def spread_over_submitters(database: Database, submitters: int) -> None:
             fair_share_usage.book(session, name, rng.uniform(0, 3600), now, 3600.0)
 
 
+def into_groups(database: Database, submitters: int, groups: int) -> None:
+    """Put the ``submitters`` of :func:`spread_over_submitters` into ``groups`` groups
+    (round robin; each takes its usage along), as courses of a shared farm."""
+    with database.transaction() as session:
+        for index in range(submitters):
+            fair_shares.set_group(session, f"user{index}", f"group{index % groups}", 3600.0)
+
+
 def fair_share_comparison(
-    database: Database, pullers: list[str], sizes: Sizes, report: Report, submitters: int
+    database: Database,
+    pullers: list[str],
+    sizes: Sizes,
+    report: Report,
+    submitters: int,
+    groups: int = 0,
 ) -> None:
     """Issue 41: the pull with fair share on (heads per category and submitter) against
     the same pull with today's order, on the same data (rolled back: every pull sees the
     same state), the two alternating round by round so that the machine's load weighs on
-    both alike."""
+    both alike. With ``groups``, the submitters are put in that many groups and the pull
+    under ``group-share,fair-share,priority,age`` is measured too."""
     spread_over_submitters(database, submitters)
+    if groups:
+        into_groups(database, submitters, groups)
     analyze(database)
     fair = ordering_policy.Ordering.of("fair-share,priority,age", 3600.0)
-    for ordering in (fair, ordering_policy.DEFAULT):
+    grouped = ordering_policy.Ordering.of("group-share,fair-share,priority,age", 3600.0)
+    for ordering in (fair, ordering_policy.DEFAULT, *((grouped,) if groups else ())):
         ordering_policy.use(ordering)
         repeat_rolled_back(database, pullers[:20])  # warm-up: the statements, the caches
     off_rounds: list[list[float]] = []
     on_rounds: list[list[float]] = []
+    group_rounds: list[list[float]] = []
+    measured = [(ordering_policy.DEFAULT, off_rounds), (fair, on_rounds)]
+    if groups:
+        measured.append((grouped, group_rounds))
     for _ in range(sizes.rounds):
-        for ordering, rounds in ((ordering_policy.DEFAULT, off_rounds), (fair, on_rounds)):
+        for ordering, rounds in measured:
             ordering_policy.use(ordering)
             times, _empty = repeat_rolled_back(database, pullers)
             rounds.append(times)
@@ -991,6 +1014,19 @@ def fair_share_comparison(
             f"{load_average()}",
         )
     )
+    if groups:
+        by50, by99, by_note = pooled_rounds(group_rounds)
+        report.add(
+            Figure(
+                f"pull, group share on ({submitters} submitters in {groups} groups)",
+                by50,
+                by99,
+                target="<1.3x off",
+                met=by50 < 1.3 * off50 and by99 < 1.3 * off99,
+                note=f"{by_note}; p50 {by50 / off50:.2f}x, p99 {by99 / off99:.2f}x of off; "
+                f"{load_average()}",
+            )
+        )
 
 
 def pooled_rounds(rounds: list[list[float]]) -> tuple[float, float, str]:
@@ -1144,7 +1180,7 @@ def _run(
     print(f"  {main_waiting:,} waiting jobs", flush=True)
     if args.fair_share:
         pullers = random.Random(SEED + 1).sample(data.pullers, min(sizes.pulls, len(data.pullers)))
-        fair_share_comparison(database, pullers, sizes, report, args.submitters)
+        fair_share_comparison(database, pullers, sizes, report, args.submitters, args.groups)
         return
 
     trips, commits = calibration(database)
@@ -1519,6 +1555,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--submitters", type=int, default=100, help="submitters of --fair-share (default 100)"
+    )
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=0,
+        help="with --fair-share: put the submitters in this many groups and measure the pull "
+        "under group-share,fair-share,priority,age too (default 0: no groups)",
     )
     args = parser.parse_args()
     sizes = _sizes(args)

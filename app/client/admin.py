@@ -12,6 +12,7 @@ from app.client.models import (
     Attribute,
     Demand,
     Expired,
+    GroupStanding,
     HostGroup,
     HostGroupPage,
     IssuedToken,
@@ -229,10 +230,23 @@ class AdminClient(SubmitterClient):
         return self._call(Shares, ops.LIST_SHARES)
 
     @covers(ops.SET_SHARE_WEIGHT)
-    def set_share_weight(self, submitter: str, weight: float) -> Standing:
-        """Give a submitter a weight; its share is its weight over every submitter's."""
+    def set_share_weight(
+        self, submitter: str, weight: float, group: str | None = None, no_group: bool = False
+    ) -> Standing:
+        """Give a submitter a weight; its share is its weight over every submitter's.
+        ``group`` puts it in that group, ``no_group`` in none; without either it stays
+        in the group it is in."""
+        body: dict[str, Any] = {"weight": weight}
+        if group is not None or no_group:
+            body["group"] = None if no_group else group
+        return self._call(Standing, ops.SET_SHARE_WEIGHT, path={"submitter": submitter}, body=body)
+
+    @covers(ops.SET_GROUP_WEIGHT)
+    def set_group_weight(self, name: str, weight: float) -> GroupStanding:
+        """Give a group of submitters a weight (the group is made if new); its share is
+        its weight over every group's."""
         return self._call(
-            Standing, ops.SET_SHARE_WEIGHT, path={"submitter": submitter}, body={"weight": weight}
+            GroupStanding, ops.SET_GROUP_WEIGHT, path={"name": name}, body={"weight": weight}
         )
 
     # -- host groups, user access lists, projects --------------------------------------

@@ -417,17 +417,35 @@ class Standing:
     usage: float
     usage_fraction: float
     below_share: bool
+    #: The group it belongs to; None: a group of its own.
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupStanding:
+    """One group of submitters under group share (docs/ordering.md; ``group`` None: a
+    submitter without a group, a group of its own): its members, weight, share (weight
+    over every group's), its members' usage decayed to now, and that over everybody's."""
+
+    group: str | None
+    members: list[str]
+    weight: float
+    share: float
+    usage: float
+    usage_fraction: float
+    below_share: bool
 
 
 @dataclass(frozen=True)
 class Shares:
-    """The deployment's ordering rules, its half-life and every submitter's standing,
-    furthest below its share first."""
+    """The deployment's ordering rules, its half-life, every submitter's standing in the
+    order the pull gives them the next job, and every group's."""
 
     ordering: str
     fair_share: bool
     halflife_seconds: float
     submitters: list[Standing]
+    groups: list[GroupStanding] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

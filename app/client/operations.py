@@ -127,6 +127,7 @@ REPLACE_QUOTA_SET = Operation("PUT", "/v1/quotas/{name}")
 DELETE_QUOTA_SET = Operation("DELETE", "/v1/quotas/{name}")
 LIST_SHARES = Operation("GET", "/v1/shares")
 SET_SHARE_WEIGHT = Operation("PUT", "/v1/shares/{submitter}")
+SET_GROUP_WEIGHT = Operation("PUT", "/v1/groups/{name}")
 # Grid Engine host groups, user access lists and projects
 CREATE_HOST_GROUP = Operation("POST", "/v1/hostgroups")
 LIST_HOST_GROUPS = Operation("GET", "/v1/hostgroups")

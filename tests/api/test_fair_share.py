@@ -164,3 +164,89 @@ def test_the_default_policy_says_fair_share_is_off(
     assert (shares["ordering"], shares["fair_share"]) == ("priority,age", False)
     assert client.get("/v1/shares").status_code == 401
     assert "jobmatch_submitter_usage" not in client.get("/metrics").text
+
+
+@pytest.fixture
+def group_client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    grouped = settings.model_copy(update={"ordering": "group-share,fair-share,priority,age"})
+    with TestClient(create_app(grouped, database=database), raise_server_exceptions=False) as c:
+        yield c
+    policy.use(policy.DEFAULT)
+
+
+def test_groups_weights_order_metrics_and_explain(
+    group_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = group_client
+    tokens = {name: _token(client, admin_headers, name) for name in ("alice", "bob", "carol")}
+    worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
+    w = {"Authorization": f"Bearer {worker.json()['token']}"}
+    for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
+        put = client.put(
+            f"/v1/shares/{name}", json={"weight": 1, "group": group}, headers=admin_headers
+        )
+        assert put.status_code == 200, put.text
+        assert put.json()["group"] == group
+    # alice runs a job to its end: course-a has used the farm, course-b not.
+    first = client.post("/v1/jobs", json={}, headers=tokens["alice"]).json()["id"]
+    assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == first
+    finished = client.post(f"/v1/jobs/{first}/finish", json={"outcome": "finished"}, headers=w)
+    assert finished.status_code == 200, finished.text
+    bob_job = client.post("/v1/jobs", json={}, headers=tokens["bob"]).json()["id"]
+    carol_job = client.post("/v1/jobs", json={}, headers=tokens["carol"]).json()["id"]
+
+    explained = client.get(f"/v1/jobs/{bob_job}/explain", headers=admin_headers).json()
+    (verdict,) = explained["workers"]
+    assert verdict["answer"] == "outranked", verdict
+    message = verdict["clauses"][0]["message"]
+    assert "1 job ahead of it on this worker by the ordering group-share, fair-share" in message
+    assert "1 of carol (group course-b further below its share)" in message
+
+    listed = client.get("/v1/shares", headers=admin_headers).json()
+    assert [s["submitter"] for s in listed["submitters"]] == ["carol", "bob", "alice"]
+    groups = {g["group"]: g for g in listed["groups"]}
+    assert groups["course-a"]["members"] == ["alice", "bob"]
+    assert groups["course-a"]["usage"] > 0 and groups["course-b"]["usage"] == 0
+    assert groups["course-b"]["below_share"] is True
+
+    # A weight of 3 against 1: course-a's share is 75%.
+    weighted = client.put("/v1/groups/course-a", json={"weight": 3}, headers=admin_headers)
+    assert weighted.status_code == 200, weighted.text
+    assert weighted.json()["share"] == pytest.approx(0.75)
+    assert weighted.json()["members"] == ["alice", "bob"]
+
+    metrics = client.get("/metrics").text
+    assert 'jobmatch_group_share{group="course-a"} 0.75' in metrics
+    assert 'jobmatch_group_usage{group="course-b"} 0.0' in metrics
+    # The job ran a moment: all the usage there is, course-a's.
+    assert 'jobmatch_group_usage_fraction{group="course-a"} 1.0' in metrics
+
+    assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == carol_job
+    # Left out, the group stays; null takes the submitter out of it.
+    kept = client.put("/v1/shares/bob", json={"weight": 2}, headers=admin_headers).json()
+    assert kept["group"] == "course-a" and kept["weight"] == 2
+    alone = client.put("/v1/shares/bob", json={"weight": 2, "group": None}, headers=admin_headers)
+    assert alone.json()["group"] is None
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/groups/course-a", {"weight": 0}, "weight"),
+        ("/v1/groups/course-a", {"weight": "much"}, "weight"),
+        ("/v1/groups/course-a", {}, "weight"),
+        ("/v1/groups/course-a", {"weight": 1, "members": ["x"]}, "members"),
+        ("/v1/groups/bad%20name", {"weight": 1}, "name"),
+        ("/v1/shares/alice", {"weight": 1, "group": "bad name"}, "group"),
+        ("/v1/shares/alice", {"weight": 1, "group": ""}, "group"),
+        ("/v1/shares/alice", {"weight": 1, "group": 3}, "group"),
+    ],
+)
+def test_a_bad_group_or_weight_is_a_problem_naming_it(
+    client: TestClient, admin_headers: dict[str, str], path: str, body: object, field: str
+) -> None:
+    answer = client.put(path, json=body, headers=admin_headers)
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert field in answer.text
+    assert client.get("/v1/shares", headers=admin_headers).json()["groups"] == []

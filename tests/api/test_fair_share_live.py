@@ -90,7 +90,7 @@ def test_fair_share_on_the_second_submitter_goes_next(fair_server: LiveServer) -
     lines = listed.stdout.splitlines()
     assert lines[0].startswith("ordering: fair-share,priority,age (fair share on)")
     rows = {line.split()[0]: line.split() for line in lines[3:]}
-    assert rows["alice"][1:3] == ["1", "50.0%"] and rows["bob"][-1] == "yes"
+    assert rows["alice"][1:4] == ["-", "1", "50.0%"] and rows["bob"][-1] == "yes"
     assert Jobmatch(server)("shares", "list", "-o", "json").json()["fair_share"] is True
 
 

@@ -25,7 +25,7 @@ from app.api.demand_gauges import DemandFigures, DemandGauges
 from app.api.deps import SessionDep
 from app.api.responses import errors
 from app.matching.ordering import policy
-from app.matching.ordering.shares import Standing, standings
+from app.matching.ordering.shares import GroupStanding, Standing, group_standings, standings
 from app.matching.stats import Stats, collect
 from app.metrics import multiprocess_dir
 
@@ -37,9 +37,12 @@ class _DatabaseGauges(Collector):
     """Gauges read from the database at scrape time: each family is one kind of thing,
     so that no sum over a label mixes unlike ones (booked and total slots are two)."""
 
-    def __init__(self, stats: Stats, shares: list[Standing]) -> None:
+    def __init__(
+        self, stats: Stats, shares: list[Standing], groups: list[GroupStanding] | None = None
+    ) -> None:
         self.stats = stats
         self.shares = shares
+        self.groups = groups or []
 
     def collect(self) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("jobmatch_jobs", "Jobs by state.", labels=["state"])
@@ -101,6 +104,35 @@ class _DatabaseGauges(Collector):
             share.add_metric([standing.submitter], standing.share)
             fraction.add_metric([standing.submitter], standing.usage_fraction)
         yield from (usage, share, fraction)
+        yield from self._groups()
+
+    def _groups(self) -> Iterator[Metric]:
+        """Usage against share per named group of submitters (a submitter without a group
+        is a group of its own, already exported as a submitter)."""
+        named = [group for group in self.groups if group.group is not None]
+        if not named:
+            return
+        usage = GaugeMetricFamily(
+            "jobmatch_group_usage",
+            "Slot-seconds a group's members' ended jobs used, decayed to now with the half-life.",
+            labels=["group"],
+        )
+        share = GaugeMetricFamily(
+            "jobmatch_group_share",
+            "A group's share: its weight over every group's, a submitter without a group "
+            "counting as a group of its own (0 to 1).",
+            labels=["group"],
+        )
+        fraction = GaugeMetricFamily(
+            "jobmatch_group_usage_fraction",
+            "A group's decayed usage over everybody's (0 to 1).",
+            labels=["group"],
+        )
+        for group in named:
+            usage.add_metric([str(group.group)], group.usage)
+            share.add_metric([str(group.group)], group.share)
+            fraction.add_metric([str(group.group)], group.usage_fraction)
+        yield from (usage, share, fraction)
 
 
 class _DemandGauges(Collector):
@@ -154,7 +186,8 @@ def _scrape(request: Request, session: SessionDep) -> Response:
     database = CollectorRegistry()
     ordering = policy.active()
     shares = standings(session, ordering.halflife_seconds) if ordering.fair_share else []
-    database.register(_DatabaseGauges(collect(session), shares))
+    groups = group_standings(session, ordering.halflife_seconds) if ordering.fair_share else []
+    database.register(_DatabaseGauges(collect(session), shares, groups))
     gauges: DemandGauges = request.app.state.demand_gauges
     figures = gauges.figures()
     if figures is not None:

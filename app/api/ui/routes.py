@@ -225,7 +225,8 @@ def queue_page(viewer: ViewerDep, session: SessionDep) -> Response:
     # Usage against share under fair share (docs/ordering.md); every submitter's, so an
     # administrator's view only.
     shares = (
-        fair_shares.standings(session, ordering.halflife_seconds)
+        # In the pull's order: by group first under group-share.
+        fair_shares.standings(session, ordering.halflife_seconds, by_group=ordering.group_share)
         if ordering.fair_share and viewer.is_admin
         else None
     )

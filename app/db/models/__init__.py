@@ -49,7 +49,7 @@ from app.db.models.jobs import (
 from app.db.models.momotor import CategoryTag, WorkerTag
 from app.db.models.output import JobOutput
 from app.db.models.quotas import QuotaBooking, QuotaLimit, QuotaSet, QuotaUsage
-from app.db.models.shares import SubmitterShare
+from app.db.models.shares import SubmitterGroup, SubmitterShare
 from app.db.models.templates import WorkerTemplate
 from app.db.models.tokens import ApiToken, Role
 
@@ -99,6 +99,7 @@ __all__ = [
     "ResourceVertex",
     "Role",
     "SchedulerConfig",
+    "SubmitterGroup",
     "SubmitterShare",
     "TagMode",
     "Task",

@@ -18,15 +18,23 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, literal_column, o
 from sqlalchemy.orm import Session
 
 from app.db import dialect
-from app.db.models import Category, CategoryTask, Job, SubmitterShare
+from app.db.models import Category, CategoryTask, Job, SubmitterGroup, SubmitterShare
 from app.matching.allocation import coarse_filter
 from app.matching.dispatch.puller import Puller
 from app.matching.dispatch.task_limits import limited_array, not_held_back
 from app.matching.gridengine.queue_lists import names_no_queues
 from app.matching.misfits import worker_fits
-from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms, share_key
+from app.matching.ordering.policy import (
+    DEFAULT,
+    GROUP_OF_SUBMITTER,
+    Ordering,
+    active,
+    group_key,
+    order_terms,
+    share_key,
+)
 from app.matching.slots import WAITING
-from app.wire.ordering import FAIR_SHARE
+from app.wire.ordering import GROUP_SHARE
 
 # ``state = 'waiting'`` (WAITING) is written as a literal, not a bound parameter: the
 # partial indexes on waiting jobs (``ix_jobs_waiting_order``) are usable only when the
@@ -68,11 +76,12 @@ def heads_statement(
 ) -> Select[Any]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
     the one-statement take of app/matching/dispatch/pull_plain.py does. Under a policy
-    with fair share the heads are per category and submitter, and the rows carry the
-    submitter's standing (``share_key``) after the four columns."""
+    with fair share (or group share) the heads are per category and submitter, and the
+    rows carry the submitter's standing (``share_key``) and its group's (``group_key``)
+    after the four columns."""
     fit, plain = head_fit(managed, refusals, puller), plain_category(managed)
     if ordering.fair_share:
-        if skip_locked and ordering.rules[0] == FAIR_SHARE:
+        if skip_locked and ordering.leading_share_rules:
             return _heads_by_submitters_in_turn(fit, plain, limit, ordering)
         return _heads_by_category_and_submitter(fit, plain, limit, ordering)
     if skip_locked:
@@ -237,15 +246,16 @@ def _heads_by_submitters_in_turn(
     sort) once the submitters of the first standings gave ``limit`` heads: a pull costs
     O(categories) per submitter it looks at, usually one, not O(categories x
     submitters). Submitters of equal standing (no usage yet) are all read: among them
-    priority, then age decide."""
+    priority, then age decide. With ``group-share`` first the submitters come in the
+    order of their group's standing (then their own, with ``fair-share`` next), the
+    same walk."""
     within = ordering.within_submitter
-    key = share_key(ordering.halflife_seconds)
-    shares = (
-        select(SubmitterShare.submitter, key.label("share_key"))
-        .order_by(key)
-        .limit(_MAX_SUBMITTERS)
-        .subquery("s")
-    )
+    shares = _standings(ordering)
+    leading = [
+        shares.c.group_key if rule == GROUP_SHARE else shares.c.share_key
+        for rule in ordering.leading_share_rules
+    ]
+    shares = select(shares).order_by(*leading).limit(_MAX_SUBMITTERS).subquery("s")
     first = (
         select(Job.id, Job.priority, Job.submitted_at, Job.array_id)
         .where(
@@ -285,15 +295,41 @@ def _heads_by_submitters_in_turn(
             and_(best.c.plain, limited.is_(None)).label("plain"),
             limited.label("limited_array"),
             shares.c.share_key,
+            shares.c.group_key,
         )
         .select_from(shares)
         .join(best, true())
         .order_by(
             *order_terms(
-                ordering.rules, best.c.priority, best.c.submitted_at, best.c.id, shares.c.share_key
+                ordering.rules,
+                best.c.priority,
+                best.c.submitted_at,
+                best.c.id,
+                shares.c.share_key,
+                shares.c.group_key,
             )
         )
         .limit(limit)
+    )
+
+
+def _standings(ordering: Ordering) -> Any:
+    """Each submitter with a share row, its standing (``share_key``) and its group's
+    (``group_key``; the submitter's own when the policy has no ``group-share``, so that
+    a policy without groups reads no group row)."""
+    key = share_key(ordering.halflife_seconds)
+    if not ordering.group_share:
+        return select(
+            SubmitterShare.submitter, key.label("share_key"), key.label("group_key")
+        ).subquery("standing")
+    return (
+        select(
+            SubmitterShare.submitter,
+            key.label("share_key"),
+            group_key(ordering.halflife_seconds).label("group_key"),
+        )
+        .outerjoin(SubmitterGroup, GROUP_OF_SUBMITTER)
+        .subquery("standing")
     )
 
 
@@ -303,16 +339,17 @@ def _heads_by_category_and_submitter(
     """Fair share (docs/ordering.md): the head job of each category the worker fits and
     each submitter with a share row (every submitter that submitted while fair share was
     on has one), one seek each in ``ix_jobs_waiting_submitter_order``; best first by the
-    policy's rules, the submitter's standing (``share_key``) standing for fair share.
-    The same statement on both databases (correlated subqueries, no LATERAL): a pull
-    that finds its best head locked takes the next head, of another pair."""
+    policy's rules, the submitter's standing (``share_key``) standing for fair share and
+    its group's (``group_key``) for group share. The same statement on both databases
+    (correlated subqueries, no LATERAL): a pull that finds its best head locked takes
+    the next head, of another pair."""
     within = _job_order(ordering.within_submitter)
-    key = share_key(ordering.halflife_seconds)
+    standing = _standings(ordering)
     head_id = (
         select(Job.id)
         .where(
             Job.category_id == Category.id,
-            Job.submitter == SubmitterShare.submitter,
+            Job.submitter == standing.c.submitter,
             Job.state == WAITING,
             not_held_back(),
         )
@@ -325,16 +362,24 @@ def _heads_by_category_and_submitter(
             head_id.label("job_id"),
             CategoryTask.task_id,
             plain.label("plain"),
-            key.label("share_key"),
+            standing.c.share_key,
+            standing.c.group_key,
         )
         .select_from(Category)
-        .join(SubmitterShare, true())
+        .join(standing, true())
         .outerjoin(CategoryTask, CategoryTask.category_id == Category.id)
         .where(*fit)
         .subquery("pairs")
     )
-    order = order_terms(ordering.rules, Job.priority, Job.submitted_at, Job.id, pairs.c.share_key)
-    return _jobs_of_heads(pairs, order, limit, pairs.c.share_key)
+    order = order_terms(
+        ordering.rules,
+        Job.priority,
+        Job.submitted_at,
+        Job.id,
+        pairs.c.share_key,
+        pairs.c.group_key,
+    )
+    return _jobs_of_heads(pairs, order, limit, pairs.c.share_key, pairs.c.group_key)
 
 
 _cached_heads = lru_cache(maxsize=8)(heads_statement)

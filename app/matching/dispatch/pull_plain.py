@@ -151,6 +151,7 @@ def _take_best(
                 JOBS.c.submitted_at,
                 JOBS.c.id,
                 candidates.c.share_key if ordering.fair_share else None,
+                candidates.c.group_key if ordering.fair_share else None,
             )
         )
         .limit(literal_column("1"))

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, literal_column
+from sqlalchemy import ColumnElement, case, func, literal_column
 
-from app.db.models import SubmitterShare
+from app.db.models import SubmitterGroup, SubmitterShare
 from app.settings import Settings
-from app.wire.ordering import DEFAULT_ORDERING, FAIR_SHARE, parse_ordering
+from app.wire.ordering import DEFAULT_ORDERING, FAIR_SHARE, GROUP_SHARE, SHARE_RULES, parse_ordering
 
 #: What a submitter without usage ranks at: before any with usage.
 NO_USAGE: ColumnElement[float] = literal_column("-1e300")
@@ -39,7 +39,25 @@ class Ordering:
 
     @property
     def fair_share(self) -> bool:
-        return FAIR_SHARE in self.rules
+        """Whether the pull orders by usage against shares (``fair-share`` or
+        ``group-share``): usage is booked, every submitter has a row, and the heads are
+        per category and submitter."""
+        return any(rule in SHARE_RULES for rule in self.rules)
+
+    @property
+    def group_share(self) -> bool:
+        """Whether the pull orders groups of submitters by their usage against share."""
+        return GROUP_SHARE in self.rules
+
+    @property
+    def leading_share_rules(self) -> tuple[str, ...]:
+        """The share rules the policy starts with (none when it starts with another)."""
+        leading: list[str] = []
+        for rule in self.rules:
+            if rule not in SHARE_RULES:
+                break
+            leading.append(rule)
+        return tuple(leading)
 
     @property
     def is_default(self) -> bool:
@@ -49,8 +67,8 @@ class Ordering:
 
     @property
     def within_submitter(self) -> tuple[str, ...]:
-        """The rules that order one submitter's jobs (fair share ties them all)."""
-        return tuple(rule for rule in self.rules if rule != FAIR_SHARE)
+        """The rules that order one submitter's jobs (the share rules tie them all)."""
+        return tuple(rule for rule in self.rules if rule not in SHARE_RULES)
 
     def text(self) -> str:
         return ",".join(self.rules)
@@ -82,16 +100,43 @@ def share_key(halflife_seconds: float) -> ColumnElement[float]:
     )
 
 
+def group_key(halflife_seconds: float) -> ColumnElement[float]:
+    """The standing of a submitter's group, lower first, as :func:`share_key` is the
+    submitter's: the group's row books its members' usage, so the same arithmetic over
+    it gives log2 of the group's usage per group weight. A submitter without a group is
+    a group of its own (Slurm's rule for a user directly under an account: it is a
+    sibling of the sub-accounts, with its own shares): its key is its own. Needs
+    ``submitter_groups`` outer-joined on :data:`GROUP_OF_SUBMITTER`."""
+    per_second: ColumnElement[float] = literal_column(repr(1.0 / halflife_seconds))
+    in_group = func.coalesce(
+        SubmitterGroup.usage_log2 + SubmitterGroup.usage_epoch * per_second, NO_USAGE
+    )
+    return case((SubmitterShare.group_name.is_(None), share_key(halflife_seconds)), else_=in_group)
+
+
+#: The join that :func:`group_key` reads the group's row through.
+GROUP_OF_SUBMITTER = SubmitterGroup.name == SubmitterShare.group_name
+
+
 def order_terms(
-    rules: tuple[str, ...], priority: Any, submitted_at: Any, job_id: Any, share: Any = None
+    rules: tuple[str, ...],
+    priority: Any,
+    submitted_at: Any,
+    job_id: Any,
+    share: Any = None,
+    group: Any = None,
 ) -> list[Any]:
-    """ORDER BY terms for ``rules`` over the given columns, the job id last."""
+    """ORDER BY terms for ``rules`` over the given columns, the job id last: ``share``
+    and ``group`` are the submitter's and its group's standing (when the rules have
+    them)."""
     terms: list[Any] = []
     for rule in rules:
         if rule == "priority":
             terms.append(priority.desc())
         elif rule == "age":
             terms.append(submitted_at)
-        elif share is not None:
+        elif rule == FAIR_SHARE and share is not None:
             terms.append(share)
+        elif rule == GROUP_SHARE and group is not None:
+            terms.append(group)
     return [*terms, job_id]

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import InventoryBooking, Job, JobState, SubmitterShare
+from app.db.models import InventoryBooking, Job, JobState, SubmitterGroup, SubmitterShare
 from app.matching.ordering.decay import booked, usage_log2
 from app.matching.ordering.policy import active
 
@@ -86,14 +86,30 @@ def book_job(session: Session, job: Job, ended_at: datetime | None = None) -> No
 def book(
     session: Session, submitter: str, amount: float, at: datetime, halflife_seconds: float
 ) -> SubmitterShare:
-    """Add ``amount`` slot-seconds used at ``at`` to the submitter's decayed usage."""
+    """Add ``amount`` slot-seconds used at ``at`` to the submitter's decayed usage, and to
+    its group's when it has one (the submitter's row is locked first, then the group's,
+    in every booking and every change of group)."""
     ensure_rows(session, [submitter])
     row = session.get(SubmitterShare, submitter, with_for_update=True, populate_existing=True)
     assert row is not None  # just made
-    usage, epoch = booked(row.usage, row.usage_epoch, amount, at.timestamp(), halflife_seconds)
-    row.usage = usage
-    row.usage_epoch = epoch
-    row.usage_at = datetime.fromtimestamp(epoch, UTC)
-    row.usage_log2 = usage_log2(usage, row.weight)
+    add_usage(row, amount, at.timestamp(), halflife_seconds)
+    if row.group_name is not None:
+        group = session.get(
+            SubmitterGroup, row.group_name, with_for_update=True, populate_existing=True
+        )
+        assert group is not None  # the foreign key
+        add_usage(group, amount, at.timestamp(), halflife_seconds)
     session.flush()
     return row
+
+
+def add_usage(
+    row: SubmitterShare | SubmitterGroup, amount: float, at_epoch: float, halflife_seconds: float
+) -> None:
+    """Book ``amount`` (negative: take it away, never below 0) onto a submitter's or a
+    group's row, its log per weight kept in step."""
+    usage, epoch = booked(row.usage, row.usage_epoch, amount, at_epoch, halflife_seconds)
+    row.usage = max(0.0, usage)
+    row.usage_epoch = epoch
+    row.usage_at = datetime.fromtimestamp(epoch, UTC)
+    row.usage_log2 = usage_log2(row.usage, row.weight)

@@ -63,8 +63,16 @@ def test_the_default_ordering_is_today_s() -> None:
     ("text", "words"),
     [
         ("", "expected at least one rule"),
-        ("fair-share,prio", "rule 2 is 'prio': expected one of priority, fair-share, age"),
+        (
+            "fair-share,prio",
+            "rule 2 is 'prio': expected one of priority, group-share, fair-share, age",
+        ),
         ("age,age", "rule 2 ('age') is named twice"),
+        (
+            "fair-share,group-share",
+            "rule 2 ('group-share') comes after 'fair-share': "
+            "expected 'group-share' before 'fair-share'",
+        ),
     ],
 )
 def test_a_bad_ordering_is_refused_at_start(text: str, words: str) -> None:
