@@ -20,10 +20,13 @@ class Settings(BaseSettings):
     #: SQLAlchemy URL. SQLite is the embedded default; use
     #: ``postgresql+psycopg://user@host:5432/dbname`` for a real deployment.
     database_url: str = "sqlite:///./jobmatch.db"
-    #: Connections each server process keeps open to PostgreSQL, and how many more it may
-    #: open under load (SQLAlchemy's pool_size and max_overflow).
-    db_pool_size: int = Field(default=10, ge=1)
-    db_max_overflow: int = Field(default=20, ge=0)
+    #: Connections each server process keeps open to PostgreSQL (opened as the load asks,
+    #: then kept), and how many more it may open for a moment under load, each closed as
+    #: soon as it comes back to a full pool (SQLAlchemy's pool_size and max_overflow). No
+    #: overflow by default: a connection opened and closed per request made PostgreSQL
+    #: fork sessions all the time at 10,000 workers (docs/operations.md).
+    db_pool_size: int = Field(default=20, ge=1)
+    db_max_overflow: int = Field(default=0, ge=0)
     #: ``pgbouncer`` when a pooler in transaction mode stands in front of PostgreSQL: no
     #: prepared statements, no startup options, JIT turned off per transaction, and LISTEN
     #: only on ``database_listen_url`` (docs/operations.md).

@@ -29,9 +29,10 @@ class ConnectionOptions:
     """Pool and pooler settings of one :class:`~app.db.engine.Database` (PostgreSQL; SQLite
     ignores them)."""
 
-    #: Connections each process keeps open, and how many more it may open under load.
-    pool_size: int = 10
-    max_overflow: int = 20
+    #: Connections each process keeps open, and how many more it may open under load
+    #: (closed again at once: see app/settings.py).
+    pool_size: int = 20
+    max_overflow: int = 0
     #: A pooler in transaction mode stands between the process and PostgreSQL.
     behind_pooler: bool = False
     #: Whether psycopg may prepare statements; None: yes unless behind a pooler.

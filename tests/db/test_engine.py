@@ -77,7 +77,7 @@ def test_pool_and_pooler_settings_reach_the_engine() -> None:
 
     url = "postgresql+psycopg://u@127.0.0.1:6432/jobmatch"
     direct = dialect.engine_arguments(url, busy_timeout=1, options=ConnectionOptions())
-    assert direct["pool_size"] == 10 and direct["max_overflow"] == 20
+    assert direct["pool_size"] == 20 and direct["max_overflow"] == 0
     assert direct["connect_args"] == {"options": "-c jit=off"}
 
     settings = Settings(db_pool_size=3, db_max_overflow=0, db_pooler="pgbouncer")
