@@ -653,7 +653,7 @@ def refusals(total: clients.Status) -> str:
 
 
 #: The bench's own requests (submissions, /metrics) the server refused, by status.
-ADMIN_REFUSED: Counter[int] = Counter()
+ADMIN_REFUSED: Counter[int | str] = Counter()
 
 
 class Refused(RuntimeError):
@@ -662,10 +662,16 @@ class Refused(RuntimeError):
 
 async def call(client: httpx2.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx2.Response:
     """A request of the bench's own, sent again after its Retry-After while the server
-    refuses it (503: the process has its maximum of connections; 429), for up to 20 s."""
+    refuses it (503: the process has its maximum of connections; 429), for up to 20 s;
+    and once more on a new connection when a kept-alive one was closed under it (a run
+    at load 9 ended on such a ReadError in its warm-up)."""
     deadline = time.monotonic() + 20
     while True:
-        response = await client.request(method, url, **kwargs)
+        try:
+            response = await client.request(method, url, **kwargs)
+        except (httpx2.ReadError, httpx2.RemoteProtocolError) as error:
+            ADMIN_REFUSED[type(error).__name__] += 1
+            response = await client.request(method, url, **kwargs)
         if response.status_code not in (429, 503) or time.monotonic() > deadline:
             return response
         ADMIN_REFUSED[response.status_code] += 1
@@ -993,7 +999,7 @@ async def run(args: argparse.Namespace, port: int, pid: int, url: str) -> None:
                 table.add("refused in all", refusals(total))
                 table.add(
                     "the bench's own requests refused",
-                    ", ".join(f"{n} x {code}" for code, n in sorted(ADMIN_REFUSED.items()))
+                    ", ".join(f"{n} x {code}" for code, n in sorted(ADMIN_REFUSED.items(), key=str))
                     or "none",
                 )
     finally:
