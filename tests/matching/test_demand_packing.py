@@ -69,6 +69,8 @@ def test_jobs_are_no_longer_said_to_start_when_a_limit_cannot_hold_what_may_be_t
     # t0's two workers may both take other jobs (4's) first: one java-11 job is withdrawn.
     assert mix.starts == {3: 1, 4: 1}
     assert [(u.category_id, u.jobs, u.beyond_limits) for u in mix.unrunnable] == [(3, 1, True)]
+    # The template's own count of jobs says the same as the starts.
+    assert {item.template: item.jobs for item in mix.items} == {"t0": 1, "t1": 1}
 
 
 def test_templates_whose_workers_run_different_categories_are_sized_for_their_own() -> None:

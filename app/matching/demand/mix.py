@@ -121,10 +121,10 @@ def suggest(simulations: list[Simulated], wanted: list[Wanted]) -> Mix:
                 left -= placed
         if left > 0:
             unrunnable.append(Unrunnable(want.category_id, left, beyond_limits=True))
-    for category_id, jobs_left in _size_for_poaching(
-        simulations, wanted, packers, categories, starts
-    ).items():
+    withdrawn = _size_for_poaching(simulations, wanted, packers, categories, jobs, starts)
+    for category_id, jobs_left in withdrawn.items():
         unrunnable.append(Unrunnable(category_id, jobs_left, beyond_limits=True))
+    unrunnable = _one_per_category(unrunnable)
     items = [
         MixItem(name, packers[name].workers, jobs[name], sorted(categories[name]))
         for name in sorted(packers)
@@ -138,6 +138,7 @@ def _size_for_poaching(
     wanted: list[Wanted],
     packers: dict[str, Packer],
     categories: dict[str, list[int]],
+    jobs: dict[str, int],
     starts: dict[int, int],
 ) -> dict[int, int]:
     """A pull takes the oldest job its worker fits, not the one the packing meant for
@@ -173,6 +174,18 @@ def _size_for_poaching(
                 break
             taken = min(short, starts[category_id])
             starts[category_id] -= taken
+            jobs[name] -= taken
             withdrawn[category_id] = withdrawn.get(category_id, 0) + taken
             short -= taken
     return withdrawn
+
+
+def _one_per_category(unrunnable: list[Unrunnable]) -> list[Unrunnable]:
+    """The jobs left of each category summed into one entry per category and kind: a
+    category's jobs beyond one template's limit and those withdrawn for another's are
+    the same answer (beyond the limits)."""
+    summed: dict[tuple[int, bool], int] = {}
+    for item in unrunnable:
+        key = (item.category_id, item.beyond_limits)
+        summed[key] = summed.get(key, 0) + item.jobs
+    return [Unrunnable(c, n, beyond_limits=b) for (c, b), n in summed.items()]
