@@ -20,7 +20,7 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,22 +97,47 @@ def _remove_sqlite(path: Path) -> None:
 # ---------------------------------------------------------------------------- CPU
 
 
+def stat_of(pid: int | str) -> tuple[str, list[str]] | None:
+    """A process's name and its /proc stat fields after the name (state, ppid, pgrp...,
+    utime and stime at 11 and 12, the reaped children's at 13 and 14); None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
+def cpu_of(fields: list[str], *, reaped: bool = False) -> float:
+    """CPU seconds (user + system) in a process's stat fields; with ``reaped``, those of
+    its children that ended too."""
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def pids_cpu(pids: Iterable[int]) -> float:
+    """CPU seconds the processes used so far (0 for one that is gone)."""
+    return sum(cpu_of(found[1]) for found in map(stat_of, pids) if found is not None)
+
+
 def processes_cpu(match: Callable[[str, list[str]], bool]) -> float:
     """CPU seconds (user + system) used so far by the processes ``match`` accepts; it gets
     each one's command line and its /proc stat fields after the name (state, ppid, pgrp...)."""
-    total = 0
+    total = 0.0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
+        found = stat_of(entry.name)
         try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
             cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if match(cmdline.replace(b"\0", b" ").decode(errors="replace"), fields):
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
+        if found is not None and match(
+            cmdline.replace(b"\0", b" ").decode(errors="replace"), found[1]
+        ):
+            total += cpu_of(found[1])
+    return total
 
 
 def database_backends_cpu(database_name: str) -> float:

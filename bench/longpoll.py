@@ -94,7 +94,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import _longpoll_clients as clients  # noqa: E402
 import httpx2  # noqa: E402
-from _measure import postgres_server, scratch_database  # noqa: E402
+from _measure import cpu_of, pids_cpu, postgres_server, scratch_database, stat_of  # noqa: E402
 from dispatch import server  # noqa: E402
 from sqlalchemy import Table, and_, case, create_engine, func, insert, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
@@ -424,44 +424,20 @@ def memory(pid: int) -> dict[int, float]:
     return {process: rss_mb(process) for process in server_processes(pid)}
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds (user + system) the processes used so far (0 for one that is gone)."""
-    total = 0
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def postgres_cpu_seconds() -> float:
     """CPU seconds of the PostgreSQL server on this machine, every database's: its live
     processes, and the backends that ended, which the postmaster's children times hold
     once it reaped them (a backend that lives for a few transactions is no process to
     sample by the time the window ends)."""
-    total = 0
+    total = 0.0
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        found = stat_of(entry.name) if entry.name.isdigit() else None
+        if found is None or not found[0].startswith("postgres"):
             continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        if not stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])
-        parent = Path(f"/proc/{fields[1]}/stat")
-        try:
-            postmaster = "postgres" not in parent.read_text().split(")")[0]
-        except OSError:
-            postmaster = True
-        if postmaster:
-            total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped backends
-    return total / os.sysconf("SC_CLK_TCK")
+        parent = stat_of(found[1][1])
+        postmaster = parent is None or not parent[0].startswith("postgres")
+        total += cpu_of(found[1], reaped=postmaster)
+    return total
 
 
 def sessions(database_name: str) -> int:
@@ -497,10 +473,10 @@ class CpuShares:
 
     def sample(self) -> dict[str, float]:
         return {
-            "server": cpu_seconds(server_processes(self.pid)),
+            "server": pids_cpu(server_processes(self.pid)),
             "PostgreSQL": postgres_cpu_seconds() if self.database_name else 0.0,
-            "clients": cpu_seconds(self.clients),
-            "bench": cpu_seconds([os.getpid()]),
+            "clients": pids_cpu(self.clients),
+            "bench": pids_cpu([os.getpid()]),
             "machine": machine_busy_seconds(),
         }
 
