@@ -26,8 +26,9 @@ order, as many as there are announced jobs not yet taken plus one spare. Those w
 together are a wave: when the wave's last attempt is over and some attempt of it came back
 empty-handed, a relay whose jobs are not all taken wakes the next wave; a ``t`` (taken)
 counts a job off; the relay ends when its jobs are taken or every fitting waiter has tried
-once. A waiter itself sends no statement while
-it waits.
+once. A new job of the category also wakes those of the relay's waiters whose attempt
+already runs, to look again after it: their attempt may have read before the job was
+committed. A waiter itself sends no statement while it waits.
 
 Why waves, and why the first empty-handed wave waits :data:`HAND_ON_GRACE` before the
 next: a woken waiter comes back empty-handed because another pull holds the job (its
@@ -160,6 +161,8 @@ class Waiter:
     queued: tuple[AttemptGate, asyncio.Future[None]] | None = None
     #: Categories whose relay woke this waiter and awaits its attempt.
     relays: set[int] = field(default_factory=set)
+    #: Its attempt runs: armed (WakeupHub.arm), not yet settled.
+    attempting: bool = False
     _event: asyncio.Event = field(default_factory=asyncio.Event)
 
     #: The hub's index of waiters by worker, told when the worker becomes known.
@@ -365,6 +368,9 @@ class WakeupHub:
         self._epochs: dict[int, int] = {}
         self._epoch_all = 0
         self._relays: dict[int, _Relay] = {}
+        #: The waiters whose attempt runs (armed, not settled): at most the gate's turns,
+        #: and the few pulls not gated (WakeupHub.any_attempt).
+        self._attempting: set[Waiter] = set()
         self._registered = 0
         self.closed = False
         #: Seconds after which a waiter looks again by itself; None while announcements
@@ -461,9 +467,11 @@ class WakeupHub:
         one worker at 10,000 workers (issue 37). A wrong guess is caught when the
         attempt reads the worker (:meth:`Waiter.expect`)."""
         waiter.rearm()
-        if waiter.worker_id is None:
-            with self._lock:
-                if waiter in self._waiters:
+        with self._lock:
+            if waiter in self._waiters:
+                waiter.attempting = True
+                self._attempting.add(waiter)
+                if waiter.worker_id is None:
                     self._unknown.add(waiter)
 
     def hold(self, waiter: Waiter, limit: int) -> None:
@@ -525,6 +533,7 @@ class WakeupHub:
             present = waiter in self._waiters
             self._waiters.discard(waiter)
             self._unknown.discard(waiter)
+            self._attempting.discard(waiter)
             if waiter.worker_id is not None:
                 self._unindex(waiter, waiter.worker_id)
             if present and waiter.key is not None:
@@ -551,6 +560,8 @@ class WakeupHub:
         so the relay cannot tell whether a job is left, and waking a wave for each take
         would wake waiters for jobs already taken."""
         with self._lock:
+            waiter.attempting = False
+            self._attempting.discard(waiter)
             woken: list[Waiter] = []
             for category_id in waiter.relays:
                 relay = self._relays.get(category_id)
@@ -625,7 +636,14 @@ class WakeupHub:
         relay.jobs += 1
         relay.graced = False
         relay.queue = sorted((w for w in fitting if w not in relay.running), key=_ORDER)
-        return self._hand_on(category_id, relay)
+        # A waiter the relay woke whose attempt already runs may have read before this
+        # job's commit: it looks again once its attempt is over (WakeupHub.arm). Left
+        # out of the queue as running, it was woken by nobody, and when its wave came
+        # back empty-handed the relay had no one left to hand the job on to: a job
+        # submitted while a worker's other pull was taking the one before it waited
+        # out that pull's whole deadline (tests/api/test_longpoll.py, CI of stop 48).
+        again = [w for w in self._attempting if category_id in w.relays]
+        return again + self._hand_on(category_id, relay)
 
     def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:
         """Under the lock: wake waiters of the queue until as many run as the relay has

@@ -429,3 +429,30 @@ def test_a_cancelled_attempt_gives_its_turn_on() -> None:
     assert ran[:2] == ["holder", "last"] and "gone" not in ran
     assert "granted-then-gone" not in ran
     assert ran[-4:] == [f"after-{i}" for i in range(4)]
+
+
+def test_a_job_announced_during_a_woken_attempt_makes_it_look_again() -> None:
+    """CI of stop 48 (tests/api/test_longpoll.py, two free slots): one job woke both of a
+    worker's waiting pulls; a second job was committed while their attempts ran. One took
+    the first job; the other's attempt had read before the second job's commit and came
+    back empty-handed. Both were the relay's running wave, so the second job's ``c`` woke
+    neither, the wave handed on to nobody, and the job waited out the pull's deadline. An
+    attempt that runs when its relay's category is announced again now looks again."""
+    hub = WakeupHub(Fits({7: {1, 2}}))
+
+    async def scenario() -> list[list[int]]:
+        waiters = _known_waiters(hub, (1, 2))
+        hub.deliver("c7")
+        rounds = [await _woken(waiters)]
+        for waiter in waiters:
+            hub.arm(waiter)  # both attempts start
+        hub.deliver("c7")  # the second job, committed while they run
+        hub.settled(waiters[0], 7)
+        hub.settled(waiters[1], None)
+        rounds.append(await _woken(waiters[1:]))
+        # A job announced after an attempt is over wakes through the queue, as before.
+        hub.deliver("c7")
+        rounds.append(await _woken(waiters[1:]))
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2], [2], [2]]
