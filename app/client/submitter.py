@@ -43,14 +43,22 @@ class SubmitterClient(BaseClient):
         return self._call(Job, ops.SUBMIT_JOB, body=job, headers={IDEMPOTENCY_KEY: key})
 
     @covers(ops.SUBMIT_JOBS)
-    def submit_jobs(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> SubmittedJobs:
+    def submit_jobs(
+        self,
+        jobs: Sequence[JobSpec | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> SubmittedJobs:
         """Submit many jobs in one request (POST /v1/jobs/bulk): all are stored or, when
         one body is refused (InvalidRequest naming it, ``body.jobs.3.resources``), none.
-        A body with ``tasks`` is an array job, one job per task. Not retried after a lost
-        answer (the route takes no Idempotency-Key): list your jobs to see whether it was
-        stored."""
+        A body with ``tasks`` is an array job, one job per task. It always carries an
+        Idempotency-Key (a fresh one unless given), so a retry after a lost answer returns
+        the jobs the first attempt stored instead of storing them twice."""
         bodies = [dict(job) if isinstance(job, Mapping) else to_json(job) for job in jobs]
-        return self._call(SubmittedJobs, ops.SUBMIT_JOBS, body={"jobs": bodies})
+        key = idempotency_key or self.new_idempotency_key()
+        return self._call(
+            SubmittedJobs, ops.SUBMIT_JOBS, body={"jobs": bodies}, headers={IDEMPOTENCY_KEY: key}
+        )
 
     @covers(ops.LIST_JOBS)
     def list_jobs(

@@ -175,7 +175,7 @@ def test_single_submission_refers_arrays_to_bulk(
     assert "/v1/jobs/bulk" in problem["detail"]
 
 
-def test_limits_and_idempotency_key(
+def test_limits_and_a_key_too_long(
     settings: Settings, database: Database, admin_headers: dict[str, str]
 ) -> None:
     small = settings.model_copy(update={"max_bulk_jobs": 2, "max_bulk_tasks": 5})
@@ -197,7 +197,7 @@ def test_limits_and_idempotency_key(
             client.post(
                 "/v1/jobs/bulk",
                 json={"jobs": [{}]},
-                headers={**admin_headers, "Idempotency-Key": "k"},
+                headers={**admin_headers, "Idempotency-Key": "k" * 256},
             ),
             422,
         )

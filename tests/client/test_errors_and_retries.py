@@ -173,6 +173,23 @@ def test_submit_is_retried_with_the_same_idempotency_key() -> None:
     assert json.loads(script.requests[0].content) == {"resources": "linux"}
 
 
+def test_a_bulk_submission_is_retried_with_the_same_idempotency_key() -> None:
+    """Issue 38: POST /v1/jobs/bulk takes a key, so a bulk submission whose answer was lost
+    is sent again, and the server answers with the jobs the first attempt stored."""
+    dropped = httpx2.ReadError("connection reset")
+    job = {"id": 7, "state": "waiting", "array_id": None, "task_id": None, "failure_reason": None}
+    stored = {"count": 1, "jobs": [job]}
+    script = Script(dropped, httpx2.Response(201, json=stored))
+    with client_for(script) as client:
+        assert client.submit_jobs([JobSpec(resources="linux")]).count == 1
+    keys = {request.headers["Idempotency-Key"] for request in script.requests}
+    assert len(script.requests) == 2 and len(keys) == 1
+    given = Script(httpx2.Response(201, json=stored))
+    with client_for(given) as client:
+        client.submit_jobs([{"resources": "linux"}], idempotency_key="batch-3")
+    assert given.requests[0].headers["Idempotency-Key"] == "batch-3"
+
+
 def test_a_refused_connection_is_retried_even_for_a_pull() -> None:
     """The request never left: sending it again cannot run a job twice."""
     refused = httpx2.ConnectError("connection refused")

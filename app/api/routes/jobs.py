@@ -191,7 +191,16 @@ def submit_job(
     operation_id="submit_jobs",
     summary="Submit many jobs, or array jobs",
     responses={
-        201: {"description": "Every job stored, in body order (an array's tasks in order)"},
+        201: {
+            "description": "Every job stored, in body order (an array's tasks in order)",
+            "headers": {
+                "Idempotent-Replayed": {
+                    "description": "`true` when an earlier bulk submission with the same "
+                    "Idempotency-Key and body was answered again (its jobs as they are now)",
+                    "schema": {"type": "string"},
+                },
+            },
+        },
         **errors(401, 403, 503, *BODY_ERRORS),
     },
 )
@@ -200,10 +209,13 @@ def submit_jobs(
     session: SessionDep,
     principal: SubmitterDep,
     request: Request,
+    response: Response,
     idempotency_key: str | None = Header(
         default=None,
-        description="Not supported here (a 422): a bulk submission is one transaction, "
-        "so a failed one stored nothing and may be sent again.",
+        description="Makes a retried bulk submission safe: the same key and body give the "
+        "same jobs (with the header Idempotent-Replayed: true), stored once; the same key "
+        "with another body is a 422. Keys of bulk submissions are apart from those of "
+        "POST /v1/jobs.",
     ),
 ) -> BulkJobsOut:
     """Submit up to `JOBMATCH_MAX_BULK_JOBS` job bodies in one transaction, each as
@@ -213,13 +225,6 @@ def submit_jobs(
     `task_concurrency` (`-tc`) of them running at once. One bad body refuses the whole
     request (422 naming it, e.g. `body.jobs.3.resources`) and nothing is stored. The answer
     lists each job's id, state, array and task id only."""
-    if idempotency_key is not None:
-        raise InvalidFieldError(
-            "Idempotency-Key",
-            "not supported by POST /v1/jobs/bulk: a refused or failed bulk submission "
-            "stored nothing, so it may be sent again",
-            location="header",
-        )
     settings = request.app.state.settings
     if len(body.jobs) > settings.max_bulk_jobs:
         raise InvalidFieldError(
@@ -227,12 +232,30 @@ def submit_jobs(
             f"{len(body.jobs)} job bodies; at most {settings.max_bulk_jobs} "
             "(JOBMATCH_MAX_BULK_JOBS)",
         )
-    stored = bulk_submission.submit_jobs(
-        session,
-        [job.item() for job in body.jobs],
-        submitter=principal.subject,
-        max_tasks=settings.max_bulk_tasks,
-    )
+
+    def submit() -> list[bulk_submission.Submitted]:
+        return bulk_submission.submit_jobs(
+            session,
+            [job.item() for job in body.jobs],
+            submitter=principal.subject,
+            max_tasks=settings.max_bulk_tasks,
+        )
+
+    if idempotency_key is None:
+        stored = submit()
+    else:
+        claim = idempotency.claim_bulk_key(
+            session,
+            submitter=principal.subject,
+            key=idempotency_key,
+            body=body.model_dump(mode="json"),
+        )
+        if claim.replayed is not None:
+            response.headers["Idempotent-Replayed"] = "true"
+            stored = bulk_submission.submitted(session, claim.replayed)
+        else:
+            stored = submit()
+            idempotency.record_bulk_jobs(session, claim, [job.id for job in stored])
     return BulkJobsOut(
         count=len(stored),
         jobs=[

@@ -37,7 +37,7 @@ from app.db.models.groups import (
     Project,
 )
 from app.db.models.history import JobEvent, JobEventKind
-from app.db.models.idempotency import IdempotencyKey
+from app.db.models.idempotency import BulkIdempotencyKey, IdempotencyKey
 from app.db.models.jobs import (
     Allocation,
     Category,
@@ -61,6 +61,7 @@ __all__ = [
     "ApiToken",
     "Attribute",
     "AttributeValue",
+    "BulkIdempotencyKey",
     "Category",
     "CategoryFit",
     "CategoryMisfit",

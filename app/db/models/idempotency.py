@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, utcnow
@@ -22,4 +22,23 @@ class IdempotencyKey(Base):
     #: SHA-256 of the canonical JSON of the request body.
     request_hash: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BulkIdempotencyKey(Base):
+    """``Idempotency-Key`` of a bulk submission (``POST /v1/jobs/bulk``), per submitter,
+    with a hash of its body and the ids of the jobs it stored. A bulk submission's ids
+    ascend in the order of its answer (app/matching/submission/bulk.py), so they are
+    kept as an RFC 22 idset: a few runs (``4031-5030``) however many jobs, readable in
+    SQL. NULL only within the transaction that claimed the key."""
+
+    __tablename__ = "bulk_idempotency_keys"
+    __table_args__ = (UniqueConstraint("submitter", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submitter: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    #: SHA-256 of the canonical JSON of the request body.
+    request_hash: Mapped[str] = mapped_column(String(64))
+    job_ids: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -36,6 +36,7 @@ from app.matching.submission import (
     prepare,
 )
 from app.notations.errors import NotationError
+from app.notations.flux.idset import IdSet
 from app.notations.gridengine.task_ranges import TaskRange, parse_task_range
 from app.words import plural
 
@@ -157,6 +158,23 @@ def submit_jobs(
         Submitted(job_id, r["state"], r["array_id"], r["task_id"], r["failure_reason"])
         for job_id, r in zip(ids, rows, strict=True)
     ]
+
+
+def submitted(session: Session, ids: list[int]) -> list[Submitted]:
+    """What the answer says of each of these jobs now, in the order of ``ids`` (a replayed
+    bulk submission's: app/matching/idempotency.py). Read by id ranges: a bulk
+    submission's ids are a few runs, and a list of ten thousand binds is not."""
+    found: dict[int, Submitted] = {}
+    for lo, hi in IdSet.from_ids(ids).runs:
+        for row in session.execute(
+            select(
+                JOBS.c.id, JOBS.c.state, JOBS.c.array_id, JOBS.c.task_id, JOBS.c.failure_reason
+            ).where(JOBS.c.id.between(lo, hi))
+        ):
+            found[row.id] = Submitted(
+                row.id, JobState(row.state), row.array_id, row.task_id, row.failure_reason
+            )
+    return [found[job_id] for job_id in ids if job_id in found]
 
 
 def _insert_arrays(
