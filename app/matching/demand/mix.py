@@ -119,6 +119,16 @@ def suggest(simulations: list[Simulated], wanted: list[Wanted]) -> Mix:
                 starts[want.category_id] = starts.get(want.category_id, 0) + placed
                 chosen.setdefault(want.category_id, name)
                 left -= placed
+                if want.nodes > 1:
+                    # Jobs on several nodes go to one template only: its simulation
+                    # allocated them among today's workers and its own new ones, not
+                    # beside another template's. Split, each template's part counted
+                    # on the same free nodes of today's workers: a 2-node job's
+                    # simulations each took a node of one existing worker, and with both
+                    # templates' workers added the first allocation took the two new
+                    # ones, leaving the second job one node (the property test of
+                    # tests/matching/test_demand_truth.py).
+                    break
         if left > 0:
             unrunnable.append(Unrunnable(want.category_id, left, beyond_limits=True))
     withdrawn = _size_for_poaching(simulations, wanted, packers, categories, jobs, starts)

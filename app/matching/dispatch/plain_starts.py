@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, exists, or_, select, true
 from sqlalchemy.orm import Session
 
+from app.db import dialect
 from app.db.models import Category, CategoryTask, Job, Task, Worker, WorkerState
 from app.matching.dispatch.pull_heads import PullerTerms, head_fit, plain_category
 from app.matching.dispatch.puller import plain_take_serves, workers_with_room
@@ -104,7 +105,7 @@ def starts_now(
             and_(plain_job, plain_request).label("plain"),
             worker_plain.label("worker_plain"),
         )
-        .where(Job.id.in_(ids))
+        .where(dialect.among_ids(session.connection(), Job.id, ids))
         .offset(0)
         .subquery("asked")
     )
