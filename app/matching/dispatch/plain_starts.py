@@ -105,7 +105,7 @@ def starts_now(
             and_(plain_job, plain_request).label("plain"),
             worker_plain.label("worker_plain"),
         )
-        .where(dialect.among_ids(session.connection(), Job.id, ids))
+        .where(dialect.among_ids(session.connection(), Job.id.expression, ids))
         .offset(0)
         .subquery("asked")
     )
