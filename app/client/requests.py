@@ -176,9 +176,21 @@ class QuotaSetText:
 
 @dataclass(frozen=True)
 class WeightChange:
-    """A submitter's fair-share weight in a what-if: ``WeightChange("alice", 2)``."""
+    """A submitter's fair-share weight in a what-if, and its group when ``group`` is
+    given (:data:`NULL`: none; None: the group it is in): ``WeightChange("alice", 2)``,
+    ``WeightChange("bob", 1, group="course-a")``."""
 
     submitter: str
+    weight: float
+    group: str | Null | None = None
+
+
+@dataclass(frozen=True)
+class GroupWeightChange:
+    """A group's weight in a what-if (the group is made if new):
+    ``GroupWeightChange("course-a", 2)``."""
+
+    group: str
     weight: float
 
 
@@ -188,8 +200,9 @@ class WhatIfSpec:
     ``change_workers``, ``set_values``, ``add_quota_sets``, ``replace_quota_sets`` (each
     names its set in its text), ``remove_quota_sets``, ``drain_workers``,
     ``remove_workers`` (their jobs requeued), ``add_jobs``; ``set_weights`` (fair
-    share) come after the quota sets; ``explain_job`` names a waiting job whose
-    candidates are compared, ``pull_workers`` more workers whose first pull is shown."""
+    share, and groups) and ``set_group_weights`` come after the quota sets;
+    ``explain_job`` names a waiting job whose candidates are compared, ``pull_workers``
+    more workers whose first pull is shown."""
 
     add_workers: list[WorkerSpec] | None = None
     change_workers: list[WorkerChange] | None = None
@@ -198,6 +211,7 @@ class WhatIfSpec:
     replace_quota_sets: list[QuotaSetText] | None = None
     remove_quota_sets: list[str] | None = None
     set_weights: list[WeightChange] | None = None
+    set_group_weights: list[GroupWeightChange] | None = None
     drain_workers: list[str] | None = None
     remove_workers: list[str] | None = None
     add_jobs: list[JobSpec] | None = None

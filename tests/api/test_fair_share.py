@@ -250,3 +250,87 @@ def test_a_bad_group_or_weight_is_a_problem_naming_it(
     assert answer.headers["content-type"].startswith("application/problem+json")
     assert field in answer.text
     assert client.get("/v1/shares", headers=admin_headers).json()["groups"] == []
+
+
+def _console(client: TestClient, admin: dict[str, str]) -> str:
+    signed = client.post(
+        "/ui/sign-in",
+        data={"token": admin["Authorization"].split()[1]},
+        headers={"Origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303
+    return client.get("/ui/queue").text
+
+
+def test_the_console_queue_shows_the_groups(
+    group_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """Under group-share, with groups: each submitter's group beside its share, and a
+    table of the groups (a submitter without one in parentheses), furthest below its
+    share first, with weight, share, usage and members."""
+    client = group_client
+    tokens = {name: _token(client, admin_headers, name) for name in ("alice", "bob", "dave")}
+    worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
+    w = {"Authorization": f"Bearer {worker.json()['token']}"}
+    for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
+        put = client.put(
+            f"/v1/shares/{name}", json={"weight": 1, "group": group}, headers=admin_headers
+        )
+        assert put.status_code == 200, put.text
+    client.put("/v1/groups/course-a", json={"weight": 3}, headers=admin_headers)
+    # alice runs a job to its end: course-a has used the farm; dave (no group) submits.
+    first = client.post("/v1/jobs", json={}, headers=tokens["alice"]).json()["id"]
+    assert client.post("/v1/workers/w/pull", headers=w).json()["id"] == first
+    client.post(f"/v1/jobs/{first}/finish", json={"outcome": "finished"}, headers=w)
+    client.post("/v1/jobs", json={}, headers=tokens["dave"])
+
+    page = _console(client, admin_headers)
+    assert '<table class="list" id="groups">' in page
+    groups = re.findall(
+        r'<tr data-group="([^"]+)">\s*<td class="nowrap">[^<]+</td>'
+        r'\s*<td class="members">([^<]+)</td>'
+        r'\s*<td class="num">([^<]+)</td>\s*<td class="num">([^<]+)</td>'
+        r'\s*<td class="num">([^<]+)</td>\s*<td class="num">([^<]+)</td>'
+        r"\s*<td>(yes|no)</td>",
+        page,
+    )
+    # dave and course-b used nothing (the lone dave first, as the API lists them),
+    # course-a all there is; shares 1/5, 1/5, 3/5.
+    assert [(g[0], g[1], g[2], g[3], g[6]) for g in groups] == [
+        ("(dave)", "dave", "1", "20.0%", "yes"),
+        ("course-b", "carol", "1", "20.0%", "yes"),
+        ("course-a", "alice, bob", "3", "60.0%", "no"),
+    ]
+    # The job ran a moment (its usage shows as 0.0 slot-seconds): all there is.
+    assert [g[5] for g in groups] == ["0.0%", "0.0%", "100.0%"]
+    submitters = re.findall(
+        r'<tr data-submitter="(\w+)">\s*<td>\w+</td>\s*<td class="nowrap">([^<]+)</td>', page
+    )
+    assert submitters == [
+        ("carol", "course-b"),
+        ("dave", "-"),
+        ("bob", "course-a"),
+        ("alice", "course-a"),
+    ]
+    assert "groups do not change who goes first" not in page
+
+
+def test_the_console_queue_has_no_groups_table_without_groups(
+    group_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = group_client
+    client.put("/v1/shares/alice", json={"weight": 2}, headers=admin_headers)
+    page = _console(client, admin_headers)
+    assert '<table class="list" id="shares">' in page
+    assert 'id="groups"' not in page and "<th>Group</th>" not in page
+
+
+def test_the_console_says_groups_do_not_order_under_fair_share_alone(
+    fair_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    client = fair_client
+    client.put("/v1/shares/alice", json={"weight": 1, "group": "course-a"}, headers=admin_headers)
+    page = _console(client, admin_headers)
+    assert '<tr data-group="course-a">' in page
+    assert "groups do not change who goes first" in page

@@ -153,6 +153,18 @@ def test_a_file_of_each_family_runs_and_every_case_matches() -> None:
         ]
 
 
+def test_the_ordering_cases_run_from_the_command_line() -> None:
+    """tests/scenarios/ordering/ (ordering, usage, weights, groups and group weights) as a
+    user runs it: every case agrees."""
+    path = SCENARIOS / "ordering" / "momotor.jsonl"
+    cases = [line for line in path.read_text().splitlines() if line.strip()]
+    result = _jobmatch(str(path))
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stdout.splitlines()[-1] == (
+        f"scenarios: {len(cases)} matched, 0 differ, {len(cases)} run"
+    )
+
+
 def test_a_differing_case_of_a_family_exits_1_and_says_where(tmp_path: Path) -> None:
     """debusine-09 expecting the newest task first (debusine pulls the oldest)."""
     cases = [json.loads(line) for line in FAMILY_FILES["debusine"].read_text().splitlines()]

@@ -189,6 +189,7 @@ MODELS_BY_SCHEMA: dict[str, type] = {
     "FieldProblem": errors.FieldError,
     "WhatIfIn": requests.WhatIfSpec,
     "WeightChangeIn": requests.WeightChange,
+    "GroupWeightChangeIn": requests.GroupWeightChange,
     "WorkerChangeIn": requests.WorkerChange,
     "ValuesChangeIn": requests.ValuesChange,
     "WhatIfOut": models.WhatIf,

@@ -4,12 +4,15 @@ the request dataclasses, the answer parsed into the client's models, nothing sto
 from __future__ import annotations
 
 from app.client import (
+    NULL,
     AdminClient,
+    GroupWeightChange,
     JobSpec,
     JobState,
     QuotaSetText,
     ValidationFailed,
     ValuesChange,
+    WeightChange,
     WhatIfSpec,
     WorkerChange,
     WorkerSpec,
@@ -76,3 +79,29 @@ def test_a_refused_item_is_a_validation_error(server: LiveServer, admin: AdminCl
         assert [f.field for f in error.errors] == ["body.drain_workers.0"]
     else:
         raise AssertionError("a what-if that drains an unknown worker was accepted")
+
+
+def test_weights_and_groups_from_dataclasses(server: LiveServer, admin: AdminClient) -> None:
+    """Groups in a what-if, built from the client's classes (``NULL``: out of a group):
+    the server takes them, stores nothing, and refuses a bad group weight naming it."""
+    admin.set_share_weight("alice", 1, group="course-a")
+    admin.register_worker(WorkerSpec(name="w"))
+    answer = admin.what_if(
+        WhatIfSpec(
+            set_weights=[WeightChange("alice", 2, group=NULL), WeightChange("bob", 1, "course-b")],
+            set_group_weights=[GroupWeightChange("course-b", 3)],
+            pull_workers=["w"],
+        )
+    )
+    assert [(p.worker, p.job) for p in answer.first_pulls] == [("w", None)]
+    shares = admin.list_shares()
+    assert [(s.submitter, s.group, s.weight) for s in shares.submitters] == [
+        ("alice", "course-a", 1.0)
+    ]
+    assert [g.group for g in shares.groups] == ["course-a"]
+    try:
+        admin.what_if(WhatIfSpec(set_group_weights=[GroupWeightChange("course-b", 0)]))
+    except ValidationFailed as error:
+        assert [f.field for f in error.errors] == ["body.set_group_weights.0.weight"]
+    else:
+        raise AssertionError("a what-if with a group weight of 0 was accepted")

@@ -20,7 +20,13 @@ from app.api.schemas.whatif import (
     WhatIfOut,
 )
 from app.matching.errors import InvalidFieldError
-from app.matching.whatif.changes import ChangeSet, ValuesChange, WeightChange, WorkerChange
+from app.matching.whatif.changes import (
+    ChangeSet,
+    GroupWeightChange,
+    ValuesChange,
+    WeightChange,
+    WorkerChange,
+)
 from app.matching.whatif.run import Answer, what_if
 from app.settings import Settings
 
@@ -80,7 +86,14 @@ def _change_set(body: WhatIfIn) -> ChangeSet:
         add_quota_sets=tuple(q.text for q in body.add_quota_sets),
         replace_quota_sets=tuple(q.text for q in body.replace_quota_sets),
         remove_quota_sets=tuple(body.remove_quota_sets),
-        set_weights=tuple(WeightChange(w.submitter, w.weight) for w in body.set_weights),
+        set_weights=tuple(
+            # As the route: a body without `group` leaves the submitter where it is.
+            WeightChange(w.submitter, w.weight, w.group, moves="group" in w.model_fields_set)
+            for w in body.set_weights
+        ),
+        set_group_weights=tuple(
+            GroupWeightChange(g.group, g.weight) for g in body.set_group_weights
+        ),
         drain_workers=tuple(body.drain_workers),
         remove_workers=tuple(body.remove_workers),
         add_jobs=tuple(j.spec() for j in body.add_jobs),

@@ -11,7 +11,7 @@ from app.api.schemas.common import MAX_ID, BodyInt, Name
 from app.api.schemas.gridengine import ValuesIn
 from app.api.schemas.jobs import CandidateOut, JobIn
 from app.api.schemas.quotas import QuotaSetIn
-from app.api.schemas.shares import Weight
+from app.api.schemas.shares import GroupWeightIn, WeightIn
 from app.api.schemas.workers import WorkerIn, WorkerName, WorkerPatch
 from app.db.models import JobState
 
@@ -106,13 +106,31 @@ WHATIF_EXAMPLES: list[JsonValue] = [
 ]
 
 
-class WeightChangeIn(BaseModel):
-    """A submitter's fair-share weight, as `PUT /v1/shares/{submitter}` sets it."""
+class WeightChangeIn(WeightIn):
+    """A submitter's fair-share weight and, when given, its group (`null`: none), as `PUT
+    /v1/shares/{submitter}` sets them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"submitter": "alice", "weight": 2},
+                {"submitter": "bob", "weight": 1, "group": "course-a"},
+            ]
+        },
+    )
 
     submitter: Name = Field(description="the submitter")
-    weight: Weight
+
+
+class GroupWeightChangeIn(GroupWeightIn):
+    """A group's weight, as `PUT /v1/groups/{name}` sets it (the group is made if new)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"group": "course-a", "weight": 2}]}
+    )
+
+    group: Name = Field(description="the group of submitters")
 
 
 class WhatIfIn(BaseModel):
@@ -121,8 +139,9 @@ class WhatIfIn(BaseModel):
     whole), `change_workers` (as `PATCH /v1/workers/{name}`), `set_values` (as `PUT
     /v1/values/...`), `add_quota_sets` (as `POST /v1/quotas`), `replace_quota_sets` (as
     `PUT /v1/quotas/{name}`, the set named in the text), `remove_quota_sets` (as `DELETE
-    /v1/quotas/{name}`), `set_weights` (as `PUT /v1/shares/{submitter}`), `drain_workers`
-    (state `draining`),
+    /v1/quotas/{name}`), `set_weights` (as `PUT /v1/shares/{submitter}`, its `group`
+    included), `set_group_weights` (as `PUT /v1/groups/{name}`), `drain_workers` (state
+    `draining`),
     `remove_workers` (as `DELETE /v1/workers/{name}?requeue=true`) and `add_jobs` (as
     `POST /v1/jobs`). Nothing is stored."""
 
@@ -157,7 +176,13 @@ class WhatIfIn(BaseModel):
     )
     set_weights: list[WeightChangeIn] = _items(
         MAX_ADMIN_ITEMS,
-        "fair-share weights of submitters, as PUT /v1/shares/{submitter} sets them",
+        "fair-share weights of submitters and, with `group`, their groups (`null`: "
+        "none), as PUT /v1/shares/{submitter} sets them",
+    )
+    set_group_weights: list[GroupWeightChangeIn] = _items(
+        MAX_ADMIN_ITEMS,
+        "weights of groups of submitters (a group is made if new), as PUT "
+        "/v1/groups/{name} sets them",
     )
     drain_workers: list[WorkerName] = _items(
         MAX_ITEMS,

@@ -224,13 +224,24 @@ def queue_page(viewer: ViewerDep, session: SessionDep) -> Response:
     ordering = ordering_policy.active()
     # Usage against share under fair share (docs/ordering.md); every submitter's, so an
     # administrator's view only.
-    shares = (
+    shares = groups = None
+    if ordering.fair_share and viewer.is_admin:
+        halflife = ordering.halflife_seconds
         # In the pull's order: by group first under group-share.
-        fair_shares.standings(session, ordering.halflife_seconds, by_group=ordering.group_share)
-        if ordering.fair_share and viewer.is_admin
-        else None
+        shares = fair_shares.standings(session, halflife, by_group=ordering.group_share)
+        every_group = fair_shares.group_standings(session, halflife)
+        # The groups' table only where there are groups: without any, each submitter is
+        # a group of its own and the table would repeat the submitters'.
+        groups = every_group if any(g.group is not None for g in every_group) else None
+    return render(
+        "queue.html",
+        viewer,
+        lines=lines,
+        now=_now(),
+        shares=shares,
+        groups=groups,
+        group_share=ordering.group_share,
     )
-    return render("queue.html", viewer, lines=lines, now=_now(), shares=shares)
 
 
 @router.get("/jobs")

@@ -21,8 +21,9 @@ A case, one JSON object per line (docs/cli.md, "Scenario files"):
   ``policy``: the allocation policy, ``first`` (the default) or ``pack``;
 * ``ordering``: the ordering policy (``JOBMATCH_ORDERING``'s words, docs/ordering.md),
   today's by default; a job may name its ``submitter`` (``scenario`` otherwise), and
-  ``usage`` (slot-seconds per submitter, booked after the submissions) and ``weights``
-  (per submitter) set where fair share stands before anything is read.
+  ``usage`` (slot-seconds per submitter, booked after the submissions), ``weights`` and
+  ``groups`` (per submitter: its group, null for none) and ``group_weights`` (per group)
+  set where fair share stands before anything is read (app/matching/scenarios/standings.py).
 
 The outcome: ``jobs`` by label, each with ``submit`` (``accepted``/``rejected``),
 ``refused`` (the 422's detail, or the failure reason of a job no worker could ever run),
@@ -44,7 +45,6 @@ from typing import Any, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.base import utcnow
 from app.db.engine import Database
 from app.db.models import Job, JobState, Worker
 from app.matching import candidates, readiness, submission, worker_lifecycle
@@ -56,12 +56,10 @@ from app.matching.debusine.registry import upsert_task
 from app.matching.dispatch import pull as dispatch
 from app.matching.errors import MatchingError
 from app.matching.ordering import policy as ordering_policy
-from app.matching.ordering import shares as fair_shares
-from app.matching.ordering import usage as fair_share_usage
 from app.matching.scenarios.bodies import job_spec, task_spec, worker_spec
 from app.matching.scenarios.cases import ScenarioError
+from app.matching.scenarios.standings import check_standings, ordering_of, stand
 from app.notations.errors import NotationError
-from app.wire.ordering import OrderingError
 
 #: Who the runner acts as (the admin of ``POST /v1/workers``, the submitter of jobs).
 ACTOR = "scenario"
@@ -122,7 +120,7 @@ def check_case(case: Mapping[str, Any]) -> Family:
             raise ScenarioError(f"case {case['id']}: '{steps}' is a list of names")
     if case.get("policy", "first") not in ("first", "pack"):
         raise ScenarioError(f"case {case['id']}: policy {case['policy']!r} is not first or pack")
-    _check_ordering(case)
+    check_standings(case)
     allowed_worker = SHARED_WORKER_FIELDS | family.worker_fields | family.worker_extras
     for body in cluster["workers"]:
         _check(case, f"worker {body.get('name')}", body, allowed_worker, family)
@@ -142,32 +140,6 @@ def _check(
             f"case {case['id']}: {what}: {', '.join(other)} not among the fields of "
             f"{family.name} cases"
         )
-
-
-def _check_ordering(case: Mapping[str, Any]) -> None:
-    """``ordering``, ``usage`` and ``weights``, when the case has them."""
-    try:
-        ordering_policy.Ordering.of(str(case.get("ordering", "priority,age")))
-    except OrderingError as error:
-        raise ScenarioError(f"case {case['id']}: ordering: {error}") from None
-    for field in ("usage", "weights"):
-        given = case.get(field, {})
-        if not isinstance(given, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in given.values()
-        ):
-            raise ScenarioError(f"case {case['id']}: '{field}' maps submitters to numbers")
-
-
-def _stand(session: Session, case: Mapping[str, Any], ordering: ordering_policy.Ordering) -> None:
-    """Book the case's usage and set its weights, as of now."""
-    try:
-        for name, weight in case.get("weights", {}).items():
-            fair_shares.set_weight(session, name, float(weight))
-    except MatchingError as error:
-        raise ScenarioError(f"case {case['id']}: weights: {error}") from None
-    now = utcnow()
-    for name, used in case.get("usage", {}).items():
-        fair_share_usage.book(session, name, float(used), now, ordering.halflife_seconds)
 
 
 def _labels(case: Mapping[str, Any]) -> list[str]:
@@ -263,7 +235,7 @@ def run_case(database: Database, case: Mapping[str, Any]) -> dict[str, Any]:
     """The outcome of one case, in one transaction that is rolled back."""
     check_case(case)
     labels = _labels(case)
-    ordering = ordering_policy.Ordering.of(str(case.get("ordering", "priority,age")))
+    ordering = ordering_of(case)
     before = ordering_policy.active()
     ordering_policy.use(ordering)
     try:
@@ -285,7 +257,7 @@ def _run(
         outcomes: dict[str, dict[str, Any]] = {}
         for label, body in zip(labels, case["jobs"], strict=True):
             jobs[label], outcomes[label] = _submit(session, body)
-        _stand(session, case, ordering)
+        stand(session, case, ordering.halflife_seconds)
         for label, job in jobs.items():
             if job is not None:
                 outcomes[label].update(_ranking(session, job, policy))

@@ -34,18 +34,34 @@ class ValuesChange:
 
 @dataclass(frozen=True)
 class WeightChange:
-    """``set_weights`` item: a submitter's fair-share weight (docs/ordering.md)."""
+    """``set_weights`` item: a submitter's fair-share weight (docs/ordering.md) and, when
+    ``moves``, the group it is put in (``group`` None: none), as ``PUT
+    /v1/shares/{submitter}`` with a ``group`` does; without it, it stays where it is."""
 
     submitter: str
+    weight: float
+    group: str | None = None
+    #: Whether the item names a group at all (``null`` included), as the route tells a
+    #: body's ``"group": null`` from one without ``group``.
+    moves: bool = False
+
+
+@dataclass(frozen=True)
+class GroupWeightChange:
+    """``set_group_weights`` item: a group's weight, as ``PUT /v1/groups/{name}`` sets it
+    (the group is made if it has no row)."""
+
+    group: str
     weight: float
 
 
 @dataclass(frozen=True)
 class ChangeSet:
     """What a what-if applies, in this order: registrations (a name that exists is
-    replaced, as ``POST /v1/workers?replace=true`` does), changes of some fields, Grid
-    Engine values, resource quota sets added, replaced and removed, drains, removals (with
-    the removed workers' running jobs returned to the queue), then submissions."""
+        replaced, as ``POST /v1/workers?replace=true`` does), changes of some fields, Grid
+        Engine values, resource quota sets added, replaced and removed, submitters' weights and
+    groups, groups' weights, drains, removals (with
+        the removed workers' running jobs returned to the queue), then submissions."""
 
     add_workers: tuple[WorkerSpec, ...] = ()
     change_workers: tuple[WorkerChange, ...] = ()
@@ -55,8 +71,10 @@ class ChangeSet:
     add_quota_sets: tuple[str, ...] = ()
     replace_quota_sets: tuple[str, ...] = ()
     remove_quota_sets: tuple[str, ...] = ()
-    #: Fair-share weights, as ``PUT /v1/shares/{submitter}`` sets them.
+    #: Fair-share weights (and groups), as ``PUT /v1/shares/{submitter}`` sets them.
     set_weights: tuple[WeightChange, ...] = ()
+    #: Group weights, as ``PUT /v1/groups/{name}`` sets them.
+    set_group_weights: tuple[GroupWeightChange, ...] = ()
     drain_workers: tuple[str, ...] = ()
     remove_workers: tuple[str, ...] = ()
     add_jobs: tuple[JobSpec, ...] = ()

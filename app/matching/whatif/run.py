@@ -29,7 +29,8 @@ from app.matching.gridengine.quota_sets import (
     replace_named_quota_set,
 )
 from app.matching.gridengine.values import resolve_target
-from app.matching.ordering.shares import set_weight
+from app.matching.ordering import policy as ordering_policy
+from app.matching.ordering.shares import set_group, set_group_weight, set_weight
 from app.matching.whatif.changes import REFUSALS, ChangeSet, refused
 from app.matching.whatif.runnable import Snapshot, snapshot
 from app.matching.worker_lifecycle import (
@@ -117,9 +118,16 @@ def apply_changes(session: Session, changes: ChangeSet, by: str) -> Applied:
     for index, name in enumerate(changes.remove_quota_sets):
         with _item(f"remove_quota_sets.{index}"):
             delete_quota_set(session, name)
+    halflife = ordering_policy.active().halflife_seconds
     for index, weight in enumerate(changes.set_weights):
         with _item(f"set_weights.{index}"):
+            # As PUT /v1/shares/{submitter}: the weight, then the group when one is named.
             set_weight(session, weight.submitter, weight.weight)
+            if weight.moves:
+                set_group(session, weight.submitter, weight.group, halflife)
+    for index, group in enumerate(changes.set_group_weights):
+        with _item(f"set_group_weights.{index}"):
+            set_group_weight(session, group.group, group.weight)
     for index, name in enumerate(changes.drain_workers):
         with _item(f"drain_workers.{index}"):
             update_worker(session, name, WorkerChanges(state=WorkerState.DRAINING), by=by)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -631,3 +632,82 @@ def test_the_demand_page_says_what_waits_and_what_to_add(
     expect(page.locator("#demand-templates tr[data-template=java17-box] td").last).to_have_text("—")
     screens.take(page, "demand-without-templates")
     context.close()
+
+
+@pytest.fixture
+def group_server(database_url: str, database: Database, tmp_path: Path) -> Iterator[LiveServer]:
+    """A server of its own ordering by group share (the shared one keeps today's order)."""
+    running = LiveServer(
+        database_url,
+        tmp_path / "server.log",
+        env={
+            "JOBMATCH_ORDERING": "group-share,fair-share,priority,age",
+            "JOBMATCH_LEASE_SWEEP_SECONDS": "0",
+        },
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+def _groups_and_usage(server: LiveServer) -> None:
+    """course-a (alice and bob, weight 2), course-b (carol) and dave without a group;
+    alice's 8-slot job, carol's 6-slot one and dave's 2-slot one run a second together
+    (about 8, 6 and 2 slot-seconds: per weight dave 2, course-a 4, course-b 6); bob and
+    carol wait."""
+    for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
+        _ok(server.request("PUT", f"/v1/shares/{name}", {"weight": 1, "group": group}))
+    _ok(server.request("PUT", "/v1/groups/course-a", {"weight": 2}))
+    worker = _ok(server.request("POST", "/v1/workers", {"name": "w", "slots": 16}))["token"]
+    tokens = {
+        name: _ok(server.request("POST", "/v1/tokens", {"role": "submitter", "subject": name}))[
+            "token"
+        ]
+        for name in ("alice", "bob", "carol", "dave")
+    }
+    for name, slots in (("alice", 8), ("carol", 6), ("dave", 2)):
+        _ok(server.request("POST", "/v1/jobs", {"slots": slots}, tokens[name]))
+    running = [_ok(server.request("POST", "/v1/workers/w/pull", token=worker))["id"] for _ in "abc"]
+    time.sleep(1.0)
+    for job in running:
+        _ok(server.request("POST", f"/v1/jobs/{job}/finish", {"outcome": "finished"}, worker))
+    for name in ("bob", "carol"):
+        _ok(server.request("POST", "/v1/jobs", {"command": COMMAND}, tokens[name]))
+
+
+def test_the_queue_shows_usage_against_share_by_group_at_both_widths(
+    browser: Browser, group_server: LiveServer, tmp_path: Path
+) -> None:
+    """Under group-share the queue page lists each submitter's group beside its share and
+    a table of the groups, furthest below its share first (dave alone, then course-a,
+    then course-b), with weight, share, usage and members; on a phone the page does not
+    scroll sideways (the tables do, inside their boxes)."""
+    server = group_server
+    _groups_and_usage(server)
+    screens = Screens(tmp_path)
+    for width_name, width in WIDTHS.items():
+        context = browser.new_context(
+            viewport={"width": width, "height": 900}, is_mobile=width_name == "phone"
+        )
+        page = context.new_page()
+        _sign_in(page, server, ADMIN)
+        page.goto(f"{server.base_url}/ui/queue")
+        groups = page.locator("#groups tbody tr")
+        expect(groups).to_have_count(3)
+        expect(page.locator("#queue tbody tr")).to_have_count(1)  # bob's and carol's
+        names = [row.get_attribute("data-group") for row in groups.all()]
+        assert names == ["(dave)", "course-a", "course-b"]
+        expect(page.locator("#groups tr[data-group=course-a]")).to_contain_text("alice, bob")
+        expect(page.locator("#groups tr[data-group=course-a] td").nth(3)).to_have_text("50.0%")
+        usage = page.locator("#groups tr[data-group=course-b] td").nth(4).text_content()
+        assert usage is not None and float(usage) >= 6.0
+        submitters = page.locator("#shares tbody tr")
+        order = [row.get_attribute("data-submitter") for row in submitters.all()]
+        assert order == ["dave", "bob", "alice", "carol"]
+        expect(page.locator("#shares tr[data-submitter=bob] td").nth(1)).to_have_text("course-a")
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (width_name, overflow)
+        screens.take(page, f"queue-groups-{width_name}")
+        context.close()

@@ -6,6 +6,7 @@ case (tests/matching/scenarios/test_api_agrees.py) serves under the server's pol
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +33,35 @@ def test_a_bad_ordering_is_a_format_error(database: Database) -> None:
     case = {**CASES[0], "ordering": "fair-share,fair-share"}
     with pytest.raises(ScenarioError, match="ordering: rule 2 \\('fair-share'\\) is named twice"):
         run_case(database, case)
+
+
+GROUPED = next(case for case in CASES if case["id"] == "ordering-04")
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"groups": ["course-a"]}, "'groups' maps submitters to group names (null: none)"),
+        ({"groups": {"alice": 3}}, "groups: alice: 3 is not a group name"),
+        ({"groups": {"alice": "bad name"}}, "groups: alice: 'bad name' is not a group name"),
+        ({"groups": {"alice": ""}}, "groups: alice: '' is not a group name"),
+        ({"group_weights": {"course-a": "much"}}, "'group_weights' maps groups to numbers"),
+        ({"group_weights": {"course-a": True}}, "'group_weights' maps groups to numbers"),
+        ({"group_weights": {"bad name": 2}}, "group_weights: 'bad name' is not a group name"),
+        ({"group_weights": {"course-a": 0}}, "group_weights: course-a: weight: must be a number"),
+        ({"group_weights": {"course-a": 1e12}}, "group_weights: course-a: weight: must be"),
+    ],
+)
+def test_a_bad_group_is_a_format_error_naming_it(
+    database: Database, fields: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(ScenarioError, match=re.escape(f"case ordering-04: {words}")):
+        run_case(database, {**GROUPED, **fields})
+
+
+def test_a_null_group_leaves_the_submitter_on_its_own(database: Database) -> None:
+    """bob out of course-a (``null``): a group of his own that used nothing goes first,
+    before dave; course-a is alice's alone, and carol's course-b still goes last."""
+    case = {**GROUPED, "groups": {**GROUPED["groups"], "bob": None}}
+    outcome = run_case(database, case)
+    assert [pull["job"] for pull in outcome["pull_order"]] == ["b1", "d1", "a1", "c1"]
