@@ -95,6 +95,11 @@ LONGPOLL_WAKEUPS = Counter(
     "jobmatch_longpoll_wakeups_total",
     "Waiting pulls woken by an announcement (each then tries to pull once).",
 )
+LONGPOLL_QUIET_RENEWALS = Counter(
+    "jobmatch_longpoll_quiet_renewals_total",
+    "Waiting pulls that started without an attempt of their own: nothing announced since "
+    "their worker's last attempt concerned it.",
+)
 LONGPOLL_FIT_CHECKS = Counter(
     "jobmatch_longpoll_fit_checks_total",
     "Statements sent to learn which waiting workers fit a category.",

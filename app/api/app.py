@@ -21,7 +21,7 @@ from app.api.docs_ui import install_docs_ui
 from app.api.express import ExpressLane
 from app.api.index import install_index
 from app.api.lease_sweeper import LeaseSweeper
-from app.api.longpoll import STATE_KEY, LongPoll
+from app.api.longpoll import STATE_KEY, LongPoll, quiet_within
 from app.api.middleware import RequestIdMiddleware
 from app.api.problems import install_problem_handlers, install_problem_openapi
 from app.api.routes import (
@@ -142,7 +142,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     # No sweep while the schema is not at head: its tables may not exist yet.
     sweeper = LeaseSweeper(database, settings, ready=schema.ready)
     waiting_budget = capacity.budgets_for(settings, capacity.open_files_limit()).waiting_pulls
-    longpoll = LongPoll(database, waiting_budget)
+    longpoll = LongPoll(database, waiting_budget, quiet_within(settings.worker_timeout_seconds))
     revocations = RevocationWatch(database)
     loop_connections = EventLoopConnections.for_database(database)
     demand_gauges = DemandGauges(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from app.db import notify
 from app.db.engine import Database
 from app.matching import misfits
-from app.matching.wakeups import MAX_CONCURRENT_ATTEMPTS, Waiter, WakeupHub
+from app.matching.wakeups import MAX_CONCURRENT_ATTEMPTS, MAX_QUIET_SECONDS, Waiter, WakeupHub
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,34 @@ def attempts_within_pool(database: Database) -> int:
     return max(1, min(MAX_CONCURRENT_ATTEMPTS, kept - POOL_RESERVE))
 
 
+#: The longest a pull may wait for work; a client's read timeout must be longer.
+MAX_WAIT_SECONDS = 60.0
+
+
+def quiet_within(worker_timeout_seconds: float) -> float:
+    """How long a worker's renewed pulls may stand on its last attempt
+    (:meth:`WakeupHub.renew_quietly`). They stamp no ``last_seen``; the attempt did. The
+    renewals stand on it for at most this long and the last of them waits at most
+    :data:`MAX_WAIT_SECONDS` more: together within half the worker timeout, so that a
+    worker that keeps renewing is never taken for silent (0: a timeout too short for
+    any). Without a timeout (0), :data:`MAX_QUIET_SECONDS`."""
+    if worker_timeout_seconds <= 0:
+        return MAX_QUIET_SECONDS
+    return max(0.0, min(MAX_QUIET_SECONDS, worker_timeout_seconds / 2 - MAX_WAIT_SECONDS))
+
+
 class LongPoll:
     """The hub and its feed for one app (module docstring)."""
 
-    def __init__(self, database: Database, max_waiting: int | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        max_waiting: int | None = None,
+        max_quiet: float = MAX_QUIET_SECONDS,
+    ) -> None:
         self.database = database
         self.hub = WakeupHub(self._fitting, max_waiting, attempts_within_pool(database))
+        self.hub.max_quiet = max_quiet
         self._listener: notify.PostgresListener | None = None
 
     def _fitting(self, category_id: int, worker_ids: frozenset[int]) -> set[int]:
@@ -169,7 +192,16 @@ async def pull_or_wait(
         watcher = asyncio.create_task(_wake_when_gone(client_gone, gone, waiter))
     try:
         while True:
-            if waiter is None or worker is None:
+            # A renewal (the worker's new pull) stands on the worker's last attempt when
+            # nothing announced since concerns it (WakeupHub.renew_quietly): no attempt.
+            quiet = (
+                _quiet_answer(hub, waiter)
+                if outcome is None and waiter is not None and worker is not None
+                else None
+            )
+            if quiet is not None:
+                outcome = quiet
+            elif waiter is None or worker is None:
                 if waiter is not None:
                     # Armed before the attempt: what happens during it wakes us after.
                     hub.arm(waiter)
@@ -183,8 +215,17 @@ async def pull_or_wait(
                     # attempt reads.
                     hub.arm(waiter)
                     outcome = await run_in_threadpool(pull_once)
-            if waiter is not None:
+            if waiter is not None and quiet is None:
                 hub.settled(waiter, outcome.category_id)
+                if outcome.job is None:
+                    hub.remember_quiet(
+                        waiter,
+                        outcome,
+                        worker_id=outcome.worker_id,
+                        wants_work=outcome.could_take_work,
+                    )
+                else:
+                    hub.forget_quiet(worker)
             remaining = deadline - loop.time()
             # A refresh that fell due while this pull waited ends the wait, so the worker
             # hears at once that it should report (its report may change what it can run).
@@ -221,6 +262,24 @@ async def pull_or_wait(
             watcher.cancel()
         if waiter is not None:
             hub.unregister(waiter)
+
+
+def _quiet_answer(hub: WakeupHub, waiter: Waiter) -> PullOutcome[Any] | None:
+    """The worker's last empty attempt's answer, when this pull may stand on it, its
+    refresh deadline counted from now."""
+    quiet = hub.renew_quietly(waiter, _still_good)
+    if quiet is None or not isinstance(quiet.answer, PullOutcome):
+        return None
+    elapsed = time.monotonic() - quiet.started
+    return replace(quiet.answer, refresh_due_in=quiet.answer.refresh_due_in - elapsed)
+
+
+def _still_good(answer: object, elapsed: float) -> bool:
+    """An answer whose worker's metadata refresh fell due since is not: the attempt tells
+    the worker to report (a refresh already due then rides on the answer as it did)."""
+    if not isinstance(answer, PullOutcome):
+        return False
+    return answer.refresh or answer.refresh_due_in - elapsed > 0
 
 
 async def client_gone(request: Request) -> None:

@@ -58,6 +58,7 @@ import asyncio
 import logging
 import operator
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -66,6 +67,7 @@ from dataclasses import dataclass, field
 from app.metrics import (
     LONGPOLL_ANNOUNCEMENTS,
     LONGPOLL_FIT_CHECKS,
+    LONGPOLL_QUIET_RENEWALS,
     LONGPOLL_WAITING,
     LONGPOLL_WAKEUPS,
 )
@@ -163,6 +165,10 @@ class Waiter:
     relays: set[int] = field(default_factory=set)
     #: Its attempt runs: armed (WakeupHub.arm), not yet settled.
     attempting: bool = False
+    #: The hub's count of announcements, and the time (time.monotonic()), when its last
+    #: attempt started (WakeupHub.arm): what a quiet renewal compares with.
+    armed_news: int = 0
+    armed_at: float = 0.0
     _event: asyncio.Event = field(default_factory=asyncio.Event)
 
     #: The hub's index of waiters by worker, told when the worker becomes known.
@@ -231,6 +237,24 @@ RELAY_SPARE = 1
 #: Seconds a relay whose first wave came back empty-handed waits for the takers' ``t``
 #: before it wakes the next wave (module docstring).
 HAND_ON_GRACE = 0.05
+
+
+#: The longest a worker's renewed pull answers from its last attempt without one of its
+#: own (see WakeupHub.renew_quietly), from that attempt's start.
+MAX_QUIET_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """What a worker's last attempt found when it found nothing: its worker, the hub's
+    count of announcements and the time when the attempt started, whether the worker
+    could take work then, and the attempt's answer (the caller's, kept as it was)."""
+
+    worker_id: int
+    news: int
+    started: float
+    wants_work: bool
+    answer: object
 
 
 class AttemptGate:
@@ -321,6 +345,8 @@ class HubCounts:
     announcements: int = 0
     wakeups: int = 0
     fit_checks: int = 0
+    #: Renewed pulls that stood on their worker's last attempt (renew_quietly).
+    quiet_renewals: int = 0
 
 
 class WaitingFull(Exception):
@@ -371,6 +397,21 @@ class WakeupHub:
         #: The waiters whose attempt runs (armed, not settled): at most the gate's turns,
         #: and the few pulls not gated (WakeupHub.any_attempt).
         self._attempting: set[Waiter] = set()
+        #: Announcements delivered, and which of them last concerned everything, each
+        #: worker (its room or itself) and each category (a job waits): what a quiet
+        #: renewal asks about (see renew_quietly). The least recently announced workers
+        #: and categories are forgotten past MAX_REMEMBERED_LIMITS, raising a floor that
+        #: then stands for each of them (a forgotten one counts as just announced).
+        self._news = 0
+        self._news_of_all = 0
+        self._news_of_worker: OrderedDict[int, int] = OrderedDict()
+        self._news_of_category: OrderedDict[int, int] = OrderedDict()
+        self._news_floor = 0
+        #: Each worker's last empty attempt (by its name), for its next pull.
+        self._quiet: OrderedDict[str, Quiet] = OrderedDict()
+        #: Seconds a renewal may answer from the last attempt (0: never; see
+        #: renew_quietly); app/api/longpoll.py bounds it by the worker timeout.
+        self.max_quiet = MAX_QUIET_SECONDS
         self._registered = 0
         self.closed = False
         #: Seconds after which a waiter looks again by itself; None while announcements
@@ -468,6 +509,8 @@ class WakeupHub:
         attempt reads the worker (:meth:`Waiter.expect`)."""
         waiter.rearm()
         with self._lock:
+            waiter.armed_news = self._news
+            waiter.armed_at = time.monotonic()
             if waiter in self._waiters:
                 waiter.attempting = True
                 self._attempting.add(waiter)
@@ -602,6 +645,7 @@ class WakeupHub:
         with self._lock:
             self.counts.announcements += 1
             LONGPOLL_ANNOUNCEMENTS.inc()
+            self._count_news(announcement)
             if announcement.everything:
                 self._fit_cache.clear()
                 self._fit_yes.clear()
@@ -719,6 +763,106 @@ class WakeupHub:
                 for w in self._by_worker.get(worker_id, ())
                 if w.wants_work and w not in concerned
             ]
+
+    def _count_news(self, announcement: Announcement) -> None:
+        """Under the lock: one more announcement, noted against what it concerns."""
+        self._news += 1
+        if announcement.everything:
+            self._news_of_all = self._news
+            return
+        for worker_id in announcement.workers | announcement.rooms:
+            self._note_news(self._news_of_worker, worker_id)
+        for category_id in announcement.categories:
+            self._note_news(self._news_of_category, category_id)
+
+    def _note_news(self, news: OrderedDict[int, int], key: int) -> None:
+        news[key] = self._news
+        news.move_to_end(key)
+        while len(news) > MAX_REMEMBERED_LIMITS:
+            _forgotten, when = news.popitem(last=False)
+            self._news_floor = max(self._news_floor, when)
+
+    def remember_quiet(
+        self, waiter: Waiter, answer: object, *, worker_id: int, wants_work: bool
+    ) -> None:
+        """The waiter's attempt found nothing (``answer``) for the worker ``worker_id``:
+        kept for the worker's next pull, with the news count and the time at which the
+        attempt started."""
+        if waiter.key is None:
+            return
+        quiet = Quiet(worker_id, waiter.armed_news, waiter.armed_at, wants_work, answer)
+        with self._lock:
+            self._quiet[waiter.key] = quiet
+            self._quiet.move_to_end(waiter.key)
+            while len(self._quiet) > MAX_REMEMBERED_LIMITS:
+                self._quiet.popitem(last=False)
+
+    def forget_quiet(self, key: str | None) -> None:
+        """The worker's attempt took work: its next pull looks for itself."""
+        if key is not None:
+            with self._lock:
+                self._quiet.pop(key, None)
+
+    def renew_quietly(
+        self, waiter: Waiter, still_good: Callable[[object, float], bool] | None = None
+    ) -> Quiet | None:
+        """The worker's last empty attempt (its answer and when it started), when the
+        waiter (a new pull of the same worker) may stand on it instead of an attempt of
+        its own; None when it must look.
+
+        A farm's idle workers renew their waits all the time (10,000 workers waiting 60 s
+        send 170 pulls a second), and each renewal's attempt, a transaction that finds
+        nothing, was most of the server's work (issue 37). Nothing can have changed for
+        the worker since its last attempt started when no announcement since then
+        concerned everything, the worker or (when it could take work) a category it fits
+        or that the hub has no answer about: then the attempt would find what the last
+        one found. The waiter then stands as that attempt's did, indexed under its
+        worker: news from now on wakes it as any waiter. Not for longer than
+        :attr:`max_quiet` seconds since that attempt, so that what no announcement tells
+        (a ``can_run_on`` plug-in's answer, a job held by another rule) is asked again
+        that often, and the worker's ``last_seen``, which an attempt stamps, stays within
+        its timeout; never while the hub polls (it hears no announcement).
+        ``still_good(answer, seconds since its attempt started)`` may refuse the answer
+        for what the caller knows (a metadata refresh fallen due)."""
+        if waiter.key is None or self.max_quiet <= 0 or self.poll_seconds is not None:
+            return None
+        with self._lock:
+            quiet = self._quiet.get(waiter.key)
+            if (
+                quiet is None
+                or waiter not in self._waiters
+                or waiter.worker_id != quiet.worker_id
+                or time.monotonic() - quiet.started > self.max_quiet
+                or not self._nothing_since(quiet)
+                or (
+                    still_good is not None
+                    and not still_good(quiet.answer, time.monotonic() - quiet.started)
+                )
+            ):
+                return None
+            waiter.rearm()
+            waiter.guessed = False
+            waiter.wants_work = quiet.wants_work
+            self.counts.quiet_renewals += 1
+        LONGPOLL_QUIET_RENEWALS.inc()
+        return quiet
+
+    def _nothing_since(self, quiet: Quiet) -> bool:
+        """Under the lock: no announcement since the attempt started concerns its worker."""
+        since = quiet.news
+        if self._news_of_all > since or self._news_floor > since:
+            return False
+        if self._news_of_worker.get(quiet.worker_id, 0) > since:
+            return False
+        if not quiet.wants_work:
+            return True
+        for category_id, news in reversed(self._news_of_category.items()):
+            if news <= since:
+                break
+            answers = self._fit_cache.get(category_id)
+            if answers is None or answers.get(quiet.worker_id) is not False:
+                return False
+        return True
 
     def _wake(self, waiters: list[Waiter]) -> None:
         self.counts.wakeups += len(waiters)

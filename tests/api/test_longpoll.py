@@ -238,6 +238,81 @@ def test_a_waiting_pull_sends_no_statement(
     assert response.status_code == 204
 
 
+def _pull_statements(sent: list[str]) -> list[str]:
+    """The statements an attempt of a pull sends first: the worker's row stamped and
+    locked (app/matching/dispatch/puller.py lock_puller)."""
+    return [text for text in sent if re.search(r"UPDATE workers SET last_seen", text)]
+
+
+def test_a_renewed_wait_sends_no_statement_until_news_concerns_its_worker(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """Issue 37: a farm's idle workers renew their waits all the time, and each renewal's
+    attempt found what the last had found. A renewal after which nothing was announced
+    that concerns its worker stands on the last attempt (no statement), and still wakes
+    for a job; after a submission it could run, the renewal looks and takes it at once."""
+    worker = register(client, admin_headers, "w1", "language: ?java")
+    hub = hub_of(client)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    first = client.post("/v1/workers/w1/pull", params={"wait": 0.3}, headers=worker)
+    assert first.status_code == 204  # its attempt found nothing; its deadline passed
+    quiet_before = hub.counts.quiet_renewals
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        renewed = waiting_pull(client, database, "w1", worker, WOKEN_DEADLINE)
+        time.sleep(0.3)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
+    assert _pull_statements(statements) == []
+    assert hub.counts.quiet_renewals == quiet_before + 1
+    since = time.monotonic()
+    ran = submit(client, admin_headers, JAVA)
+    assert_took(renewed, ran, since)
+
+    # The worker ran it and finished: its room changed, so its next pull looks.
+    finished = client.post(
+        f"/v1/jobs/{ran['id']}/finish", json={"outcome": "finished"}, headers=worker
+    )
+    assert finished.status_code == 200, finished.text
+    after = client.post("/v1/workers/w1/pull", params={"wait": 0.3}, headers=worker)
+    assert after.status_code == 204
+    quiet_before = hub.counts.quiet_renewals
+    job = submit(client, admin_headers, JAVA)  # between two pulls
+    started = time.monotonic()
+    answer = client.post("/v1/workers/w1/pull", params={"wait": WOKEN_DEADLINE}, headers=worker)
+    assert answer.status_code == 200 and answer.json()["id"] == job["id"]
+    assert time.monotonic() - started < WOKEN_DEADLINE / 2
+    assert hub.counts.quiet_renewals == quiet_before
+
+
+def test_a_finished_task_wakes_another_worker_for_the_task_its_array_held_back(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """An array with ``-tc 1`` runs one task at a time: when worker a finishes task 1,
+    task 2 may run on worker b, which waits. The finish announces the array's category,
+    not only a's room, so b's waiting pull takes it at once."""
+    a = register(client, admin_headers, "a", "language: ?java")
+    b = register(client, admin_headers, "b", "language: ?java")
+    stored = client.post(
+        "/v1/jobs/bulk",
+        json={"jobs": [{"resources": JAVA, "tasks": "1-2", "task_concurrency": 1}]},
+        headers=admin_headers,
+    )
+    assert stored.status_code == 201, stored.text
+    first, second = (job["id"] for job in stored.json()["jobs"])
+    taken = client.post("/v1/workers/a/pull", headers=a)
+    assert taken.status_code == 200 and taken.json()["id"] == first
+    held = waiting_pull(client, database, "b", b, WOKEN_DEADLINE)  # task 2 is held back
+    since = time.monotonic()
+    finished = client.post(f"/v1/jobs/{first}/finish", json={"outcome": "finished"}, headers=a)
+    assert finished.status_code == 200, finished.text
+    assert_took(held, {"id": second}, since)
+
+
 def test_closing_the_hub_releases_waiting_pulls(
     client: TestClient, database: Database, admin_headers: dict[str, str]
 ) -> None:

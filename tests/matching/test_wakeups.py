@@ -456,3 +456,86 @@ def test_a_job_announced_during_a_woken_attempt_makes_it_look_again() -> None:
         return rounds
 
     assert asyncio.run(scenario()) == [[1, 2], [2], [2]]
+
+
+def _renewal(
+    hub: WakeupHub, news: tuple[str, ...], *, wants_work: bool = True, waiting: bool = False
+) -> bool:
+    """Worker 1 (``node-1``) waited and its attempt found nothing; ``news`` came after that
+    attempt started, between its pulls (``waiting``: while it still waited, so that the
+    hub asked whether it fits each category announced); does its next pull stand on that
+    attempt (no attempt of its own)?"""
+
+    async def scenario() -> bool:
+        loop = asyncio.get_running_loop()
+        earlier = hub.register(loop, key="node-1")
+        hub.arm(earlier)
+        earlier.expect(1, wants_work=wants_work)
+        hub.remember_quiet(earlier, "nothing", worker_id=1, wants_work=wants_work)
+        if not waiting:
+            hub.unregister(earlier)  # its deadline passed
+        for payload in news:
+            hub.deliver(payload)
+        hub.unregister(earlier)
+        again = hub.register(loop, key="node-1")
+        quiet = hub.renew_quietly(again)
+        hub.unregister(again)
+        assert quiet is None or (quiet.answer == "nothing" and quiet.worker_id == 1)
+        return quiet is not None
+
+    return asyncio.run(scenario())
+
+
+def test_a_renewal_stands_on_the_last_attempt_when_no_news_concerns_its_worker() -> None:
+    """Issue 37: a farm's idle workers renew their waits all the time, and each renewal's
+    attempt found what the last one found. The renewal sends no statement unless an
+    announcement since the last attempt started concerns its worker: everything, its
+    room, itself, or a category it fits or the hub cannot tell."""
+    fits = Fits({7: {1}, 8: {2}})
+    hub = WakeupHub(fits)
+    # The hub learns who fits 7 and 8 (worker 1 waits meanwhile).
+    assert woken_by(hub, "c7 c8", {1: True}) == {1: True}
+    assert _renewal(hub, ())
+    assert _renewal(hub, ("r2", "w2", "t7", "c8"))  # others' news; 8 does not fit worker 1
+    assert not _renewal(hub, ("c7",))  # a job of a category it fits
+    assert not _renewal(hub, ("c9",))  # a category the hub has no answer about
+    assert _renewal(hub, ("c10",), waiting=True)  # asked while it waited: it does not fit
+    assert fits.questions[-1] == (10, frozenset({1}))
+    assert not _renewal(hub, ("r1",))  # its room changed
+    assert not _renewal(hub, ("w1",))  # it changed
+    assert not _renewal(hub, ("*",))
+    # A worker that could take no work (no free slot) hears of its own changes only.
+    assert _renewal(hub, ("c7", "c9"), wants_work=False)
+    assert not _renewal(hub, ("r1",), wants_work=False)
+    assert hub.counts.quiet_renewals == 4
+
+
+def test_a_renewal_looks_again_after_max_quiet_and_while_the_hub_polls() -> None:
+    """What no announcement tells (a plug-in's answer, a worker's last_seen) is looked at
+    again at least every ``max_quiet`` seconds; a hub that hears nothing (behind a pooler)
+    never stands on an old attempt."""
+    hub = WakeupHub(Fits({}))
+    assert _renewal(hub, ())
+    hub.max_quiet = 0.0
+    assert not _renewal(hub, ())
+    hub.max_quiet = 300.0
+    hub.poll_seconds = 1.0
+    assert not _renewal(hub, ())
+    hub.poll_seconds = None
+    hub.forget_quiet("node-1")
+
+    async def forgotten() -> bool:
+        waiter = hub.register(asyncio.get_running_loop(), key="node-1")
+        quiet = hub.renew_quietly(waiter)
+        hub.unregister(waiter)
+        return quiet is None
+
+    assert asyncio.run(forgotten())
+
+
+def test_forgotten_news_counts_as_news(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub remembers the news of the last MAX_REMEMBERED_LIMITS workers and
+    categories; what it forgot counts as announced."""
+    monkeypatch.setattr(wakeups, "MAX_REMEMBERED_LIMITS", 2)
+    hub = WakeupHub(Fits({}))
+    assert not _renewal(hub, ("r5", "r6", "r7"))  # r5 forgotten: it might have been r1

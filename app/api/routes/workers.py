@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.api.auth import AdminDep, PrincipalDep, SubmitterDep, WorkerDep
 from app.api.deps import SessionDep
 from app.api.limits import check_metadata_size
-from app.api.longpoll import PullOutcome, client_gone, pull_or_wait
+from app.api.longpoll import MAX_WAIT_SECONDS, PullOutcome, client_gone, pull_or_wait
 from app.api.paging import Paging50Dep
 from app.api.problems import ProblemError
 from app.api.responses import BODY_ERRORS, errors
@@ -304,8 +304,6 @@ def pull_outcome(
     )
 
 
-#: The longest a pull may wait for work; a client's read timeout must be longer.
-MAX_WAIT_SECONDS = 60.0
 WaitQuery = Annotated[
     float,
     Query(

@@ -59,7 +59,7 @@ from app.matching.dispatch.pull_plain import (
 from app.matching.dispatch.puller import LOCK_PULLER_ALONE, Puller, puller_of_lock_and_facts
 from app.matching.domain_events import job_event
 from app.matching.liveness import REVIVE_PREBUILT, note_revived
-from app.matching.wakeups import job_taken, room_changed
+from app.matching.wakeups import job_taken, job_waiting, room_changed
 from app.metrics import DISPATCH_LATENCY, JOB_WAIT
 
 _LOCK_PULLER = Prebuilt(LOCK_PULLER_ALONE)
@@ -311,6 +311,9 @@ def _ended(
         # It may have held global consumables, which any worker's next job may need:
         # every waiter looks again, as the general finish announces.
         notify.announce(holder, EVERYTHING)
+    elif job.array_id is not None:
+        # A task of an array: the array's other tasks, held back by its -tc, may run now.
+        notify.announce(holder, job_waiting(job.category_id))
     return job
 
 

@@ -463,6 +463,12 @@ def finish(
     if ended.hard is not None or ended.pe is not None:
         # It may have held global consumables, which any worker's next job may need.
         announce.everything_changed(session)
+    elif ended.array_id is not None:
+        # A task of an array: the array's other tasks, held back by its qsub -tc, may run
+        # now on any worker that fits, not only this one. Without it they waited for
+        # some other news, or (a waiting pull's renewal standing on its last attempt,
+        # app/matching/wakeups.py renew_quietly) for minutes.
+        announce.job_waits(session, ended.category_id)
     return ended
 
 
