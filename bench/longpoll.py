@@ -733,6 +733,7 @@ async def idle_cost(
     """Transactions in the database (PostgreSQL) and pull attempts over ``seconds`` with no
     job submitted, per idle worker per minute, and where the CPU went meanwhile."""
     before_pulls = await metric(admin, "jobmatch_dispatch_duration_seconds_count")
+    before_quiet = await metric(admin, "jobmatch_longpoll_quiet_renewals_total")
     started = time.monotonic()
     cpu_before = cpu.sample()
     if database_name is not None:
@@ -757,6 +758,7 @@ async def idle_cost(
         await asyncio.sleep(seconds)
         table.add(f"transactions, idle {label}", "not measured on SQLite")
     after_pulls = await metric(admin, "jobmatch_dispatch_duration_seconds_count")
+    quiet = await metric(admin, "jobmatch_longpoll_quiet_renewals_total") - before_quiet
     pulls = after_pulls - before_pulls
     scraped = time.monotonic() - started
     table.add(f"CPU, idle {label}", CpuShares.words(cpu_before, cpu.sample(), scraped))
@@ -764,6 +766,10 @@ async def idle_cost(
         f"pull attempts, idle {label}",
         f"{pulls:g} in {scraped:.0f} s = {pulls * 60 / scraped / workers:.3f} per idle worker "
         "per minute",
+    )
+    table.add(
+        f"renewals without an attempt, idle {label}",
+        f"{quiet:g} in {scraped:.0f} s (waits renewed on the worker's last attempt)",
     )
 
 
