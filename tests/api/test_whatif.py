@@ -181,6 +181,8 @@ def test_refused_items_are_named(
         ({"add_workers": [{"name": "w2", "resources": ";;"}]}, "body.add_workers.0.resources", ""),
         ({"explain_job": done["id"]}, "body.explain_job", "candidates are computed for waiting"),
         ({"explain_job": 999_999}, "body.explain_job", "no job with id 999999"),
+        # A name to pull with that names no worker (the API fuzz found it a 404).
+        ({"pull_workers": ["w1", "ghost"]}, "body.pull_workers.1", "no worker named 'ghost'"),
     ]
     for body, field, words in cases:
         problem = assert_problem(_whatif(client, admin_headers, body), 422)

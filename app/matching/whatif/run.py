@@ -12,7 +12,7 @@ submission gets a later id; on SQLite the next submission gets the same one).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -156,14 +156,21 @@ def _pulling_workers(changes: ChangeSet) -> list[str]:
     return [name for name in dict.fromkeys(names) if name not in removed]
 
 
-def _first_pulls(session: Session, names: list[str], policy: Policy) -> list[FirstPull]:
+def _first_pulls(
+    session: Session, names: list[str], policy: Policy, asked: tuple[str, ...] = ()
+) -> list[FirstPull]:
     """Each worker's pull, each in a savepoint of its own that is rolled back, so that
-    each answer is the job it would get if it pulled first."""
+    each answer is the job it would get if it pulled first. A name of ``asked`` (the
+    change set's ``pull_workers``) that names no worker is that item's refusal (a 422
+    naming ``pull_workers.N``), as an unknown name in any other item is; it was a 404
+    that the route did not document (found by tests/api/test_fuzz.py)."""
+    items = {name: f"pull_workers.{index}" for index, name in reversed(list(enumerate(asked)))}
     pulls = []
     for name in names:
         savepoint = session.begin_nested()
         try:
-            job, _puller, placed = next_job(session, name, policy)
+            with _item(items[name]) if name in items else nullcontext():
+                job, _puller, placed = next_job(session, name, policy)
             pulls.append(FirstPull(name, job.id if job is not None else None, placed))
         finally:
             savepoint.rollback()
@@ -217,7 +224,7 @@ def what_if(session: Session, changes: ChangeSet, policy: Policy, *, by: str) ->
                 if changes.explain_job is not None
                 else None
             )
-            pulls = _first_pulls(session, _pulling_workers(changes), policy)
+            pulls = _first_pulls(session, _pulling_workers(changes), policy, changes.pull_workers)
         finally:
             savepoint.rollback()
     was, will = before.runnable_jobs(), after.runnable_jobs()
