@@ -303,6 +303,10 @@ def delete_worker(session: Session, name: str, *, requeue: bool, by: str) -> lis
     )
     # Every API process forgets what it remembered of tokens (app/db/revocations.py).
     announce_revocation(session)
+    # The worker changed (it is gone): a long-poll hub that remembers its id for its name
+    # (app/matching/wakeups.py) must not let a pull of a worker registered again under the
+    # name stand on the old worker's last attempt, indexed under the old id.
+    announce.workers_changed(session, [worker.id])
     # Its misfit rows go with it (ON DELETE CASCADE); fit rows have no foreign key.
     session.execute(delete(CategoryFit).where(CategoryFit.worker_id == worker.id))
     session.delete(worker)

@@ -289,6 +289,21 @@ def test_a_renewed_wait_sends_no_statement_until_news_concerns_its_worker(
     assert hub.counts.quiet_renewals == quiet_before
 
 
+def test_a_worker_registered_again_under_its_name_is_heard_at_once(
+    client: TestClient, database: Database, admin_headers: dict[str, str]
+) -> None:
+    """The hub remembers a name's worker id and last empty attempt. After the worker is
+    deleted and registered again (a new id), its next pull must not stand on the old
+    worker's attempt, waiting under the old id: a job it fits wakes it at once."""
+    old = register(client, admin_headers, "w1", "language: ?java")
+    assert client.post("/v1/workers/w1/pull", params={"wait": 0.3}, headers=old).status_code == 204
+    assert client.delete("/v1/workers/w1", headers=admin_headers).status_code in (200, 204)
+    new = register(client, admin_headers, "w1", "language: ?java")
+    waiting = waiting_pull(client, database, "w1", new, WOKEN_DEADLINE)
+    since = time.monotonic()
+    assert_took(waiting, submit(client, admin_headers, JAVA), since)
+
+
 def test_a_finished_task_wakes_another_worker_for_the_task_its_array_held_back(
     client: TestClient, database: Database, admin_headers: dict[str, str]
 ) -> None:
