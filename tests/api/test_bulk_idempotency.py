@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from app.db.engine import Database
 from app.db.models import BulkIdempotencyKey, Job
-from tests.support.http_api import assert_problem, register
+from tests.support.http_api import assert_problem, register, submitter_token
 
 #: Two single jobs, one nothing fits (failed at submission) and an array of three tasks.
 BODY: dict[str, Any] = {
@@ -103,13 +103,7 @@ def test_keys_are_per_submitter_and_apart_from_single_submissions(
     client: TestClient, database: Database, admin_headers: dict[str, str]
 ) -> None:
     register(client, admin_headers, "w1", "language: ?java")
-    tokens = {}
-    for name in ("alice", "bob"):
-        answer = client.post(
-            "/v1/tokens", json={"role": "submitter", "subject": name}, headers=admin_headers
-        )
-        assert answer.status_code == 201, answer.text
-        tokens[name] = {"Authorization": f"Bearer {answer.json()['token']}"}
+    tokens = {name: submitter_token(client, admin_headers, name) for name in ("alice", "bob")}
     one = {"jobs": [{"resources": "language: java"}]}
     alice = _post(client, tokens["alice"], "same", one).json()["jobs"][0]["id"]
     bob = _post(client, tokens["bob"], "same", one)

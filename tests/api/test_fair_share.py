@@ -14,6 +14,7 @@ from app.api.app import create_app
 from app.db.engine import Database
 from app.matching.ordering import policy
 from app.settings import Settings
+from tests.support.http_api import submitter_token
 
 
 @pytest.fixture
@@ -24,19 +25,14 @@ def fair_client(settings: Settings, database: Database) -> Iterator[TestClient]:
     policy.use(policy.DEFAULT)
 
 
-def _token(client: TestClient, admin: dict[str, str], subject: str) -> dict[str, str]:
-    answer = client.post(
-        "/v1/tokens", json={"role": "submitter", "subject": subject}, headers=admin
-    )
-    assert answer.status_code == 201, answer.text
-    return {"Authorization": f"Bearer {answer.json()['token']}"}
-
-
 def test_usage_shares_weights_and_explain(
     fair_client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     client = fair_client
-    alice, bob = _token(client, admin_headers, "alice"), _token(client, admin_headers, "bob")
+    alice, bob = (
+        submitter_token(client, admin_headers, "alice"),
+        submitter_token(client, admin_headers, "bob"),
+    )
     worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
     w = {"Authorization": f"Bearer {worker.json()['token']}"}
     flood = [client.post("/v1/jobs", json={}, headers=alice).json()["id"] for _ in range(4)]
@@ -79,7 +75,7 @@ def test_the_console_queue_shows_usage_against_share(
     fair_client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     client = fair_client
-    alice = _token(client, admin_headers, "alice")
+    alice = submitter_token(client, admin_headers, "alice")
     client.post("/v1/jobs", json={}, headers=alice)
     client.put("/v1/shares/bob", json={"weight": 3}, headers=admin_headers)
     signed = client.post(
@@ -105,7 +101,10 @@ def test_a_what_if_of_weights_shows_who_goes_first(
     """carol and dave used the same; a weight of 3 for carol would send her job first,
     and nothing is stored."""
     client = fair_client
-    carol, dave = _token(client, admin_headers, "carol"), _token(client, admin_headers, "dave")
+    carol, dave = (
+        submitter_token(client, admin_headers, "carol"),
+        submitter_token(client, admin_headers, "dave"),
+    )
     worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
     w = {"Authorization": f"Bearer {worker.json()['token']}"}
     ran = [client.post("/v1/jobs", json={}, headers=h).json()["id"] for h in (carol, dave)]
@@ -178,7 +177,9 @@ def test_groups_weights_order_metrics_and_explain(
     group_client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     client = group_client
-    tokens = {name: _token(client, admin_headers, name) for name in ("alice", "bob", "carol")}
+    tokens = {
+        name: submitter_token(client, admin_headers, name) for name in ("alice", "bob", "carol")
+    }
     worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
     w = {"Authorization": f"Bearer {worker.json()['token']}"}
     for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
@@ -270,7 +271,9 @@ def test_the_console_queue_shows_the_groups(
     table of the groups (a submitter without one in parentheses), furthest below its
     share first, with weight, share, usage and members."""
     client = group_client
-    tokens = {name: _token(client, admin_headers, name) for name in ("alice", "bob", "dave")}
+    tokens = {
+        name: submitter_token(client, admin_headers, name) for name in ("alice", "bob", "dave")
+    }
     worker = client.post("/v1/workers", json={"name": "w", "slots": 1}, headers=admin_headers)
     w = {"Authorization": f"Bearer {worker.json()['token']}"}
     for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):

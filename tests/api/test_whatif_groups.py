@@ -16,7 +16,7 @@ from app.api.app import create_app
 from app.db.engine import Database
 from app.matching.ordering import policy
 from app.settings import Settings
-from tests.support.http_api import assert_problem
+from tests.support.http_api import assert_problem, submitter_token
 from tests.support.table_digest import table_digest
 
 
@@ -31,13 +31,6 @@ def group_client(settings: Settings, database: Database) -> Iterator[TestClient]
 def _ok(response: Any) -> Any:
     assert response.status_code in (200, 201), response.text
     return response.json()
-
-
-def _token(client: TestClient, admin: dict[str, str], subject: str) -> dict[str, str]:
-    issued = _ok(
-        client.post("/v1/tokens", json={"role": "submitter", "subject": subject}, headers=admin)
-    )
-    return {"Authorization": f"Bearer {issued['token']}"}
 
 
 def _worker(client: TestClient, admin: dict[str, str]) -> dict[str, str]:
@@ -69,7 +62,7 @@ def test_a_group_weight_in_a_what_if_changes_who_goes_first(
     """course-a (alice) and course-b (carol) both used the farm; a weight of 1e6 for the
     group that used more would send its member's job first; applied for real, it does."""
     client, admin = group_client, admin_headers
-    alice, carol = _token(client, admin, "alice"), _token(client, admin, "carol")
+    alice, carol = submitter_token(client, admin, "alice"), submitter_token(client, admin, "carol")
     w = _worker(client, admin)
     for name, group in (("alice", "course-a"), ("carol", "course-b")):
         _ok(client.put(f"/v1/shares/{name}", json={"weight": 1, "group": group}, headers=admin))
@@ -105,7 +98,7 @@ def test_moving_a_submitter_in_a_what_if_changes_who_goes_first(
     applied for real, it does; a group named for the first time is made (and rolled
     back)."""
     client, admin = group_client, admin_headers
-    tokens = {name: _token(client, admin, name) for name in ("alice", "bob", "carol")}
+    tokens = {name: submitter_token(client, admin, name) for name in ("alice", "bob", "carol")}
     w = _worker(client, admin)
     for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
         _ok(client.put(f"/v1/shares/{name}", json={"weight": 1, "group": group}, headers=admin))
@@ -141,7 +134,7 @@ def test_a_null_group_in_a_what_if_takes_the_submitter_out(
     wait. ``"group": null`` makes bob a group of his own that used nothing: his job
     goes first, whichever group goes first now; nothing is stored."""
     client, admin = group_client, admin_headers
-    tokens = {name: _token(client, admin, name) for name in ("alice", "bob", "carol")}
+    tokens = {name: submitter_token(client, admin, name) for name in ("alice", "bob", "carol")}
     w = _worker(client, admin)
     for name, group in (("alice", "course-a"), ("bob", "course-a"), ("carol", "course-b")):
         _ok(client.put(f"/v1/shares/{name}", json={"weight": 1, "group": group}, headers=admin))

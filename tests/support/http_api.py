@@ -53,6 +53,15 @@ def register(
     return {"Authorization": f"Bearer {response.json()['token']}"}
 
 
+def submitter_token(client: TestClient, admin: dict[str, str], subject: str) -> dict[str, str]:
+    """Issue a submitter token for ``subject`` through POST /v1/tokens; its bearer header."""
+    issued = client.post(
+        "/v1/tokens", json={"role": "submitter", "subject": subject}, headers=admin
+    )
+    assert issued.status_code == 201, issued.text
+    return {"Authorization": f"Bearer {issued.json()['token']}"}
+
+
 def submit(client: TestClient, admin: dict[str, str], resources: str = "", **extra: object) -> dict:  # type: ignore[type-arg]
     """Submit a job through POST /v1/jobs as ``admin``; the created job's body."""
     response = client.post("/v1/jobs", json={"resources": resources, **extra}, headers=admin)
