@@ -208,10 +208,10 @@ class _HeadRounds:
             heads = pull_heads.heads(
                 self.session, self.puller, HEADS_PER_ROUND, self.plugins.refused
             )
-            if not heads:
-                return None
             refused_before = len(self.plugins.refused)
+            found = False
             for job_id, task_id, plain, limited_array, *_standing in heads:
+                found = True
                 # A plug-in's verdict depends on the task and the worker only, so a refusal
                 # rules out every category of the task; the next query leaves them out, and
                 # a pull costs O(categories + plug-in tasks), never O(waiting jobs).
@@ -222,6 +222,8 @@ class _HeadRounds:
                 taken = self.take_head(job_id, plain, limited_array)
                 if taken is not _Next.HEAD:
                     return taken
+            if not found:
+                return None
             if len(self.plugins.refused) == refused_before:
                 # Every head was taken by concurrent pulls: another round, a bounded number.
                 rounds += 1

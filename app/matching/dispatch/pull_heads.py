@@ -9,12 +9,22 @@ two give four variants, built on first use; the rare third case is built per pul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, literal_column, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    literal_column,
+    or_,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.orm import Session
 
 from app.db import dialect
@@ -65,6 +75,11 @@ HEADS_PER_ROUND = 8
 _ONE: Any = literal_column("1")
 _REFUSED: Any = bindparam("p_refused", expanding=True)
 
+#: Which submitters a fair-share heads statement reads: every one with a share row, those
+#: bound as ``p_tier``, or the first tier (the best leading standings, found by the
+#: statement itself), as the tiered walk of :func:`_heads_in_tiers` asks.
+EVERY_SUBMITTER, BOUND_TIER, FIRST_TIER = "every", "bound", "first"
+
 
 def heads_statement(
     skip_locked: bool,
@@ -73,19 +88,19 @@ def heads_statement(
     limit: Any = _LIMIT,
     puller: PullerTerms = BOUND,
     ordering: Ordering = DEFAULT,
-    tiered: bool = False,
+    tier: str = EVERY_SUBMITTER,
 ) -> Select[Any]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
     the one-statement take of app/matching/dispatch/pull_plain.py does. Under a policy
     with fair share (or group share) the heads are per category and submitter, and the
     rows carry the submitter's standing (``share_key``) and its group's (``group_key``)
-    after the four columns; ``tiered`` reads only the submitters bound as ``p_tier``
-    (see :func:`_heads_in_tiers`)."""
+    after the four columns; ``tier`` says which submitters' heads are read (see
+    :func:`_heads_in_tiers`)."""
     fit, plain = head_fit(managed, refusals, puller), plain_category(managed)
     if ordering.fair_share:
         if skip_locked and ordering.leading_share_rules:
             return _heads_by_submitters_in_turn(fit, plain, limit, ordering)
-        return _heads_by_category_and_submitter(fit, plain, limit, ordering, tiered)
+        return _heads_by_category_and_submitter(fit, plain, limit, ordering, tier)
     if skip_locked:
         return _heads_by_best_categories(fit, plain, limit, ordering.rules)
     return _one_head_per_category(fit, plain, limit, ordering.rules)
@@ -315,26 +330,35 @@ def _heads_by_submitters_in_turn(
     )
 
 
-def _standings(ordering: Ordering, tiered: bool = False) -> Any:
-    """Each submitter with a share row (``tiered``: of those bound as ``p_tier``), its
-    standing (``share_key``) and its group's (``group_key``; the submitter's own when
-    the policy has no ``group-share``, so that a policy without groups reads no group
-    row)."""
-    return _standings_select(ordering, tiered).subquery("standing")
+def _standings(ordering: Ordering, tier: str = EVERY_SUBMITTER) -> Any:
+    """Each submitter with a share row (of the ``tier``), its standing (``share_key``)
+    and its group's (``group_key``; the submitter's own when the policy has no
+    ``group-share``, so that a policy without groups reads no group row)."""
+    chosen = _standings_select(ordering, tier)
+    if tier == FIRST_TIER:
+        # OFFSET 0 keeps SQLite from flattening the tier into the pairs, where it tested
+        # a submitter's standing after the seek for its head instead of before.
+        chosen = chosen.offset(0)
+    return chosen.subquery("standing")
 
 
-def _standings_select(ordering: Ordering, tiered: bool = False) -> Select[str, float, float]:
+def _standings_select(ordering: Ordering, tier: str = EVERY_SUBMITTER) -> Select[str, float, float]:
     key = share_key(ordering.halflife_seconds)
-    if not ordering.group_share:
-        chosen = select(SubmitterShare.submitter, key.label("share_key"), key.label("group_key"))
-    else:
-        chosen = select(
-            SubmitterShare.submitter,
-            key.label("share_key"),
-            group_key(ordering.halflife_seconds).label("group_key"),
-        ).outerjoin(SubmitterGroup, GROUP_OF_SUBMITTER)
-    if tiered:
+    group = group_key(ordering.halflife_seconds) if ordering.group_share else key
+    chosen = select(SubmitterShare.submitter, key.label("share_key"), group.label("group_key"))
+    if ordering.group_share:
+        chosen = chosen.outerjoin(SubmitterGroup, GROUP_OF_SUBMITTER)
+    if tier == BOUND_TIER:
         chosen = chosen.where(SubmitterShare.submitter.in_(bindparam("p_tier", expanding=True)))
+    elif tier == FIRST_TIER:
+        # The same expressions on the same rows give the same values, so equality with
+        # the best row's keys is exact.
+        best = _standings_select(ordering).subquery("best")
+        mine = {"share_key": key, "group_key": group}
+        columns = [_standing_column(rule) for rule in ordering.leading_share_rules]
+        best_keys = select(*(best.c[name] for name in columns))
+        best_keys = best_keys.order_by(*(best.c[name] for name in columns)).limit(1)
+        chosen = chosen.where(tuple_(*(mine[name] for name in columns)).in_(best_keys))
     return chosen
 
 
@@ -343,7 +367,7 @@ def _heads_by_category_and_submitter(
     plain: ColumnElement[bool],
     limit: Any,
     ordering: Ordering,
-    tiered: bool = False,
+    tier: str = EVERY_SUBMITTER,
 ) -> Select[Any]:
     """Fair share (docs/ordering.md): the head job of each category the worker fits and
     each submitter with a share row (every submitter that submitted while fair share was
@@ -353,7 +377,7 @@ def _heads_by_category_and_submitter(
     (correlated subqueries, no LATERAL): a pull that finds its best head locked takes
     the next head, of another pair."""
     within = _job_order(ordering.within_submitter)
-    standing = _standings(ordering, tiered)
+    standing = _standings(ordering, tier)
     head_id = (
         select(Job.id)
         .where(
@@ -435,7 +459,7 @@ def job_fit(
     return None if row is None else (row[0], bool(row[1]), row[2])
 
 
-def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int]) -> Sequence[Any]:
+def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int]) -> Iterator[Any]:
     """(job id, task id, plain, limited array) of the best waiting jobs of the categories
     the worker fits, best first, leaving out the tasks whose plug-in already refused the
     worker and the tasks of arrays that run as many tasks as they may (qsub -tc,
@@ -443,7 +467,9 @@ def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int])
     Grid Engine evaluation nor an allocation on this worker, and that the job is no task
     of an array with a limit (``limited array`` names that array). A worker with an
     inventory only gets jobspec jobs that fit on one node and that its free counts could
-    hold (the allocation itself is decided after the claim)."""
+    hold (the allocation itself is decided after the claim). The heads come as the
+    caller takes them: a pull that starts the first sends no statement for the rest
+    (see :func:`_heads_in_tiers`)."""
     skip_locked = dialect.supports_skip_locked(session.connection())
     ordering = active()
     parameters: dict[str, Any] = {
@@ -457,7 +483,7 @@ def heads(session: Session, puller: Puller, limit: int, refused_tasks: set[int])
     if ordering.fair_share and ordering.leading_share_rules and not skip_locked:
         return _heads_in_tiers(session, puller.managed, ordering, parameters, limit)
     statement = _cached_heads(skip_locked, puller.managed, bool(refused_tasks), ordering=ordering)
-    return session.execute(statement, parameters).all()
+    return iter(session.execute(statement, parameters).all())
 
 
 #: Submitters' standings a tiered pull reads at most, and the tiers it walks before it
@@ -468,24 +494,30 @@ MAX_TIERS = 4
 
 def _heads_in_tiers(
     session: Session, managed: bool, ordering: Ordering, parameters: dict[str, Any], limit: int
-) -> Sequence[Any]:
+) -> Iterator[Any]:
     """The heads under a policy that starts with fair share, where the database has no
     LATERAL to walk the submitters in turn (SQLite): the submitters in the order of
     their leading standings, in tiers of equal standing, and the heads of each tier in
     turn (one seek per category the worker fits and submitter of the tier) until
     ``limit`` came. Every head of a tier comes before every head of the next, so the
-    concatenation is the whole statement's answer, cut at ``limit``. Reading every
-    submitter's head of every category cost 17 ms a pull at 100 submitters against 1.7
-    ms without fair share (bench/dispatch.py --fair-share, 100,000 waiting jobs). After
-    :data:`MAX_TIERS` tiers short of ``limit`` (submitters with nothing waiting that the
-    worker fits), or when the first :data:`TIER_ROWS` submitters are one tier, the
-    whole statement is read once, as before."""
+    concatenation is the whole statement's answer, cut at ``limit``.
+
+    The first tier's heads come from one statement that finds the tier itself; the
+    rest is read only when the caller asks for more (a pull that starts the first head,
+    as most do, sends no statement more than without fair share). Then the standings
+    (:data:`TIER_ROWS` at most) and the next tiers in turn. After :data:`MAX_TIERS`
+    tiers short of ``limit`` (submitters with nothing waiting that the worker fits), or
+    when the first :data:`TIER_ROWS` submitters are one tier, the whole statement is
+    read once, and its heads not given yet follow. Reading every submitter's head of
+    every category cost 17 ms a pull at 100 submitters against 1.7 ms without fair
+    share (bench/dispatch.py --fair-share, 100,000 waiting jobs)."""
     refusals = "p_refused" in parameters
-    ranked = _standings_select(ordering).subquery("ranked")
-    keys = [ranked.c[_standing_column(rule)] for rule in ordering.leading_share_rules]
-    rows = session.execute(
-        select(ranked.c.submitter, *keys).order_by(*keys, ranked.c.submitter).limit(TIER_ROWS)
-    ).all()
+    first = _cached_heads(False, managed, refusals, ordering=ordering, tier=FIRST_TIER)
+    given = list(session.execute(first, parameters).all()[:limit])
+    yield from given
+    if len(given) >= limit:
+        return
+    rows = session.connection().execute(_ranked_submitters(ordering, TIER_ROWS)).all()
     tiers: list[list[str]] = []
     last: tuple[Any, ...] | None = None
     for submitter, *standing in rows:
@@ -496,17 +528,32 @@ def _heads_in_tiers(
     every = len(rows) < TIER_ROWS
     if not every:
         tiers.pop()  # the last may have more members beyond the rows read
-    found: list[Any] = []
     if tiers:
-        tiered = _cached_heads(False, managed, refusals, ordering=ordering, tiered=True)
-        for tier in tiers[:MAX_TIERS]:
-            found += session.execute(tiered, {**parameters, "p_tier": tier}).all()
-            if len(found) >= limit:
-                return found[:limit]
+        # tiers[0] is complete (a tier follows it, or every row was read), so it is the
+        # first tier, whose heads were given.
+        bound = _cached_heads(False, managed, refusals, ordering=ordering, tier=BOUND_TIER)
+        for tier in tiers[1:MAX_TIERS]:
+            more = session.execute(bound, {**parameters, "p_tier": tier}).all()
+            more = more[: limit - len(given)]
+            given += more
+            yield from more
+            if len(given) >= limit:
+                return
         if every and len(tiers) <= MAX_TIERS:
-            return found
+            return
     whole = _cached_heads(False, managed, refusals, ordering=ordering)
-    return session.execute(whole, parameters).all()
+    seen = {row[0] for row in given}
+    rest = [row for row in session.execute(whole, parameters).all() if row[0] not in seen]
+    yield from rest[: limit - len(given)]
+
+
+@lru_cache(maxsize=8)
+def _ranked_submitters(ordering: Ordering, rows: int) -> Select[Any]:
+    """The first ``rows`` submitters by their leading standings, with those standings:
+    built once per policy (building it anew cost more than running it)."""
+    ranked = _standings_select(ordering).subquery("ranked")
+    keys = [ranked.c[_standing_column(rule)] for rule in ordering.leading_share_rules]
+    return select(ranked.c.submitter, *keys).order_by(*keys, ranked.c.submitter).limit(rows)
 
 
 def _standing_column(rule: str) -> str:

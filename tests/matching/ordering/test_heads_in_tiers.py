@@ -2,8 +2,9 @@
 ``_heads_in_tiers``, SQLite's way: no LATERAL to walk the submitters in turn) are the
 whole statement's heads, cut at the limit: a conformance test of the walk against the
 statement that reads every submitter at once, on generated farms, with the tiers made
-small so that every way out is taken (enough heads from the first tiers, standings cut
-at the rows read, the whole statement after too many short tiers). Run on both
+small so that every way out is taken (enough heads from the first tier, found by its
+own statement, or from the next, standings cut at the rows read, the whole statement
+after too many short tiers). Run on both
 databases: the walk is plain SQL."""
 
 from __future__ import annotations
@@ -101,9 +102,67 @@ def test_the_tiers_give_the_whole_statements_heads(
         whole = pull_heads.heads_statement(False, puller.managed, False, ordering=ordering)
         expected = [row[0] for row in session.execute(whole, parameters).all()][:limit]
         with statements_sent(database.engine) as sent:
-            tiered = pull_heads._heads_in_tiers(
-                session, puller.managed, ordering, parameters, limit
+            tiered = list(
+                pull_heads._heads_in_tiers(session, puller.managed, ordering, parameters, limit)
             )
         assert [row[0] for row in tiered] == expected
-    read_whole = any("submitter_shares.submitter IN" not in text for text in sent[1:])
-    event(f"{len(sent) - 1} statements after the standings; whole statement: {read_whole}")
+    # The first tier's statement, then (when it gave fewer than the limit) the standings,
+    # the next tiers (``submitter IN`` a bound list) and perhaps the whole statement.
+    read_whole = any("submitter_shares.submitter IN" not in text for text in sent[2:])
+    event(f"{len(sent)} statements; whole statement: {read_whole}")
+
+
+@pytest.mark.parametrize(
+    ("limit", "max_tiers", "statements", "heads"),
+    [
+        # The first tier (s0, no usage) has the limit's heads: its statement alone.
+        (1, 4, 1, ["s0 11"]),
+        # Short of it: the standings, then s1's tier fills the limit.
+        (2, 4, 3, ["s0 11", "s1 11"]),
+        # Every tier read and still short: no more statements.
+        (5, 4, 3, ["s0 11", "s1 11", "s1 12"]),
+        # Too many short tiers (one here): the whole statement, its heads not given yet.
+        (5, 1, 3, ["s0 11", "s1 11", "s1 12"]),
+    ],
+)
+def test_each_way_out_of_the_walk(
+    database: Database,
+    use_ordering: Callable[..., Ordering],
+    monkeypatch: pytest.MonkeyPatch,
+    limit: int,
+    max_tiers: int,
+    statements: int,
+    heads: list[str],
+) -> None:
+    """The walk's ways out, each named: the statements it sends and the heads it gives,
+    in order (s0 has no usage, s1 some; s1's heads are of two categories)."""
+    ordering = use_ordering("fair-share,priority,age", HALFLIFE)
+    monkeypatch.setattr(pull_heads, "MAX_TIERS", max_tiers)
+    names: dict[int, str] = {}
+    with database.transaction() as session:
+        upsert_worker(session, WorkerSpec(name="w", resources="java: ?11, ?12", slots=4))
+        for submitter, tag in (("s0", "11"), ("s1", "11"), ("s1", "12")):
+            spec = JobSpec(resources=f"java: {tag}")
+            job = submission.submit_job(session, spec, submitter=submitter)
+            names[job.id] = f"{submitter} {tag}"
+    with database.transaction() as session:
+        book(session, "s1", 100.0, utcnow(), HALFLIFE)
+    with database.transaction() as session:
+        puller = lock_puller(session, "w", utcnow())
+        assert puller is not None
+        parameters: dict[str, Any] = {
+            "p_worker_id": puller.id,
+            "p_generation": puller.generation,
+            "p_max_free": puller.max_free,
+            "p_limit": limit,
+        }
+        with statements_sent(database.engine) as sent:
+            walked = list(
+                pull_heads._heads_in_tiers(session, puller.managed, ordering, parameters, limit)
+            )
+    assert [names[row[0]] for row in walked] == heads
+    assert len(sent) == statements
+    # After the first tier and the standings, the tiers name their submitters (IN) and
+    # the whole statement does not.
+    read_whole = len(sent) > 2 and "submitter_shares.submitter IN" not in sent[-1]
+    assert read_whole == (max_tiers == 1)

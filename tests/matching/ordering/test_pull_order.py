@@ -123,8 +123,4 @@ def test_fair_share_keeps_the_pull_s_statements(
             assert dispatch.pull(session, "w") is not None
         counts[text] = len(sent)
         assert ("submitter_shares" in " ".join(sent)) == (text != "priority,age")
-    # SQLite, without LATERAL, reads the submitters' standings first and then the heads
-    # of the best of them (pull_heads._heads_in_tiers): one statement more, so that a
-    # pull reads one submitter's heads, not every submitter's.
-    extra = 0 if database.dialect_name == "postgresql" else 1
-    assert counts["fair-share,priority,age"] == counts["priority,age"] + extra
+    assert counts["fair-share,priority,age"] == counts["priority,age"]
