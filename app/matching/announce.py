@@ -21,15 +21,17 @@ from app.matching.wakeups import (
 )
 
 
-def job_waits(session: Session, category_id: int) -> None:
-    """A job of the category waits (submitted, returned or requeued)."""
-    notify.announce(session, job_waiting(category_id))
+def job_waits(session: Session, category_id: int, job_id: int | None = None) -> None:
+    """A job of the category waits (submitted, returned or requeued): the job, when one
+    is named, or some jobs of it (a bulk submission, tasks an array held back)."""
+    notify.announce(session, job_waiting(category_id, job_id))
 
 
-def job_taken_by_pull(session: Session, category_id: int) -> None:
-    """A pull took a job of the category: the relays of every process count it off, so
-    that they wake no more waiters for it (app/matching/wakeups.py)."""
-    notify.announce(session, job_taken(category_id))
+def job_taken_by_pull(session: Session, category_id: int, job_id: int) -> None:
+    """A pull took the job, of the category: the relays of every process count it off, so
+    that they wake no more waiters for it, and a renewal that stands on an attempt made
+    before it was announced need not look for it (app/matching/wakeups.py)."""
+    notify.announce(session, job_taken(category_id, job_id))
 
 
 def workers_changed(session: Session, worker_ids: Iterable[int | None]) -> None:

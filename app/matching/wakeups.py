@@ -5,12 +5,14 @@ give its worker a job. Writers announce what happened (app/db/notify.py carries 
 PostgreSQL across processes) as tokens:
 
 * ``c<category id>``: a job of that category waits (a submission, a returned or requeued
-  job). It concerns only waiters whose worker fits the category;
+  job), or ``c<category id>.<job id>``, naming the job. It concerns only waiters whose
+  worker fits the category;
 * ``r<worker id>``: that worker's room changed (a finish, return or cancel freed it, the
   scheduler placed a job on it). It concerns only that worker's waiters;
 * ``w<worker id>``: that worker changed (its description, metadata or values). It concerns
   only that worker's waiters, and what it fits may have changed;
-* ``t<category id>``: a pull took a job of that category (the job no longer waits);
+* ``t<category id>`` or ``t<category id>.<job id>``: a pull took a job of that category
+  (the job no longer waits);
 * ``*``: anything (global values, the attribute table, tasks; or announcements were lost).
   It concerns every waiter.
 
@@ -80,9 +82,11 @@ EVERYTHING = "*"
 FitCheck = Callable[[int, frozenset[int]], set[int]]
 
 
-def job_waiting(category_id: int) -> str:
-    """The announcement that a job of the category waits."""
-    return f"c{category_id}"
+def job_waiting(category_id: int, job_id: int | None = None) -> str:
+    """The announcement that a job of the category waits: the job when named (a quiet
+    renewal then knows when it was taken, see :meth:`WakeupHub.renew_quietly`), or some
+    job of it (several at once, or a task its array held back)."""
+    return f"c{category_id}" if job_id is None else f"c{category_id}.{job_id}"
 
 
 def worker_changed(worker_id: int) -> str:
@@ -94,9 +98,9 @@ def worker_changed(worker_id: int) -> str:
 TAKEN = "t"
 
 
-def job_taken(category_id: int) -> str:
-    """The announcement that a pull took a job of the category."""
-    return f"{TAKEN}{category_id}"
+def job_taken(category_id: int, job_id: int) -> str:
+    """The announcement that a pull took the job, of the category."""
+    return f"{TAKEN}{category_id}.{job_id}"
 
 
 #: The prefix of :func:`room_changed`, for a statement that announces it itself.
@@ -120,22 +124,42 @@ class Announcement:
     rooms: frozenset[int] = frozenset()
     #: Categories of which a pull took a job.
     taken: frozenset[int] = frozenset()
+    #: The jobs named as waiting, and as taken: (category, job).
+    waiting_jobs: frozenset[tuple[int, int]] = frozenset()
+    taken_jobs: frozenset[tuple[int, int]] = frozenset()
+    #: Categories of which some job waits, not named.
+    unnamed_waiting: frozenset[int] = frozenset()
+
+
+#: The tokens that may name a job (``c12.345``).
+_NAMING = frozenset("ct")
 
 
 def parse_payload(payload: str) -> Announcement:
     """The tokens of a payload; an unknown or malformed token counts as ``*`` (waking too
     many waiters costs a pull each, waking too few would leave a job waiting)."""
     found: dict[str, set[int]] = {"c": set(), "w": set(), "r": set(), "t": set()}
+    named: dict[str, set[tuple[int, int]]] = {"c": set(), "t": set()}
+    unnamed: set[int] = set()
     for token in payload.split():
-        kind, number = token[:1], token[1:]
+        kind, (number, dot, job) = token[:1], token[1:].partition(".")
         if kind not in found or not number.isdigit():
             return Announcement(everything=True)
+        if dot and (kind not in _NAMING or not job.isdigit()):
+            return Announcement(everything=True)
         found[kind].add(int(number))
+        if dot:
+            named[kind].add((int(number), int(job)))
+        elif kind == "c":
+            unnamed.add(int(number))
     return Announcement(
         categories=frozenset(found["c"]),
         workers=frozenset(found["w"]),
         rooms=frozenset(found["r"]),
         taken=frozenset(found["t"]),
+        waiting_jobs=frozenset(named["c"]),
+        taken_jobs=frozenset(named["t"]),
+        unnamed_waiting=frozenset(unnamed),
     )
 
 
@@ -337,6 +361,33 @@ class _Relay:
     empty_handed: bool = False
 
 
+#: Announced jobs per category that the hub remembers as not taken yet; past it the oldest
+#: are forgotten and count as announced at their time and never taken.
+MAX_OPEN_JOBS = 256
+
+
+@dataclass
+class _Openings:
+    """A category's announced jobs not known to be taken (job id -> the news count of its
+    announcement, in that order), and the news count of its last announcement that named
+    no job (or of a job forgotten past :data:`MAX_OPEN_JOBS`): what a quiet renewal asks
+    when the category had news since its worker's attempt (WakeupHub._nothing_since)."""
+
+    jobs: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    unnamed: int = 0
+
+    def opened(self, job_id: int, news: int) -> None:
+        self.jobs[job_id] = news
+        self.jobs.move_to_end(job_id)
+        while len(self.jobs) > MAX_OPEN_JOBS:
+            _job, when = self.jobs.popitem(last=False)
+            self.unnamed = max(self.unnamed, when)
+
+    def newest(self) -> int:
+        """The news count of the newest announcement whose job may still wait."""
+        return max(self.unnamed, next(reversed(self.jobs.values()), 0))
+
+
 @dataclass
 class HubCounts:
     """What the hub did, for /metrics and the tests: announcements received, waiters
@@ -407,6 +458,8 @@ class WakeupHub:
         self._news_of_worker: OrderedDict[int, int] = OrderedDict()
         self._news_of_category: OrderedDict[int, int] = OrderedDict()
         self._news_floor = 0
+        #: Per category (those of _news_of_category), its announced jobs not taken yet.
+        self._openings: dict[int, _Openings] = {}
         #: Each worker's last empty attempt (by its name), for its next pull.
         self._quiet: OrderedDict[str, Quiet] = OrderedDict()
         #: Seconds a renewal may answer from the last attempt (0: never; see
@@ -773,14 +826,27 @@ class WakeupHub:
         for worker_id in announcement.workers | announcement.rooms:
             self._note_news(self._news_of_worker, worker_id)
         for category_id in announcement.categories:
-            self._note_news(self._news_of_category, category_id)
+            for forgotten in self._note_news(self._news_of_category, category_id):
+                self._openings.pop(forgotten, None)
+        for category_id, job_id in announcement.waiting_jobs:
+            self._openings.setdefault(category_id, _Openings()).opened(job_id, self._news)
+        for category_id in announcement.unnamed_waiting:
+            self._openings.setdefault(category_id, _Openings()).unnamed = self._news
+        for category_id, job_id in announcement.taken_jobs:
+            openings = self._openings.get(category_id)
+            if openings is not None:
+                openings.jobs.pop(job_id, None)
 
-    def _note_news(self, news: OrderedDict[int, int], key: int) -> None:
+    def _note_news(self, news: OrderedDict[int, int], key: int) -> list[int]:
+        """Under the lock: ``key`` had news now; the keys forgotten to make room."""
         news[key] = self._news
         news.move_to_end(key)
+        forgotten = []
         while len(news) > MAX_REMEMBERED_LIMITS:
-            _forgotten, when = news.popitem(last=False)
+            key, when = news.popitem(last=False)
+            forgotten.append(key)
             self._news_floor = max(self._news_floor, when)
+        return forgotten
 
     def remember_quiet(
         self, waiter: Waiter, answer: object, *, worker_id: int, wants_work: bool
@@ -814,8 +880,10 @@ class WakeupHub:
         send 170 pulls a second), and each renewal's attempt, a transaction that finds
         nothing, was most of the server's work (issue 37). Nothing can have changed for
         the worker since its last attempt started when no announcement since then
-        concerned everything, the worker or (when it could take work) a category it fits
-        or that the hub has no answer about: then the attempt would find what the last
+        concerned everything, the worker or (when it could take work) a job that still
+        waits, of a category it fits or that the hub has no answer about (a job named
+        when announced, and named again when a pull took it, no longer counts; one not
+        named counts until the next attempt): then the attempt would find what the last
         one found. The waiter then stands as that attempt's did, indexed under its
         worker: news from now on wakes it as any waiter. Not for longer than
         :attr:`max_quiet` seconds since that attempt, so that what no announcement tells
@@ -860,7 +928,13 @@ class WakeupHub:
             if news <= since:
                 break
             answers = self._fit_cache.get(category_id)
-            if answers is None or answers.get(quiet.worker_id) is not False:
+            if answers is not None and answers.get(quiet.worker_id) is False:
+                continue
+            # Jobs announced since the attempt and all taken since leave the worker what
+            # the attempt found: a herd job, announced to every worker and taken at once,
+            # does not make every worker's next renewal look.
+            openings = self._openings.get(category_id)
+            if openings is None or openings.newest() > since:
                 return False
         return True
 

@@ -643,4 +643,4 @@ def test_on_postgresql_the_lane_submits_without_the_route(
         payloads = [note.payload for note in listener.notifies(timeout=2, stop_after=3)]
     finally:
         listener.close()
-    assert payloads == [f"c{jobs[0]['category_id']}"] * 3
+    assert payloads == [f"c{job['category_id']}.{job['id']}" for job in jobs]

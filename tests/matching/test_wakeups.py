@@ -13,12 +13,27 @@ from app.matching.wakeups import Announcement, WakeupHub, parse_payload
 
 def test_payloads_parse_into_categories_workers_or_everything() -> None:
     assert parse_payload("c3 w5 c4 r6") == Announcement(
-        categories=frozenset({3, 4}), workers=frozenset({5}), rooms=frozenset({6})
+        categories=frozenset({3, 4}),
+        workers=frozenset({5}),
+        rooms=frozenset({6}),
+        unnamed_waiting=frozenset({3, 4}),
     )
     assert parse_payload("*").everything
     # Anything unknown wakes everyone: too many wake-ups cost a pull, too few a job.
     assert parse_payload("c3 x9").everything
     assert parse_payload("cfoo").everything
+    for malformed in ("c3.", "c3.x", "w5.1", "r6.2", "c.4", "t3.4.5"):
+        assert parse_payload(malformed).everything, malformed
+
+
+def test_payloads_may_name_the_jobs_waiting_and_taken() -> None:
+    assert parse_payload("c3.17 c3.18 t4.9 c5") == Announcement(
+        categories=frozenset({3, 5}),
+        taken=frozenset({4}),
+        waiting_jobs=frozenset({(3, 17), (3, 18)}),
+        taken_jobs=frozenset({(4, 9)}),
+        unnamed_waiting=frozenset({5}),
+    )
 
 
 class Fits:
@@ -508,6 +523,37 @@ def test_a_renewal_stands_on_the_last_attempt_when_no_news_concerns_its_worker()
     assert _renewal(hub, ("c7", "c9"), wants_work=False)
     assert not _renewal(hub, ("r1",), wants_work=False)
     assert hub.counts.quiet_renewals == 4
+
+
+def test_a_renewal_stands_on_its_attempt_when_the_jobs_announced_since_were_taken() -> None:
+    """Issue 37: a herd job (every worker fits it) was announced to every waiting worker
+    and taken at once; the workers' next renewals, one each in the next minute, all
+    looked for it. Named when announced and when taken, a job taken since the attempt
+    concerns its worker no more; a job not named (a bulk submission, tasks an array held
+    back) or not taken still does."""
+    hub = WakeupHub(Fits({7: {1}}))
+    assert woken_by(hub, "c7", {1: True}) == {1: True}
+    assert _renewal(hub, ("c7.40", "t7.40"))  # announced and taken since
+    assert _renewal(hub, ("c7.41 c7.42", "t7.42 t7.41"))
+    assert not _renewal(hub, ("c7.43",))  # still waits
+    assert not _renewal(hub, ("c7.44", "c7.45", "t7.44"))  # one of two taken
+    assert not _renewal(hub, ("c7", "t7.46"))  # some job, not named: it may still wait
+    assert not _renewal(hub, ("c7.48", "t7"))  # which job an unnamed take took is unknown
+    # Whether worker 1 fits category 9 the hub cannot tell, and need not: its job is gone.
+    assert _renewal(hub, ("c9.47", "t9.47"))
+    # The waiting job 43 was announced before the next attempts: it no longer counts
+    # for them (they found it, or could not take it), and its take changes nothing.
+    assert _renewal(hub, ("t7.43",))
+
+
+def test_announced_jobs_forgotten_count_as_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub remembers MAX_OPEN_JOBS announced jobs per category; a job it forgot might
+    still wait, so a renewal after its announcement looks."""
+    monkeypatch.setattr(wakeups, "MAX_OPEN_JOBS", 2)
+    hub = WakeupHub(Fits({7: {1}}))
+    assert woken_by(hub, "c7", {1: True}) == {1: True}
+    assert _renewal(hub, ("c7.1 c7.2", "t7.1 t7.2"))
+    assert not _renewal(hub, ("c7.3 c7.4 c7.5", "t7.4 t7.5"))  # 3 forgotten, not taken
 
 
 def test_a_renewal_looks_again_after_max_quiet_and_while_the_hub_polls() -> None:

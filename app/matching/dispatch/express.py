@@ -109,7 +109,7 @@ def pull(connection: Connection, worker_name: str, now: datetime) -> Pulled | No
         (row,) = _TAKE_BEST[False][True].rows(connection, step.params(now))
         step = _started(row, step.puller)
     if step is not None and step.job is not None:
-        notify.sent_by_statement(connection, job_taken(step.job.category_id))
+        notify.sent_by_statement(connection, job_taken(step.job.category_id, step.job.id))
     return step
 
 
@@ -132,7 +132,7 @@ async def pull_on_loop(
         )
         step = _started(row, step.puller)
     if step is not None and step.job is not None:
-        notify.sent_by_statement(transaction, job_taken(step.job.category_id))
+        notify.sent_by_statement(transaction, job_taken(step.job.category_id, step.job.id))
     return step
 
 

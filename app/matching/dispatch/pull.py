@@ -105,7 +105,7 @@ def pull_for(
     started = time.perf_counter()
     job, puller, placed = next_job(session, worker_name, policy)
     if job is not None and not placed:
-        announce.job_taken_by_pull(session, job.category_id)
+        announce.job_taken_by_pull(session, job.category_id, job.id)
         _note_dispatch(session, job, puller.name, utcnow())
     DISPATCH_LATENCY.labels("job" if job else "none").observe(time.perf_counter() - started)
     return job, puller
@@ -386,7 +386,7 @@ def wait_again(
     submission time (so it keeps its place), and its history says why: the worker gave it
     back, its lease ran out, or its worker was deleted. The attempt stays counted. The
     pulls waiting for its category are woken, whichever of the three it was."""
-    announce.job_waits(session, job.category_id)
+    announce.job_waits(session, job.category_id, job.id)
     # Its run counts against its submitter's share (fair share), as a finished one does.
     fair_share_usage.book_job(session, job, utcnow())
     job.state = JobState.WAITING

@@ -84,7 +84,10 @@ def _claim_and_start_pg(claim: Update, heads: Any = None, worker_id: Any = None)
         announced = (
             select(
                 notify.notify_column(
-                    literal(TAKEN, String) + sql_cast(claimed.c.category_id, String)
+                    literal(TAKEN, String)
+                    + sql_cast(claimed.c.category_id, String)
+                    + literal(".", String)
+                    + sql_cast(claimed.c.id, String)
                 )
             )
             .select_from(both)
@@ -279,7 +282,7 @@ def take_best_plain(session: Session, puller: Puller, now: datetime) -> Taken:
         session.execute(UNCLAIM, {"p_job_id": job.id})
         session.expire(job)
         return Taken(decided=True)
-    notify.sent_by_statement(session, job_taken(job.category_id))
+    notify.sent_by_statement(session, job_taken(job.category_id, job.id))
     return Taken(decided=True, job=job)
 
 

@@ -150,7 +150,7 @@ def submit_job(session: Session, spec: JobSpec, *, submitter: str) -> Job:
     if job.state is JobState.FAILED:
         history.record(session, job, JobEventKind.FAILED, detail=NO_SUITABLE_WORKER)
     else:
-        announce.job_waits(session, prepared.category.id)
+        announce.job_waits(session, prepared.category.id, job.id)
     return job
 
 

@@ -31,6 +31,7 @@ from sqlalchemy import (
     String,
     bindparam,
     case,
+    cast,
     exists,
     insert,
     literal,
@@ -139,7 +140,13 @@ def _insert(failed: bool) -> Any:
     if not failed:
         # A SELECT in WITH runs only when read: the answer reads it.
         announced = (
-            select(notify.notify_column(bindparam("p_announce", type_=String)))
+            select(
+                notify.notify_column(
+                    bindparam("p_announce", type_=String)
+                    + literal(".", String)
+                    + cast(job.c.id, String)
+                )
+            )
             .select_from(job)
             .cte("announced")
         )
@@ -217,12 +224,13 @@ async def submit_on_loop(
     prepared = Prepared(request, None, None, Category(id=category_id))
     values = job_values(spec, prepared, submitter=submitter, submitted_at=now, failed=failed)
     params = {f"p_{name}": value for name, value in values.items()}
-    token = job_waiting(category_id)
-    params["p_announce"] = token
+    params["p_announce"] = job_waiting(category_id)
     ((row,),) = await rows_together_async(connection, dialect, (INSERT[failed], params))
+    job = SimpleNamespace(**dict(zip(_JOB_COLUMNS, row, strict=False)))
     if not failed:
-        notify.sent_by_statement(transaction, token)
-    return Submitted(SimpleNamespace(**dict(zip(_JOB_COLUMNS, row, strict=False))))
+        # The statement named the job it inserted (``c<category>.<job>``).
+        notify.sent_by_statement(transaction, job_waiting(category_id, job.id))
+    return Submitted(job)
 
 
 def note_submission(submitted: Submitted) -> None:

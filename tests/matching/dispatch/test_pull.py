@@ -147,5 +147,5 @@ def test_a_plain_pull_is_two_statements_on_postgresql(database: Database) -> Non
         with database.transaction() as session, statements_sent(database.engine) as sent:
             job = dispatch.pull(session, "w")
         assert job is not None
-        assert heard.wait_for(f"t{job.category_id}")
+        assert heard.wait_for(f"t{job.category_id}.{job.id}")
     assert not any("pg_notify(%(channel)s" in statement for statement in sent)
