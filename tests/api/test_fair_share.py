@@ -5,24 +5,11 @@ which jobs go before it and by which rule."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
-from app.db.engine import Database
-from app.matching.ordering import policy
-from app.settings import Settings
 from tests.support.http_api import submitter_token
-
-
-@pytest.fixture
-def fair_client(settings: Settings, database: Database) -> Iterator[TestClient]:
-    fair = settings.model_copy(update={"ordering": "fair-share,priority,age"})
-    with TestClient(create_app(fair, database=database), raise_server_exceptions=False) as client:
-        yield client
-    policy.use(policy.DEFAULT)
 
 
 def test_usage_shares_weights_and_explain(
@@ -163,14 +150,6 @@ def test_the_default_policy_says_fair_share_is_off(
     assert (shares["ordering"], shares["fair_share"]) == ("priority,age", False)
     assert client.get("/v1/shares").status_code == 401
     assert "jobmatch_submitter_usage" not in client.get("/metrics").text
-
-
-@pytest.fixture
-def group_client(settings: Settings, database: Database) -> Iterator[TestClient]:
-    grouped = settings.model_copy(update={"ordering": "group-share,fair-share,priority,age"})
-    with TestClient(create_app(grouped, database=database), raise_server_exceptions=False) as c:
-        yield c
-    policy.use(policy.DEFAULT)
 
 
 def test_groups_weights_order_metrics_and_explain(

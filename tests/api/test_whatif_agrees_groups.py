@@ -7,18 +7,13 @@ real pull take the job the what-if said it would."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.api.app import create_app
 from app.db.engine import Database
-from app.matching.ordering import policy
-from app.settings import Settings
 from tests.support.table_digest import empty_tables, table_digest
 from tests.support.thoroughness import examples
 
@@ -27,14 +22,6 @@ GROUPS = ["g0", "g1", "g2"]
 #: A submitter's group: none, or one of the groups.
 MEMBERSHIP = st.sampled_from([None, *GROUPS])
 WEIGHTS = st.sampled_from([0.5, 1, 3, 1e3])
-
-
-@pytest.fixture
-def group_client(settings: Settings, database: Database) -> Iterator[TestClient]:
-    grouped = settings.model_copy(update={"ordering": "group-share,fair-share,priority,age"})
-    with TestClient(create_app(grouped, database=database), raise_server_exceptions=False) as c:
-        yield c
-    policy.use(policy.DEFAULT)
 
 
 @st.composite

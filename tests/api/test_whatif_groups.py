@@ -6,26 +6,14 @@ is stored, and a bad item is a 422 naming it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.app import create_app
 from app.db.engine import Database
-from app.matching.ordering import policy
-from app.settings import Settings
 from tests.support.http_api import assert_problem, submitter_token
 from tests.support.table_digest import table_digest
-
-
-@pytest.fixture
-def group_client(settings: Settings, database: Database) -> Iterator[TestClient]:
-    grouped = settings.model_copy(update={"ordering": "group-share,fair-share,priority,age"})
-    with TestClient(create_app(grouped, database=database), raise_server_exceptions=False) as c:
-        yield c
-    policy.use(policy.DEFAULT)
 
 
 def _ok(response: Any) -> Any:
