@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.engine import Database
 from app.matching import submission
 from app.matching.dispatch import pull_heads
-from app.matching.dispatch.puller import lock_puller
+from app.matching.dispatch.puller import Puller, lock_puller
 from app.matching.ordering.policy import Ordering
 from app.matching.ordering.shares import set_group, set_weight
 from app.matching.ordering.usage import book
@@ -36,6 +37,19 @@ SUBMITTERS = tuple(f"s{index}" for index in range(7))
 POLICIES = st.sampled_from(
     ["fair-share,priority,age", "group-share,fair-share,priority,age", "fair-share,age"]
 )
+
+
+def _worker_w(session: Session, limit: int) -> tuple[Puller, dict[str, Any]]:
+    """Worker ``w``, locked as a pull locks it, and the heads statement's parameters."""
+    puller = lock_puller(session, "w", utcnow())
+    assert puller is not None
+    parameters: dict[str, Any] = {
+        "p_worker_id": puller.id,
+        "p_generation": puller.generation,
+        "p_max_free": puller.max_free,
+        "p_limit": limit,
+    }
+    return puller, parameters
 
 
 @settings(
@@ -91,14 +105,7 @@ def test_the_tiers_give_the_whole_statements_heads(
             if group is not None:
                 set_group(session, name, group, HALFLIFE)
     with database.transaction() as session:
-        puller = lock_puller(session, "w", utcnow())
-        assert puller is not None
-        parameters: dict[str, Any] = {
-            "p_worker_id": puller.id,
-            "p_generation": puller.generation,
-            "p_max_free": puller.max_free,
-            "p_limit": limit,
-        }
+        puller, parameters = _worker_w(session, limit)
         whole = pull_heads.heads_statement(False, puller.managed, False, ordering=ordering)
         expected = [row[0] for row in session.execute(whole, parameters).all()][:limit]
         with statements_sent(database.engine) as sent:
@@ -148,14 +155,7 @@ def test_each_way_out_of_the_walk(
     with database.transaction() as session:
         book(session, "s1", 100.0, utcnow(), HALFLIFE)
     with database.transaction() as session:
-        puller = lock_puller(session, "w", utcnow())
-        assert puller is not None
-        parameters: dict[str, Any] = {
-            "p_worker_id": puller.id,
-            "p_generation": puller.generation,
-            "p_max_free": puller.max_free,
-            "p_limit": limit,
-        }
+        puller, parameters = _worker_w(session, limit)
         with statements_sent(database.engine) as sent:
             walked = list(
                 pull_heads._heads_in_tiers(session, puller.managed, ordering, parameters, limit)
