@@ -349,10 +349,12 @@ class AttemptGate:
 
 @dataclass
 class _Relay:
-    """One category's wake-ups: announced jobs not yet taken, the fitting waiters not yet
-    woken (in waiting order), and the woken ones whose attempt is not over."""
+    """One category's wake-ups: announced jobs not yet taken (how many, and those of them
+    named), the fitting waiters not yet woken (in waiting order), and the woken ones
+    whose attempt is not over."""
 
     jobs: int = 0
+    named: set[int] = field(default_factory=set)
     queue: list[Waiter] = field(default_factory=list)
     running: set[Waiter] = field(default_factory=set)
     #: An empty-handed wave waited HAND_ON_GRACE since the last announced job.
@@ -398,6 +400,29 @@ class HubCounts:
     fit_checks: int = 0
     #: Renewed pulls that stood on their worker's last attempt (renew_quietly).
     quiet_renewals: int = 0
+
+
+def _jobs_of(jobs: frozenset[tuple[int, int]], category_id: int) -> set[int]:
+    """The ids among (category, job) pairs that are of the category."""
+    return {job for category, job in jobs if category == category_id}
+
+
+def _count_off(relay: _Relay, taken: set[int]) -> None:
+    """Under the lock: a pull took these jobs of the relay's category (none named: one
+    job, as a process of an earlier version announces it). A named job the relay counted
+    is counted off; one it did not count is counted off the jobs announced without a
+    name, if any (it may be one of them), and otherwise left: it waited before the relay
+    began, and counting it off would leave one of the relay's jobs without a wake-up."""
+    unnamed = relay.jobs - len(relay.named)
+    if not taken:
+        if unnamed <= 0 and relay.named:
+            relay.named.pop()
+        relay.jobs = max(0, relay.jobs - 1)
+        return
+    counted = taken & relay.named
+    relay.named -= counted
+    off = len(counted) + min(max(unnamed, 0), len(taken - counted))
+    relay.jobs = max(0, relay.jobs - off)
 
 
 class WaitingFull(Exception):
@@ -716,21 +741,28 @@ class WakeupHub:
             for category_id in announcement.taken:
                 relay = self._relays.get(category_id)
                 if relay is not None:
-                    relay.jobs = max(0, relay.jobs - 1)
+                    _count_off(relay, _jobs_of(announcement.taken_jobs, category_id))
                     if relay.jobs == 0 and not relay.running:
                         del self._relays[category_id]
         if not announcement.everything:
             for category_id in sorted(announcement.categories):
                 fitting = self._fitting(category_id, concerned)
+                named = _jobs_of(announcement.waiting_jobs, category_id)
+                unnamed = category_id in announcement.unnamed_waiting
                 with self._lock:
-                    woken += self._relay(category_id, fitting)
+                    woken += self._relay(category_id, fitting, named, unnamed)
         self._wake(woken)
 
-    def _relay(self, category_id: int, fitting: list[Waiter]) -> list[Waiter]:
-        """Under the lock: one more job of the category waits; the relay's queue becomes
-        the fitting waiters it has not woken, and it wakes as many as it now may."""
+    def _relay(
+        self, category_id: int, fitting: list[Waiter], named: set[int], unnamed: bool
+    ) -> list[Waiter]:
+        """Under the lock: jobs of the category wait (``named``, and some not named when
+        ``unnamed``); the relay's queue becomes the fitting waiters it has not woken, and
+        it wakes as many as it now may."""
         relay = self._relays.setdefault(category_id, _Relay())
-        relay.jobs += 1
+        new = named - relay.named
+        relay.named |= new
+        relay.jobs += len(new) + unnamed
         relay.graced = False
         relay.queue = sorted((w for w in fitting if w not in relay.running), key=_ORDER)
         # A waiter the relay woke whose attempt already runs may have read before this

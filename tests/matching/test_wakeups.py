@@ -299,6 +299,37 @@ def test_a_wave_that_took_one_of_two_jobs_hands_the_other_on(
     assert asyncio.run(scenario()) == [[1, 2, 3], [4, 5]]
 
 
+def test_a_relay_counts_off_only_the_named_jobs_it_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pull that the relay did not wake took job 99, which waited before the relay
+    began: its ``t7.99`` counted off one of the relay's jobs, and the job left waited for
+    the next news (the relay's race that the spare covered once). Named, the take of a
+    job the relay never counted leaves its count; two jobs named in one announcement
+    count two."""
+    monkeypatch.setattr(wakeups, "HAND_ON_GRACE", 0.01)
+    hub = WakeupHub(Fits({7: {1, 2, 3, 4, 5, 6}}))
+
+    async def scenario() -> list[list[int]]:
+        waiters = _known_waiters(hub, (1, 2, 3, 4, 5, 6))
+        hub.deliver("c7.1")
+        rounds = [await _woken(waiters)]  # one job and the spare
+        hub.deliver("t7.99")  # an older job, taken elsewhere: job 1 still waits
+        hub.settled(waiters[0], None)
+        hub.settled(waiters[1], None)
+        await waiters[2].wait(5.0)
+        rounds.append(await _woken(waiters, 0))  # so the next wave looks for it
+        hub.deliver("t7.1")  # now it is taken: the relay ends with this wave
+        hub.settled(waiters[2], None)
+        hub.settled(waiters[3], None)
+        rounds.append(await _woken(waiters, 0.1))
+        hub.deliver("c7.2 c7.3")  # two jobs in one announcement
+        rounds.append(await _woken(waiters))
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2], [3, 4], [], [1, 2, 3]]
+
+
 def _known_waiters(hub: WakeupHub, worker_ids: tuple[int, ...]) -> list[wakeups.Waiter]:
     """One waiter per worker, past its first attempt (its worker known, wanting work), in
     waiting order. Called on the running loop."""
