@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from sqlalchemy import String, cast, literal
 from sqlalchemy.orm import Session
 
 from app.db import notify
 from app.matching.wakeups import (
     EVERYTHING,
+    JOB_MARK,
     job_taken,
     job_waiting,
     room_changed,
@@ -32,6 +35,20 @@ def job_taken_by_pull(session: Session, category_id: int, job_id: int) -> None:
     that they wake no more waiters for it, and a renewal that stands on an attempt made
     before it was announced need not look for it (app/matching/wakeups.py)."""
     notify.announce(session, job_taken(category_id, job_id))
+
+
+def job_token_column(prefix: str, category_id: Any, job_id: Any) -> Any:
+    """The token naming a job (``prefix`` :data:`~app.matching.wakeups.WAITING` or
+    :data:`~app.matching.wakeups.TAKEN`: ``c12.345``, ``t12.345``) as SQL over the
+    statement's own columns, for a statement that announces by itself
+    (``notify.notify_column``): :func:`job_waiting` and :func:`job_taken`, written once for
+    the database."""
+    return (
+        literal(prefix, String)
+        + cast(category_id, String)
+        + literal(JOB_MARK, String)
+        + cast(job_id, String)
+    )
 
 
 def workers_changed(session: Session, worker_ids: Iterable[int | None]) -> None:

@@ -82,11 +82,18 @@ EVERYTHING = "*"
 FitCheck = Callable[[int, frozenset[int]], set[int]]
 
 
+#: The prefix of :func:`job_waiting`, and what stands between a token's category and the
+#: job it names (``c12.345``), for a statement that announces it itself.
+WAITING = "c"
+JOB_MARK = "."
+
+
 def job_waiting(category_id: int, job_id: int | None = None) -> str:
     """The announcement that a job of the category waits: the job when named (a quiet
     renewal then knows when it was taken, see :meth:`WakeupHub.renew_quietly`), or some
     job of it (several at once, or a task its array held back)."""
-    return f"c{category_id}" if job_id is None else f"c{category_id}.{job_id}"
+    unnamed = f"{WAITING}{category_id}"
+    return unnamed if job_id is None else f"{unnamed}{JOB_MARK}{job_id}"
 
 
 def worker_changed(worker_id: int) -> str:
@@ -100,7 +107,7 @@ TAKEN = "t"
 
 def job_taken(category_id: int, job_id: int) -> str:
     """The announcement that a pull took the job, of the category."""
-    return f"{TAKEN}{category_id}.{job_id}"
+    return f"{TAKEN}{category_id}{JOB_MARK}{job_id}"
 
 
 #: The prefix of :func:`room_changed`, for a statement that announces it itself.
@@ -142,7 +149,7 @@ def parse_payload(payload: str) -> Announcement:
     named: dict[str, set[tuple[int, int]]] = {"c": set(), "t": set()}
     unnamed: set[int] = set()
     for token in payload.split():
-        kind, (number, dot, job) = token[:1], token[1:].partition(".")
+        kind, (number, dot, job) = token[:1], token[1:].partition(JOB_MARK)
         if kind not in found or not number.isdigit():
             return Announcement(everything=True)
         if dot and (kind not in _NAMING or not job.isdigit()):

@@ -12,24 +12,22 @@ from typing import Any
 
 from sqlalchemy import (
     Select,
-    String,
     Update,
     bindparam,
     func,
     insert,
-    literal,
     literal_column,
     or_,
     select,
     true,
     update,
 )
-from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
 from app.db import dialect, notify
 from app.db.models import Job
 from app.db.tables import ALLOCATIONS, JOBS
+from app.matching.announce import job_token_column
 from app.matching.dispatch.pull_claim import (
     CLAIM,
     CLAIM_JOB,
@@ -83,12 +81,7 @@ def _claim_and_start_pg(claim: Update, heads: Any = None, worker_id: Any = None)
         # A SELECT in WITH runs only when read: the answer reads it.
         announced = (
             select(
-                notify.notify_column(
-                    literal(TAKEN, String)
-                    + sql_cast(claimed.c.category_id, String)
-                    + literal(".", String)
-                    + sql_cast(claimed.c.id, String)
-                )
+                notify.notify_column(job_token_column(TAKEN, claimed.c.category_id, claimed.c.id))
             )
             .select_from(both)
             .cte("ann")

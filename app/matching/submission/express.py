@@ -31,7 +31,6 @@ from sqlalchemy import (
     String,
     bindparam,
     case,
-    cast,
     exists,
     insert,
     literal,
@@ -55,12 +54,13 @@ from app.db.tables import (
     WORKER_TEMPLATES,
     WORKERS,
 )
+from app.matching.announce import job_token_column
 from app.matching.categories import category_key
 from app.matching.domain_events import job_event
 from app.matching.errors import InvalidFieldError
 from app.matching.requests import JobSpec, ParsedRequest, parse_request
 from app.matching.submission import NO_SUITABLE_WORKER, VERIFY_LEVELS, Prepared, job_values
-from app.matching.wakeups import job_waiting
+from app.matching.wakeups import WAITING, job_waiting
 from app.metrics import CATEGORY_LOOKUPS
 
 
@@ -140,13 +140,7 @@ def _insert(failed: bool) -> Any:
     if not failed:
         # A SELECT in WITH runs only when read: the answer reads it.
         announced = (
-            select(
-                notify.notify_column(
-                    bindparam("p_announce", type_=String)
-                    + literal(".", String)
-                    + cast(job.c.id, String)
-                )
-            )
+            select(notify.notify_column(job_token_column(WAITING, job.c.category_id, job.c.id)))
             .select_from(job)
             .cte("announced")
         )
@@ -224,7 +218,6 @@ async def submit_on_loop(
     prepared = Prepared(request, None, None, Category(id=category_id))
     values = job_values(spec, prepared, submitter=submitter, submitted_at=now, failed=failed)
     params = {f"p_{name}": value for name, value in values.items()}
-    params["p_announce"] = job_waiting(category_id)
     ((row,),) = await rows_together_async(connection, dialect, (INSERT[failed], params))
     job = SimpleNamespace(**dict(zip(_JOB_COLUMNS, row, strict=False)))
     if not failed:
