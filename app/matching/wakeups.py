@@ -27,10 +27,11 @@ equal workers, 200 pulls would race for one job): a relay per category wakes, in
 order, as many as there are announced jobs not yet taken plus one spare. Those woken
 together are a wave: when the wave's last attempt is over and some attempt of it came back
 empty-handed, a relay whose jobs are not all taken wakes the next wave; a ``t`` (taken)
-counts a job off; the relay ends when its jobs are taken or every fitting waiter has tried
-once. A new job of the category also wakes those of the relay's waiters whose attempt
-already runs, to look again after it: their attempt may have read before the job was
-committed. A waiter itself sends no statement while it waits.
+counts its job off, if the relay counted it (see ``_count_off``); the relay ends when its
+jobs are taken or every fitting waiter has tried once. A new job of the category also
+wakes those of the relay's waiters whose attempt already runs, to look again after it:
+their attempt may have read before the job was committed. A waiter itself sends no
+statement while it waits.
 
 Why waves, and why the first empty-handed wave waits :data:`HAND_ON_GRACE` before the
 next: a woken waiter comes back empty-handed because another pull holds the job (its
@@ -882,8 +883,8 @@ class WakeupHub:
         news.move_to_end(key)
         forgotten = []
         while len(news) > MAX_REMEMBERED_LIMITS:
-            key, when = news.popitem(last=False)
-            forgotten.append(key)
+            oldest, when = news.popitem(last=False)
+            forgotten.append(oldest)
             self._news_floor = max(self._news_floor, when)
         return forgotten
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import Any
 
@@ -75,10 +76,17 @@ HEADS_PER_ROUND = 8
 _ONE: Any = literal_column("1")
 _REFUSED: Any = bindparam("p_refused", expanding=True)
 
-#: Which submitters a fair-share heads statement reads: every one with a share row, those
-#: bound as ``p_tier``, or the first tier (the best leading standings, found by the
-#: statement itself), as the tiered walk of :func:`_heads_in_tiers` asks.
-EVERY_SUBMITTER, BOUND_TIER, FIRST_TIER = "every", "bound", "first"
+
+class Tier(Enum):
+    """Which submitters a fair-share heads statement reads, as the tiered walk of
+    :func:`_heads_in_tiers` asks."""
+
+    #: Every submitter with a share row.
+    EVERY = "every"
+    #: Those bound as ``p_tier``.
+    BOUND = "bound"
+    #: The first tier: the best leading standings, found by the statement itself.
+    FIRST = "first"
 
 
 def heads_statement(
@@ -88,7 +96,7 @@ def heads_statement(
     limit: Any = _LIMIT,
     puller: PullerTerms = BOUND,
     ordering: Ordering = DEFAULT,
-    tier: str = EVERY_SUBMITTER,
+    tier: Tier = Tier.EVERY,
 ) -> Select[Any]:
     """The heads query (see :func:`heads`); ``limit`` may be written into the text, as
     the one-statement take of app/matching/dispatch/pull_plain.py does. Under a policy
@@ -330,27 +338,27 @@ def _heads_by_submitters_in_turn(
     )
 
 
-def _standings(ordering: Ordering, tier: str = EVERY_SUBMITTER) -> Any:
+def _standings(ordering: Ordering, tier: Tier = Tier.EVERY) -> Any:
     """Each submitter with a share row (of the ``tier``), its standing (``share_key``)
     and its group's (``group_key``; the submitter's own when the policy has no
     ``group-share``, so that a policy without groups reads no group row)."""
     chosen = _standings_select(ordering, tier)
-    if tier == FIRST_TIER:
+    if tier is Tier.FIRST:
         # OFFSET 0 keeps SQLite from flattening the tier into the pairs, where it tested
         # a submitter's standing after the seek for its head instead of before.
         chosen = chosen.offset(0)
     return chosen.subquery("standing")
 
 
-def _standings_select(ordering: Ordering, tier: str = EVERY_SUBMITTER) -> Select[str, float, float]:
+def _standings_select(ordering: Ordering, tier: Tier = Tier.EVERY) -> Select[str, float, float]:
     key = share_key(ordering.halflife_seconds)
     group = group_key(ordering.halflife_seconds) if ordering.group_share else key
     chosen = select(SubmitterShare.submitter, key.label("share_key"), group.label("group_key"))
     if ordering.group_share:
         chosen = chosen.outerjoin(SubmitterGroup, GROUP_OF_SUBMITTER)
-    if tier == BOUND_TIER:
+    if tier is Tier.BOUND:
         chosen = chosen.where(SubmitterShare.submitter.in_(bindparam("p_tier", expanding=True)))
-    elif tier == FIRST_TIER:
+    elif tier is Tier.FIRST:
         # The same expressions on the same rows give the same values, so equality with
         # the best row's keys is exact.
         best = _standings_select(ordering).subquery("best")
@@ -367,7 +375,7 @@ def _heads_by_category_and_submitter(
     plain: ColumnElement[bool],
     limit: Any,
     ordering: Ordering,
-    tier: str = EVERY_SUBMITTER,
+    tier: Tier = Tier.EVERY,
 ) -> Select[Any]:
     """Fair share (docs/ordering.md): the head job of each category the worker fits and
     each submitter with a share row (every submitter that submitted while fair share was
@@ -512,7 +520,7 @@ def _heads_in_tiers(
     every category cost 17 ms a pull at 100 submitters against 1.7 ms without fair
     share (bench/dispatch.py --fair-share, 100,000 waiting jobs)."""
     refusals = "p_refused" in parameters
-    first = _cached_heads(False, managed, refusals, ordering=ordering, tier=FIRST_TIER)
+    first = _cached_heads(False, managed, refusals, ordering=ordering, tier=Tier.FIRST)
     given = list(session.execute(first, parameters).all()[:limit])
     yield from given
     if len(given) >= limit:
@@ -531,7 +539,7 @@ def _heads_in_tiers(
     if tiers:
         # tiers[0] is complete (a tier follows it, or every row was read), so it is the
         # first tier, whose heads were given.
-        bound = _cached_heads(False, managed, refusals, ordering=ordering, tier=BOUND_TIER)
+        bound = _cached_heads(False, managed, refusals, ordering=ordering, tier=Tier.BOUND)
         for tier in tiers[1:MAX_TIERS]:
             more = session.execute(bound, {**parameters, "p_tier": tier}).all()
             more = more[: limit - len(given)]

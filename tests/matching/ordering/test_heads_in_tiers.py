@@ -4,8 +4,8 @@ whole statement's heads, cut at the limit: a conformance test of the walk agains
 statement that reads every submitter at once, on generated farms, with the tiers made
 small so that every way out is taken (enough heads from the first tier, found by its
 own statement, or from the next, standings cut at the rows read, the whole statement
-after too many short tiers). Run on both
-databases: the walk is plain SQL."""
+after too many short tiers), and each way out named once. Run on both databases: the
+walk is plain SQL."""
 
 from __future__ import annotations
 
