@@ -238,7 +238,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
 def create_app_from_environment() -> FastAPI:
     """Entry point for `uvicorn --factory` (several worker processes each call it): the
-    app, with the process's start-up heap set aside from the garbage collector."""
+    app, with the process's start-up heap set aside from the garbage collector and its
+    later survivors set aside as they age (app/heap.py)."""
     app = create_app()
     heap.settle()
+    heap.keep_settled()
     return app
