@@ -359,6 +359,65 @@ class AttemptGate:
         self._free += 1
 
 
+#: Up to this many fitting workers, a relay's queue is their waiters, sorted; past it, the
+#: queue is drawn from all the hub's waiters in waiting order, skipping those that do not
+#: fit (a few for a herd job's category, where nearly every waiter fits).
+_SORTED_QUEUE_MAX = 64
+
+
+@dataclass(frozen=True)
+class _Fitting:
+    """The waiters an announced category concerns: those of ``waiters`` (in waiting order)
+    whose worker is one of ``workers`` and that want work and are not ``concerned`` (woken
+    by the announcement anyway), looked at only as a relay draws them."""
+
+    workers: set[int]
+    waiters: list[Waiter]
+    concerned: set[Waiter]
+
+    def queue(self, running: frozenset[Waiter]) -> _Queue:
+        """The relay's queue: these waiters, less those whose attempt already runs."""
+        return _Queue(
+            w
+            for w in self.waiters
+            if w.worker_id in self.workers
+            and w.wants_work
+            and w not in self.concerned
+            and w not in running
+        )
+
+
+class _Queue:
+    """A relay's fitting waiters not woken yet, in waiting order, drawn one at a time as
+    the relay hands on.
+
+    A herd job's category fits every waiter. Building and sorting all of them at each
+    announcement, to wake one, was a pass over every waiter of the process in Python per
+    job, under the hub's lock (5,000 per process at 10,000 workers; issue 37). Drawn
+    lazily from the hub's waiters, it costs the waiters the relay looks at."""
+
+    __slots__ = ("_head", "_waiters")
+
+    def __init__(self, waiters: Iterable[Waiter]) -> None:
+        self._waiters = iter(waiters)
+        #: The next waiter, once looked at (at most one).
+        self._head: list[Waiter] = []
+
+    def __bool__(self) -> bool:
+        if not self._head:
+            following = next(self._waiters, None)
+            if following is None:
+                return False
+            self._head.append(following)
+        return True
+
+    def pop(self) -> Waiter:
+        """The next waiter (the queue is not empty: ``bool(queue)`` said so)."""
+        if not self:
+            raise IndexError("the relay's queue is empty")
+        return self._head.pop()
+
+
 @dataclass
 class _Relay:
     """One category's wake-ups: announced jobs not yet taken (how many, and those of them
@@ -367,7 +426,7 @@ class _Relay:
 
     jobs: int = 0
     named: set[int] = field(default_factory=set)
-    queue: list[Waiter] = field(default_factory=list)
+    queue: _Queue = field(default_factory=lambda: _Queue(()))
     running: set[Waiter] = field(default_factory=set)
     #: An empty-handed wave waited HAND_ON_GRACE since the last announced job.
     graced: bool = False
@@ -453,7 +512,9 @@ class WakeupHub:
     ) -> None:
         self._fits = fits
         self._lock = threading.Lock()
-        self._waiters: set[Waiter] = set()
+        #: Every waiter, in registration order, which is waiting order (a relay draws its
+        #: queue from it: see _Queue).
+        self._waiters: dict[Waiter, None] = {}
         #: The most waiters at once (None: no bound).
         self.max_waiting = max_waiting
         #: The most attempts of waiting pulls at once (see any_attempt).
@@ -566,7 +627,7 @@ class WakeupHub:
                 )
             self._registered += 1
             waiter = Waiter(loop, order=self._registered, key=key, _indexed=self._index)
-            self._waiters.add(waiter)
+            self._waiters[waiter] = None
             known = self._ids.get(key) if key is not None else None
             if known is not None:
                 # Known by its name (see arm): news about it reaches it from now on, also
@@ -664,7 +725,7 @@ class WakeupHub:
         the server stopping)."""
         with self._lock:
             present = waiter in self._waiters
-            self._waiters.discard(waiter)
+            self._waiters.pop(waiter, None)
             self._unknown.discard(waiter)
             self._attempting.discard(waiter)
             if waiter.worker_id is not None:
@@ -766,7 +827,7 @@ class WakeupHub:
         self._wake(woken)
 
     def _relay(
-        self, category_id: int, fitting: list[Waiter], named: set[int], unnamed: bool
+        self, category_id: int, fitting: _Fitting, named: set[int], unnamed: bool
     ) -> list[Waiter]:
         """Under the lock: jobs of the category wait (``named``, and some not named when
         ``unnamed``); the relay's queue becomes the fitting waiters it has not woken, and
@@ -776,7 +837,7 @@ class WakeupHub:
         relay.named |= new
         relay.jobs += len(new) + unnamed
         relay.graced = False
-        relay.queue = sorted((w for w in fitting if w not in relay.running), key=_ORDER)
+        relay.queue = fitting.queue(frozenset(relay.running))
         # A waiter the relay woke whose attempt already runs may have read before this
         # job's commit: it looks again once its attempt is over (WakeupHub.arm). Left
         # out of the queue as running, it was woken by nobody, and when its wave came
@@ -791,7 +852,7 @@ class WakeupHub:
         jobs; forget the relay once nothing is left to try."""
         woken: list[Waiter] = []
         while relay.jobs > 0 and relay.queue and len(relay.running) < relay.jobs:
-            waiter = relay.queue.pop(0)
+            waiter = relay.queue.pop()
             if waiter in self._waiters and waiter.wants_work:
                 relay.running.add(waiter)
                 waiter.relays.add(category_id)
@@ -814,7 +875,7 @@ class WakeupHub:
         for fitting in self._fit_yes.values():
             fitting -= ids
 
-    def _fitting(self, category_id: int, concerned: set[Waiter]) -> list[Waiter]:
+    def _fitting(self, category_id: int, concerned: set[Waiter]) -> _Fitting:
         """The waiters that want work, are not ``concerned`` (woken anyway) and whose
         worker fits the category: cached answers first, the workers not asked yet asked of
         the database in one question (outside the lock)."""
@@ -854,12 +915,14 @@ class WakeupHub:
                 for worker_id in unknown
                 if worker_id not in answers and (fresh is None or worker_id in fresh)
             }
-            return [
-                w
-                for worker_id in fitting
-                for w in self._by_worker.get(worker_id, ())
-                if w.wants_work and w not in concerned
-            ]
+            if len(fitting) <= _SORTED_QUEUE_MAX:
+                waiters = sorted(
+                    (w for worker_id in fitting for w in self._by_worker.get(worker_id, ())),
+                    key=_ORDER,
+                )
+            else:
+                waiters = list(self._waiters)  # in waiting order (a copy, made in C)
+            return _Fitting(fitting, waiters, concerned)
 
     def _count_news(self, announcement: Announcement) -> None:
         """Under the lock: one more announcement, noted against what it concerns."""

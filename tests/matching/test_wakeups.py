@@ -327,6 +327,33 @@ def test_a_relay_counts_off_only_the_named_jobs_it_counted(
     assert asyncio.run(scenario()) == [[1], [2], [], [1, 2]]
 
 
+@pytest.mark.parametrize("sorted_up_to", [0, 1000], ids=["drawn-lazily", "sorted"])
+def test_a_relay_wakes_the_same_waves_whether_its_queue_is_sorted_or_drawn(
+    monkeypatch: pytest.MonkeyPatch, sorted_up_to: int
+) -> None:
+    """Issue 37: a herd job's relay no longer sorts every fitting waiter of the process to
+    wake one; past _SORTED_QUEUE_MAX fitting workers it draws its queue from the hub's
+    waiters in waiting order. Either way the waves are the same: the longest waiting
+    fitting waiters first, those that do not fit or are woken anyway skipped."""
+    monkeypatch.setattr(wakeups, "HAND_ON_GRACE", 0.01)
+    monkeypatch.setattr(wakeups, "_SORTED_QUEUE_MAX", sorted_up_to)
+    workers = tuple(range(1, 101))
+    hub = WakeupHub(Fits({7: {w for w in workers if w % 3 != 0}}))  # every third misfits
+
+    async def scenario() -> list[list[int]]:
+        waiters = _known_waiters(hub, workers)
+        hub.deliver("c7.1 c7.2 c7.3 r2")  # worker 2 is woken by its own news
+        rounds = [sorted(await _woken(waiters))]
+        for waiter in waiters:
+            if waiter.worker_id in (1, 2, 4, 5):
+                hub.settled(waiter, None)  # all came back empty-handed
+        await waiters[6].wait(5.0)
+        rounds.append(await _woken(waiters, 0))
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1, 2, 4, 5], [7, 8, 10]]
+
+
 def _known_waiters(hub: WakeupHub, worker_ids: tuple[int, ...]) -> list[wakeups.Waiter]:
     """One waiter per worker, past its first attempt (its worker known, wanting work), in
     waiting order. Called on the running loop."""
