@@ -42,7 +42,6 @@ import re
 import time
 from collections.abc import Iterable
 from enum import Enum, auto
-from types import SimpleNamespace
 from typing import TypeVar
 
 import anyio.to_thread
@@ -346,33 +345,23 @@ class ExpressLane:
         has (the worker's next request starts with the general way)."""
         assert self.loop_connections is not None
         started = time.perf_counter()
-        ended: list[tuple[SimpleNamespace, FinishedIn]] = []
-        pulls: list[tuple[express_dispatch.Pulled, SimpleNamespace]] = []
-        #: The last pull's answer: None when the general way must decide it.
-        last: express_dispatch.Pulled | None = None
         try:
             async with self.loop_connections.transaction() as transaction:
-                now = utcnow()
-                for report in reports:
-                    job = await express_dispatch.finish_on_loop(
-                        transaction, report.job_id, worker, report, now
-                    )
-                    if job is None:
-                        raise _General
-                    ended.append((job, report))
-                while len(pulls) < count:
-                    last = await express_dispatch.pull_on_loop(transaction, worker, now, batch=True)
-                    if last is None or last.job is None:
-                        break
-                    pulls.append((last, last.job))
-                bodies = [job_body(job, worker) for _, job in pulls]
+                done = await express_dispatch.batch_on_loop(
+                    transaction, worker, reports, count, utcnow()
+                )
+                if done is None:
+                    raise _General
+                jobs = [pulled.job for pulled in done.pulls if pulled.job is not None]
+                bodies = [job_body(job, worker) for job in jobs]
         except (_General, express_dispatch.HandOver):
             return None  # rolled back
-        for job, report in ended:
+        for job, report in zip(done.ended, reports, strict=True):
             express_dispatch.note_finish(job, worker, report)
-        for pulled, _ in pulls:
+        for pulled in done.pulls:
             express_dispatch.note_pull(pulled, started)
-        ended_out = [EndedOut(job_id=job.id, state=job.state, late=False) for job, _ in ended]
+        ended_out = [EndedOut(job_id=job.id, state=job.state, late=False) for job in done.ended]
+        pulls, last = done.pulls, done.last
         if last is None and not pulls:
             # The reports are stored; the general way pulls (the first pull was not the
             # express way's to decide). Whatever that refuses, the route runs the whole
@@ -385,8 +374,8 @@ class ExpressLane:
             except MatchingError:
                 return None
             return outcome, ended_out, placed
-        puller = pulls[-1][0].puller if last is None else last.puller
-        category = pulls[-1][1].category_id if pulls else None
+        puller = pulls[-1].puller if last is None else last.puller
+        category = jobs[-1].category_id if jobs else None
         return pull_outcome(bodies or None, category, puller, self.settings), ended_out, []
 
     async def _pull_on_loop(self, worker: str) -> PullOutcome[JobOut] | Threads:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import psycopg
-from sqlalchemy import func, text
+from sqlalchemy import String, case, func, literal, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.orm import Session
 
@@ -79,6 +79,17 @@ def notify_column(payload: Any) -> Any:
     statement that then announces by itself, in the round trip it makes anyway; the
     caller says so with :func:`sent_by_statement`."""
     return func.pg_notify(CHANNEL, payload)
+
+
+def notify_all_column(tokens: Any) -> Any:
+    """:func:`notify_column` of every token of a statement's rows (``tokens``, an SQL
+    expression over them; an aggregate, so the SELECT it is in gives one row) as one
+    payload, as :func:`payload_of` joins a transaction's tokens at its commit: one
+    notification for the listeners to read instead of one per row, :data:`EVERYTHING`
+    when they would not fit in one. Nothing is sent when there is no row."""
+    joined = func.string_agg(tokens, literal(" ", String))
+    payload = case((func.length(joined) > MAX_PAYLOAD, literal(EVERYTHING, String)), else_=joined)
+    return case((func.count() > 0, notify_column(payload)))
 
 
 def sent_by_statement(session: Holder | LoopHolder, *tokens: str) -> None:

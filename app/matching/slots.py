@@ -12,7 +12,17 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ScalarSelect, Update, alias, bindparam, func, literal_column, select, update
+from sqlalchemy import (
+    ScalarSelect,
+    Select,
+    Update,
+    alias,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    update,
+)
 
 from app.db.models import Category, JobState, QueueInstance, Worker
 from app.db.tables import QUEUE_INSTANCES, QUEUES
@@ -54,6 +64,27 @@ def _misfit_clauses(pair: MisfitPair) -> tuple[ReasonClause, ...]:
 MISFITS = MisfitClauses(REASONS, _misfit_clauses)
 
 
+def _queue_order(candidate: Any) -> tuple[Any, ...]:
+    """The order in which a worker's queue instances take jobs: the queue instance's own
+    seq_no, else its queue's, then creation (``candidate`` joined to QUEUES)."""
+    return (func.coalesce(candidate.c.seq_no, QUEUES.c.seq_no), candidate.c.id)
+
+
+def first_open_queue_instance(worker_id: Any) -> Select[Any]:
+    """The worker's first queue instance in queue order that is neither disabled nor
+    suspended, whatever its room: its ``id`` and free slots (``room``). While every job
+    of a batch fits its room together, :func:`book_room_statement` would book each of
+    them there in turn (app/matching/dispatch/batch_sql.py books them at once)."""
+    candidate: Any = alias(QUEUE_INSTANCES, "oq")
+    return (
+        select(candidate.c.id, (candidate.c.slots - candidate.c.used_slots).label("room"))
+        .join(QUEUES, QUEUES.c.id == candidate.c.queue_id)
+        .where(candidate.c.worker_id == worker_id, candidate.c.states == literal_column("''"))
+        .order_by(*_queue_order(candidate))
+        .limit(literal_column("1"))
+    )
+
+
 def book_room_statement(slots: Any, worker_id: Any = None) -> Update:
     """Add ``slots`` to the worker's first queue instance, in queue order (its own seq_no,
     else its queue's, then creation), that is neither disabled nor suspended and has room
@@ -73,7 +104,7 @@ def book_room_statement(slots: Any, worker_id: Any = None) -> Update:
             candidate.c.used_slots + slots <= candidate.c.slots,
             candidate.c.states == literal_column("''"),
         )
-        .order_by(func.coalesce(candidate.c.seq_no, QUEUES.c.seq_no), candidate.c.id)
+        .order_by(*_queue_order(candidate))
         .limit(literal_column("1"))
         .scalar_subquery()
     )

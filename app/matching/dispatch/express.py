@@ -35,8 +35,10 @@ serves both.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any, Protocol
 
@@ -48,6 +50,7 @@ from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
+from app.matching.dispatch.batch_sql import END_MANY_BY_NAME, take_limit, take_many_by_name
 from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import (
@@ -73,6 +76,7 @@ _TAKE_BY_NAME = {False: Prebuilt(TAKE_BEST_BY_NAME), True: Prebuilt(TAKE_BEST_BY
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
+_END_MANY = Prebuilt(END_MANY_BY_NAME)
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
@@ -121,19 +125,133 @@ async def pull_on_loop(
     thread. ``batch``: the pull is one of a batch, and looks at more heads (concurrent
     batches hold theirs locked: pull_plain.BATCH_HEADS)."""
     params = _pull_params(worker_name, now)
-    connection, dialect = transaction.connection, transaction.dialect
     locked, taken = await rows_together_async(
-        connection, dialect, (_LOCK_PULLER, params), (_TAKE_BY_NAME[batch], params)
+        transaction.connection,
+        transaction.dialect,
+        (_LOCK_PULLER, params),
+        (_TAKE_BY_NAME[batch], params),
     )
+    return await _pulled_on_loop(transaction, locked, taken, worker_name, now, batch)
+
+
+async def _pulled_on_loop(
+    transaction: LoopTransaction,
+    locked: list[tuple[Any, ...]],
+    taken: list[tuple[Any, ...]],
+    worker_name: str,
+    now: datetime,
+    batch: bool,
+) -> Pulled | None:
+    """What the lock and the take by name decided, with the take by id run when it must
+    (:func:`pull_on_loop`)."""
     step = _after_take(locked, taken, worker_name)
     if isinstance(step, _TakeById):
         ((row,),) = await rows_together_async(
-            connection, dialect, (_TAKE_BEST[batch][True], step.params(now))
+            transaction.connection, transaction.dialect, (_TAKE_BEST[batch][True], step.params(now))
         )
         step = _started(row, step.puller)
     if step is not None and step.job is not None:
         notify.sent_by_statement(transaction, job_taken(step.job.category_id, step.job.id))
     return step
+
+
+@dataclass
+class BatchDone:
+    """What an express batch did (:func:`batch_on_loop`): the jobs its reports ended (in
+    their order), the pulls that started a job (best first), and the last pull's answer:
+    None when the general way must decide it (only ever the first pull's, when no job
+    was started), else the pull that found nothing more or the last that started one."""
+
+    ended: list[SimpleNamespace]
+    pulls: list[Pulled]
+    last: Pulled | None
+
+
+async def batch_on_loop(
+    transaction: LoopTransaction,
+    worker_name: str,
+    reports: Sequence[BatchReport],
+    count: int,
+    now: datetime,
+) -> BatchDone | None:
+    """A batch pull on the event loop's connection: the worker's reports ended, then up
+    to ``count`` jobs taken, as :func:`finish_on_loop` and :func:`pull_on_loop` would one
+    by one, in the caller's transaction. None when a report needs the general way (a
+    resend, a late report, a job holding more than slots, an unknown worker): the caller
+    rolls back and the general way decides the whole batch.
+
+    The worker's lock, the end of every report (:data:`~.batch_sql.END_MANY_BY_NAME`)
+    and the first take (of many: :func:`~.batch_sql.take_many_by_name`, or the single
+    take by name) go in one round trip; the rest of the batch, when the take of many
+    took fewer than ``count``, one take at a time (app/matching/dispatch/batch_sql.py)."""
+    ending = _end_many_params(reports)
+    if ending is None:
+        return None
+    params = {**_pull_params(worker_name, now), **ending, "p_count": count}
+    calls = [(_LOCK_PULLER, params)]
+    if reports:
+        calls.append((_END_MANY, params))
+    many = count > 1
+    calls.append((_take_many(count) if many else _TAKE_BY_NAME[False], params))
+    locked, *answers = await rows_together_async(
+        transaction.connection, transaction.dialect, *calls
+    )
+    taken = answers[-1]
+    if not locked or locked[0][4]:
+        # No such worker, or an unknown one: the general way makes it active again.
+        return None
+    done = BatchDone([], [], None)
+    if reports:
+        if len(answers[0]) != len(reports):
+            return None
+        worker_id = locked[0][0]
+        for row in answers[0]:
+            job = _job(row[: len(_JOB_COLUMNS)])
+            job.worker_revived = False
+            _note_end(transaction, worker_id, job)
+            done.ended.append(job)
+    if not many:
+        done.last = await _pulled_on_loop(transaction, locked, taken, worker_name, now, False)
+        done.pulls = [done.last] if done.last is not None and done.last.job is not None else []
+        return done
+    done.pulls = _taken_many(transaction, locked, taken, worker_name)
+    done.last = done.pulls[-1] if done.pulls else None
+    while len(done.pulls) < count:
+        done.last = await pull_on_loop(transaction, worker_name, now, batch=True)
+        if done.last is None or done.last.job is None:
+            break
+        done.pulls.append(done.last)
+    if done.last is None and done.pulls:
+        done.last = done.pulls[-1]
+    return done
+
+
+def _taken_many(
+    transaction: LoopTransaction,
+    locked: list[tuple[Any, ...]],
+    taken: list[tuple[Any, ...]],
+    worker_name: str,
+) -> list[Pulled]:
+    """The pulls the take of many started (none when it took no job: the batch goes on
+    one take at a time, which decides as the single pull does); :class:`HandOver` when
+    the booking found no room after all."""
+    width = len(_JOB_COLUMNS)
+    if taken[0][0] is None:
+        return []
+    # After the job's columns: booked_queue_instance, the announcement, heads,
+    # eligible, the four PULLER_FACTS, free (batch_sql.take_many_by_name).
+    max_free, managed, complex_cluster, placed = taken[0][width + 4 : width + 8]
+    puller = puller_of_lock_and_facts(
+        locked[0], (max_free, managed, complex_cluster, placed), worker_name
+    )
+    pulls = []
+    for row in taken:
+        if row[width] is None:
+            raise HandOver("the worker's room was gone after all")
+        job = _job(row[:width])
+        notify.sent_by_statement(transaction, job_taken(job.category_id, job.id))
+        pulls.append(Pulled(job, puller))
+    return pulls
 
 
 def _pull_params(worker_name: str, now: datetime) -> dict[str, Any]:
@@ -270,6 +388,41 @@ async def finish_on_loop(
     return job
 
 
+@lru_cache(maxsize=16)
+def _take_many_of_limit(limit: int) -> Prebuilt:
+    return Prebuilt(take_many_by_name(limit))
+
+
+def _take_many(count: int) -> Prebuilt:
+    """The take of many that takes ``count`` jobs, built on first use."""
+    return _take_many_of_limit(take_limit(count))
+
+
+class BatchReport(EndReport, Protocol):
+    """A report a batch carries: a finish body and the job's id."""
+
+    @property
+    def job_id(self) -> int: ...
+
+
+def _end_many_params(reports: Sequence[BatchReport]) -> dict[str, Any] | None:
+    """The arrays :data:`~.batch_sql.END_MANY_BY_NAME` ends the reports by, as
+    :func:`_finish_params` gives the single end its values; None when an outcome is not
+    one the express way ends."""
+    if any(report.outcome not in FINAL_OUTCOMES for report in reports):
+        return None
+    return {
+        "p_job_ids": [report.job_id for report in reports],
+        "p_failed": [report.outcome == "failed" for report in reports],
+        "p_exit_codes": [report.exit_code for report in reports],
+        "p_outputs": [
+            report.output[-MAX_OUTPUT:] if report.output is not None else None for report in reports
+        ],
+        "p_reasons": [report.reason or "the worker reported failure" for report in reports],
+        "p_details": [report.reason for report in reports],
+    }
+
+
 def _revive_params(params: dict[str, Any]) -> dict[str, Any]:
     return {"p_name": params["p_name"], "p_now": params["p_now"]}
 
@@ -306,7 +459,14 @@ def _ended(
     job = _job(ended[0][: len(_JOB_COLUMNS)])
     #: Whether the report made an unknown worker active again (:func:`finish`).
     job.worker_revived = False
-    notify.sent_by_statement(holder, room_changed(locked[0][0]))
+    _note_end(holder, locked[0][0], job)
+    return job
+
+
+def _note_end(holder: Connection | LoopTransaction, worker_id: int, job: SimpleNamespace) -> None:
+    """The announcements of a job's end: the worker's room, which its end statement
+    sent, and what else the end may let run."""
+    notify.sent_by_statement(holder, room_changed(worker_id))
     if job.hard is not None or job.pe is not None:
         # It may have held global consumables, which any worker's next job may need:
         # every waiter looks again, as the general finish announces.
@@ -314,7 +474,6 @@ def _ended(
     elif job.array_id is not None:
         # A task of an array: the array's other tasks, held back by its -tc, may run now.
         notify.announce(holder, job_waiting(job.category_id))
-    return job
 
 
 def note_finish(job: SimpleNamespace, worker_name: str, report: EndReport) -> None:

@@ -35,9 +35,18 @@ def end_values(failed: bool, now: Any) -> dict[str, Any]:
 def give_back_slots(job: Any, now: Any) -> Any:
     """PostgreSQL: one UPDATE that ends the job's open allocations (a CTE) and gives
     their slots back to their queue instances."""
+    return _give_back(ALLOCATIONS.c.job_id == job, now)
+
+
+def give_back_slots_of(jobs: Any, now: Any) -> Any:
+    """:func:`give_back_slots` for every job of ``jobs`` (a SELECT of job ids)."""
+    return _give_back(ALLOCATIONS.c.job_id.in_(jobs), now)
+
+
+def _give_back(holders: Any, now: Any) -> Any:
     released = (
         update(ALLOCATIONS)
-        .where(ALLOCATIONS.c.job_id == job, ALLOCATIONS.c.released_at.is_(None))
+        .where(holders, ALLOCATIONS.c.released_at.is_(None))
         .values(released_at=now)
         .returning(ALLOCATIONS.c.queue_instance_id, ALLOCATIONS.c.slots)
         .cte("released")

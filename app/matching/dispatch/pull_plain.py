@@ -101,6 +101,23 @@ _TAKE_IN_ONE_JOB = select(Job, _TAKE_IN_ONE.selected_columns.booked_queue_instan
 )
 
 
+def plain_heads(
+    managed: bool, window: int, puller: PullerTerms, ordering: Ordering = DEFAULT
+) -> tuple[Any, Any]:
+    """The heads a one-statement take looks at (a CTE, ``window`` written into the
+    text), and whether any of them needs more than SQL: a plug-in's verdict, Grid
+    Engine rules or an allocation, which leaves the pull to the general way."""
+    candidates = heads_statement(
+        True, managed, False, literal_column(str(window)), puller, ordering
+    ).cte("heads")
+    needs_more = (
+        select(candidates.c.id)
+        .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
+        .exists()
+    )
+    return candidates, needs_more
+
+
 def _take_best(
     managed: bool,
     puller: PullerTerms = BOUND,
@@ -128,14 +145,7 @@ def _take_best(
     # generic plan looked dearer than any custom plan, and PostgreSQL planned this
     # statement anew on every pull (1.5 to 2 ms of its CPU, more than running it); with
     # literal limits it settles on the generic plan after five runs.
-    candidates = heads_statement(
-        True, managed, False, literal_column(str(window)), puller, ordering
-    ).cte("heads")
-    needs_more = (
-        select(candidates.c.id)
-        .where(or_(~candidates.c.plain, candidates.c.task_id.is_not(None)))
-        .exists()
-    )
+    candidates, needs_more = plain_heads(managed, window, puller, ordering)
     first_free = (
         select(JOBS.c.id)
         .join(candidates, candidates.c.id == JOBS.c.id)
