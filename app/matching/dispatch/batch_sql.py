@@ -51,6 +51,7 @@ from sqlalchemy import (
     literal_column,
     select,
     true,
+    union_all,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -77,6 +78,8 @@ from app.matching.wakeups import ROOM, TAKEN
 
 _NOW: Any = bindparam("p_now")
 _REPORTER_ID = select(WORKERS.c.id).where(WORKERS.c.name == bindparam("p_name")).scalar_subquery()
+#: The announcement that the reporting worker's room changed (wakeups.room_changed).
+_ROOM = literal(ROOM, String) + sql_cast(_REPORTER_ID, String)
 
 
 def _array(name: str, of: Any) -> Any:
@@ -106,7 +109,7 @@ _REPORTS: Any = (
 )
 
 
-def _end_many() -> Select[Any]:
+def _end_many(announce: bool) -> Select[Any]:
     reports = _REPORTS
     failed = reports.c.failed
     job = JOBS.c.id
@@ -153,28 +156,33 @@ def _end_many() -> Select[Any]:
             _NOW,
         ).order_by(ended.c.rp_ord),
     )
+    job_columns = [ended.c[c.name] for c in JOBS.c]
+    answer = select(*job_columns).add_cte(give_back.cte("give_back"), record.cte("record"))
+    if not announce:
+        return answer.select_from(ended).order_by(ended.c.rp_ord)
     # The worker's room changed: announced once, however many jobs ended (a SELECT in
     # WITH runs only when the answer reads it).
-    room = literal(ROOM, String) + sql_cast(_REPORTER_ID, String)
     announced = (
-        select(notify.notify_column(room).label("sent"))
+        select(notify.notify_column(_ROOM).label("sent"))
         .where(exists(select(ended.c.id)))
         .cte("announced")
     )
-    job_columns = [ended.c[c.name] for c in JOBS.c]
     return (
-        select(*job_columns, announced.c.sent)
+        answer.add_columns(announced.c.sent)
         .select_from(ended.outerjoin(announced, true()))
-        .add_cte(give_back.cte("give_back"), record.cte("record"))
         .order_by(ended.c.rp_ord)
     )
 
 
 #: The worker's reports (arrays ``p_job_ids``, ``p_failed``, ``p_exit_codes``,
 #: ``p_outputs``, ``p_reasons``, ``p_details``; the worker ``p_name``) ended: one row
-#: per job ended, in the reports' order, its columns then the announcement; its events
-#: are recorded in that order too. See the module docstring.
-END_MANY_BY_NAME = _end_many()
+#: per job ended, in the reports' order, its columns then the announcement of the
+#: worker's room; its events are recorded in that order too. See the module docstring.
+END_MANY_BY_NAME = _end_many(announce=True)
+#: :data:`END_MANY_BY_NAME` without the announcement, for a batch whose take announces
+#: the worker's room with the jobs it takes, in one notification
+#: (:func:`take_many_by_name`'s ``p_room``).
+END_MANY_QUIETLY = _end_many(announce=False)
 
 #: The limits a take of many is built for: a batch of N jobs locks at most the next
 #: power of two of free heads (each limit is a statement of its own, see pull_plain.py's
@@ -186,10 +194,16 @@ TAKE_LIMITS: tuple[int, ...] = tuple(1 << power for power in range(1, 9))
 def take_many_by_name(limit: int) -> Select[Any]:
     """The take of up to ``p_count`` (at most ``limit``) jobs of a worker without an
     inventory, given its name (see the module docstring). One row per job taken, best
-    first: its columns, ``booked_queue_instance``, the announcement, then what the single
-    take by name answers after them (``heads``, ``eligible`` and the worker's four
-    :data:`~.puller.PULLER_FACTS`) and ``free``, how many free heads it locked; one row
-    without a job when it took none. Built on first use: a statement per limit."""
+    first, shaped as the single take by name's (pull_plain.TAKE_BEST_BY_NAME): the job's
+    columns, ``booked_queue_instance``, ``heads``, the announcement, ``eligible`` and
+    the worker's four :data:`~.puller.PULLER_FACTS`; then ``free``, how many free heads
+    it locked. One row without a job when it took none.
+
+    The announcement names every job taken and, when ``p_room`` is true, the worker's
+    room (its reports ended jobs in this transaction: :data:`END_MANY_QUIETLY`), in one
+    notification. Built on first use: a statement per limit. (A batch of one takes
+    with the single take by name: this statement's window sums and its count of free
+    heads cost more than they save for one job.)"""
     me = PLAIN_PULLER
     worker_id = select(me.c.id).scalar_subquery()
     terms = PullerTerms(
@@ -256,20 +270,19 @@ def take_many_by_name(limit: int) -> Select[Any]:
         .select_from(both)
         .order_by(*best_first(claimed))
     )
-    # Every job taken, announced in one notification (a SELECT in WITH runs only when
-    # the answer reads it).
-    announced = (
+    # Every job taken, and the worker's room when asked, announced in one notification
+    # (a SELECT in WITH runs only when the answer reads it).
+    tokens = union_all(
         select(
-            notify.notify_all_column(
-                job_token_column(TAKEN, claimed.c.category_id, claimed.c.id)
-            ).label("sent")
-        )
-        .select_from(both)
-        .cte("ann")
-    )
+            job_token_column(TAKEN, claimed.c.category_id, claimed.c.id).label("token")
+        ).select_from(both),
+        select(_ROOM.label("token")).where(bindparam("p_room", type_=Boolean())),
+    ).subquery("tokens")
+    announced = select(notify.notify_all_column(tokens.c.token).label("sent")).cte("ann")
     facts = PULLER_FACTS
     found = select(
         select(func.count()).select_from(candidates).scalar_subquery().label("heads"),
+        announced.c.sent,
         worker_id.label("eligible"),
         *(
             select(fact).scalar_subquery().label(fact.name)
@@ -278,15 +291,8 @@ def take_many_by_name(limit: int) -> Select[Any]:
         select(func.count()).select_from(free).scalar_subquery().label("free"),
     ).subquery("found")
     return (
-        select(
-            *claimed.c,
-            booked.c.id.label("booked_queue_instance"),
-            announced.c.sent,
-            *found.c,
-        )
-        .select_from(
-            found.outerjoin(claimed, true()).outerjoin(booked, true()).outerjoin(announced, true())
-        )
+        select(*claimed.c, booked.c.id.label("booked_queue_instance"), *found.c)
+        .select_from(found.outerjoin(claimed, true()).outerjoin(booked, true()))
         .add_cte(allocate.cte("allocate"), record.cte("record"))
         .order_by(*best_first(claimed))
     )

@@ -50,12 +50,13 @@ from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
-from app.matching.dispatch.batch_sql import END_MANY_BY_NAME, take_limit, take_many_by_name
+from app.matching.dispatch.batch_sql import END_MANY_QUIETLY, take_limit, take_many_by_name
 from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import (
     TAKE_BEST_BY_NAME,
     TAKE_BEST_BY_NAME_WIDE,
+    TAKE_BEST_BY_NAME_WITH_ROOM,
     TAKE_BEST_CORE,
     TAKE_BEST_CORE_WIDE,
 )
@@ -73,10 +74,11 @@ _TAKE_BEST = {
     True: {managed: Prebuilt(statement) for managed, statement in TAKE_BEST_CORE_WIDE.items()},
 }
 _TAKE_BY_NAME = {False: Prebuilt(TAKE_BEST_BY_NAME), True: Prebuilt(TAKE_BEST_BY_NAME_WIDE)}
+_TAKE_BY_NAME_WITH_ROOM = Prebuilt(TAKE_BEST_BY_NAME_WITH_ROOM)
 _LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
-_END_MANY = Prebuilt(END_MANY_BY_NAME)
+_END_MANY_QUIETLY = Prebuilt(END_MANY_QUIETLY)
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
@@ -180,19 +182,32 @@ async def batch_on_loop(
     resend, a late report, a job holding more than slots, an unknown worker): the caller
     rolls back and the general way decides the whole batch.
 
-    The worker's lock, the end of every report (:data:`~.batch_sql.END_MANY_BY_NAME`)
-    and the first take (of many: :func:`~.batch_sql.take_many_by_name`, or the single
-    take by name) go in one round trip; the rest of the batch, when the take of many
-    took fewer than ``count``, one take at a time (app/matching/dispatch/batch_sql.py)."""
+    The worker's lock, the end of every report (:data:`~.batch_sql.END_MANY_QUIETLY`)
+    and the take go in one round trip: of up to ``count`` jobs
+    (:func:`~.batch_sql.take_many_by_name`), or of one by the single take by name
+    (:data:`~.pull_plain.TAKE_BEST_BY_NAME_WITH_ROOM` after reports). Each announces
+    the worker's room with the jobs it took, in one notification. When the take of many
+    found no free head, its answer decides as the single take's would (the take by id
+    of a worker with an inventory, the general way, or nothing for the worker); the
+    rest of a batch that wants more than it took, one take at a time
+    (app/matching/dispatch/batch_sql.py)."""
     ending = _end_many_params(reports)
     if ending is None:
         return None
-    params = {**_pull_params(worker_name, now), **ending, "p_count": count}
+    params = {
+        **_pull_params(worker_name, now),
+        **ending,
+        "p_count": count,
+        "p_room": bool(reports),
+    }
+    many = count > 1
     calls = [(_LOCK_PULLER, params)]
     if reports:
-        calls.append((_END_MANY, params))
-    many = count > 1
-    calls.append((_take_many(count) if many else _TAKE_BY_NAME[False], params))
+        calls.append((_END_MANY_QUIETLY, params))
+    if many:
+        calls.append((_take_many(count), params))
+    else:
+        calls.append((_TAKE_BY_NAME_WITH_ROOM if reports else _TAKE_BY_NAME[False], params))
     locked, *answers = await rows_together_async(
         transaction.connection, transaction.dialect, *calls
     )
@@ -204,17 +219,28 @@ async def batch_on_loop(
     if reports:
         if len(answers[0]) != len(reports):
             return None
-        worker_id = locked[0][0]
+        # The take of many announces the room whatever it took; the single take by
+        # name only with the job it took (else the commit announces it).
+        room_sent = many or taken[0][0] is not None
         for row in answers[0]:
             job = _job(row[: len(_JOB_COLUMNS)])
             job.worker_revived = False
-            _note_end(transaction, worker_id, job)
+            _note_end(transaction, locked[0][0], job, room_sent)
             done.ended.append(job)
     if not many:
         done.last = await _pulled_on_loop(transaction, locked, taken, worker_name, now, False)
-        done.pulls = [done.last] if done.last is not None and done.last.job is not None else []
+        if done.last is not None and done.last.job is not None:
+            done.pulls.append(done.last)
         return done
     done.pulls = _taken_many(transaction, locked, taken, worker_name)
+    if not done.pulls and taken[0][-1] == 0:
+        # No free head: the take's answer is the single take's (its last column, the
+        # count of free heads, aside).
+        single = [row[:-1] for row in taken]
+        done.last = await _pulled_on_loop(transaction, locked, single, worker_name, now, True)
+        if done.last is None or done.last.job is None:
+            return done
+        done.pulls.append(done.last)
     done.last = done.pulls[-1] if done.pulls else None
     while len(done.pulls) < count:
         done.last = await pull_on_loop(transaction, worker_name, now, batch=True)
@@ -232,13 +258,13 @@ def _taken_many(
     taken: list[tuple[Any, ...]],
     worker_name: str,
 ) -> list[Pulled]:
-    """The pulls the take of many started (none when it took no job: the batch goes on
-    one take at a time, which decides as the single pull does); :class:`HandOver` when
-    the booking found no room after all."""
+    """The pulls the take of many started (none when it took no job: see
+    :func:`batch_on_loop`); :class:`HandOver` when the booking found no room after
+    all."""
     width = len(_JOB_COLUMNS)
     if taken[0][0] is None:
         return []
-    # After the job's columns: booked_queue_instance, the announcement, heads,
+    # After the job's columns: booked_queue_instance, heads, the announcement,
     # eligible, the four PULLER_FACTS, free (batch_sql.take_many_by_name).
     max_free, managed, complex_cluster, placed = taken[0][width + 4 : width + 8]
     puller = puller_of_lock_and_facts(
@@ -459,14 +485,19 @@ def _ended(
     job = _job(ended[0][: len(_JOB_COLUMNS)])
     #: Whether the report made an unknown worker active again (:func:`finish`).
     job.worker_revived = False
-    _note_end(holder, locked[0][0], job)
+    _note_end(holder, locked[0][0], job, room_sent=True)
     return job
 
 
-def _note_end(holder: Connection | LoopTransaction, worker_id: int, job: SimpleNamespace) -> None:
-    """The announcements of a job's end: the worker's room, which its end statement
-    sent, and what else the end may let run."""
-    notify.sent_by_statement(holder, room_changed(worker_id))
+def _note_end(
+    holder: Connection | LoopTransaction, worker_id: int, job: SimpleNamespace, room_sent: bool
+) -> None:
+    """The announcements of a job's end: the worker's room (sent by a statement, or left
+    for the commit) and what else the end may let run."""
+    if room_sent:
+        notify.sent_by_statement(holder, room_changed(worker_id))
+    else:
+        notify.announce(holder, room_changed(worker_id))
     if job.hard is not None or job.pe is not None:
         # It may have held global consumables, which any worker's next job may need:
         # every waiter looks again, as the general finish announces.

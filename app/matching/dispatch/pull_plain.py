@@ -12,16 +12,19 @@ from typing import Any
 
 from sqlalchemy import (
     Select,
+    String,
     Update,
     bindparam,
     func,
     insert,
+    literal,
     literal_column,
     or_,
     select,
     true,
     update,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
 from app.db import dialect, notify
@@ -46,10 +49,12 @@ from app.matching.dispatch.record import (
 )
 from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms
 from app.matching.slots import WAITING, book_room_statement
-from app.matching.wakeups import TAKEN, job_taken
+from app.matching.wakeups import ROOM, TAKEN, job_taken
 
 
-def _claim_and_start_pg(claim: Update, heads: Any = None, worker_id: Any = None) -> Select[Any]:
+def _claim_and_start_pg(
+    claim: Update, heads: Any = None, worker_id: Any = None, also: Any = None
+) -> Select[Any]:
     """PostgreSQL: claim, book, allocate and record in one statement (data-modifying
     CTEs). The room it books is exact: every writer of a worker's queue instances holds
     the worker's row lock, which this pull took in an earlier statement, and READ
@@ -79,13 +84,10 @@ def _claim_and_start_pg(claim: Update, heads: Any = None, worker_id: Any = None)
     if heads is not None:
         found = select(heads.label("heads")).subquery("found")
         # A SELECT in WITH runs only when read: the answer reads it.
-        announced = (
-            select(
-                notify.notify_column(job_token_column(TAKEN, claimed.c.category_id, claimed.c.id))
-            )
-            .select_from(both)
-            .cte("ann")
-        )
+        token = job_token_column(TAKEN, claimed.c.category_id, claimed.c.id)
+        if also is not None:
+            token = also + literal(" ", String) + token
+        announced = select(notify.notify_column(token)).select_from(both).cte("ann")
         columns += [found.c.heads, *announced.c]
         frame = (
             found.outerjoin(claimed, true()).outerjoin(booked, true()).outerjoin(announced, true())
@@ -123,6 +125,7 @@ def _take_best(
     puller: PullerTerms = BOUND,
     window: int = HEADS_PER_ROUND,
     ordering: Ordering = DEFAULT,
+    also_announce: Any = None,
 ) -> Any:
     """PostgreSQL: the heads query and :data:`_TAKE_IN_ONE` in one statement, for the
     common pull whose best heads are all plain jobs without a task: the first of them
@@ -171,7 +174,10 @@ def _take_best(
         .returning(*JOBS.c)
     )
     return _claim_and_start_pg(
-        claim, select(func.count()).select_from(candidates).scalar_subquery(), puller.id
+        claim,
+        select(func.count()).select_from(candidates).scalar_subquery(),
+        puller.id,
+        also_announce,
     )
 
 
@@ -190,7 +196,7 @@ TAKE_BEST_CORE_WIDE = {
 }
 
 
-def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
+def _take_best_by_name(window: int = HEADS_PER_ROUND, room: bool = False) -> Select[Any]:
     """:data:`TAKE_BEST_CORE` for a worker without an inventory, given the worker's name
     only: its id, generation and free slots come from :data:`~.puller.PLAIN_PULLER` in
     the statement itself, so that it can be sent with :data:`~.puller.LOCK_PULLER` in
@@ -205,14 +211,17 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
     :data:`~.puller.PULLER_FACTS`, for the express pull to decide by (it locks with
     :data:`~.puller.LOCK_PULLER_ALONE`, which does not read them)."""
     me = PLAIN_PULLER
+    worker_id = select(me.c.id).scalar_subquery()
     take: Select[Any] = _take_best(
         False,
         PullerTerms(
-            id=select(me.c.id).scalar_subquery(),
+            id=worker_id,
             generation=select(me.c.generation).scalar_subquery(),
             max_free=select(me.c.max_free).scalar_subquery(),
         ),
         window,
+        # The worker's room, in the taken job's notification: room_changed's token.
+        also_announce=literal(ROOM, String) + sql_cast(worker_id, String) if room else None,
     )
     facts = PULLER_FACTS
     return take.add_columns(
@@ -233,6 +242,11 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND) -> Select[Any]:
 #: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.
 TAKE_BEST_BY_NAME = _take_best_by_name()
 TAKE_BEST_BY_NAME_WIDE = _take_best_by_name(BATCH_HEADS)
+#: :data:`TAKE_BEST_BY_NAME` whose notification of the job taken also says that the
+#: worker's room changed (``r<worker>``), for a pull that carries the worker's reports
+#: (app/matching/dispatch/express.py's batch_on_loop): one notification, not two. When
+#: it takes no job, it announces nothing.
+TAKE_BEST_BY_NAME_WITH_ROOM = _take_best_by_name(room=True)
 
 
 def _orm_take(take: Any) -> Any:

@@ -194,35 +194,51 @@ def test_every_count_a_batch_may_ask_for_has_its_take() -> None:
         assert count <= limit < 2 * count
 
 
-def test_a_take_of_many_announces_its_jobs_taken_in_one_notification(database: Database) -> None:
+def test_a_batch_announces_its_room_and_its_jobs_taken_in_one_notification(
+    database: Database,
+) -> None:
     """Every job a take of many starts is announced taken (``t<category>.<job>``, as
-    the single take announces one), all in one notification, sent at the commit."""
+    the single take announces one) and, when the batch's reports ended jobs, the
+    worker's room (``r<worker>``, as the single finish announces it): all in one
+    notification, sent at the commit."""
     with database.transaction() as session:
-        workers.upsert_worker(session, WorkerSpec(name="wide", slots=4))
+        worker, _ = workers.upsert_worker(session, WorkerSpec(name="wide", slots=4))
+        worker_id = worker.id
         for _ in range(5):
             submission.submit_job(session, JobSpec(command=["true"]), submitter="t")
     pool = EventLoopConnections.for_database(database)
     if pool is None:
         pytest.skip("behind a transaction pooler the express lane stays in its threads")
 
-    async def take_three() -> Any:
+    async def batch(reports: list[_Report], count: int) -> Any:
         pool.bind(asyncio.get_running_loop())
         try:
             async with pool.transaction() as transaction:
-                return await express.batch_on_loop(transaction, "wide", [], 3, utcnow())
+                return await express.batch_on_loop(transaction, "wide", reports, count, utcnow())
         finally:
             await pool.close()
 
-    listener = psycopg.connect(
-        str(database.engine.url.set(drivername="postgresql")), autocommit=True
-    )
-    try:
-        listener.execute(f"LISTEN {CHANNEL}")
-        done = asyncio.run(take_three())
-        payloads = [note.payload for note in listener.notifies(timeout=1, stop_after=2)]
-    finally:
-        listener.close()
-    jobs = [pulled.job for pulled in done.pulls]
-    assert len(jobs) == 3
+    def announced(reports: list[_Report], count: int) -> tuple[Any, list[str]]:
+        listener = psycopg.connect(
+            str(database.engine.url.set(drivername="postgresql")), autocommit=True
+        )
+        try:
+            listener.execute(f"LISTEN {CHANNEL}")
+            done = asyncio.run(batch(reports, count))
+            payloads = [note.payload for note in listener.notifies(timeout=1, stop_after=2)]
+        finally:
+            listener.close()
+        return done, payloads
+
+    def taken(done: Any) -> list[str]:
+        return [f"t{pulled.job.category_id}.{pulled.job.id}" for pulled in done.pulls]
+
+    done, payloads = announced([], 3)
+    assert len(done.pulls) == 3
     (payload,) = payloads
-    assert sorted(payload.split()) == sorted(f"t{job.category_id}.{job.id}" for job in jobs)
+    assert sorted(payload.split()) == sorted(taken(done))
+    ends = [_Report(pulled.job.id, "finished", None, 0, None) for pulled in done.pulls]
+    done, payloads = announced(ends, 1)
+    assert [job.id for job in done.ended] == [end.job_id for end in ends]
+    (payload,) = payloads
+    assert sorted(payload.split()) == sorted([f"r{worker_id}", *taken(done)])
