@@ -29,6 +29,13 @@ no-op jobs through each of them with ``--consumers`` (8) producers and consumers
   carrying the previous job's finish) and ``batch-pull`` (``max=10``, carrying the
   previous batch's finishes). A route the server answers 404 or 405 (not merged yet) is
   reported as ``mode X: route not available`` and skipped.
+* **floor** (not a queue): the least any server on this stack does per job of a drain of
+  one request per job (:class:`FloorApp`: a bare ASGI callable under the same uvicorn
+  with as many processes, one PostgreSQL transaction of one primary-key UPDATE per
+  request on psycopg's asyncio connection), drained by the same client threads with
+  ``--jobs`` requests. ``ratio drain floor/procrastinate`` says how far past
+  procrastinate this stack can go at all with one request per job, and ``ratio drain
+  finish-carrying/floor`` how much of that jobmatch's finish-carrying drain reaches.
 
 A round runs each system once, in turn (the order turns round by round, so that no system
 always goes first): enqueue N jobs with one enqueue mode, drain them with one drain mode,
@@ -107,7 +114,10 @@ from bench._measure import (  # noqa: E402
 PROCRASTINATE = "procrastinate"
 PGQUEUER = "pgqueuer"
 JOBMATCH = "jobmatch"
-SYSTEMS = (PROCRASTINATE, PGQUEUER, JOBMATCH)
+#: Not a system: the least any server on this stack does per job of a drain of one
+#: request per job (see :func:`floor_round`).
+FLOOR = "floor"
+SYSTEMS = (PROCRASTINATE, PGQUEUER, JOBMATCH, FLOOR)
 
 #: Each system's enqueue and drain modes, in the order they pair up.
 ENQUEUE_MODES = {
@@ -119,6 +129,7 @@ DRAIN_MODES = {
     PROCRASTINATE: ("worker",),
     PGQUEUER: ("batch1", "batch10"),
     JOBMATCH: ("one-by-one", "finish-carrying", "batch-pull"),
+    FLOOR: ("one-request",),
 }
 #: The jobmatch modes --modes chooses among (one-per-request always runs: it fills).
 JOBMATCH_MODES = ("one-by-one", "finish-carrying", "batch-pull", "bulk-submit")
@@ -830,9 +841,119 @@ def jobmatch_round(url: str, args: argparse.Namespace, results: Results) -> None
             results.add(figure(JOBMATCH, "drain", drain_mode, finished, load, before, after, note))
 
 
+# ---------------------------------------------------------------------------- the floor
+
+#: The floor's table: 64 counters, each request adds one to one of them.
+FLOOR_TABLE = "bench_peers_floor"
+_FLOOR_UPDATE = f"UPDATE {FLOOR_TABLE} SET n = n + 1 WHERE id = %s RETURNING n"
+
+
+class FloorApp:
+    """The least a server on this stack can do per job of a drain, one request per job:
+    a bare ASGI callable under the same uvicorn (httptools, uvloop) with as many
+    processes as jobmatch, that reads the request's JSON body and runs one PostgreSQL
+    transaction on psycopg's asyncio connection (BEGIN, one UPDATE by primary key with
+    RETURNING, COMMIT: the commit's WAL flush every real take and finish pays), then
+    answers a small JSON object. No framework, no routing, no authentication, no
+    matching: what jobmatch's express lane does around its SQL, without its SQL.
+    Connections are kept per process, one per request in flight."""
+
+    def __init__(self) -> None:
+        self.idle: list[Any] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        import psycopg
+
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        report = json.loads(body) if body else {}
+        job = int(scope["path"].split("/")[3])
+        connection = (
+            self.idle.pop()
+            if self.idle
+            else await psycopg.AsyncConnection.connect(libpq(os.environ["JOBMATCH_FLOOR_URL"]))
+        )
+        try:
+            async with connection.transaction():
+                cursor = await connection.execute(_FLOOR_UPDATE, (job % 64,))
+                row = await cursor.fetchone()
+        finally:
+            self.idle.append(connection)
+        answer = json.dumps({"id": job, "state": report.get("outcome"), "n": row[0]}).encode()
+        headers = [(b"content-type", b"application/json")]
+        headers.append((b"content-length", str(len(answer)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
+floor_app = FloorApp()
+
+
+def floor_drain(client: Http, first: int, count: int, tally: Tally) -> None:
+    """``count`` requests, one per job, each carrying a finish as jobmatch's
+    finish-carrying drain does."""
+    finish = {"outcome": "finished", "exit_code": 0}
+    try:
+        for job in range(first, first + count):
+            status, answer = client.request("POST", f"/v1/jobs/{job}/finish", finish)
+            if status != 200:
+                raise RuntimeError(f"the floor answered {status}: {str(answer)[:200]}")
+            tally.jobs += 1
+    except Exception as error:
+        tally.error = repr(error)
+    finally:
+        client.close()
+
+
+def floor_round(url: str, args: argparse.Namespace, results: Results) -> None:
+    """The floor (:class:`FloorApp`) drained by the same client threads as jobmatch, one
+    request per job: if it cannot reach a drain figure, no design of jobmatch's drain on
+    this stack (uvicorn, Python, a transaction per request) can."""
+    import psycopg
+
+    from bench.http_floor import serve
+
+    with psycopg.connect(libpq(url), autocommit=True) as connection:
+        connection.execute(f"CREATE TABLE {FLOOR_TABLE} (id INTEGER PRIMARY KEY, n INTEGER)")
+        connection.execute(f"INSERT INTO {FLOOR_TABLE} SELECT g, 0 FROM generate_series(0, 63) g")
+    env = {"JOBMATCH_FLOOR_URL": url}
+    with serve("bench.peers:floor_app", False, args.processes, env) as (port, group):
+        meter = Meter(url, group)
+        shares = split(args.jobs, args.consumers)
+        tallies = [Tally() for _ in shares]
+        threads = [
+            threading.Thread(
+                target=floor_drain,
+                args=(Http(port, "floor"), 1 + sum(shares[:n]), shares[n], tallies[n]),
+            )
+            for n in range(len(shares))
+        ]
+        load = os.getloadavg()[0]
+        before = meter.sample()
+        run_threads(threads)
+        after = meter.sample()
+        done = sum(tally.jobs for tally in tallies)
+        note = _tally_note(tallies, args.jobs, done)
+        results.add(figure(FLOOR, "drain", "one-request", done, load, before, after, note))
+
+
 # ---------------------------------------------------------------------------- summary
 
-ROUND = {PROCRASTINATE: procrastinate_round, PGQUEUER: pgqueuer_round, JOBMATCH: jobmatch_round}
+ROUND = {
+    PROCRASTINATE: procrastinate_round,
+    PGQUEUER: pgqueuer_round,
+    JOBMATCH: jobmatch_round,
+    FLOOR: floor_round,
+}
 
 
 def medians(results: Results) -> list[Figure]:
@@ -884,6 +1005,13 @@ def ratios(results: Results) -> list[str]:
                     (system, "drain", peer_mode),
                 )
             )
+    floor = (FLOOR, "drain", "one-request")
+    pairs_wanted.append(
+        (f"ratio drain floor/{PROCRASTINATE}", floor, (PROCRASTINATE, "drain", "worker"))
+    )
+    pairs_wanted.append(
+        ("ratio drain finish-carrying/floor", (JOBMATCH, "drain", "finish-carrying"), floor)
+    )
     for mode, peers in ENQUEUE_PEERS.items():
         for system, peer_mode in peers:
             pairs_wanted.append(
@@ -906,7 +1034,7 @@ def ratios(results: Results) -> list[str]:
 
 
 def versions(systems: list[str]) -> str:
-    names = {PROCRASTINATE: ["procrastinate"], PGQUEUER: ["pgqueuer"], JOBMATCH: []}
+    names = {PROCRASTINATE: ["procrastinate"], PGQUEUER: ["pgqueuer"], JOBMATCH: [], FLOOR: []}
     found = []
     for package in [name for system in systems for name in names[system]] + ["psycopg"]:
         try:
@@ -946,7 +1074,7 @@ def main() -> None:
         nargs="+",
         choices=SYSTEMS,
         default=list(SYSTEMS),
-        help="the systems to run (default all three)",
+        help="the systems to run (default all three and the floor)",
     )
     parser.add_argument(
         "--modes",
@@ -965,7 +1093,7 @@ def main() -> None:
     systems = []
     for system in args.systems:
         try:
-            if system != JOBMATCH:
+            if system not in (JOBMATCH, FLOOR):
                 __import__(system)
             systems.append(system)
         except ImportError:

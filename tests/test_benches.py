@@ -10,6 +10,7 @@ to ``scratch_database`` positionally, which takes it by keyword only.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,37 @@ def test_the_http_floor_bench_takes_its_ratio_over_alternating_rounds_on_sqlite(
     # The median of two rounds is their mean; each was printed rounded to two decimals.
     assert abs(float(ratio) - (rounds[0] + rounds[1]) / 2) <= 0.011, result.stdout
     assert "a client stopped" not in result.stdout, result.stdout
+
+
+def test_the_peers_bench_drains_jobmatch_beside_the_floor_at_a_tiny_size() -> None:
+    """Issue 38's one-request floor (bench/peers.py's FloorApp) and jobmatch's
+    finish-carrying drain run end to end, and their ratio is printed; the peers need
+    PostgreSQL and the bench extra, so only jobmatch and the floor run here."""
+    url = os.environ.get("JOBMATCH_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("bench/peers.py runs on PostgreSQL (JOBMATCH_TEST_POSTGRES_URL)")
+    result = _run(
+        "bench/peers.py",
+        "--systems",
+        "jobmatch",
+        "floor",
+        "--modes",
+        "finish-carrying",
+        "--rounds",
+        "1",
+        "--jobs",
+        "40",
+        "--consumers",
+        "2",
+        "--processes",
+        "1",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    drains = [line.split() for line in result.stdout.splitlines() if " drain " in line]
+    assert {(words[0], words[2]) for words in drains} >= {
+        ("floor", "one-request"),
+        ("jobmatch", "finish-carrying"),
+    }, result.stdout
+    assert "a client stopped" not in result.stdout, result.stdout
+    assert "ratio drain finish-carrying/floor" in result.stdout, result.stdout
