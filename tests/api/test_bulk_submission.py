@@ -244,3 +244,39 @@ def test_what_if_refuses_array_jobs_and_match_ignores_the_range(
     matched = client.post("/v1/match", json={"tasks": "1-3"}, headers=admin_headers)
     assert matched.status_code == 200, matched.text
     assert [c["worker"] for c in matched.json()["items"]] == ["w1"]
+
+
+def test_repeated_bodies_equal_one_submission_each(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """A bulk request mostly repeats one body: each repeat is asked about once (the spec
+    before it answers for it) and a column every job shares is bound once; the jobs are
+    still those of one submission per body. Once every body is the same (every column
+    shared), once with runs of bodies that differ in a per-job field or in their
+    request."""
+    register(client, admin_headers, "w1", "language: java; java: 12")
+    java = {"resources": "language: java; java: 12"}
+    for bodies in (
+        [java] * 4,
+        [java, java, {**java, "priority": 3}, java, {"resources": "language: cobol"}, {}, {}],
+    ):
+        single = [client.post("/v1/jobs", json=b, headers=admin_headers) for b in bodies]
+        assert all(r.status_code == 201 for r in single), [r.text for r in single]
+        bulk = client.post("/v1/jobs/bulk", json={"jobs": bodies}, headers=admin_headers)
+        assert bulk.status_code == 201, bulk.text
+        one_by_one = [_outcome(client, admin_headers, r.json()["id"]) for r in single]
+        together = [_outcome(client, admin_headers, j["id"]) for j in bulk.json()["jobs"]]
+        assert together == one_by_one
+
+
+def test_a_job_body_hands_every_field_of_a_spec_to_the_services() -> None:
+    """JobIn.spec reads the body by attribute: every field of JobSpec is a field of the
+    body, and the body has no other but the array's."""
+    from app.api.schemas.jobs import ARRAY_FIELDS, SPEC_FIELDS, JobIn
+
+    assert set(JobIn.model_fields) - ARRAY_FIELDS == set(SPEC_FIELDS)
+    body = JobIn(resources="os: linux", priority=4, command=["x"], constraint={"not": []})
+    spec = body.spec()
+    assert {name: getattr(spec, name) for name in SPEC_FIELDS} == body.model_dump(
+        exclude=set(ARRAY_FIELDS)
+    )

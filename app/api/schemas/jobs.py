@@ -3,6 +3,7 @@ allocation, finish and return."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, Literal
 
@@ -53,6 +54,8 @@ JOB_EXAMPLES: list[JsonValue] = [
 #: The fields of a job body that make it an array job: only the bulk submission takes
 #: them (POST /v1/jobs refuses them, and a single job's spec has none).
 ARRAY_FIELDS = frozenset({"tasks", "task_concurrency"})
+#: The fields a job body hands the services (JobSpec's, all of JobIn's but ARRAY_FIELDS).
+SPEC_FIELDS = tuple(field.name for field in dataclasses.fields(JobSpec))
 
 
 class JobIn(BaseModel):
@@ -164,7 +167,9 @@ class JobIn(BaseModel):
     def spec(self) -> JobSpec:
         """The submission as the services take it: JobSpec has the body's fields, by name
         (the array's, ``tasks`` and ``task_concurrency``, are the bulk submission's)."""
-        return JobSpec(**self.model_dump(exclude=set(ARRAY_FIELDS)))
+        # Read by attribute: model_dump copied every nested value, most of a bulk
+        # request's conversion (the fields are plain values the services only read).
+        return JobSpec(**{name: getattr(self, name) for name in SPEC_FIELDS})
 
     def item(self) -> BulkItem:
         """The body as one item of a bulk submission."""
