@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import psycopg
@@ -63,6 +64,14 @@ class _Compiled:
     positions: tuple[str, ...] | None
     #: Compiled with ``$n`` placeholders for psycopg's raw cursor (see :func:`_cursor`).
     raw: bool = False
+
+    @cached_property
+    def converting(self) -> tuple[tuple[int, Processor], ...]:
+        """The result columns that have a conversion, by position: most have none, and
+        a row of a job's 35 columns is converted at these few only."""
+        return tuple(
+            (index, process) for index, process in enumerate(self.results) if process is not None
+        )
 
 
 class Prebuilt:
@@ -210,15 +219,16 @@ def _cursor(connection: Connection, compiled: _Compiled) -> Any:
 
 
 def _converted(compiled: _Compiled, fetched: Sequence[Any]) -> list[tuple[Any, ...]]:
-    if not any(compiled.results):
+    converting = compiled.converting
+    if not converting:
         return [tuple(row) for row in fetched]
-    return [
-        tuple(
-            process(value) if process is not None else value
-            for value, process in zip(row, compiled.results, strict=True)
-        )
-        for row in fetched
-    ]
+    rows = []
+    for row in fetched:
+        values = list(row)
+        for index, process in converting:
+            values[index] = process(values[index])
+        rows.append(tuple(values))
+    return rows
 
 
 def _wrapped(
