@@ -66,7 +66,7 @@ class _Compiled:
     raw: bool = False
 
     @cached_property
-    def converting(self) -> tuple[tuple[int, Processor], ...]:
+    def converting(self) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
         """The result columns that have a conversion, by position: most have none, and
         a row of a job's 35 columns is converted at these few only."""
         return tuple(
