@@ -51,7 +51,11 @@ from app.db.notify import EVERYTHING
 from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
 from app.db.tables import JOBS
 from app.matching.dispatch.batch_sql import END_MANY_QUIETLY, take_limit, take_many_by_name
-from app.matching.dispatch.finish_sql import END_BY_NAME_CORE, LOCK_REPORTER_ALONE
+from app.matching.dispatch.finish_sql import (
+    END_BY_NAME_CORE,
+    END_BY_NAME_QUIETLY,
+    LOCK_REPORTER_ALONE,
+)
 from app.matching.dispatch.pull import FINAL_OUTCOMES, MAX_OUTPUT, waited_seconds
 from app.matching.dispatch.pull_plain import (
     TAKE_BEST_BY_NAME,
@@ -79,6 +83,9 @@ _LOCK_REPORTER = Prebuilt(LOCK_REPORTER_ALONE)
 _REVIVE = REVIVE_PREBUILT
 _END_BY_NAME = {failed: Prebuilt(statement) for failed, statement in END_BY_NAME_CORE.items()}
 _END_MANY_QUIETLY = Prebuilt(END_MANY_QUIETLY)
+_END_BY_NAME_QUIETLY = {
+    failed: Prebuilt(statement) for failed, statement in END_BY_NAME_QUIETLY.items()
+}
 #: The job's columns, first in the rows of the take and of the end.
 _JOB_COLUMNS = tuple(column.name for column in JOBS.c)
 
@@ -182,8 +189,9 @@ async def batch_on_loop(
     resend, a late report, a job holding more than slots, an unknown worker): the caller
     rolls back and the general way decides the whole batch.
 
-    The worker's lock, the end of every report (:data:`~.batch_sql.END_MANY_QUIETLY`)
-    and the take go in one round trip: of up to ``count`` jobs
+    The worker's lock, the end of every report (:data:`~.batch_sql.END_MANY_QUIETLY`,
+    or :data:`~.finish_sql.END_BY_NAME_QUIETLY` for one) and the take go in one round
+    trip: of up to ``count`` jobs
     (:func:`~.batch_sql.take_many_by_name`), or of one by the single take by name
     (:data:`~.pull_plain.TAKE_BEST_BY_NAME_WITH_ROOM` after reports). Each announces
     the worker's room with the jobs it took, in one notification. When the take of many
@@ -191,19 +199,22 @@ async def batch_on_loop(
     of a worker with an inventory, the general way, or nothing for the worker); the
     rest of a batch that wants more than it took, one take at a time
     (app/matching/dispatch/batch_sql.py)."""
-    ending = _end_many_params(reports)
-    if ending is None:
-        return None
-    params = {
-        **_pull_params(worker_name, now),
-        **ending,
-        "p_count": count,
-        "p_room": bool(reports),
-    }
+    params = {**_pull_params(worker_name, now), "p_count": count, "p_room": bool(reports)}
     many = count > 1
     calls = [(_LOCK_PULLER, params)]
-    if reports:
-        calls.append((_END_MANY_QUIETLY, params))
+    if len(reports) == 1:
+        # One report: the single end's statement, its values bound one by one (arrays
+        # of one cost psycopg more to dump than the statement costs PostgreSQL).
+        (report,) = reports
+        ending = _finish_params(report.job_id, worker_name, report, now)
+        if ending is None:
+            return None
+        calls.append((_END_BY_NAME_QUIETLY[report.outcome == "failed"], ending))
+    elif reports:
+        arrays = _end_many_params(reports)
+        if arrays is None:
+            return None
+        calls.append((_END_MANY_QUIETLY, {**params, **arrays}))
     if many:
         calls.append((_take_many(count), params))
     else:

@@ -141,7 +141,9 @@ _END_ALLOCATIONS = update(ALLOCATIONS).where(_OPEN).values(released_at=_NOW)
 _RECORD = record_end(_JOB, _NOW, bindparam("p_kind"))
 
 
-def _end_in_one(failed: bool, worker_id: Any = None, announce: Any = None) -> Any:
+def _end_in_one(
+    failed: bool, worker_id: Any = None, announce: Any = None, quiet: bool = False
+) -> Any:
     """PostgreSQL: the job's end, its slots given back and its event recorded in one
     statement of data-modifying CTEs, for a job that holds slots only.
 
@@ -156,7 +158,8 @@ def _end_in_one(failed: bool, worker_id: Any = None, announce: Any = None) -> An
     finish_pg.py); then no row comes back and those steps decide, nothing changed.
 
     ``worker_id`` and ``announce`` are the parameters ``p_worker_id`` and ``p_announce``
-    unless given (see :data:`END_BY_NAME_CORE`)."""
+    unless given (see :data:`END_BY_NAME_CORE`); ``quiet`` leaves the announcement to a
+    later statement of the transaction (:data:`END_BY_NAME_QUIETLY`)."""
     ended = (
         _end(failed, worker_id)
         .where(
@@ -169,6 +172,8 @@ def _end_in_one(failed: bool, worker_id: Any = None, announce: Any = None) -> An
     kind = JobEventKind.FAILED if failed else JobEventKind.FINISHED
     give_back = give_back_slots(select(ended.c.id).scalar_subquery(), _NOW)
     record = record_end_of(ended, _NOW, literal(kind, JOB_EVENTS.c.kind.type))
+    if quiet:
+        return select(*ended.c).add_cte(give_back.cte("give_back"), record.cte("record"))
     # The worker's room changed: announced here, in the round trip this statement makes
     # anyway (sent at the commit, as every notification); a SELECT in WITH runs only when
     # the answer reads it.
@@ -209,6 +214,12 @@ END_BY_NAME_CORE = {
         failed, _REPORTER_ID, literal(ROOM, String) + sql_cast(_REPORTER_ID, String)
     )
     for failed in (False, True)
+}
+#: :data:`END_BY_NAME_CORE` without the announcement: the ended job's columns only. A
+#: batch that carries one report (app/matching/dispatch/express.py's batch_on_loop)
+#: announces the worker's room with the job its take starts, in one notification.
+END_BY_NAME_QUIETLY = {
+    failed: _end_in_one(failed, _REPORTER_ID, quiet=True) for failed in (False, True)
 }
 
 

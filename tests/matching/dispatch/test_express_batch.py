@@ -204,7 +204,7 @@ def test_a_batch_announces_its_room_and_its_jobs_taken_in_one_notification(
     with database.transaction() as session:
         worker, _ = workers.upsert_worker(session, WorkerSpec(name="wide", slots=4))
         worker_id = worker.id
-        for _ in range(5):
+        for _ in range(6):
             submission.submit_job(session, JobSpec(command=["true"]), submitter="t")
     pool = EventLoopConnections.for_database(database)
     if pool is None:
@@ -237,8 +237,12 @@ def test_a_batch_announces_its_room_and_its_jobs_taken_in_one_notification(
     assert len(done.pulls) == 3
     (payload,) = payloads
     assert sorted(payload.split()) == sorted(taken(done))
-    ends = [_Report(pulled.job.id, "finished", None, 0, None) for pulled in done.pulls]
-    done, payloads = announced(ends, 1)
-    assert [job.id for job in done.ended] == [end.job_id for end in ends]
-    (payload,) = payloads
-    assert sorted(payload.split()) == sorted([f"r{worker_id}", *taken(done)])
+    # Many reports and a take of one, then one report (the single end's statement) and
+    # a take of many.
+    for count, outcome in ((1, "finished"), (2, "failed")):
+        reports = [_Report(pulled.job.id, outcome, None, 0, None) for pulled in done.pulls]
+        done, payloads = announced(reports, count)
+        assert [job.id for job in done.ended] == [end.job_id for end in reports]
+        assert len(done.pulls) == count
+        (payload,) = payloads
+        assert sorted(payload.split()) == sorted([f"r{worker_id}", *taken(done)])
