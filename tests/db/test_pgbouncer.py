@@ -242,11 +242,13 @@ def _run_through_the_pooler(port: int, *cases: str) -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
     result = subprocess.run(
         # The tests that pulls settle on generic plans need psycopg's prepared statements,
-        # off behind it; the express lane's event loop way is not used behind it.
+        # off behind it; the express lane's event loop way is not used behind it (the
+        # express batch, test_express_batch.py, is all the event loop's way).
         [
             *command,
             "-k",
-            "not sqlite and not settles_on_a_generic_plan and not event_loops_way",
+            "not sqlite and not settles_on_a_generic_plan and not event_loops_way"
+            " and not test_express_batch",
             *cases,
         ],
         cwd=Path(__file__).resolve().parents[2],
