@@ -203,6 +203,10 @@ class Waiter:
     queued: tuple[AttemptGate, asyncio.Future[None]] | None = None
     #: Categories whose relay woke this waiter and awaits its attempt.
     relays: set[int] = field(default_factory=set)
+    #: Of those, the ones announced again while its attempt ran, which asked it to look
+    #: again (WakeupHub._relay): if the attempt takes a job, its pull answers and never
+    #: looks, and the relay hands that news on (WakeupHub.settled).
+    renewed: set[int] = field(default_factory=set)
     #: Its attempt runs: armed (WakeupHub.arm), not yet settled.
     attempting: bool = False
     #: The hub's count of announcements, and the time (time.monotonic()), when its last
@@ -752,7 +756,11 @@ class WakeupHub:
         (module docstring). A wave that took a job hands on only for its empty-handed
         attempts, never for its takes: their ``t`` may have been counted already or not,
         so the relay cannot tell whether a job is left, and waking a wave for each take
-        would wake waiters for jobs already taken."""
+        would wake waiters for jobs already taken. Except a take whose attempt was asked
+        to look again (its category announced while it ran): its pull answers with the
+        job and never looks, so that news is handed on as an empty hand's; waking one
+        waiter too many then costs an attempt, missing the job cost a pull's deadline
+        (tests/matching/test_wakeups.py)."""
         with self._lock:
             waiter.attempting = False
             self._attempting.discard(waiter)
@@ -762,7 +770,9 @@ class WakeupHub:
                 if relay is None:
                     continue
                 relay.running.discard(waiter)
-                if category_id != took_category:
+                # A take answers the pull: news it was asked to look again for (it may
+                # have read before that job's commit) goes on as an empty hand's would.
+                if category_id != took_category or category_id in waiter.renewed:
                     relay.empty_handed = True
                 if relay.running or not relay.empty_handed:
                     continue
@@ -773,6 +783,7 @@ class WakeupHub:
                     relay.graced = True
                     waiter.loop.call_later(HAND_ON_GRACE, self._grace_over, category_id)
             waiter.relays.clear()
+            waiter.renewed.clear()
         self._wake(woken)
 
     def _grace_over(self, category_id: int) -> None:
@@ -845,6 +856,8 @@ class WakeupHub:
         # submitted while a worker's other pull was taking the one before it waited
         # out that pull's whole deadline (tests/api/test_longpoll.py, CI of stop 48).
         again = [w for w in self._attempting if category_id in w.relays]
+        for waiter in again:
+            waiter.renewed.add(category_id)
         return again + self._hand_on(category_id, relay)
 
     def _hand_on(self, category_id: int, relay: _Relay) -> list[Waiter]:

@@ -530,6 +530,34 @@ def test_a_job_announced_during_a_woken_attempt_makes_it_look_again() -> None:
     assert asyncio.run(scenario()) == [[1, 2], [2], [2]]
 
 
+def test_a_job_announced_while_a_woken_attempt_takes_the_one_before_reaches_the_next_waiter() -> (
+    None
+):
+    """A local run of tests/api/test_longpoll.py (two waiting pulls of a worker with two
+    slots, two jobs submitted one after the other) once answered a pull 204 at its
+    deadline. The first job's ``c`` woke the first waiter, whose attempt took it; that
+    take's ``t`` arrived before the attempt settled, and then the second job's ``c``:
+    the relay counted one job with one attempt running, so it woke nobody and asked the
+    running attempt to look again. That attempt answered with the first job and never
+    looked. A waiter asked to look again that takes a job now hands the news on as an
+    empty-handed one does (after the grace)."""
+    hub = WakeupHub(Fits({7: {1, 2}}))
+
+    async def scenario() -> list[list[int]]:
+        waiters = _known_waiters(hub, (1, 2))
+        hub.deliver("c7.10")
+        rounds = [await _woken(waiters)]
+        hub.arm(waiters[0])  # its attempt starts, and takes job 10
+        hub.deliver("t7.10")  # the take's commit, heard before the attempt settles
+        hub.deliver("c7.11")  # the second job, committed meanwhile
+        hub.settled(waiters[0], 7)
+        hub.unregister(waiters[0])  # its pull answers with job 10
+        rounds.append(await _woken(waiters[1:], after=3 * wakeups.HAND_ON_GRACE))
+        return rounds
+
+    assert asyncio.run(scenario()) == [[1], [2]]
+
+
 def _renewal(
     hub: WakeupHub, news: tuple[str, ...], *, wants_work: bool = True, waiting: bool = False
 ) -> bool:
