@@ -57,6 +57,10 @@ def job_event(
     session (a change committed without one: app/matching/dispatch/express.py);
     ``cause`` says why the server (not the job's worker) changed it: ``lease_expired`` or
     ``worker_deleted``."""
+    if cause is None and not log.isEnabledFor(logging.INFO):
+        # Nothing to log and no counter to move: a batch of jobs skips building the
+        # record's fields (and, with a session, its after-commit hook) per job.
+        return
     given = {"job_id": job_id, "worker": worker, "detail": detail, "cause": cause}
     fields = {name: value for name, value in given.items() if value is not None}
 
