@@ -300,18 +300,26 @@ def test_live_probe_answers_within_a_second_and_healthz_stays_up(server: LiveSer
             started = time.perf_counter()
             status, body = server.request("POST", "/v1/jobs", {"hard": f"hostname={PROBE}"})
             answers.append((status, body, time.perf_counter() - started))
-        started = time.perf_counter()
-        status, _ = server.request("POST", "/v1/workers", {"name": "w2", "slots": 1})
-        registration = time.perf_counter() - started
+        registrations = []
+        for name in ("w2", "w3"):
+            started = time.perf_counter()
+            status, _ = server.request("POST", "/v1/workers", {"name": name, "slots": 1})
+            assert status == 201
+            registrations.append(time.perf_counter() - started)
     finally:
         done.set()
         poller.join()
     assert [status for status, _, _ in answers] == [201, 201, 201]
     # Backtracking made each "*?" of the probe multiply the time by 2.6 (issue 19): 12 of
-    # them cost 2.6**12, about 95,000 plain requests. A bound of 20 plain requests (plus
-    # half a second of scheduling noise) tells the two apart on a loaded machine, where
-    # an absolute second did not (CI of stop 44, 1.03 s beside a running Grid Engine).
+    # them cost 2.6**12, about 95,000 plain requests, every time. A bound of 20 plain
+    # requests (plus half a second of scheduling noise) tells the two apart on a loaded
+    # machine, where an absolute second did not (CI of stop 44, 1.03 s beside a running
+    # Grid Engine). The typical request of each kind is bounded (the median of the
+    # probes, the faster of two registrations): one request can meet a pause of the
+    # serving process (a registration took 0.83 s in ci24 against 43 ms otherwise; a
+    # full collection of the collector, app/heap.py, pauses up to about a second), and
+    # backtracking would slow every one.
     bound = 20 * sorted(plain)[1] + 0.5
-    assert max(elapsed for _, _, elapsed in answers) < bound, (answers, plain)
-    assert status == 201 and registration < bound, (registration, plain)
+    assert sorted(elapsed for _, _, elapsed in answers)[1] < bound, (answers, plain)
+    assert min(registrations) < bound, (registrations, plain)
     assert polls and all(code == 200 for code in polls)
