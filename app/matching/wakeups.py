@@ -30,8 +30,9 @@ empty-handed, a relay whose jobs are not all taken wakes the next wave; a ``t`` 
 counts its job off, if the relay counted it (see ``_count_off``); the relay ends when its
 jobs are taken or every fitting waiter has tried once. A new job of the category also
 wakes those of the relay's waiters whose attempt already runs, to look again after it:
-their attempt may have read before the job was committed. A waiter itself sends no
-statement while it waits.
+their attempt may have read before the job was committed. One of them that takes a job
+answers without looking again, and its relay hands that news on as an empty-handed
+attempt's. A waiter itself sends no statement while it waits.
 
 Why waves, and why the first empty-handed wave waits :data:`HAND_ON_GRACE` before the
 next: a woken waiter comes back empty-handed because another pull holds the job (its
