@@ -7,12 +7,12 @@ jobs, forty statements, each with its CTEs, and the take reading its 128 heads t
 PostgreSQL spent about as much per job of a batch of ten as per single pull and finish
 (bench/peers.py). Here:
 
-* :data:`END_MANY_BY_NAME` ends every reported job of the worker at once: the reports
+* :data:`END_MANY_QUIETLY` ends every reported job of the worker at once: the reports
   come as arrays (``unnest``), each job ends as :data:`~.finish_sql.END_BY_NAME_CORE`
   ends one (running on the worker, holding slots only), its slots are given back, its
-  event recorded, the worker's room announced once. A report it cannot end (a resend, a
-  late report, a job holding more than slots) has no row: the caller then leaves the
-  whole batch to the general way, as it did.
+  event recorded. The worker's room is announced by the take that follows. A report it
+  cannot end (a resend, a late report, a job holding more than slots) has no row: the
+  caller then leaves the whole batch to the general way, as it did.
 * :func:`take_many_by_name` takes up to ``p_count`` jobs at once: the heads are read
   once; the best free ones (``FOR UPDATE SKIP LOCKED``), in the single take's order, are
   taken while they fit the worker's first open queue instance together. In that case
@@ -33,7 +33,6 @@ queue instances holds, so what they read of those is final.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -68,9 +67,12 @@ from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKER
 from app.matching.announce import job_token_column
 from app.matching.dispatch.finish_parts import give_back_slots_of
 from app.matching.dispatch.pull_claim import CLAIM_VALUES
-from app.matching.dispatch.pull_heads import PullerTerms
-from app.matching.dispatch.pull_plain import BATCH_HEADS, plain_heads
-from app.matching.dispatch.puller import PLAIN_PULLER, PULLER_FACTS
+from app.matching.dispatch.pull_plain import (
+    BATCH_HEADS,
+    by_name_facts,
+    by_name_terms,
+    plain_heads,
+)
 from app.matching.dispatch.record import dispatched_event_insert, dispatched_event_values
 from app.matching.ordering.policy import DEFAULT, order_terms
 from app.matching.slots import WAITING, first_open_queue_instance
@@ -109,7 +111,7 @@ _REPORTS: Any = (
 )
 
 
-def _end_many(announce: bool) -> Select[Any]:
+def _end_many() -> Select[Any]:
     reports = _REPORTS
     failed = reports.c.failed
     job = JOBS.c.id
@@ -156,33 +158,21 @@ def _end_many(announce: bool) -> Select[Any]:
             _NOW,
         ).order_by(ended.c.rp_ord),
     )
-    job_columns = [ended.c[c.name] for c in JOBS.c]
-    answer = select(*job_columns).add_cte(give_back.cte("give_back"), record.cte("record"))
-    if not announce:
-        return answer.select_from(ended).order_by(ended.c.rp_ord)
-    # The worker's room changed: announced once, however many jobs ended (a SELECT in
-    # WITH runs only when the answer reads it).
-    announced = (
-        select(notify.notify_column(_ROOM).label("sent"))
-        .where(exists(select(ended.c.id)))
-        .cte("announced")
-    )
     return (
-        answer.add_columns(announced.c.sent)
-        .select_from(ended.outerjoin(announced, true()))
+        select(*(ended.c[c.name] for c in JOBS.c))
+        .select_from(ended)
+        .add_cte(give_back.cte("give_back"), record.cte("record"))
         .order_by(ended.c.rp_ord)
     )
 
 
 #: The worker's reports (arrays ``p_job_ids``, ``p_failed``, ``p_exit_codes``,
 #: ``p_outputs``, ``p_reasons``, ``p_details``; the worker ``p_name``) ended: one row
-#: per job ended, in the reports' order, its columns then the announcement of the
-#: worker's room; its events are recorded in that order too. See the module docstring.
-END_MANY_BY_NAME = _end_many(announce=True)
-#: :data:`END_MANY_BY_NAME` without the announcement, for a batch whose take announces
-#: the worker's room with the jobs it takes, in one notification
-#: (:func:`take_many_by_name`'s ``p_room``).
-END_MANY_QUIETLY = _end_many(announce=False)
+#: per job ended, its columns, in the reports' order; its events are recorded in that
+#: order too. It announces nothing: the take after it announces the worker's room with
+#: the jobs it takes, in one notification (:func:`take_many_by_name`'s ``p_room``, or
+#: pull_plain.TAKE_BEST_BY_NAME_WITH_ROOM). See the module docstring.
+END_MANY_QUIETLY = _end_many()
 
 #: The limits a take of many is built for: a batch of N jobs locks at most the next
 #: power of two of free heads (each limit is a statement of its own, see pull_plain.py's
@@ -190,7 +180,6 @@ END_MANY_QUIETLY = _end_many(announce=False)
 TAKE_LIMITS: tuple[int, ...] = tuple(1 << power for power in range(1, 9))
 
 
-@lru_cache(maxsize=len(TAKE_LIMITS))
 def take_many_by_name(limit: int) -> Select[Any]:
     """The take of up to ``p_count`` (at most ``limit``) jobs of a worker without an
     inventory, given its name (see the module docstring). One row per job taken, best
@@ -201,16 +190,12 @@ def take_many_by_name(limit: int) -> Select[Any]:
 
     The announcement names every job taken and, when ``p_room`` is true, the worker's
     room (its reports ended jobs in this transaction: :data:`END_MANY_QUIETLY`), in one
-    notification. Built on first use: a statement per limit. (A batch of one takes
-    with the single take by name: this statement's window sums and its count of free
-    heads cost more than they save for one job.)"""
-    me = PLAIN_PULLER
-    worker_id = select(me.c.id).scalar_subquery()
-    terms = PullerTerms(
-        id=worker_id,
-        generation=select(me.c.generation).scalar_subquery(),
-        max_free=select(me.c.max_free).scalar_subquery(),
-    )
+    notification. One statement per limit, which its caller builds on first use and
+    keeps (express.py). (A batch of one takes with the single take by name: this
+    statement's window sums and its count of free heads cost more than they save for
+    one job.)"""
+    terms = by_name_terms()
+    worker_id = terms.id
     # As the single take: any head that needs more than SQL leaves the pull to the
     # general way.
     candidates, needs_more = plain_heads(False, BATCH_HEADS, terms)
@@ -279,15 +264,10 @@ def take_many_by_name(limit: int) -> Select[Any]:
         select(_ROOM.label("token")).where(bindparam("p_room", type_=Boolean())),
     ).subquery("tokens")
     announced = select(notify.notify_all_column(tokens.c.token).label("sent")).cte("ann")
-    facts = PULLER_FACTS
     found = select(
         select(func.count()).select_from(candidates).scalar_subquery().label("heads"),
         announced.c.sent,
-        worker_id.label("eligible"),
-        *(
-            select(fact).scalar_subquery().label(fact.name)
-            for fact in (facts.c.max_free, facts.c.managed, facts.c.complex_cluster, facts.c.placed)
-        ),
+        *by_name_facts(),
         select(func.count()).select_from(free).scalar_subquery().label("free"),
     ).subquery("found")
     return (

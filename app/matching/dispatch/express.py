@@ -275,9 +275,9 @@ def _taken_many(
     width = len(_JOB_COLUMNS)
     if taken[0][0] is None:
         return []
-    # After the job's columns: booked_queue_instance, heads, the announcement,
-    # eligible, the four PULLER_FACTS, free (batch_sql.take_many_by_name).
-    max_free, managed, complex_cluster, placed = taken[0][width + 4 : width + 8]
+    # Each row is the single take by name's, then the count of free heads
+    # (batch_sql.take_many_by_name): the worker's four facts end the single take's row.
+    *_, max_free, managed, complex_cluster, placed, _free = taken[0]
     puller = puller_of_lock_and_facts(
         locked[0], (max_free, managed, complex_cluster, placed), worker_name
     )
@@ -443,7 +443,7 @@ class BatchReport(EndReport, Protocol):
 
 
 def _end_many_params(reports: Sequence[BatchReport]) -> dict[str, Any] | None:
-    """The arrays :data:`~.batch_sql.END_MANY_BY_NAME` ends the reports by, as
+    """The arrays :data:`~.batch_sql.END_MANY_QUIETLY` ends the reports by, as
     :func:`_finish_params` gives the single end its values; None when an outcome is not
     one the express way ends."""
     if any(report.outcome not in FINAL_OUTCOMES for report in reports):

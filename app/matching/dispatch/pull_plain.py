@@ -210,23 +210,37 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND, room: bool = False) -> Sel
     or NULL) says so; the four after it are the worker's
     :data:`~.puller.PULLER_FACTS`, for the express pull to decide by (it locks with
     :data:`~.puller.LOCK_PULLER_ALONE`, which does not read them)."""
-    me = PLAIN_PULLER
-    worker_id = select(me.c.id).scalar_subquery()
+    terms = by_name_terms()
     take: Select[Any] = _take_best(
         False,
-        PullerTerms(
-            id=worker_id,
-            generation=select(me.c.generation).scalar_subquery(),
-            max_free=select(me.c.max_free).scalar_subquery(),
-        ),
+        terms,
         window,
         # The worker's room, in the taken job's notification: room_changed's token.
-        also_announce=literal(ROOM, String) + sql_cast(worker_id, String) if room else None,
+        also_announce=literal(ROOM, String) + sql_cast(terms.id, String) if room else None,
     )
+    # What the express pull decides by when nothing was taken (express.py).
+    return take.add_columns(*by_name_facts())
+
+
+def by_name_terms() -> PullerTerms:
+    """The worker of a take by name, as its statement reads it (:data:`~.puller.PLAIN_PULLER`:
+    no row, and so NULL terms, for a worker the plain take may not serve)."""
+    me = PLAIN_PULLER
+    return PullerTerms(
+        id=select(me.c.id).scalar_subquery(),
+        generation=select(me.c.generation).scalar_subquery(),
+        max_free=select(me.c.max_free).scalar_subquery(),
+    )
+
+
+def by_name_facts() -> list[Any]:
+    """The columns a take by name answers after its own: ``eligible`` (the worker's id
+    when the plain take may serve it, else NULL), then the worker's four
+    :data:`~.puller.PULLER_FACTS` (``max_free``, ``managed``, ``complex_cluster``,
+    ``placed``)."""
     facts = PULLER_FACTS
-    return take.add_columns(
-        select(me.c.id).scalar_subquery().label("eligible"),
-        # What the express pull decides by when nothing was taken (express.py).
+    return [
+        select(PLAIN_PULLER.c.id).scalar_subquery().label("eligible"),
         *(
             select(column).scalar_subquery().label(column.name)
             for column in (
@@ -236,7 +250,7 @@ def _take_best_by_name(window: int = HEADS_PER_ROUND, room: bool = False) -> Sel
                 facts.c.placed,
             )
         ),
-    )
+    ]
 
 
 #: See :func:`_take_best_by_name`: PostgreSQL only, as TAKE_BEST_CORE.
