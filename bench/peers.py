@@ -755,6 +755,26 @@ def run_threads(threads: list[threading.Thread]) -> None:
         thread.join()
 
 
+def measured_threads(
+    threads: list[threading.Thread],
+    tallies: list[Tally],
+    meter: Meter,
+    key: tuple[str, str, str],
+    expected: int,
+    results: Results,
+) -> int:
+    """Run the client threads of one enqueue or drain (``key``: system, phase, mode)
+    between two samples of the meter, add its figure to the results; the jobs done."""
+    load = os.getloadavg()[0]
+    before = meter.sample()
+    run_threads(threads)
+    after = meter.sample()
+    done = sum(tally.jobs for tally in tallies)
+    note = _tally_note(tallies, expected, done)
+    results.add(figure(*key, done, load, before, after, note))
+    return done
+
+
 def _tally_note(tallies: list[Tally], jobs: int, done: int) -> str:
     notes = []
     if done != jobs:
@@ -813,13 +833,8 @@ def jobmatch_round(url: str, args: argparse.Namespace, results: Results) -> None
                 )
                 for n in range(args.consumers)
             ]
-            load = os.getloadavg()[0]
-            before = meter.sample()
-            run_threads(threads)
-            after = meter.sample()
-            done = sum(tally.jobs for tally in tallies)
-            note = _tally_note(tallies, args.jobs, done)
-            results.add(figure(JOBMATCH, "enqueue", enqueue_mode, done, load, before, after, note))
+            key = (JOBMATCH, "enqueue", enqueue_mode)
+            done = measured_threads(threads, tallies, meter, key, args.jobs, results)
 
             # Drain: 8 worker threads, each its own worker and token.
             analyze(url)
@@ -837,13 +852,9 @@ def jobmatch_round(url: str, args: argparse.Namespace, results: Results) -> None
                 )
                 for n, (name, token) in enumerate(workers)
             ]
-            load = os.getloadavg()[0]
-            before = meter.sample()
-            run_threads(threads)
-            after = meter.sample()
-            finished = sum(tally.jobs for tally in tallies)
-            note = _tally_note(tallies, done, finished)
-            results.add(figure(JOBMATCH, "drain", drain_mode, finished, load, before, after, note))
+            measured_threads(
+                threads, tallies, meter, (JOBMATCH, "drain", drain_mode), done, results
+            )
 
 
 # ---------------------------------------------------------------------------- the floor
@@ -942,13 +953,9 @@ def floor_round(url: str, args: argparse.Namespace, results: Results) -> None:
             )
             for n in range(len(shares))
         ]
-        load = os.getloadavg()[0]
-        before = meter.sample()
-        run_threads(threads)
-        after = meter.sample()
-        done = sum(tally.jobs for tally in tallies)
-        note = _tally_note(tallies, args.jobs, done)
-        results.add(figure(FLOOR, "drain", "one-request", done, load, before, after, note))
+        measured_threads(
+            threads, tallies, meter, (FLOOR, "drain", "one-request"), args.jobs, results
+        )
 
 
 # ---------------------------------------------------------------------------- summary
