@@ -245,6 +245,7 @@ def _insert_unnested(
     # an array of copies: psycopg dumps an array element by element, in Python.
     varying = [key for key in used if columns[key].count(columns[key][0]) != len(columns[key])]
     if not varying:
+        # Every column shared: one is still unnested, to give the statement its rows.
         varying = used[:1]
     arrays = [
         bindparam(f"u_{key}", columns[key], type_=ARRAY(table.c[key].type)) for key in varying
