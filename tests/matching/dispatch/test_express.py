@@ -6,7 +6,6 @@ stays. PostgreSQL only: elsewhere there is no express way."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +17,6 @@ from sqlalchemy.orm import Session
 from app.api.routes.jobs import job_body, job_out
 from app.db.base import utcnow
 from app.db.engine import Database
-from app.db.event_loop import EventLoopConnections
 from app.matching import submission, workers
 from app.matching.dispatch import express
 from app.matching.dispatch import pull as dispatch
@@ -26,19 +24,10 @@ from app.matching.gridengine.admin import set_values
 from app.matching.gridengine.values import Target
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
+from tests.support.express_rows import express_then_undo, on_loop_then_undo, snapshot
 
 pytestmark = pytest.mark.db
 
-#: What a pull or a finish writes, read back without times (the two ways run a moment
-#: apart).
-_SNAPSHOT = {
-    "jobs": "SELECT id, state, worker_id, attempts, awaiting_pickup, started_at IS NULL,"
-    " ended_at IS NULL, exit_code, output, failure_reason FROM jobs ORDER BY id",
-    "allocations": "SELECT job_id, queue_instance_id, slots, released_at IS NULL"
-    " FROM allocations ORDER BY id",
-    "queue_instances": "SELECT id, used_slots FROM queue_instances ORDER BY id",
-    "job_events": "SELECT job_id, kind, worker, detail FROM job_events ORDER BY id",
-}
 #: Fields of a job's answer that carry the time of the step.
 _TIMES = {"started_at", "ended_at"}
 
@@ -49,13 +38,6 @@ def _postgresql_only(backend: str) -> None:
         pytest.skip("the express way is PostgreSQL's (data-modifying CTEs, SKIP LOCKED)")
 
 
-def _snapshot(session: Session) -> dict[str, list[tuple[Any, ...]]]:
-    return {
-        table: [tuple(row) for row in session.execute(text(query))]
-        for table, query in _SNAPSHOT.items()
-    }
-
-
 def _both_ways(
     session: Session, express_way: Callable[[], Any], general_way: Callable[[], Any]
 ) -> tuple[Any, Any]:
@@ -63,11 +45,11 @@ def _both_ways(
     their answers, once the rows each left were found equal."""
     savepoint = session.begin_nested()
     expressed = express_way()
-    after_express = _snapshot(session)
+    after_express = snapshot(session)
     savepoint.rollback()
     general = general_way()
     session.flush()
-    assert _snapshot(session) == after_express
+    assert snapshot(session) == after_express
     return expressed, general
 
 
@@ -145,7 +127,7 @@ def test_what_the_express_way_cannot_decide_the_general_way_does(database: Datab
         assert express.pull(connection, "nobody", utcnow()) is None
         job = dispatch.pull(session, "linux")
         assert job is not None
-        before = _snapshot(session)
+        before = snapshot(session)
         for worker, report, job_id in (
             ("both", _report("finished"), job.id),  # another worker's job
             ("linux", _report("cancelled"), job.id),  # not an outcome
@@ -153,7 +135,7 @@ def test_what_the_express_way_cannot_decide_the_general_way_does(database: Datab
             ("nobody", _report("finished"), job.id),  # no such worker
         ):
             assert express.finish(connection, job_id, worker, report, utcnow()) is None
-        assert _snapshot(session) == before
+        assert snapshot(session) == before
         dispatch.finish(session, job.id, "linux", "finished")
         # A resend of the report: the general way answers it as the first.
         assert express.finish(connection, job.id, "linux", _report("finished"), utcnow()) is None
@@ -234,49 +216,6 @@ def test_a_worker_with_an_inventory_takes_the_same_job_both_ways(database: Datab
         )
 
 
-class _Undo(Exception):
-    """Carries a step's outcome out of a transaction that must roll back."""
-
-
-def _express_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[Any, Any]:
-    """The step on a Core connection (the threads' express way), then rolled back: its
-    outcome and the rows it left."""
-    with database.engine.connect() as connection:
-        begun = connection.begin()
-        outcome = step(connection)
-        rows = {
-            table: [tuple(row) for row in connection.execute(text(query))]
-            for table, query in _SNAPSHOT.items()
-        }
-        begun.rollback()
-    return outcome, rows
-
-
-def _on_loop_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[Any, Any]:
-    """The step on the event loop's connection (app/db/event_loop.py), then rolled back:
-    its outcome and the rows it left."""
-    pool = EventLoopConnections.for_database(database)
-    if pool is None:
-        pytest.skip("behind a transaction pooler the express lane stays in its threads")
-
-    async def run() -> tuple[Any, Any]:
-        pool.bind(asyncio.get_running_loop())
-        try:
-            async with pool.transaction() as transaction:
-                outcome = await step(transaction)
-                rows = {}
-                for table, query in _SNAPSHOT.items():
-                    cursor = await transaction.connection.execute(query)
-                    rows[table] = [tuple(row) for row in await cursor.fetchall()]
-                raise _Undo(outcome, rows)
-        except _Undo as undone:
-            return undone.args[0], undone.args[1]
-        finally:
-            await pool.close()
-
-    return asyncio.run(run())
-
-
 def test_the_event_loops_way_takes_and_ends_as_the_threads_way(database: Database) -> None:
     """pull_on_loop and finish_on_loop (psycopg's asyncio connection, the express lane's
     way on PostgreSQL) against pull and finish on a Core connection: the same job, the
@@ -290,10 +229,10 @@ def test_the_event_loops_way_takes_and_ends_as_the_threads_way(database: Databas
             submission.submit_job(session, spec, submitter="t")
     now = utcnow()
     for name in ("linux", "node"):
-        threads, threads_rows = _express_then_undo(
+        threads, threads_rows = express_then_undo(
             database, lambda connection, name=name: express.pull(connection, name, now)
         )
-        loop, loop_rows = _on_loop_then_undo(
+        loop, loop_rows = on_loop_then_undo(
             database,
             lambda transaction, name=name: express.pull_on_loop(transaction, name, now),
         )
@@ -305,10 +244,10 @@ def test_the_event_loops_way_takes_and_ends_as_the_threads_way(database: Databas
         running = dispatch.pull(session, "linux")
         assert running is not None
     report = SimpleNamespace(outcome="failed", reason="boom", exit_code=3, output="out")
-    threads, threads_rows = _express_then_undo(
+    threads, threads_rows = express_then_undo(
         database, lambda connection: express.finish(connection, running.id, "linux", report, now)
     )
-    loop, loop_rows = _on_loop_then_undo(
+    loop, loop_rows = on_loop_then_undo(
         database,
         lambda transaction: express.finish_on_loop(transaction, running.id, "linux", report, now),
     )

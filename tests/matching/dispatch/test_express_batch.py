@@ -27,7 +27,7 @@ from app.matching.dispatch.batch import EndReport, batch_pull
 from app.matching.dispatch.batch_sql import TAKE_LIMITS, take_limit
 from app.matching.submission import JobSpec
 from app.matching.workers import QueueSpec, WorkerSpec
-from tests.matching.dispatch.test_express import _on_loop_then_undo, _snapshot
+from tests.support.express_rows import on_loop_then_undo, snapshot
 
 pytestmark = pytest.mark.db
 
@@ -126,7 +126,7 @@ def _general(
             [(ended.job_id, ended.state, ended.late is not None) for ended in done.ended],
             [job.id for job in done.jobs],
         )
-        rows = _snapshot(session)
+        rows = snapshot(session)
         if keep:
             savepoint.commit()
         else:
@@ -150,7 +150,7 @@ def test_the_express_batch_ends_and_takes_as_the_general_batch(
         name = rng.choice(names)
         reports = _reports(database, name, rng)
         count = rng.randint(1, 12)
-        done, loop_rows = _on_loop_then_undo(
+        done, loop_rows = on_loop_then_undo(
             database,
             lambda transaction, name=name, reports=reports, count=count: express.batch_on_loop(
                 transaction, name, reports, count, utcnow()
@@ -177,7 +177,7 @@ def test_a_batch_that_cannot_be_ended_the_express_way_is_handed_over(database: D
     first = _Report(started[0], "finished", None, 0, None)
     _general(database, name, [first], 1, keep=True)
     now = utcnow()
-    done, _ = _on_loop_then_undo(
+    done, _ = on_loop_then_undo(
         database, lambda transaction: express.batch_on_loop(transaction, name, [first], 2, now)
     )
     assert done is None
