@@ -6,7 +6,11 @@ requests a busy farm sends most, that hop and SQLAlchemy's connection handling a
 two prebuilt statements were about a third of the server's CPU per pull+finish
 (``bench/http_floor.py``: 2.8 ms of server CPU per job through the threads, 1.9 ms on
 the loop). Here they run on psycopg's asyncio connection, from a small pool of this
-module's own, while the loop goes on serving other requests between round trips.
+module's own, while the loop goes on serving other requests between round trips. The
+statements go through the connection's libpq pipeline directly
+(app/db/loop_pipeline.py), and a transaction's BEGIN with its first statements, its
+COMMIT with its announcements (issue 38): a transaction of one pipeline of statements is
+two round trips.
 
 The pool serves only where it can:
 
@@ -27,8 +31,8 @@ stored, so it must not run again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +43,8 @@ from sqlalchemy.exc import DBAPIError
 
 from app.db import dialect, notify
 from app.db.engine import Database
-from app.db.prebuilt import PIPELINES
+from app.db.loop_pipeline import BEGIN, COMMIT, ROLLBACK, LoopPipeline, Query, Step
+from app.db.prebuilt import PIPELINES, Prebuilt, rows_together_async
 
 
 class CommitOutcomeUnknownError(DBAPIError):
@@ -54,13 +59,38 @@ APPLICATION_NAME = "jobmatch-event-loop"
 
 @dataclass
 class LoopTransaction:
-    """One transaction on the event loop's connection: the connection, the dialect its
-    statements are compiled for (the engine's), and ``info``, where its announcements
-    wait for the COMMIT as on a Session (app/db/notify.py)."""
+    """One transaction on the event loop's connection: the connection's pipeline
+    (app/db/loop_pipeline.py), the dialect its statements are compiled for (the
+    engine's), and ``info``, where its announcements wait for the COMMIT as on a Session
+    (app/db/notify.py)."""
 
-    connection: psycopg.AsyncConnection[Any]
+    pipeline: LoopPipeline
     dialect: Dialect
     info: dict[str, Any] = field(default_factory=dict)
+    #: Whether its BEGIN was sent: the connection is in autocommit mode, and the first
+    #: statements of each transaction carry the BEGIN in their own pipeline.
+    begun: bool = False
+
+    async def rows(self, *calls: tuple[Prebuilt, Mapping[str, Any]]) -> list[list[tuple[Any, ...]]]:
+        """The prebuilt statements run together in this transaction
+        (:func:`app.db.prebuilt.rows_together_async`), the first ones opening it."""
+        begin, self.begun = not self.begun, True
+        return await rows_together_async(self.pipeline, self.dialect, *calls, begin=begin)
+
+    async def execute(
+        self, query: str | bytes, params: Sequence[Any] | None = None
+    ) -> psycopg.AsyncCursor[Any]:
+        """One statement in this transaction through psycopg's own cursor (opening the
+        transaction when it is the first); its cursor, with the rows it answered. For
+        what is not a prebuilt statement: the lane's are :meth:`rows`."""
+        if not self.begun:
+            self.begun = True
+            await self.pipeline.run([BEGIN])
+        return await self.connection.execute(query, params)
+
+    @property
+    def connection(self) -> psycopg.AsyncConnection[Any]:
+        return self.pipeline.connection
 
 
 class EventLoopConnections:
@@ -75,7 +105,7 @@ class EventLoopConnections:
         self.dialect: Dialect | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
-        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._idle: list[LoopPipeline] = []
 
     @classmethod
     def for_database(cls, database: Database) -> EventLoopConnections | None:
@@ -92,6 +122,9 @@ class EventLoopConnections:
             "application_name": APPLICATION_NAME,
             **cparams,
             **arguments["connect_args"],
+            # Each transaction sends its own BEGIN with its first statements
+            # (LoopTransaction): psycopg's own waits a round trip for it.
+            "autocommit": True,
         }
         pool = cls(tuple(cargs), connect_params, database.options.pool_size)
         pool.dialect = engine.dialect
@@ -116,31 +149,33 @@ class EventLoopConnections:
         """Stop serving and close the idle connections (at the lifespan's end)."""
         self._loop = None
         idle, self._idle = self._idle, []
-        for connection in idle:
-            await connection.close()
+        for pipeline in idle:
+            await pipeline.connection.close()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[LoopTransaction]:
         """A connection inside one transaction: committed when the block ends normally,
-        after the announcements left for the commit were sent, and rolled back when it
-        raises. A driver error is raised wrapped as SQLAlchemy wraps it (so that
-        :func:`app.db.dialect.is_retryable_error` judges it alike); see the module
-        docstring for a failed COMMIT."""
+        with the announcements left for the commit sent in the same round trip, and
+        rolled back when it raises. Its BEGIN goes with its first statements
+        (:meth:`LoopTransaction.rows`), so that a transaction of one pipeline of
+        statements is two round trips, not three. A driver error is raised wrapped as
+        SQLAlchemy wraps it (so that :func:`app.db.dialect.is_retryable_error` judges it
+        alike); see the module docstring for a failed COMMIT."""
         if self.dialect is None:
             raise RuntimeError("the pool has no dialect to compile statements for")
-        connection = await self._acquire()
-        transaction = LoopTransaction(connection, self.dialect)
+        pipeline = await self._acquire()
+        connection = pipeline.connection
+        transaction = LoopTransaction(pipeline, self.dialect)
         reusable = False
         try:
-            body_done = False
             try:
-                async with connection.transaction():
+                try:
                     yield transaction
-                    await notify.send_pending_async(transaction)
-                    body_done = True
+                except BaseException:
+                    await _roll_back(transaction)
+                    raise
+                await _commit(transaction)
             except psycopg.Error as error:
-                if body_done:
-                    raise _outcome_unknown(error) from error
                 raise DBAPIError.instance(
                     None, None, error, psycopg.Error, connection_invalidated=connection.broken
                 ) from error
@@ -153,32 +188,75 @@ class EventLoopConnections:
             )
             raise
         finally:
-            self._release(connection, reusable)
+            self._release(pipeline, reusable)
 
-    async def _acquire(self) -> psycopg.AsyncConnection[Any]:
+    async def _acquire(self) -> LoopPipeline:
         if self._slots is None:
             raise RuntimeError("the pool serves only between bind() and close()")
         await self._slots.acquire()
         try:
             if self._idle:
                 return self._idle.pop()
-            return await psycopg.AsyncConnection.connect(
+            connection = await psycopg.AsyncConnection.connect(
                 *self._connect_args, **self._connect_params
             )
+            return LoopPipeline(connection)
         except BaseException:
             self._slots.release()
             raise
 
-    def _release(self, connection: psycopg.AsyncConnection[Any], reusable: bool) -> None:
+    def _release(self, pipeline: LoopPipeline, reusable: bool) -> None:
         """Back to the idle list when it ended its transaction cleanly and the pool still
         serves; closed otherwise (a cancelled task may have left it mid-statement)."""
-        if reusable and self._loop is not None and not connection.closed:
-            self._idle.append(connection)
+        if reusable and self._loop is not None and not pipeline.connection.closed:
+            self._idle.append(pipeline)
         else:
             # The sync close only frees the socket; no round trip from the loop.
-            connection.pgconn.finish()
+            pipeline.connection.pgconn.finish()
         if self._slots is not None:
             self._slots.release()
+
+
+async def _commit(transaction: LoopTransaction) -> None:
+    """COMMIT, after the transaction's announcements (one ``pg_notify``), in one round
+    trip. An announcement that failed leaves the transaction rolled back and raises
+    psycopg's error; a COMMIT that failed raises :class:`CommitOutcomeUnknownError`."""
+    connection = transaction.connection
+    payload = notify.payload_to_send(transaction)
+    if not transaction.begun and payload is None:
+        return  # no statement ran: nothing to commit
+    steps: list[Step] = []
+    if payload is not None:
+        steps.append(Query(notify.NOTIFY_SQL, (notify.CHANNEL, payload)))
+    if transaction.begun:
+        steps.append(COMMIT)
+    try:
+        await transaction.pipeline.run(steps)
+    except psycopg.Error as error:
+        if not transaction.begun:
+            raise
+        if connection.info.transaction_status == pq.TransactionStatus.INERROR:
+            # The announcement failed, so the COMMIT did not run: nothing was stored.
+            await _roll_back(transaction)
+            raise
+        raise _outcome_unknown(error) from error
+
+
+async def _roll_back(transaction: LoopTransaction) -> None:
+    """ROLLBACK a transaction that began, where the connection can still say it. One
+    that cannot (it died, or a cancelled task left it mid-statement) stays out of the
+    idle state, and the pool closes it."""
+    connection = transaction.connection
+    if not transaction.begun or connection.broken:
+        return
+    if connection.info.transaction_status not in _OPEN:
+        return
+    with suppress(psycopg.Error):
+        await transaction.pipeline.run([ROLLBACK])
+
+
+#: The states of a connection in a transaction that a ROLLBACK ends.
+_OPEN = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
 
 def _outcome_unknown(error: psycopg.Error) -> CommitOutcomeUnknownError:

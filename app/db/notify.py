@@ -121,17 +121,20 @@ def send_pending(session: Holder) -> None:
     pending.clear()
 
 
-async def send_pending_async(transaction: LoopHolder) -> None:
-    """:func:`send_pending` for a transaction on the event loop's connection
-    (app/db/event_loop.py, PostgreSQL): one ``pg_notify`` before its COMMIT."""
+#: The statement that announces a payload on :data:`CHANNEL`.
+NOTIFY_SQL = b"SELECT pg_notify($1, $2)"
+
+
+def payload_to_send(transaction: LoopHolder) -> str | None:
+    """For a transaction on the event loop's connection (app/db/event_loop.py,
+    PostgreSQL), about to commit: the payload of its announcements that no statement sent
+    (one ``pg_notify`` of :data:`NOTIFY_SQL` with its COMMIT), or None; forgets them."""
     pending: set[str] | None = transaction.info.get(PENDING_KEY)
     sent: set[str] = transaction.info.pop(SENT_KEY, set())
-    if pending and pending - sent:
-        await transaction.connection.execute(
-            "SELECT pg_notify(%s, %s)", (CHANNEL, payload_of(pending - sent))
-        )
+    payload = payload_of(pending - sent) if pending and pending - sent else None
     if pending:
         pending.clear()
+    return payload
 
 
 def take_committed(session: Session) -> str | None:

@@ -30,6 +30,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql.expression import Executable, ReturnsRows
 
+from app.db.loop_pipeline import BEGIN, LoopPipeline, Query, Step
+
 Processor = Callable[[Any], Any] | None
 
 
@@ -64,6 +66,11 @@ class _Compiled:
     positions: tuple[str, ...] | None
     #: Compiled with ``$n`` placeholders for psycopg's raw cursor (see :func:`_cursor`).
     raw: bool = False
+
+    @cached_property
+    def sql_bytes(self) -> bytes:
+        """The text as the event loop's pipeline sends it (app/db/loop_pipeline.py)."""
+        return self.sql.encode()
 
     @cached_property
     def converting(self) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
@@ -180,32 +187,27 @@ def rows_together(
 
 
 async def rows_together_async(
-    connection: psycopg.AsyncConnection[Any],
+    pipeline: LoopPipeline,
     dialect: Dialect,
     *calls: tuple[Prebuilt, Mapping[str, Any]],
+    begin: bool = False,
 ) -> list[list[tuple[Any, ...]]]:
-    """:func:`rows_together` on psycopg's asyncio connection (app/db/event_loop.py), in
-    the transaction it is in: the same SQL compiled for ``dialect`` (the engine's, so the
-    compiled form is shared with the threads' way), pipelined, the same values back.
-    Driver errors are raised as psycopg raises them; the caller owns the connection."""
+    """:func:`rows_together` on the event loop's connection (app/db/event_loop.py), in
+    one round trip of ``pipeline`` (app/db/loop_pipeline.py): the same SQL compiled for
+    ``dialect`` (the engine's, so the compiled form is shared with the threads' way), the
+    same values back. ``begin``: the statements open the transaction, its BEGIN sent in
+    the same pipeline (the connection is in autocommit mode, where they would otherwise
+    run each in a transaction of its own); else they run in the transaction the
+    connection is in. Driver errors are raised as psycopg raises them; the caller owns
+    the connection."""
     bound = [prebuilt._bound(dialect, params) for prebuilt, params in calls]
     if not all(compiled.raw for compiled, _ in bound):
         raise NotPrebuildableError("the asyncio way runs statements compiled for psycopg")
-    cursors = [psycopg.AsyncRawCursor(connection) for _ in bound]
-    try:
-        if PIPELINES and len(bound) > 1:
-            async with connection.pipeline():
-                for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
-                    await cursor.execute(compiled.sql, sent)
-            fetched = [await cursor.fetchall() for cursor in cursors]
-        else:
-            fetched = []
-            for cursor, (compiled, sent) in zip(cursors, bound, strict=True):
-                await cursor.execute(compiled.sql, sent)
-                fetched.append(await cursor.fetchall())
-    finally:
-        for cursor in cursors:
-            await cursor.close()
+    steps: list[Step] = [BEGIN] if begin else []
+    steps += [Query(compiled.sql_bytes, sent) for compiled, sent in bound]
+    fetched = await pipeline.run(steps)
+    if begin:
+        fetched = fetched[1:]
     return [_converted(compiled, rows) for (compiled, _), rows in zip(bound, fetched, strict=True)]
 
 

@@ -9,8 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
 from sqlalchemy.exc import DBAPIError
 
+from app.db import notify
 from app.db.connections import ConnectionOptions
 from app.db.dialect import COMMIT_OUTCOME_UNKNOWN
 from app.db.engine import Database
@@ -78,7 +80,7 @@ def test_a_connection_is_reused_after_a_commit_and_after_a_rolled_back_error(
         assert await _backend_of_next_transaction(pool) == first
         with pytest.raises(DBAPIError) as raised:  # wrapped as SQLAlchemy wraps it
             async with pool.transaction() as transaction:
-                await transaction.connection.execute("SELECT 1 / 0")
+                await transaction.execute("SELECT 1 / 0")
         assert isinstance(raised.value.orig, psycopg.errors.DivisionByZero)
         assert await _backend_of_next_transaction(pool) == first  # rolled back, reused
         await pool.close()
@@ -101,7 +103,7 @@ def test_a_failed_commit_says_its_outcome_is_unknown_and_drops_the_connection(
         pool.bind(asyncio.get_running_loop())
         with pytest.raises(CommitOutcomeUnknownError) as raised:
             async with pool.transaction() as transaction:
-                await transaction.connection.execute("SELECT 1")
+                await transaction.execute("SELECT 1")
                 doomed = transaction.connection.info.backend_pid
                 killer.execute("SELECT pg_terminate_backend(%s)", [doomed])
                 await asyncio.sleep(0.2)  # the server closes the socket
@@ -138,3 +140,66 @@ def test_close_closes_the_idle_connections(database: Database) -> None:
             pytest.fail(f"backend {pid} still open after close()")
     finally:
         probe.close()
+
+
+def test_the_statements_of_a_block_run_in_one_transaction_that_its_first_one_opens(
+    database: Database,
+) -> None:
+    """The connection is in autocommit mode and the BEGIN goes with the block's first
+    statements: they, and every later one, still share one transaction, which ends with
+    the block (a setting local to the transaction is gone in the next)."""
+    pool = _pool(database)
+
+    async def scenario() -> tuple[Any, ...]:
+        pool.bind(asyncio.get_running_loop())
+        async with pool.transaction() as transaction:
+            assert transaction.connection.info.transaction_status == pq.TransactionStatus.IDLE
+            first = await transaction.execute(
+                "SELECT txid_current(), set_config('jm.t', 'x', true)"
+            )
+            assert transaction.connection.info.transaction_status == pq.TransactionStatus.INTRANS
+            later = await transaction.execute("SELECT txid_current(), current_setting('jm.t')")
+            opened = (await first.fetchone(), await later.fetchone())
+        async with pool.transaction() as transaction:
+            after = await transaction.execute("SELECT current_setting('jm.t', true)")
+            gone = await after.fetchone()
+        await pool.close()
+        return opened, gone
+
+    ((first_id, _), (later_id, setting)), (left,) = asyncio.run(scenario())
+    assert first_id == later_id and setting == "x"
+    assert left in ("", None)
+
+
+def test_an_announcement_that_fails_before_the_commit_stores_nothing_and_says_so(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The announcements go with the COMMIT in one round trip. When the ``pg_notify``
+    fails (here a payload longer than PostgreSQL's 8,000 bytes), the COMMIT never ran:
+    the error is an ordinary one (not an unknown outcome), nothing is stored, and the
+    connection serves the next transaction."""
+    pool = _pool(database)
+    probe = psycopg.connect(str(database.engine.url.set(drivername="postgresql")), autocommit=True)
+
+    async def scenario() -> tuple[Any, Any]:
+        pool.bind(asyncio.get_running_loop())
+        first = await _backend_of_next_transaction(pool)
+        monkeypatch.setattr(notify, "payload_to_send", lambda _transaction: "x" * 9000)
+        with pytest.raises(DBAPIError) as raised:
+            async with pool.transaction() as transaction:
+                await transaction.execute("CREATE TABLE jm_announce_probe (id int)")
+        assert not isinstance(raised.value, CommitOutcomeUnknownError)
+        monkeypatch.setattr(notify, "payload_to_send", lambda _transaction: None)
+        assert await _backend_of_next_transaction(pool) == first
+        await pool.close()
+        return raised.value.orig, probe.execute(
+            "SELECT to_regclass('jm_announce_probe')"
+        ).fetchone()
+
+    try:
+        error, (table,) = asyncio.run(scenario())
+    finally:
+        probe.execute("DROP TABLE IF EXISTS jm_announce_probe")
+        probe.close()
+    assert isinstance(error, psycopg.errors.InvalidParameterValue)
+    assert table is None

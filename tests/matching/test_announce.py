@@ -27,7 +27,7 @@ def announced(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
     so that both ways of announcing are seen alike."""
     seen: list[set[str]] = []
     original = notify.send_pending
-    original_on_loop = notify.send_pending_async
+    original_on_loop = notify.payload_to_send
 
     def record(holder: Any) -> None:
         tokens = set(holder.info.get(notify.PENDING_KEY, ())) | set(
@@ -40,13 +40,13 @@ def announced(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
         record(session)
         original(session)
 
-    async def recording_on_loop(transaction: Any) -> None:
+    def recording_on_loop(transaction: Any) -> str | None:
         # The express lane's transactions on the event loop (app/db/event_loop.py).
         record(transaction)
-        await original_on_loop(transaction)
+        return original_on_loop(transaction)
 
     monkeypatch.setattr(notify, "send_pending", recording)
-    monkeypatch.setattr(notify, "send_pending_async", recording_on_loop)
+    monkeypatch.setattr(notify, "payload_to_send", recording_on_loop)
     return seen
 
 

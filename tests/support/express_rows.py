@@ -69,7 +69,7 @@ def on_loop_then_undo(database: Database, step: Callable[[Any], Any]) -> tuple[A
                 outcome = await step(transaction)
                 rows = {}
                 for table, query in SNAPSHOT.items():
-                    cursor = await transaction.connection.execute(query)
+                    cursor = await transaction.execute(query)
                     rows[table] = [tuple(row) for row in await cursor.fetchall()]
                 raise _Undo(outcome, rows)
         except _Undo as undone:

@@ -48,7 +48,7 @@ from app.db import notify
 from app.db.event_loop import LoopTransaction
 from app.db.models import JobEventKind
 from app.db.notify import EVERYTHING
-from app.db.prebuilt import Prebuilt, rows_together, rows_together_async
+from app.db.prebuilt import Prebuilt, rows_together
 from app.db.tables import JOBS
 from app.matching.dispatch.batch_sql import END_MANY_QUIETLY, take_limit, take_many_by_name
 from app.matching.dispatch.finish_sql import (
@@ -134,9 +134,7 @@ async def pull_on_loop(
     thread. ``batch``: the pull is one of a batch, and looks at more heads (concurrent
     batches hold theirs locked: pull_plain.BATCH_HEADS)."""
     params = _pull_params(worker_name, now)
-    locked, taken = await rows_together_async(
-        transaction.connection,
-        transaction.dialect,
+    locked, taken = await transaction.rows(
         (_LOCK_PULLER, params),
         (_TAKE_BY_NAME[batch], params),
     )
@@ -155,9 +153,7 @@ async def _pulled_on_loop(
     (:func:`pull_on_loop`)."""
     step = _after_take(locked, taken, worker_name)
     if isinstance(step, _TakeById):
-        ((row,),) = await rows_together_async(
-            transaction.connection, transaction.dialect, (_TAKE_BEST[batch][True], step.params(now))
-        )
+        ((row,),) = await transaction.rows((_TAKE_BEST[batch][True], step.params(now)))
         step = _started(row, step.puller)
     if step is not None and step.job is not None:
         notify.sent_by_statement(transaction, job_taken(step.job.category_id, step.job.id))
@@ -219,9 +215,7 @@ async def batch_on_loop(
         calls.append((_take_many(count), params))
     else:
         calls.append((_TAKE_BY_NAME_WITH_ROOM if reports else _TAKE_BY_NAME[False], params))
-    locked, *answers = await rows_together_async(
-        transaction.connection, transaction.dialect, *calls
-    )
+    locked, *answers = await transaction.rows(*calls)
     taken = answers[-1]
     if not locked or locked[0][4]:
         # No such worker, or an unknown one: the general way makes it active again.
@@ -410,17 +404,13 @@ async def finish_on_loop(
     params = _finish_params(job_id, worker_name, report, now)
     if params is None:
         return None
-    locked, ended = await rows_together_async(
-        transaction.connection,
-        transaction.dialect,
+    locked, ended = await transaction.rows(
         (_LOCK_REPORTER, params),
         (_END_BY_NAME[report.outcome == "failed"], params),
     )
     job = _ended(transaction, locked, ended)
     if job is not None and locked[0][2]:
-        (revived,) = await rows_together_async(
-            transaction.connection, transaction.dialect, (_REVIVE, _revive_params(params))
-        )
+        (revived,) = await transaction.rows((_REVIVE, _revive_params(params)))
         job.worker_revived = bool(revived)
     return job
 

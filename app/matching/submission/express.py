@@ -44,7 +44,7 @@ from app.db import notify
 from app.db.event_loop import LoopTransaction
 from app.db.models import Category, JobEventKind, JobState
 from app.db.models.enums import UNAVAILABLE_WORKER_STATES
-from app.db.prebuilt import Prebuilt, rows_together_async
+from app.db.prebuilt import Prebuilt
 from app.db.tables import (
     CATEGORIES,
     CATEGORY_FITS,
@@ -203,10 +203,7 @@ async def submit_on_loop(
     """Store the job of a plain request (:func:`plain_request`) as
     :func:`app.matching.submission.submit_job` would; the caller commits. None, having
     written nothing, when the category does not exist yet: the general way creates it."""
-    connection, dialect = transaction.connection, transaction.dialect
-    (found,) = await rows_together_async(
-        connection, dialect, (LOOKUP, {"p_key_hash": key_hash(request)})
-    )
+    (found,) = await transaction.rows((LOOKUP, {"p_key_hash": key_hash(request)}))
     if not found:
         return None
     ((category_id, fits, templates),) = found
@@ -218,7 +215,7 @@ async def submit_on_loop(
     prepared = Prepared(request, None, None, Category(id=category_id))
     values = job_values(spec, prepared, submitter=submitter, submitted_at=now, failed=failed)
     params = {f"p_{name}": value for name, value in values.items()}
-    ((row,),) = await rows_together_async(connection, dialect, (INSERT[failed], params))
+    ((row,),) = await transaction.rows((INSERT[failed], params))
     job = SimpleNamespace(**dict(zip(_JOB_COLUMNS, row, strict=False)))
     if not failed:
         # The statement named the job it inserted (``c<category>.<job>``).
