@@ -89,21 +89,28 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             observe_latency()  # a request that ended without a complete answer
-            elapsed = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", "unmatched")
-            log.log(
-                access_level(scope["path"], answer.code),
-                "%s %s %s",
-                scope["method"],
-                scope["path"],
-                answer.code,
-                extra={
-                    "method": scope["method"],
-                    "path": scope["path"],
-                    "route": route,
-                    "status": answer.code,
-                    "duration_ms": round(elapsed * 1000, 3),
-                    **_caller(scope),
-                },
-            )
+            level = access_level(scope["path"], answer.code)
+            if log.isEnabledFor(level):
+                _log_access(scope, answer.code, level, time.perf_counter() - started)
             request_id.reset(token)
+
+
+def _log_access(scope: Scope, status: int, level: int, elapsed: float) -> None:
+    """The access log's line of a request: built only when the logger keeps it (a busy
+    farm logs at WARNING, and pays nothing here per pull)."""
+    route = getattr(scope.get("route"), "path", "unmatched")
+    log.log(
+        level,
+        "%s %s %s",
+        scope["method"],
+        scope["path"],
+        status,
+        extra={
+            "method": scope["method"],
+            "path": scope["path"],
+            "route": route,
+            "status": status,
+            "duration_ms": round(elapsed * 1000, 3),
+            **_caller(scope),
+        },
+    )
