@@ -65,7 +65,7 @@ from app.db.models import (
 )
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching.announce import job_token_column
-from app.matching.dispatch.finish_parts import give_back_slots_of
+from app.matching.dispatch.finish_parts import give_back_slots_of, runs_on
 from app.matching.dispatch.pull_claim import CLAIM_VALUES
 from app.matching.dispatch.pull_plain import (
     BATCH_HEADS,
@@ -119,7 +119,7 @@ def _end_many() -> Select[Any]:
         update(JOBS)
         .where(
             job == reports.c.job_id,
-            JOBS.c.worker_id == _REPORTER_ID,
+            runs_on(_REPORTER_ID),
             JOBS.c.state == JobState.RUNNING,
             ~exists().where(InventoryBooking.job_id == job, InventoryBooking.released_at.is_(None)),
             ~exists().where(JobBooking.job_id == job),

@@ -15,7 +15,21 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select, update
 
 from app.db.models import JobState
-from app.db.tables import ALLOCATIONS, JOB_EVENTS, QUEUE_INSTANCES
+from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES
+
+
+def runs_on(worker: Any) -> Any:
+    """The job is the worker's (``worker``: its id, an SQL expression), compared through
+    ``coalesce`` so that no plan can look the ended job up by its worker.
+
+    An end finds its job by id. Compared plainly, ``worker_id`` offers the planner its
+    index, and a plan made on statistics taken while most jobs had no worker yet (after a
+    bulk submission, or an ANALYZE before a drain) estimates that index at one row and
+    takes it: every end then read every job the worker ever ran, a cost that grows with
+    the worker's history (issue 38: 0.12 ms of PostgreSQL CPU per job on average over a
+    drain of 750 jobs a worker). Ids start at 1, so ``coalesce(worker_id, 0)`` matches
+    what the plain comparison matches."""
+    return func.coalesce(JOBS.c.worker_id, 0) == worker
 
 
 def end_values(failed: bool, now: Any) -> dict[str, Any]:

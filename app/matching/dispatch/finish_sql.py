@@ -36,6 +36,7 @@ from app.matching.dispatch.finish_parts import (
     give_back_slots,
     record_end,
     record_end_of,
+    runs_on,
 )
 from app.matching.errors import ConflictError
 from app.matching.gridengine.bookings import release_bookings
@@ -103,7 +104,7 @@ def _end(failed: bool, worker_id: Any = None) -> Any:
         update(JOBS)
         .where(
             JOBS.c.id == _JOB,
-            JOBS.c.worker_id == (bindparam("p_worker_id") if worker_id is None else worker_id),
+            runs_on(bindparam("p_worker_id") if worker_id is None else worker_id),
             JOBS.c.state == JobState.RUNNING,
         )
         .values(**end_values(failed, _NOW))

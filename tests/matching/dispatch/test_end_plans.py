@@ -1,0 +1,128 @@
+"""The plans the express end runs on, made on statistics taken before any job ran
+(issue 38): the cost of an end must not grow with the worker's history or with the
+allocations ever made.
+
+A drain ANALYZEd before its first pull (as after a bulk submission) plans with every job
+of ``worker_id`` NULL and no allocation at all. Found in issue 38 with auto_explain and
+``pg_stat_user_tables``: the finish's cached generic plan read the worker's every job
+through ``ix_jobs_worker_id`` and every allocation with a sequential scan, once per
+finish. The end compares the worker through ``coalesce``
+(app/matching/dispatch/finish_parts.py ``runs_on``) and the event loop's connections
+price sequential scans out (app/db/event_loop.py ``KEYED_PLANS``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from app.db.base import utcnow
+from app.db.engine import Database
+from app.db.event_loop import EventLoopConnections
+from app.matching import submission, workers
+from app.matching.dispatch import express
+from app.matching.submission import JobSpec
+from app.matching.workers import WorkerSpec
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only(backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("the express way and its plans are PostgreSQL's")
+
+
+def _stale_farm(database: Database) -> None:
+    """A worker and 300 waiting jobs, ANALYZEd: no job has a worker, no allocation."""
+    with database.transaction() as session:
+        workers.upsert_worker(session, WorkerSpec(name="w", slots=4))
+        for _ in range(300):
+            submission.submit_job(session, JobSpec(command=["true"]), submitter="t")
+    with database.engine.connect() as connection:
+        connection.execute(text("COMMIT"))
+        connection.execute(text("ANALYZE"))
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """Every scan of a table in the plan: (node, table, index)."""
+    found = []
+    if "Scan" in plan["Node Type"] and ("Relation Name" in plan or "Index Name" in plan):
+        # A bitmap index scan names its index only; its heap scan, the table.
+        found.append((plan["Node Type"], plan.get("Relation Name", ""), plan.get("Index Name")))
+    for child in plan.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+def _generic_plans(database: Database, statements: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """The generic plan of each prebuilt statement (with its parameters), as the event
+    loop's connection would cache it."""
+    pool = EventLoopConnections.for_database(database)
+    if pool is None:
+        pytest.skip("behind a transaction pooler the express lane stays in its threads")
+    dialect = database.engine.dialect
+
+    async def explain() -> dict[str, Any]:
+        pool.bind(asyncio.get_running_loop())
+        plans = {}
+        try:
+            async with pool.transaction() as transaction:
+                await transaction.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                for name, (prebuilt, params) in statements.items():
+                    compiled, sent = prebuilt._bound(dialect, params)
+                    await transaction.execute(f"PREPARE jm_{name} AS {compiled.sql}")
+                    cursor = psycopg.AsyncClientCursor(transaction.connection)
+                    values = ", ".join(["%s"] * len(sent))
+                    await cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE jm_{name}({values})", sent)
+                    row = await cursor.fetchone()
+                    assert row is not None
+                    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+                    plans[name] = document[0]["Plan"]
+                raise _Undo
+        except _Undo:
+            return plans
+        finally:
+            await pool.close()
+
+    return asyncio.run(explain())
+
+
+class _Undo(Exception):
+    """Rolls the explaining transaction back."""
+
+
+def test_the_express_ends_find_the_job_by_id_and_its_allocation_by_index(
+    database: Database,
+) -> None:
+    _stale_farm(database)
+    report = SimpleNamespace(job_id=7, outcome="finished", reason=None, exit_code=0, output=None)
+    now = utcnow()
+    single = express._finish_params(7, "w", report, now)
+    assert single is not None
+    many = {
+        **express._pull_params("w", now),
+        **(
+            express._end_many_params([report, SimpleNamespace(**{**vars(report), "job_id": 8})])
+            or {}
+        ),
+    }
+    plans = _generic_plans(
+        database,
+        {
+            "end": (express._END_BY_NAME_QUIETLY[False], single),
+            "end_many": (express._END_MANY_QUIETLY, many),
+        },
+    )
+    for name, plan in plans.items():
+        scans = _scans(plan)
+        assert "jobs" in {table for _, table, _ in scans}, (name, scans)
+        by_worker = [scan for scan in scans if scan[2] == "ix_jobs_worker_id"]
+        assert not by_worker, (name, scans)  # every job the worker ever ran
+        whole = [
+            scan for scan in scans if scan[0] == "Seq Scan" and scan[1] in ("jobs", "allocations")
+        ]
+        assert not whole, (name, scans)  # every job, or every allocation ever made
