@@ -66,7 +66,7 @@ from app.db.models import (
 from app.db.tables import ALLOCATIONS, JOB_EVENTS, JOBS, QUEUE_INSTANCES, WORKERS
 from app.matching.announce import job_token_column
 from app.matching.dispatch.finish_parts import give_back_slots_of, runs_on
-from app.matching.dispatch.pull_claim import CLAIM_VALUES
+from app.matching.dispatch.pull_claim import CLAIM_VALUES, still_waiting
 from app.matching.dispatch.pull_plain import (
     BATCH_HEADS,
     by_name_facts,
@@ -75,7 +75,7 @@ from app.matching.dispatch.pull_plain import (
 )
 from app.matching.dispatch.record import dispatched_event_insert, dispatched_event_values
 from app.matching.ordering.policy import DEFAULT, order_terms
-from app.matching.slots import WAITING, first_open_queue_instance
+from app.matching.slots import first_open_queue_instance
 from app.matching.wakeups import ROOM, TAKEN
 
 _NOW: Any = bindparam("p_now")
@@ -206,7 +206,7 @@ def take_many_by_name(limit: int) -> Select[Any]:
     free = (
         select(JOBS.c.id, JOBS.c.slots, JOBS.c.priority, JOBS.c.submitted_at)
         .join(candidates, candidates.c.id == JOBS.c.id)
-        .where(JOBS.c.state == WAITING, ~needs_more)
+        .where(still_waiting(), ~needs_more)
         .order_by(*best_first(JOBS))
         .limit(literal_column(str(limit)))
         .with_for_update(of=JOBS, skip_locked=True)
@@ -225,7 +225,7 @@ def take_many_by_name(limit: int) -> Select[Any]:
     )
     claimed = (
         update(JOBS)
-        .where(JOBS.c.id.in_(chosen), JOBS.c.state == WAITING)
+        .where(JOBS.c.id.in_(chosen), still_waiting())
         .values(**{**CLAIM_VALUES, "worker_id": worker_id})
         .returning(*JOBS.c)
         .cte("cj")

@@ -38,6 +38,7 @@ from app.matching.dispatch.pull_claim import (
     UNCLAIM,
     allocate_slots,
     book_first_room,
+    still_waiting,
 )
 from app.matching.dispatch.pull_heads import BOUND, HEADS_PER_ROUND, PullerTerms, heads_statement
 from app.matching.dispatch.puller import PLAIN_PULLER, PULLER_FACTS, Puller
@@ -48,7 +49,7 @@ from app.matching.dispatch.record import (
     record_dispatches,
 )
 from app.matching.ordering.policy import DEFAULT, Ordering, active, order_terms
-from app.matching.slots import WAITING, book_room_statement
+from app.matching.slots import book_room_statement
 from app.matching.wakeups import ROOM, TAKEN, job_taken
 
 
@@ -152,7 +153,7 @@ def _take_best(
     first_free = (
         select(JOBS.c.id)
         .join(candidates, candidates.c.id == JOBS.c.id)
-        .where(JOBS.c.state == WAITING, ~needs_more)
+        .where(still_waiting(), ~needs_more)
         .order_by(
             *order_terms(
                 ordering.rules,
@@ -169,7 +170,7 @@ def _take_best(
     )
     claim = (
         update(JOBS)
-        .where(JOBS.c.id == first_free, JOBS.c.state == WAITING)
+        .where(JOBS.c.id == first_free, still_waiting())
         .values(**{**CLAIM_VALUES, "worker_id": puller.id})
         .returning(*JOBS.c)
     )

@@ -1,6 +1,6 @@
-"""The plans the express end runs on, made on statistics taken before any job ran
-(issue 38): the cost of an end must not grow with the worker's history or with the
-allocations ever made.
+"""The plans the express end and take run on, made on statistics taken before any job
+ran (issue 38): the cost of an end must not grow with the worker's history or with the
+allocations ever made, nor a take's with the number of waiting jobs.
 
 A drain ANALYZEd before its first pull (as after a bulk submission) plans with every job
 of ``worker_id`` NULL and no allocation at all. Found in issue 38 with auto_explain and
@@ -8,12 +8,16 @@ of ``worker_id`` NULL and no allocation at all. Found in issue 38 with auto_expl
 through ``ix_jobs_worker_id`` and every allocation with a sequential scan, once per
 finish. The end compares the worker through ``coalesce``
 (app/matching/dispatch/finish_parts.py ``runs_on``) and the event loop's connections
-price sequential scans out (app/db/event_loop.py ``KEYED_PLANS``)."""
+price sequential scans out (app/db/event_loop.py ``KEYED_PLANS``). On a jobs table
+without statistics, the take's claim read every waiting job through the state's indexes
+and joined them to its eight heads, once per pull: it checks that the job still waits
+through ``coalesce`` (app/matching/dispatch/pull_claim.py ``still_waiting``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,6 +32,7 @@ from app.matching import submission, workers
 from app.matching.dispatch import express
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
+from tests.databases import migrated_database, run_directory
 
 
 @pytest.fixture(autouse=True)
@@ -36,15 +41,24 @@ def _postgresql_only(backend: str) -> None:
         pytest.skip("the express way and its plans are PostgreSQL's")
 
 
-def _stale_farm(database: Database) -> None:
-    """A worker and 300 waiting jobs, ANALYZEd: no job has a worker, no allocation."""
+def _analyze(database: Database) -> None:
+    with database.engine.connect() as connection:
+        connection.execute(text("COMMIT"))
+        connection.execute(text("ANALYZE"))
+
+
+def _farm(database: Database) -> None:
+    """A worker and 300 waiting jobs."""
     with database.transaction() as session:
         workers.upsert_worker(session, WorkerSpec(name="w", slots=4))
         for _ in range(300):
             submission.submit_job(session, JobSpec(command=["true"]), submitter="t")
-    with database.engine.connect() as connection:
-        connection.execute(text("COMMIT"))
-        connection.execute(text("ANALYZE"))
+
+
+def _stale_farm(database: Database) -> None:
+    """A worker and 300 waiting jobs, ANALYZEd: no job has a worker, no allocation."""
+    _farm(database)
+    _analyze(database)
 
 
 def _scans(plan: dict[str, Any]) -> list[tuple[str, str, str | None]]:
@@ -126,3 +140,43 @@ def test_the_express_ends_find_the_job_by_id_and_its_allocation_by_index(
             scan for scan in scans if scan[0] == "Seq Scan" and scan[1] in ("jobs", "allocations")
         ]
         assert not whole, (name, scans)  # every job, or every allocation ever made
+
+
+def _claims(plan: dict[str, Any], inside: bool = False) -> list[tuple[str, str, str | None]]:
+    """The scans of jobs under the claim: the UPDATE of jobs and the LockRows that picks
+    the free heads (the heads themselves are read elsewhere, by their order's index)."""
+    here = plan.get("Node Type") == "LockRows" or (
+        plan.get("Node Type") == "ModifyTable" and plan.get("Relation Name") == "jobs"
+    )
+    found = []
+    if inside or here:
+        found += [scan for scan in _scans({**plan, "Plans": []}) if scan[1] in ("jobs", "")]
+    for child in plan.get("Plans", []):
+        found += _claims(child, inside or here)
+    return found
+
+
+def test_the_express_takes_claim_their_heads_by_id_on_a_table_without_statistics(
+    backend: str, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    """A new deployment's database: migrated, never ANALYZEd (autovacuum analyzes a table
+    only after its first fifty changes, and not at all where it is off)."""
+    with migrated_database(backend, tmp_path, run_directory(pytestconfig)) as url:
+        fresh = Database(url)
+        try:
+            _farm(fresh)
+            now = utcnow()
+            pull = {**express._pull_params("w", now), "p_count": 4, "p_room": True}
+            plans = _generic_plans(
+                fresh,
+                {
+                    "take": (express._TAKE_BY_NAME_WITH_ROOM, pull),
+                    "take_many": (express._take_many(4), pull),
+                },
+            )
+        finally:
+            fresh.dispose()
+    for name, plan in plans.items():
+        claims = _claims(plan)
+        assert claims, (name, _scans(plan))
+        assert all(index == "pk_jobs" for _, _, index in claims), (name, claims)
