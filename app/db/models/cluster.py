@@ -37,8 +37,13 @@ class Worker(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
+    # In the order they were made: without it a worker's queues came back in the rows'
+    # physical order, which an update of one of them changes (its used slots).
     queue_instances: Mapped[list[QueueInstance]] = relationship(
-        back_populates="worker", cascade="all, delete-orphan", passive_deletes=True
+        back_populates="worker",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="QueueInstance.id",
     )
 
 
