@@ -243,12 +243,13 @@ def _run_through_the_pooler(port: int, *cases: str) -> None:
     result = subprocess.run(
         # The tests that pulls settle on generic plans need psycopg's prepared statements,
         # off behind it; the express lane's event loop way is not used behind it (the
-        # express batch, test_express_batch.py, is all the event loop's way).
+        # express batch, test_express_batch.py, and the plans its connections cache,
+        # test_express_plans.py, are all the event loop's way).
         [
             *command,
             "-k",
             "not sqlite and not settles_on_a_generic_plan and not event_loops_way"
-            " and not test_express_batch",
+            " and not test_express_batch and not test_express_plans",
             *cases,
         ],
         cwd=Path(__file__).resolve().parents[2],
