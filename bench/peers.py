@@ -61,24 +61,27 @@ median of the rounds' ratios.
 
 The figures below came from procrastinate 3.10.0 and pgqueuer 1.6.0 on psycopg 3.3.9 and
 PostgreSQL 15.20 (autovacuum off: hence the ANALYZE before each drain), on this 2-CPU
-machine otherwise idle (load 1.1 at the start, 1.6 to 2.6 during the modes): the default
-``--rounds 3 --jobs 3000``, medians, jobs/s (issue 38, 2026-11-30)::
+machine with nothing else running (load 2.3 at the start, 2.6 to 3.4 during the modes):
+the default ``--rounds 3 --jobs 3000``, medians, jobs/s (issue 38, 2026-11-30, the second
+of three runs; the machine ran everything about a third slower than the day before)::
 
-    procrastinate  enqueue defer 2,616, batch_defer 26,385; drain worker 999
-    pgqueuer       enqueue one-by-one 3,874, batched 59,103; drain batch1 1,243, batch10 6,141
-    jobmatch       enqueue one-per-request 1,238, bulk-submit 32,102;
-                   drain one-by-one 570, finish-carrying 914, batch-pull 2,563
-    floor          drain one-request 3,082
-    ratio drain finish-carrying/procrastinate 0.91, /pgqueuer-batch1 0.74
-    ratio drain batch-pull/procrastinate 2.60, /pgqueuer-batch10 0.42
-    ratio drain floor/procrastinate 3.21, finish-carrying/floor 0.28
-    ratio enqueue bulk-submit/procrastinate-batch_defer 1.22, /pgqueuer-batched 0.56
+    procrastinate  enqueue defer 2,061, batch_defer 16,702; drain worker 550
+    pgqueuer       enqueue one-by-one 2,692, batched 38,420; drain batch1 773, batch10 4,395
+    jobmatch       enqueue one-per-request 837, bulk-submit 24,426;
+                   drain one-by-one 447, finish-carrying 692, batch-pull 2,043
+    floor          drain one-request 2,099
+    ratio drain finish-carrying/procrastinate 1.24, /pgqueuer-batch1 0.89
+    ratio drain batch-pull/procrastinate 3.63, /pgqueuer-batch10 0.46
+    ratio drain floor/procrastinate 3.81, finish-carrying/floor 0.33
+    ratio enqueue bulk-submit/procrastinate-batch_defer 1.47, /pgqueuer-batched 0.63
 
-CPU per drained job, finish-carrying: jobmatch's server 0.87 ms, PostgreSQL 1.02 ms
-(pgqueuer batch1: 0.90 ms PostgreSQL, 0.38 ms in its process; procrastinate: 0.54 ms and
-0.63 ms; the floor: 0.27 ms and 0.12 ms). A short drain pays for warming up: jobmatch's
-batch-pull alone drained 2,595 jobs/s with ``--jobs 3000`` and 3,694 with ``--jobs
-12000``, its server's CPU per job 0.27 and 0.16 ms. The run prints the versions it found.
+CPU per drained job, finish-carrying: jobmatch's server 1.08 ms, PostgreSQL 1.33 ms
+(pgqueuer batch1: 1.30 ms PostgreSQL, 0.75 ms in its process; procrastinate: 0.84 ms and
+1.23 ms; the floor: 0.44 ms and 0.17 ms). With ``--stale-statistics`` (20:38, load 2.4 to
+3.2) procrastinate drained 376 jobs/s on 1.74 ms of PostgreSQL CPU per job, jobmatch's
+finish-carrying 728 on 1.28 ms: 1.95 times procrastinate. A short drain pays for warming
+up: jobmatch's batch-pull alone drained 2,595 jobs/s with ``--jobs 3000`` and 3,694 with
+``--jobs 12000`` (the day before). The run prints the versions it found.
 Not a test; never gates CI.
 """
 
