@@ -15,7 +15,6 @@ through ``coalesce`` (app/matching/dispatch/pull_claim.py ``still_waiting``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,12 +26,12 @@ from sqlalchemy import text
 
 from app.db.base import utcnow
 from app.db.engine import Database
-from app.db.event_loop import EventLoopConnections
 from app.matching import submission, workers
 from app.matching.dispatch import express
 from app.matching.submission import JobSpec
 from app.matching.workers import WorkerSpec
 from tests.databases import migrated_database, run_directory
+from tests.support.express_rows import on_loop_then_undo
 
 
 @pytest.fixture(autouse=True)
@@ -74,39 +73,26 @@ def _scans(plan: dict[str, Any]) -> list[tuple[str, str, str | None]]:
 
 def _generic_plans(database: Database, statements: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
     """The generic plan of each prebuilt statement (with its parameters), as the event
-    loop's connection would cache it."""
-    pool = EventLoopConnections.for_database(database)
-    if pool is None:
-        pytest.skip("behind a transaction pooler the express lane stays in its threads")
+    loop's connection would cache it (explained in a transaction rolled back after)."""
     dialect = database.engine.dialect
 
-    async def explain() -> dict[str, Any]:
-        pool.bind(asyncio.get_running_loop())
+    async def explain(transaction: Any) -> dict[str, Any]:
         plans = {}
-        try:
-            async with pool.transaction() as transaction:
-                await transaction.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-                for name, (prebuilt, params) in statements.items():
-                    compiled, sent = prebuilt._bound(dialect, params)
-                    await transaction.execute(f"PREPARE jm_{name} AS {compiled.sql}")
-                    cursor = psycopg.AsyncClientCursor(transaction.connection)
-                    values = ", ".join(["%s"] * len(sent))
-                    await cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE jm_{name}({values})", sent)
-                    row = await cursor.fetchone()
-                    assert row is not None
-                    document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-                    plans[name] = document[0]["Plan"]
-                raise _Undo
-        except _Undo:
-            return plans
-        finally:
-            await pool.close()
+        await transaction.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for name, (prebuilt, params) in statements.items():
+            compiled, sent = prebuilt._bound(dialect, params)
+            await transaction.execute(f"PREPARE jm_{name} AS {compiled.sql}")
+            cursor = psycopg.AsyncClientCursor(transaction.connection)
+            values = ", ".join(["%s"] * len(sent))
+            await cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE jm_{name}({values})", sent)
+            row = await cursor.fetchone()
+            assert row is not None
+            document = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+            plans[name] = document[0]["Plan"]
+        return plans
 
-    return asyncio.run(explain())
-
-
-class _Undo(Exception):
-    """Rolls the explaining transaction back."""
+    plans, _rows = on_loop_then_undo(database, explain)
+    return dict(plans)
 
 
 def test_the_express_ends_find_the_job_by_id_and_its_allocation_by_index(
