@@ -14,7 +14,8 @@ A :class:`LoopPipeline` belongs to one connection and to one task at a time (the
 loop's pool hands each connection to one transaction). Statements are prepared on the
 connection on first use, under names of this module's own, one per text and parameter
 types, and kept for the connection's life; a prepare the server did not answer (an
-earlier statement of its pipeline failed) is sent again next time. Between two
+earlier statement of its pipeline failed) is sent again next time, and a statement a
+migration made stale closes its connection. Between two
 :meth:`LoopPipeline.run` the connection is out of pipeline mode, so psycopg's own methods
 (``execute``, ``rollback``) serve it as usual.
 """
@@ -36,7 +37,8 @@ MAX_PREPARED = 256
 #: Each parameter as psycopg chooses its format (text or binary) by its type.
 _AUTO = PyFormat.AUTO
 #: SQLSTATEs that say a prepared statement no longer stands for its text (a migration
-#: changed a table under it): the connection's statements are prepared again.
+#: changed a table under it, or the statement is gone): the connection is closed, and
+#: the pool's next one prepares its statements anew.
 _STALE = frozenset({"0A000", "26000"})
 
 
@@ -102,7 +104,8 @@ class LoopPipeline:
             if status == pq.ExecStatus.FATAL_ERROR:
                 error = errors.error_from_result(result, encoding=self.connection.info.encoding)
                 if error.sqlstate in _STALE:
-                    self._prepared.clear()
+                    # Preparing them again here would leave the old names on the server.
+                    pgconn.finish()
                 raise error
             if index is not None and status == pq.ExecStatus.TUPLES_OK:
                 transformer.set_pgresult(result)

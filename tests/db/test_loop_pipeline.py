@@ -160,3 +160,28 @@ def test_a_command_has_no_rows(database: Database) -> None:
         return await pipeline.run([Command(b"BEGIN"), Command(b"SET LOCAL jit = off"), COMMIT])
 
     assert _on_pipeline(database, scenario) == [[], [], []]
+
+
+def test_a_statement_a_change_of_its_table_made_stale_closes_its_connection(
+    database: Database,
+) -> None:
+    """A table changed under a prepared statement (as a migration may change one while
+    the server runs): PostgreSQL refuses the statement ("cached plan must not change
+    result type"), and the connection is closed, so that the pool's next one prepares it
+    anew instead of failing on it again."""
+    sql = b"SELECT * FROM jm_stale_probe"
+
+    async def scenario(pipeline: LoopPipeline) -> tuple[Any, ...]:
+        connection = pipeline.connection
+        await connection.execute("CREATE TEMPORARY TABLE jm_stale_probe (id int)")
+        await connection.execute("INSERT INTO jm_stale_probe VALUES (1)")
+        first = await pipeline.run([Query(sql, ())])
+        await connection.execute("ALTER TABLE jm_stale_probe ADD COLUMN name text")
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as raised:
+            await pipeline.run([Query(sql, ())])
+        return first, raised.value.sqlstate, connection.broken or connection.closed
+
+    first, sqlstate, closed = _on_pipeline(database, scenario)
+    assert first == [[(1,)]]
+    assert sqlstate == "0A000"
+    assert closed
